@@ -1,0 +1,165 @@
+//! Storage dtypes and the element trait that converts them to and from f32.
+//!
+//! All arithmetic is f32; a value is rounded to its storage dtype once, when it is
+//! stored (SPEC.md). `bf16` rounds to nearest even, as `half` does and as the WGSL
+//! packers in `wgsl/dtype_*.wgsl` do.
+
+use std::fmt;
+
+/// A storage dtype for activations, state or tape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DType {
+    F32,
+    F16,
+    BF16,
+}
+
+impl DType {
+    /// Every dtype, in a fixed order (for tests and benches that sweep them).
+    pub const ALL: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
+
+    /// Bytes of one element.
+    pub const fn size_bytes(self) -> usize {
+        match self {
+            DType::F32 => 4,
+            DType::F16 | DType::BF16 => 2,
+        }
+    }
+
+    /// Bytes a GPU buffer needs for `elements` values of this dtype.
+    ///
+    /// Storage bindings are sized in 4-byte words, so 16-bit tensors with an odd
+    /// element count take one padding half-word. `None` on overflow.
+    pub fn buffer_bytes(self, elements: usize) -> Option<u64> {
+        let bytes = (elements as u64).checked_mul(self.size_bytes() as u64)?;
+        bytes.checked_add(3).map(|b| b & !3)
+    }
+
+    /// Name as written on the command line and in kernel keys.
+    pub const fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+        }
+    }
+
+    /// A relative tolerance that covers one rounding to this dtype, with headroom for
+    /// f32 reassociation between backends.
+    pub const fn tolerance(self) -> f32 {
+        match self {
+            DType::F32 => 2e-5,
+            DType::F16 => 2e-3,
+            DType::BF16 => 1.6e-2,
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for DType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "f32" | "float32" => Ok(DType::F32),
+            "f16" | "float16" | "half" => Ok(DType::F16),
+            "bf16" | "bfloat16" => Ok(DType::BF16),
+            other => Err(format!(
+                "unknown dtype `{other}` (expected f32, f16 or bf16)"
+            )),
+        }
+    }
+}
+
+/// A host element type the crate stores tensors in: `f32`, `half::f16`, `half::bf16`.
+///
+/// Sealed: the GPU kernels exist for exactly these three.
+pub trait Element:
+    bytemuck::Pod + Copy + Default + Send + Sync + PartialEq + fmt::Debug + sealed::Sealed + 'static
+{
+    /// The dtype this type stores.
+    const DTYPE: DType;
+    /// Exact widening to f32.
+    fn to_f32(self) -> f32;
+    /// Round an f32 to this type (nearest even).
+    fn from_f32(value: f32) -> Self;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for half::f16 {}
+    impl Sealed for half::bf16 {}
+}
+
+impl Element for f32 {
+    const DTYPE: DType = DType::F32;
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+    #[inline(always)]
+    fn from_f32(value: f32) -> Self {
+        value
+    }
+}
+
+impl Element for half::f16 {
+    const DTYPE: DType = DType::F16;
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        half::f16::to_f32(self)
+    }
+    #[inline(always)]
+    fn from_f32(value: f32) -> Self {
+        half::f16::from_f32(value)
+    }
+}
+
+impl Element for half::bf16 {
+    const DTYPE: DType = DType::BF16;
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        half::bf16::to_f32(self)
+    }
+    #[inline(always)]
+    fn from_f32(value: f32) -> Self {
+        half::bf16::from_f32(value)
+    }
+}
+
+/// Convert a slice of f32 to any element type, rounding each value once.
+pub fn cast_from_f32<E: Element>(values: &[f32]) -> Vec<E> {
+    values.iter().map(|&x| E::from_f32(x)).collect()
+}
+
+/// Widen a slice of any element type to f32.
+pub fn to_f32_vec<E: Element>(values: &[E]) -> Vec<f32> {
+    values.iter().map(|x| x.to_f32()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffer_bytes_pads_to_words() {
+        assert_eq!(DType::F16.buffer_bytes(3), Some(8));
+        assert_eq!(DType::BF16.buffer_bytes(4), Some(8));
+        assert_eq!(DType::F32.buffer_bytes(3), Some(12));
+        assert_eq!(DType::F32.buffer_bytes(usize::MAX), None);
+    }
+
+    #[test]
+    fn bf16_rounds_to_nearest_even() {
+        // 1 + 2^-8 is exactly halfway between two bf16 values: ties go to the even one (1.0).
+        let halfway = 1.0f32 + 2f32.powi(-8);
+        assert_eq!(half::bf16::from_f32(halfway).to_f32(), 1.0);
+        let above = f32::from_bits(halfway.to_bits() + 1);
+        assert_eq!(half::bf16::from_f32(above).to_f32(), 1.0 + 2f32.powi(-7));
+    }
+}

@@ -1,0 +1,180 @@
+//! What the wgpu backend keeps between calls: compiled pipelines (one per
+//! [`KernelKey`], compiled once), parameter buffers (one per distinct parameter
+//! block), and host-path buffers for reuse. Nothing here grows without bound.
+
+use super::kernel::KernelKey;
+use crate::error::{Error, Result};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use wgpu::util::DeviceExt;
+
+/// Compiled pipelines by key. The lock is held while a key compiles, so concurrent
+/// first calls with one key compile it once.
+#[derive(Default)]
+pub(crate) struct PipelineCache {
+    pipelines: Mutex<HashMap<KernelKey, Arc<wgpu::ComputePipeline>>>,
+}
+
+impl PipelineCache {
+    pub(crate) fn get(
+        &self,
+        device: &wgpu::Device,
+        key: &KernelKey,
+    ) -> Result<Arc<wgpu::ComputePipeline>> {
+        let mut map = self
+            .pipelines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(p) = map.get(key) {
+            return Ok(p.clone());
+        }
+        let pipeline = Arc::new(compile(device, key)?);
+        map.insert(*key, pipeline.clone());
+        Ok(pipeline)
+    }
+
+    /// Keys compiled so far (for tests and `deltatape info`).
+    pub(crate) fn keys(&self) -> Vec<KernelKey> {
+        let map = self
+            .pipelines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut keys: Vec<_> = map.keys().copied().collect();
+        keys.sort();
+        keys
+    }
+}
+
+fn compile(device: &wgpu::Device, key: &KernelKey) -> Result<wgpu::ComputePipeline> {
+    let label = key.label();
+    let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some(&label),
+        source: wgpu::ShaderSource::Wgsl(key.source().into()),
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(&label),
+        layout: None,
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: wgpu::PipelineCompilationOptions {
+            // Every kernel writes its workgroup memory before reading it.
+            zero_initialize_workgroup_memory: false,
+            ..Default::default()
+        },
+        cache: None,
+    });
+    match pollster::block_on(scope.pop()) {
+        None => Ok(pipeline),
+        Some(e) => Err(Error::Gpu {
+            op: "compile",
+            message: format!("{label}: {e}"),
+        }),
+    }
+}
+
+/// Immutable uniform buffers by content. Ops encoded into one command buffer each need
+/// their own parameters alive at submit, so a shared buffer rewritten per call would
+/// be wrong; a buffer per distinct content is right and, since shapes repeat from call
+/// to call, allocated once. Cleared when it holds too many.
+#[derive(Default)]
+pub(crate) struct ParamCache {
+    buffers: Mutex<HashMap<Vec<u8>, wgpu::Buffer>>,
+}
+
+const MAX_PARAM_BUFFERS: usize = 256;
+
+impl ParamCache {
+    pub(crate) fn get(&self, device: &wgpu::Device, bytes: &[u8]) -> wgpu::Buffer {
+        let mut map = self.buffers.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(b) = map.get(bytes) {
+            return b.clone();
+        }
+        if map.len() >= MAX_PARAM_BUFFERS {
+            // In-flight command buffers keep their own references alive.
+            map.clear();
+        }
+        let buffer = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("deltatape params"),
+            contents: bytes,
+            usage: wgpu::BufferUsages::UNIFORM,
+        });
+        map.insert(bytes.to_vec(), buffer.clone());
+        buffer
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.buffers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+}
+
+/// Buffers of the host-slices path, reused by (size, usage) so that repeated calls of
+/// one shape allocate nothing. Bounded: a few buffers per key, and a total byte cap.
+#[derive(Default)]
+pub(crate) struct BufferPool {
+    free: Mutex<PoolState>,
+}
+
+#[derive(Default)]
+struct PoolState {
+    by_key: HashMap<(u64, u32), Vec<wgpu::Buffer>>,
+    bytes: u64,
+}
+
+const POOL_PER_KEY: usize = 8;
+const POOL_MAX_BYTES: u64 = 1 << 30;
+
+impl BufferPool {
+    pub(crate) fn take(
+        &self,
+        device: &wgpu::Device,
+        size: u64,
+        usage: wgpu::BufferUsages,
+    ) -> wgpu::Buffer {
+        let size = size.max(4);
+        {
+            let mut state = self.free.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(b) = state
+                .by_key
+                .get_mut(&(size, usage.bits()))
+                .and_then(Vec::pop)
+            {
+                state.bytes -= size;
+                return b;
+            }
+        }
+        device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("deltatape host path"),
+            size,
+            usage,
+            mapped_at_creation: false,
+        })
+    }
+
+    pub(crate) fn give(&self, buffer: wgpu::Buffer) {
+        let size = buffer.size();
+        let mut state = self.free.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.bytes + size > POOL_MAX_BYTES {
+            return; // dropped: freed once no command buffer uses it
+        }
+        let list = state
+            .by_key
+            .entry((size, buffer.usage().bits()))
+            .or_default();
+        if list.len() < POOL_PER_KEY {
+            list.push(buffer);
+            state.bytes += size;
+        }
+    }
+
+    /// Bytes held for reuse.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.free
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .bytes
+    }
+}

@@ -1,0 +1,143 @@
+//! Finding an adapter, creating a device, and what the crate needs of one.
+
+use crate::error::{Error, Result};
+
+/// The features the crate uses when the adapter has them: subgroups for record's
+/// reductions, f16 storage for f16 tensors, timestamps for the benchmark. None is
+/// required: without SUBGROUP the workgroup-memory variant runs, without SHADER_F16
+/// f16 calls return [`Error::Unsupported`].
+pub fn wanted_features() -> wgpu::Features {
+    wgpu::Features::SUBGROUP | wgpu::Features::SHADER_F16 | wgpu::Features::TIMESTAMP_QUERY
+}
+
+/// Features and limits to create a device with, for a GUI application that creates
+/// its own device from `adapter` and hands it to [`super::GpuBackend::from_device`]:
+/// the wanted features the adapter offers, and the adapter's own limits (more storage
+/// buffers per stage and larger bindings than wgpu's defaults).
+pub fn device_requirements(adapter: &wgpu::Adapter) -> (wgpu::Features, wgpu::Limits) {
+    (adapter.features() & wanted_features(), adapter.limits())
+}
+
+/// How much we prefer an adapter: real GPUs first, software rasterisers last.
+fn rank(info: &wgpu::AdapterInfo) -> u32 {
+    match info.device_type {
+        wgpu::DeviceType::DiscreteGpu => 4,
+        wgpu::DeviceType::IntegratedGpu => 3,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Other => 1,
+        wgpu::DeviceType::Cpu => 0,
+    }
+}
+
+fn kind(info: &wgpu::AdapterInfo) -> &'static str {
+    match info.device_type {
+        wgpu::DeviceType::DiscreteGpu => "discrete GPU",
+        wgpu::DeviceType::IntegratedGpu => "integrated GPU",
+        wgpu::DeviceType::VirtualGpu => "virtual GPU",
+        wgpu::DeviceType::Other => "other adapter",
+        wgpu::DeviceType::Cpu => "software adapter",
+    }
+}
+
+/// One adapter as `deltatape info` lists it.
+#[derive(Clone, Debug)]
+pub struct AdapterReport {
+    pub info: wgpu::AdapterInfo,
+    pub features: wgpu::Features,
+    pub limits: wgpu::Limits,
+    /// Whether the crate can compute on it (compute shaders, storage buffers).
+    pub usable: bool,
+}
+
+/// The adapter the crate picked, and why.
+pub struct Chosen {
+    pub adapter: wgpu::Adapter,
+    pub reason: String,
+}
+
+fn instance() -> wgpu::Instance {
+    // Vulkan, Metal, DX12 by default (GL has no subgroups, and probing EGL on a
+    // headless machine prints noise); WGPU_BACKEND and the other WGPU_* instance
+    // variables override.
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+    desc.backends = wgpu::Backends::PRIMARY;
+    wgpu::Instance::new(desc.with_env())
+}
+
+fn usable(adapter: &wgpu::Adapter) -> bool {
+    let caps = adapter.get_downlevel_capabilities();
+    caps.flags.contains(wgpu::DownlevelFlags::COMPUTE_SHADERS)
+        && adapter.limits().max_storage_buffers_per_shader_stage >= 4
+}
+
+/// Every adapter wgpu sees, for `deltatape info`.
+pub fn list_adapters() -> Vec<AdapterReport> {
+    let adapters = pollster::block_on(instance().enumerate_adapters(wgpu::Backends::all()));
+    adapters
+        .iter()
+        .map(|a| AdapterReport {
+            info: a.get_info(),
+            features: a.features(),
+            limits: a.limits(),
+            usable: usable(a),
+        })
+        .collect()
+}
+
+/// Pick the best usable adapter: `WGPU_ADAPTER_NAME` (a substring, case-insensitive)
+/// if set, else a discrete GPU over an integrated one over a software one.
+pub fn choose_adapter() -> Result<Chosen> {
+    let adapters = pollster::block_on(instance().enumerate_adapters(wgpu::Backends::all()));
+    if adapters.is_empty() {
+        return Err(Error::NoAdapter(
+            "wgpu found no adapter (on Linux without a GPU: apt-get install mesa-vulkan-drivers)"
+                .into(),
+        ));
+    }
+    let wanted_name = std::env::var("WGPU_ADAPTER_NAME")
+        .ok()
+        .map(|s| s.to_lowercase());
+    let mut best: Option<(u32, wgpu::Adapter)> = None;
+    for adapter in adapters {
+        let info = adapter.get_info();
+        if !usable(&adapter) {
+            continue;
+        }
+        if let Some(name) = &wanted_name {
+            if !info.name.to_lowercase().contains(name) {
+                continue;
+            }
+        }
+        let r = rank(&info);
+        if best.as_ref().is_none_or(|(br, _)| r > *br) {
+            best = Some((r, adapter));
+        }
+    }
+    let (_, adapter) = best.ok_or_else(|| {
+        Error::NoAdapter(match &wanted_name {
+            Some(n) => format!("no usable adapter matches WGPU_ADAPTER_NAME={n}"),
+            None => "no adapter supports compute shaders with storage buffers".into(),
+        })
+    })?;
+    let info = adapter.get_info();
+    let reason = match &wanted_name {
+        Some(n) => format!("matches WGPU_ADAPTER_NAME={n}"),
+        None => format!("best ranked: {} on {:?}", kind(&info), info.backend),
+    };
+    Ok(Chosen { adapter, reason })
+}
+
+/// Create a device on `adapter` with [`device_requirements`].
+pub fn create_device(adapter: &wgpu::Adapter) -> Result<(wgpu::Device, wgpu::Queue)> {
+    let (required_features, required_limits) = device_requirements(adapter);
+    pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some("deltatape"),
+        required_features,
+        required_limits,
+        ..Default::default()
+    }))
+    .map_err(|e| Error::Gpu {
+        op: "request_device",
+        message: e.to_string(),
+    })
+}

@@ -1,0 +1,503 @@
+//! Kernel keys and the WGSL each key compiles to.
+//!
+//! A [`KernelKey`] names one compiled pipeline: the op, its dtypes, the reduction
+//! variant and the shape class (lanes per row, rows per workgroup, element groups per
+//! lane, vector access). [`KernelKey::source`] assembles the WGSL: a generated prelude
+//! (constants, bindings and typed accessors, all from this file's binding tables) and
+//! the files of `wgsl/`, which hold the kernels themselves.
+
+use crate::dtype::DType;
+use crate::shape::{GdnShape, RepeatShape};
+use std::fmt::Write as _;
+
+/// Largest key dimension (Dk) the record and replay kernels take.
+pub const MAX_KEY_DIM: usize = 256;
+
+/// The three kernel families of `wgsl/`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Op {
+    Record,
+    Replay,
+    Repeat,
+}
+
+impl Op {
+    pub const ALL: [Op; 3] = [Op::Record, Op::Replay, Op::Repeat];
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Record => "record",
+            Op::Replay => "replay",
+            Op::Repeat => "repeat",
+        }
+    }
+    fn source_file(self) -> &'static str {
+        match self {
+            Op::Record => include_str!("../../wgsl/record.wgsl"),
+            Op::Replay => include_str!("../../wgsl/replay.wgsl"),
+            Op::Repeat => include_str!("../../wgsl/repeat.wgsl"),
+        }
+    }
+}
+
+impl std::str::FromStr for Op {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Op::ALL
+            .into_iter()
+            .find(|op| op.name() == s)
+            .ok_or_else(|| format!("unknown kernel `{s}` (expected record, replay or repeat)"))
+    }
+}
+
+/// How record's row reductions are done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Reduction {
+    /// `subgroupShuffleXor` / `subgroupAdd` (Metal `simd_*`), workgroup memory only
+    /// where a row spans several subgroups. Needs `Features::SUBGROUP`.
+    Subgroup,
+    /// Workgroup memory alone: for devices without `Features::SUBGROUP`.
+    Workgroup,
+}
+
+/// The dtypes of one record / replay call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GdnDtypes {
+    /// q, k, v, g, beta, y, and the tape's k and g.
+    pub act: DType,
+    /// state in and out (and the snapshot).
+    pub state: DType,
+    /// the tape's delta.
+    pub tape: DType,
+}
+
+impl GdnDtypes {
+    /// All f32: the default.
+    pub const F32: GdnDtypes = GdnDtypes {
+        act: DType::F32,
+        state: DType::F32,
+        tape: DType::F32,
+    };
+    fn any(&self, dt: DType) -> bool {
+        self.act == dt || self.state == dt || self.tape == dt
+    }
+}
+
+/// A compiled pipeline's name: op, dtypes, reduction and shape class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KernelKey {
+    pub op: Op,
+    /// For repeat, all three are the element dtype.
+    pub dtypes: GdnDtypes,
+    pub reduction: Reduction,
+    /// Lanes that share one state row (a power of two).
+    pub lanes: u32,
+    /// State rows per workgroup (even).
+    pub rows: u32,
+    /// Groups of 4 elements each lane holds.
+    pub groups: u32,
+    /// Rows of Dk (or repeat's rows) are whole vec4s: vector loads and stores.
+    pub vec4: bool,
+    /// A step mask is bound.
+    pub masked: bool,
+}
+
+/// Workgroup size of repeat.
+const REPEAT_WG: u32 = 256;
+
+impl KernelKey {
+    /// The record kernel for `shape`.
+    pub fn record(shape: &GdnShape, dtypes: GdnDtypes, reduction: Reduction, masked: bool) -> Self {
+        // Few lanes per row (8 at Dk = 128): fewer shuffles per reduction, 16 state
+        // values per lane in registers.
+        let lanes = (shape.key_dim().div_ceil(16)).next_power_of_two().min(64) as u32;
+        Self::gdn(Op::Record, shape, dtypes, reduction, lanes, masked)
+    }
+
+    /// The replay kernel for `shape`.
+    pub fn replay(shape: &GdnShape, dtypes: GdnDtypes, masked: bool) -> Self {
+        let lanes = (shape.key_dim().div_ceil(16)).next_power_of_two().min(64) as u32;
+        Self::gdn(
+            Op::Replay,
+            shape,
+            dtypes,
+            Reduction::Workgroup,
+            lanes,
+            masked,
+        )
+    }
+
+    fn gdn(
+        op: Op,
+        shape: &GdnShape,
+        dtypes: GdnDtypes,
+        reduction: Reduction,
+        lanes: u32,
+        masked: bool,
+    ) -> Self {
+        let dk = shape.key_dim() as u32;
+        let groups = dk.div_ceil(lanes * 4).max(1);
+        // 128 threads a workgroup, fewer rows when Dv is small; always an even count
+        // (bf16 outputs pair neighbouring rows).
+        let max_rows = (128 / lanes).max(2);
+        let rows = (shape.value_dim() as u32)
+            .next_power_of_two()
+            .clamp(2, max_rows);
+        KernelKey {
+            op,
+            dtypes,
+            reduction,
+            lanes,
+            rows,
+            groups,
+            vec4: dk % 4 == 0,
+            masked,
+        }
+    }
+
+    /// The repeat kernel for `shape` and element dtype `dtype`.
+    pub fn repeat(shape: &RepeatShape, dtype: DType) -> Self {
+        KernelKey {
+            op: Op::Repeat,
+            dtypes: GdnDtypes {
+                act: dtype,
+                state: dtype,
+                tape: dtype,
+            },
+            reduction: Reduction::Workgroup,
+            lanes: 1,
+            rows: REPEAT_WG,
+            groups: 1,
+            vec4: shape.dim() % 4 == 0,
+            masked: false,
+        }
+    }
+
+    /// Threads per workgroup.
+    pub fn workgroup_size(&self) -> u32 {
+        self.lanes * self.rows
+    }
+
+    /// Workgroups one call needs (before folding into two dimensions).
+    pub fn workgroups_gdn(&self, shape: &GdnShape) -> u64 {
+        let row_blocks = (shape.value_dim() as u64).div_ceil(self.rows as u64);
+        shape.batch() as u64 * shape.value_heads() as u64 * row_blocks
+    }
+
+    /// Storage buffers the kernel binds (the device's per-stage limit must allow it).
+    pub fn storage_buffers(&self) -> u32 {
+        self.bindings().len() as u32
+    }
+
+    /// Whether this kernel needs `Features::SHADER_F16`.
+    pub fn needs_f16(&self) -> bool {
+        self.dtypes.any(DType::F16)
+    }
+
+    /// Whether record pairs neighbouring rows for bf16 y / delta words.
+    pub fn pairs_outputs(&self) -> bool {
+        self.op == Op::Record && (self.dtypes.act == DType::BF16 || self.dtypes.tape == DType::BF16)
+    }
+
+    /// A short label, e.g. `record.f32.f32.f32.subgroup.l8r16g4.v4.m`.
+    pub fn label(&self) -> String {
+        format!(
+            "{}.{}.{}.{}.{}.l{}r{}g{}{}{}",
+            self.op.name(),
+            self.dtypes.act,
+            self.dtypes.state,
+            self.dtypes.tape,
+            match self.reduction {
+                Reduction::Subgroup => "subgroup",
+                Reduction::Workgroup => "workgroup",
+            },
+            self.lanes,
+            self.rows,
+            self.groups,
+            if self.vec4 { ".v4" } else { "" },
+            if self.masked { ".m" } else { "" },
+        )
+    }
+
+    /// The storage bindings, in binding order from 1 (0 is the uniform parameters).
+    /// The GPU wrappers bind buffers by walking this same list.
+    pub fn bindings(&self) -> Vec<Binding> {
+        use Access::*;
+        use Kind::*;
+        let GdnDtypes { act, state, tape } = self.dtypes;
+        let mut list = match self.op {
+            Op::Record => vec![
+                Binding::new("q", act, Read, Rows),
+                Binding::new("k", act, Read, Rows),
+                Binding::new("v", act, Read, Scalars),
+                Binding::new("g", act, Read, Scalars),
+                Binding::new("beta", act, Read, Scalars),
+                Binding::new("state_in", state, Read, Rows),
+                Binding::new("y", act, Write, Scalars),
+                Binding::new("state_out", state, Write, Rows),
+                Binding::new("delta", tape, Write, Scalars),
+            ],
+            Op::Replay => vec![
+                Binding::new("tape_delta", tape, Read, Scalars),
+                Binding::new("tape_k", act, Read, Rows),
+                Binding::new("tape_g", act, Read, Scalars),
+                Binding::new("snapshot", state, Read, Rows),
+                Binding::new("accepted", DType::F32, Read, U32),
+                Binding::new("state_out", state, Write, Rows),
+            ],
+            Op::Repeat => vec![
+                Binding::new("src", act, Read, Rows),
+                Binding::new("dst", act, Write, Rows),
+            ],
+        };
+        if self.masked {
+            list.push(Binding::new("mask", DType::F32, Read, U32));
+        }
+        list
+    }
+
+    /// The complete WGSL module for this key.
+    pub fn source(&self) -> String {
+        let mut src = String::new();
+        if self.needs_f16() {
+            src.push_str("enable f16;\n\n");
+        }
+        let _ = writeln!(src, "// deltatape kernel {}", self.label());
+        let _ = writeln!(src, "const LANES: u32 = {}u;", self.lanes);
+        let _ = writeln!(src, "const ROWS: u32 = {}u;", self.rows);
+        let _ = writeln!(src, "const GROUPS: u32 = {}u;", self.groups);
+        let _ = writeln!(src, "const WG_SIZE: u32 = {}u;", self.workgroup_size());
+        let _ = writeln!(src, "const VEC4: bool = {};\n", self.vec4);
+        for (i, b) in self.bindings().iter().enumerate() {
+            b.write_wgsl(&mut src, i as u32 + 1, self.vec4);
+        }
+        if self.op != Op::Repeat && !self.masked {
+            src.push_str("fn load_mask(i: u32) -> u32 {\n    return 1u;\n}\n\n");
+        }
+        let mut parts = vec![include_str!("../../wgsl/shape.wgsl")];
+        if self.dtypes.any(DType::BF16) {
+            parts.push(include_str!("../../wgsl/bf16.wgsl"));
+        }
+        match (self.op, self.reduction) {
+            (Op::Record, Reduction::Subgroup) => {
+                parts.push(include_str!("../../wgsl/entry_subgroup.wgsl"));
+                parts.push(include_str!("../../wgsl/row_sum_subgroup.wgsl"));
+            }
+            (Op::Record, Reduction::Workgroup) => {
+                parts.push(include_str!("../../wgsl/entry.wgsl"));
+                parts.push(include_str!("../../wgsl/row_sum_workgroup.wgsl"));
+            }
+            _ => parts.push(include_str!("../../wgsl/entry.wgsl")),
+        }
+        if self.op == Op::Record {
+            parts.push(if self.pairs_outputs() {
+                include_str!("../../wgsl/record_emit_pairs.wgsl")
+            } else {
+                include_str!("../../wgsl/record_emit_direct.wgsl")
+            });
+        }
+        parts.push(self.op.source_file());
+        for p in parts {
+            src.push('\n');
+            src.push_str(p);
+        }
+        src
+    }
+}
+
+/// Whether a kernel reads or writes a binding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+/// How a kernel walks a binding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Rows of Dk values, read and written in groups of 4 (`load_X(base, i, n)`,
+    /// `store_X(base, i, n, v)`), plus single elements (`load1_X(i)`).
+    Rows,
+    /// Single elements: `load1_X(i)`, `store1_X(i, v)` (not bf16) and
+    /// `store2_X(i_even, a, b)` (both halves of a bf16 word).
+    Scalars,
+    /// Plain u32 data (mask, accepted): `load_X(i)`.
+    U32,
+}
+
+/// One storage binding of a kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Binding {
+    pub name: &'static str,
+    pub dtype: DType,
+    pub access: Access,
+    pub kind: Kind,
+}
+
+impl Binding {
+    fn new(name: &'static str, dtype: DType, access: Access, kind: Kind) -> Self {
+        Binding {
+            name,
+            dtype,
+            access,
+            kind,
+        }
+    }
+
+    /// Append the declaration and accessors of this binding.
+    fn write_wgsl(&self, out: &mut String, index: u32, vec4: bool) {
+        let n = self.name;
+        let access = match self.access {
+            Access::Read => "read",
+            Access::Write => "read_write",
+        };
+        if self.kind == Kind::U32 {
+            let _ = writeln!(
+                out,
+                "@group(0) @binding({index}) var<storage, {access}> {n}_buf: array<u32>;\n\
+                 fn load_{n}(i: u32) -> u32 {{\n    return {n}_buf[i];\n}}\n"
+            );
+            return;
+        }
+        let vec = vec4 && self.kind == Kind::Rows;
+        let elem = match (self.dtype, vec) {
+            (DType::F32, false) => "f32",
+            (DType::F16, false) => "f16",
+            (DType::BF16, false) => "u32",
+            (DType::F32, true) => "vec4<f32>",
+            (DType::F16, true) => "vec4<f16>",
+            (DType::BF16, true) => "vec2<u32>",
+        };
+        let _ = writeln!(
+            out,
+            "@group(0) @binding({index}) var<storage, {access}> {n}_buf: array<{elem}>;"
+        );
+        // Element i as f32 (any layout).
+        let load1 = match (self.dtype, vec) {
+            (DType::F32, false) => format!("return {n}_buf[i];"),
+            (DType::F16, false) => format!("return f32({n}_buf[i]);"),
+            (DType::BF16, false) => format!(
+                "let w = {n}_buf[i >> 1u];\n    return select(bf16_lo(w), bf16_hi(w), (i & 1u) == 1u);"
+            ),
+            (DType::F32, true) => format!("return {n}_buf[i >> 2u][i & 3u];"),
+            (DType::F16, true) => format!("return f32({n}_buf[i >> 2u][i & 3u]);"),
+            (DType::BF16, true) => format!(
+                "let w = {n}_buf[i >> 2u][(i >> 1u) & 1u];\n    return select(bf16_lo(w), bf16_hi(w), (i & 1u) == 1u);"
+            ),
+        };
+        let _ = writeln!(out, "fn load1_{n}(i: u32) -> f32 {{\n    {load1}\n}}");
+        if self.kind == Kind::Rows {
+            self.write_group_accessors(out, vec);
+        }
+        if self.access == Access::Write && self.kind == Kind::Scalars {
+            // Scalars are never vec4-declared.
+            if self.dtype != DType::BF16 {
+                let cast = if self.dtype == DType::F16 {
+                    "f16(v)"
+                } else {
+                    "v"
+                };
+                let _ = writeln!(
+                    out,
+                    "fn store1_{n}(i: u32, v: f32) {{\n    {n}_buf[i] = {cast};\n}}"
+                );
+            }
+            let body = match self.dtype {
+                DType::F32 => format!("{n}_buf[i] = a;\n    {n}_buf[i + 1u] = b;"),
+                DType::F16 => format!("{n}_buf[i] = f16(a);\n    {n}_buf[i + 1u] = f16(b);"),
+                DType::BF16 => format!("{n}_buf[i >> 1u] = bf16_pack2(a, b);"),
+            };
+            let _ = writeln!(
+                out,
+                "fn store2_{n}(i: u32, a: f32, b: f32) {{\n    {body}\n}}"
+            );
+        }
+        out.push('\n');
+    }
+
+    /// `load_X(base, i, n)` / `store_X(base, i, n, v)`: the 4 elements from `base + i`,
+    /// those at `i + c >= n` reading as 0 and left unwritten. Callers keep `base + i`
+    /// a multiple of 4 (of 2 for scalar bf16), so a bf16 word is written whole.
+    fn write_group_accessors(&self, out: &mut String, vec: bool) {
+        let n = self.name;
+        if vec {
+            let (load, store) = match self.dtype {
+                DType::F32 => ("x".to_string(), "v".to_string()),
+                DType::F16 => ("vec4<f32>(x)".to_string(), "vec4<f16>(v)".to_string()),
+                DType::BF16 => (
+                    "vec4<f32>(bf16_lo(x.x), bf16_hi(x.x), bf16_lo(x.y), bf16_hi(x.y))".to_string(),
+                    "vec2<u32>(bf16_pack2(v.x, v.y), bf16_pack2(v.z, v.w))".to_string(),
+                ),
+            };
+            let _ = writeln!(
+                out,
+                "fn load_{n}(base: u32, i: u32, n: u32) -> vec4<f32> {{\n    \
+                 let x = {n}_buf[(base + i) >> 2u];\n    \
+                 return select(vec4<f32>(0.0), {load}, i < n);\n}}"
+            );
+            if self.access == Access::Write {
+                let _ = writeln!(
+                    out,
+                    "fn store_{n}(base: u32, i: u32, n: u32, v: vec4<f32>) {{\n    \
+                     if i < n {{\n        {n}_buf[(base + i) >> 2u] = {store};\n    }}\n}}"
+                );
+            }
+            return;
+        }
+        let _ = writeln!(
+            out,
+            "fn load_{n}(base: u32, i: u32, n: u32) -> vec4<f32> {{\n    \
+             var v = vec4<f32>(0.0);\n    \
+             for (var c = 0u; c < 4u; c++) {{\n        \
+             if i + c < n {{\n            v[c] = load1_{n}(base + i + c);\n        }}\n    }}\n    \
+             return v;\n}}"
+        );
+        if self.access == Access::Write {
+            let body = match self.dtype {
+                DType::BF16 => format!(
+                    "let w = (base + i) >> 1u;\n    \
+                     if i < n {{\n        {n}_buf[w] = bf16_pack2(v.x, v.y);\n    }}\n    \
+                     if i + 2u < n {{\n        {n}_buf[w + 1u] = bf16_pack2(v.z, v.w);\n    }}"
+                ),
+                dt => {
+                    let cast = if dt == DType::F16 {
+                        "f16(v[c])"
+                    } else {
+                        "v[c]"
+                    };
+                    format!(
+                        "for (var c = 0u; c < 4u; c++) {{\n        \
+                         if i + c < n {{\n            {n}_buf[base + i + c] = {cast};\n        }}\n    }}"
+                    )
+                }
+            };
+            let _ = writeln!(
+                out,
+                "fn store_{n}(base: u32, i: u32, n: u32, v: vec4<f32>) {{\n    {body}\n}}"
+            );
+        }
+    }
+}
+
+/// Every key the crate can compile for one (op, dtype) at representative shapes: used
+/// by the translation tests and `deltatape msl`.
+pub fn representative_keys(op: Op, dtypes: GdnDtypes, reduction: Reduction) -> Vec<KernelKey> {
+    let shapes = [
+        GdnShape::new(1, 2, 16, 32, 128, 128),
+        GdnShape::new(1, 2, 3, 6, 94, 46),
+        GdnShape::new(1, 2, 1, 1, 256, 2),
+    ];
+    let mut keys = Vec::new();
+    for shape in shapes.into_iter().flatten() {
+        for masked in [false, true] {
+            let key = match op {
+                Op::Record => KernelKey::record(&shape, dtypes, reduction, masked),
+                Op::Replay => KernelKey::replay(&shape, dtypes, masked),
+                Op::Repeat => KernelKey::repeat(&shape.tape_k_repeat(), dtypes.act),
+            };
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+    }
+    keys
+}

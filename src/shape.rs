@@ -1,0 +1,486 @@
+//! Shapes, the GQA head map, and every index formula and size of the contract.
+//!
+//! This file is the Rust side's single source of truth for SPEC.md's tables: the CPU
+//! reference, validation and the GPU wrappers all ask a shape here for lengths and
+//! offsets. The WGSL side has its twin in `wgsl/shape.wgsl`; the GPU tests against the
+//! CPU reference tie the two together.
+
+use crate::error::{Error, Result};
+
+/// Which key head serves value head `hv` (SPEC.md, "GQA layout").
+///
+/// One layout is chosen per model, and every op that maps heads (record, repeat, tape
+/// expansion) must use the same one: mixing them corrupts replay whenever `Hv != Hk`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum GqaLayout {
+    /// `hk = hv / (Hv / Hk)`: Hugging Face weights, fla, mlx-lm.
+    #[default]
+    Blocked,
+    /// `hk = hv % Hk`: llama.cpp GGUF after its V-head reorder.
+    Tiled,
+}
+
+impl GqaLayout {
+    /// The key head serving `value_head`, for `key_heads` key heads and `value_heads`
+    /// value heads (`value_heads % key_heads == 0`, checked by the shape types).
+    #[inline(always)]
+    pub fn key_head(self, value_head: usize, key_heads: usize, value_heads: usize) -> usize {
+        match self {
+            GqaLayout::Blocked => value_head / (value_heads / key_heads),
+            GqaLayout::Tiled => value_head % key_heads,
+        }
+    }
+
+    /// The code the kernels receive in their parameters (`wgsl/shape.wgsl`).
+    pub(crate) fn code(self) -> u32 {
+        match self {
+            GqaLayout::Blocked => 0,
+            GqaLayout::Tiled => 1,
+        }
+    }
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            GqaLayout::Blocked => "blocked",
+            GqaLayout::Tiled => "tiled",
+        }
+    }
+}
+
+impl std::str::FromStr for GqaLayout {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "blocked" => Ok(GqaLayout::Blocked),
+            "tiled" => Ok(GqaLayout::Tiled),
+            other => Err(format!(
+                "unknown GQA layout `{other}` (expected blocked or tiled)"
+            )),
+        }
+    }
+}
+
+fn nonzero(op: &'static str, arg: &'static str, v: usize) -> Result<()> {
+    if v == 0 {
+        Err(Error::ZeroDim { op, arg })
+    } else {
+        Ok(())
+    }
+}
+
+fn product(op: &'static str, arg: &'static str, dims: &[usize]) -> Result<usize> {
+    // Element counts must also fit u32 so that kernels can index them; that limit is the
+    // GPU backend's and is checked there. Here: no overflow of usize, and no byte count
+    // that overflows u64 at 4 bytes per element.
+    let n = dims
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .ok_or(Error::Overflow { op, arg })?;
+    (n as u64)
+        .checked_mul(4)
+        .ok_or(Error::Overflow { op, arg })?;
+    Ok(n)
+}
+
+/// The dimensions of one GatedDeltaNet record / replay call.
+///
+/// Built only through [`GdnShape::new`], which checks every rule of SPEC.md that the
+/// dimensions alone decide (non-zero dims, `Hv % Hk == 0`, no overflowing element
+/// count), so every length method below is exact and cannot overflow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GdnShape {
+    batch: usize,
+    steps: usize,
+    key_heads: usize,
+    value_heads: usize,
+    key_dim: usize,
+    value_dim: usize,
+}
+
+/// One operand of an op: its argument name and its element count for a given shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Operand {
+    pub name: &'static str,
+    pub len: usize,
+}
+
+impl GdnShape {
+    /// Check and build a shape. `steps` (T) may be 0 (an empty draft); every other
+    /// dimension must be at least 1, and `value_heads % key_heads == 0`.
+    pub fn new(
+        batch: usize,
+        steps: usize,
+        key_heads: usize,
+        value_heads: usize,
+        key_dim: usize,
+        value_dim: usize,
+    ) -> Result<Self> {
+        const OP: &str = "shape";
+        nonzero(OP, "batch", batch)?;
+        nonzero(OP, "key_heads", key_heads)?;
+        nonzero(OP, "value_heads", value_heads)?;
+        nonzero(OP, "key_dim", key_dim)?;
+        nonzero(OP, "value_dim", value_dim)?;
+        if value_heads % key_heads != 0 {
+            return Err(Error::NotMultiple {
+                op: OP,
+                arg: "value_heads",
+                actual: value_heads as u64,
+                divisor_arg: "key_heads",
+                divisor: key_heads as u64,
+            });
+        }
+        let s = GdnShape {
+            batch,
+            steps,
+            key_heads,
+            value_heads,
+            key_dim,
+            value_dim,
+        };
+        // Every length below is a product of these; check each once, here.
+        product(OP, "q", &[batch, steps, key_heads, key_dim])?;
+        product(OP, "v", &[batch, steps, value_heads, value_dim])?;
+        product(OP, "tape_k", &[batch, steps, value_heads, key_dim])?;
+        product(OP, "state", &[batch, value_heads, value_dim, key_dim])?;
+        product(OP, "g", &[batch, steps, value_heads])?;
+        Ok(s)
+    }
+
+    pub fn batch(&self) -> usize {
+        self.batch
+    }
+    pub fn steps(&self) -> usize {
+        self.steps
+    }
+    pub fn key_heads(&self) -> usize {
+        self.key_heads
+    }
+    pub fn value_heads(&self) -> usize {
+        self.value_heads
+    }
+    pub fn key_dim(&self) -> usize {
+        self.key_dim
+    }
+    pub fn value_dim(&self) -> usize {
+        self.value_dim
+    }
+
+    /// The same shape with another T (e.g. the first `a` steps of a draft).
+    pub fn with_steps(&self, steps: usize) -> Result<Self> {
+        GdnShape::new(
+            self.batch,
+            steps,
+            self.key_heads,
+            self.value_heads,
+            self.key_dim,
+            self.value_dim,
+        )
+    }
+
+    /// The same shape with another batch (e.g. one sequence of it).
+    pub fn with_batch(&self, batch: usize) -> Result<Self> {
+        GdnShape::new(
+            batch,
+            self.steps,
+            self.key_heads,
+            self.value_heads,
+            self.key_dim,
+            self.value_dim,
+        )
+    }
+
+    // ---- element counts (SPEC.md's table) ----
+
+    /// q and k: `[B, T, Hk, Dk]`.
+    pub fn qk_len(&self) -> usize {
+        self.batch * self.steps * self.key_heads * self.key_dim
+    }
+    /// v, y and the tape's delta: `[B, T, Hv, Dv]`.
+    pub fn v_len(&self) -> usize {
+        self.batch * self.steps * self.value_heads * self.value_dim
+    }
+    /// g, beta and the tape's g: `[B, T, Hv]`.
+    pub fn gate_len(&self) -> usize {
+        self.batch * self.steps * self.value_heads
+    }
+    /// mask: `[B, T]`.
+    pub fn mask_len(&self) -> usize {
+        self.batch * self.steps
+    }
+    /// state: `[B, Hv, Dv, Dk]`.
+    pub fn state_len(&self) -> usize {
+        self.batch * self.value_heads * self.value_dim * self.key_dim
+    }
+    /// the tape's k expanded to value heads: `[B, T, Hv, Dk]`.
+    pub fn tape_k_len(&self) -> usize {
+        self.batch * self.steps * self.value_heads * self.key_dim
+    }
+    /// Number of state rows `(b, hv, dv)`, each of `Dk` values.
+    pub fn state_rows(&self) -> usize {
+        self.batch * self.value_heads * self.value_dim
+    }
+
+    // ---- index formulas (row-major, last index contiguous) ----
+
+    /// Start of `q[b, t, hk, :]` / `k[b, t, hk, :]`.
+    #[inline(always)]
+    pub fn qk_row(&self, b: usize, t: usize, hk: usize) -> usize {
+        ((b * self.steps + t) * self.key_heads + hk) * self.key_dim
+    }
+    /// Index of `v[b, t, hv, dv]` (also y and delta).
+    #[inline(always)]
+    pub fn v_index(&self, b: usize, t: usize, hv: usize, dv: usize) -> usize {
+        ((b * self.steps + t) * self.value_heads + hv) * self.value_dim + dv
+    }
+    /// Index of `g[b, t, hv]` (also beta and the tape's g).
+    #[inline(always)]
+    pub fn gate_index(&self, b: usize, t: usize, hv: usize) -> usize {
+        (b * self.steps + t) * self.value_heads + hv
+    }
+    /// Index of `mask[b, t]`.
+    #[inline(always)]
+    pub fn mask_index(&self, b: usize, t: usize) -> usize {
+        b * self.steps + t
+    }
+    /// Start of `state[b, hv, dv, :]`.
+    #[inline(always)]
+    pub fn state_row(&self, b: usize, hv: usize, dv: usize) -> usize {
+        ((b * self.value_heads + hv) * self.value_dim + dv) * self.key_dim
+    }
+    /// Start of the tape's `k[b, t, hv, :]`.
+    #[inline(always)]
+    pub fn tape_k_row(&self, b: usize, t: usize, hv: usize) -> usize {
+        ((b * self.steps + t) * self.value_heads + hv) * self.key_dim
+    }
+    /// The key head serving value head `hv` under `layout`.
+    #[inline(always)]
+    pub fn key_head(&self, layout: GqaLayout, hv: usize) -> usize {
+        layout.key_head(hv, self.key_heads, self.value_heads)
+    }
+
+    // ---- sizes that the rollback is about ----
+
+    /// Values one tape step holds per sequence: `Hv * (2*Dv + Dk + 1)` at most
+    /// (delta, y is not kept; k expanded; g) — SPEC.md's bound counts y too.
+    pub fn tape_values_per_step(&self) -> usize {
+        self.value_heads * (self.value_dim + self.key_dim + 1)
+    }
+    /// Values one per-step state snapshot holds per sequence: `Hv * Dv * Dk`.
+    pub fn snapshot_values_per_step(&self) -> usize {
+        self.value_heads * self.value_dim * self.key_dim
+    }
+
+    /// The tape's k expansion as a repeat: `[B*T, Hk, Dk] -> [B*T, Hv, Dk]`.
+    pub fn tape_k_repeat(&self) -> RepeatShape {
+        RepeatShape {
+            rows: self.batch * self.steps,
+            src_heads: self.key_heads,
+            dst_heads: self.value_heads,
+            dim: self.key_dim,
+        }
+    }
+
+    // ---- operand tables: what each op reads and writes, with lengths ----
+
+    /// record's inputs, in kernel binding order.
+    pub fn record_inputs(&self) -> [Operand; 6] {
+        [
+            Operand {
+                name: "q",
+                len: self.qk_len(),
+            },
+            Operand {
+                name: "k",
+                len: self.qk_len(),
+            },
+            Operand {
+                name: "v",
+                len: self.v_len(),
+            },
+            Operand {
+                name: "g",
+                len: self.gate_len(),
+            },
+            Operand {
+                name: "beta",
+                len: self.gate_len(),
+            },
+            Operand {
+                name: "state_in",
+                len: self.state_len(),
+            },
+        ]
+    }
+    /// record's outputs, in kernel binding order.
+    pub fn record_outputs(&self) -> [Operand; 3] {
+        [
+            Operand {
+                name: "y",
+                len: self.v_len(),
+            },
+            Operand {
+                name: "state_out",
+                len: self.state_len(),
+            },
+            Operand {
+                name: "delta",
+                len: self.v_len(),
+            },
+        ]
+    }
+    /// replay's inputs, in kernel binding order.
+    pub fn replay_inputs(&self) -> [Operand; 4] {
+        [
+            Operand {
+                name: "tape_delta",
+                len: self.v_len(),
+            },
+            Operand {
+                name: "tape_k",
+                len: self.tape_k_len(),
+            },
+            Operand {
+                name: "tape_g",
+                len: self.gate_len(),
+            },
+            Operand {
+                name: "snapshot",
+                len: self.state_len(),
+            },
+        ]
+    }
+    /// The mask operand (`[B, T]` u32).
+    pub fn mask_operand(&self) -> Operand {
+        Operand {
+            name: "mask",
+            len: self.mask_len(),
+        }
+    }
+    /// The accepted operand (`[B]` u32).
+    pub fn accepted_operand(&self) -> Operand {
+        Operand {
+            name: "accepted",
+            len: self.batch,
+        }
+    }
+    /// replay's output.
+    pub fn replay_output(&self) -> Operand {
+        Operand {
+            name: "state_out",
+            len: self.state_len(),
+        }
+    }
+
+    /// Check `accepted[b] <= T` for every sequence.
+    pub fn check_accepted(&self, op: &'static str, accepted: &[u32]) -> Result<()> {
+        crate::error::check_len(op, "accepted", self.batch, accepted.len())?;
+        for (index, &a) in accepted.iter().enumerate() {
+            if a as usize > self.steps {
+                return Err(Error::AcceptedOutOfRange {
+                    op,
+                    arg: "accepted",
+                    index,
+                    actual: a as u64,
+                    max: self.steps as u64,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The dimensions of a GQA head broadcast: `src [N, Hg, K] -> dst [N, H, K]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RepeatShape {
+    rows: usize,
+    src_heads: usize,
+    dst_heads: usize,
+    dim: usize,
+}
+
+impl RepeatShape {
+    /// Check and build: `rows` (N) may be 0 (nothing to copy); `src_heads`,
+    /// `dst_heads` and `dim` must be at least 1, and `dst_heads % src_heads == 0`.
+    pub fn new(rows: usize, src_heads: usize, dst_heads: usize, dim: usize) -> Result<Self> {
+        const OP: &str = "repeat";
+        nonzero(OP, "src_heads", src_heads)?;
+        nonzero(OP, "dst_heads", dst_heads)?;
+        nonzero(OP, "dim", dim)?;
+        if dst_heads % src_heads != 0 {
+            return Err(Error::NotMultiple {
+                op: OP,
+                arg: "dst_heads",
+                actual: dst_heads as u64,
+                divisor_arg: "src_heads",
+                divisor: src_heads as u64,
+            });
+        }
+        product(OP, "src", &[rows, src_heads, dim])?;
+        product(OP, "dst", &[rows, dst_heads, dim])?;
+        Ok(RepeatShape {
+            rows,
+            src_heads,
+            dst_heads,
+            dim,
+        })
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    pub fn src_heads(&self) -> usize {
+        self.src_heads
+    }
+    pub fn dst_heads(&self) -> usize {
+        self.dst_heads
+    }
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+    /// `N * Hg * K`.
+    pub fn src_len(&self) -> usize {
+        self.rows * self.src_heads * self.dim
+    }
+    /// `N * H * K`.
+    pub fn dst_len(&self) -> usize {
+        self.rows * self.dst_heads * self.dim
+    }
+    /// Index of `dst[n, h, i]`.
+    #[inline(always)]
+    pub fn dst_index(&self, n: usize, h: usize, i: usize) -> usize {
+        (n * self.dst_heads + h) * self.dim + i
+    }
+    /// Index of `src[n, hk(h), i]`, the element `dst[n, h, i]` copies.
+    #[inline(always)]
+    pub fn src_index(&self, layout: GqaLayout, n: usize, h: usize, i: usize) -> usize {
+        (n * self.src_heads + layout.key_head(h, self.src_heads, self.dst_heads)) * self.dim + i
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts_map_heads_as_spec_says() {
+        // Hk = 2, Hv = 6: blocked groups 3 consecutive value heads, tiled cycles.
+        let blocked: Vec<_> = (0..6)
+            .map(|h| GqaLayout::Blocked.key_head(h, 2, 6))
+            .collect();
+        let tiled: Vec<_> = (0..6).map(|h| GqaLayout::Tiled.key_head(h, 2, 6)).collect();
+        assert_eq!(blocked, [0, 0, 0, 1, 1, 1]);
+        assert_eq!(tiled, [0, 1, 0, 1, 0, 1]);
+    }
+
+    #[test]
+    fn last_index_is_contiguous() {
+        let s = GdnShape::new(2, 3, 2, 4, 5, 6).unwrap();
+        assert_eq!(s.v_index(0, 0, 0, 1), 1);
+        assert_eq!(s.v_index(1, 2, 3, 5) + 1, s.v_len());
+        assert_eq!(s.state_row(1, 3, 5) + s.key_dim(), s.state_len());
+        assert_eq!(s.qk_row(1, 2, 1) + s.key_dim(), s.qk_len());
+        assert_eq!(s.tape_k_row(1, 2, 3) + s.key_dim(), s.tape_k_len());
+        assert_eq!(s.gate_index(1, 2, 3) + 1, s.gate_len());
+    }
+}

@@ -1,0 +1,162 @@
+//! Helpers shared by the integration tests: seeded inputs, comparisons, backends.
+#![allow(dead_code)]
+
+use deltatape::{Backend, DType, Element, GdnShape, GpuBackend, RecordInputs};
+
+/// SplitMix64: a small seeded generator, so every test draws the same inputs each run.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [lo, hi).
+    pub fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
+        let u = (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
+        lo + (hi - lo) * u
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+    pub fn vec(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
+        (0..n).map(|_| self.uniform(lo, hi)).collect()
+    }
+}
+
+/// Inputs of one record call in f32, drawn like a real layer's: unit-norm k, small q,
+/// g in (0.5, 1], beta in (0, 1).
+#[derive(Clone)]
+pub struct Draw {
+    pub q: Vec<f32>,
+    pub k: Vec<f32>,
+    pub v: Vec<f32>,
+    pub g: Vec<f32>,
+    pub beta: Vec<f32>,
+    pub state: Vec<f32>,
+}
+
+pub fn draw(shape: &GdnShape, seed: u64) -> Draw {
+    let mut rng = Rng::new(seed);
+    let dk = shape.key_dim();
+    let mut k = rng.vec(shape.qk_len(), -1.0, 1.0);
+    for row in k.chunks_mut(dk) {
+        let n = row.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-6);
+        row.iter_mut().for_each(|x| *x /= n);
+    }
+    let scale = 1.0 / (dk as f32).sqrt();
+    Draw {
+        q: rng.vec(shape.qk_len(), -scale, scale),
+        k,
+        v: rng.vec(shape.v_len(), -1.0, 1.0),
+        g: rng.vec(shape.gate_len(), 0.5, 1.0),
+        beta: rng.vec(shape.gate_len(), 0.05, 1.0),
+        state: rng.vec(shape.state_len(), -0.5, 0.5),
+    }
+}
+
+/// A draw converted to activation dtype `A` (state stays f32 here).
+pub struct Typed<A> {
+    pub q: Vec<A>,
+    pub k: Vec<A>,
+    pub v: Vec<A>,
+    pub g: Vec<A>,
+    pub beta: Vec<A>,
+}
+
+impl Draw {
+    pub fn typed<A: Element>(&self) -> Typed<A> {
+        let c = deltatape::dtype::cast_from_f32::<A>;
+        Typed {
+            q: c(&self.q),
+            k: c(&self.k),
+            v: c(&self.v),
+            g: c(&self.g),
+            beta: c(&self.beta),
+        }
+    }
+}
+
+impl<A> Typed<A> {
+    pub fn inputs<'a>(&'a self, mask: Option<&'a [u32]>) -> RecordInputs<'a, A> {
+        RecordInputs {
+            q: &self.q,
+            k: &self.k,
+            v: &self.v,
+            g: &self.g,
+            beta: &self.beta,
+            mask,
+        }
+    }
+}
+
+/// A mask with about a quarter of steps dead, and at least one live step per sequence.
+pub fn mask(shape: &GdnShape, seed: u64) -> Vec<u32> {
+    let mut rng = Rng::new(seed ^ 0x6d61_736b);
+    let mut m: Vec<u32> = (0..shape.mask_len())
+        .map(|_| (rng.below(4) != 0) as u32)
+        .collect();
+    if shape.steps() > 0 {
+        for b in 0..shape.batch() {
+            m[b * shape.steps()] = 1;
+        }
+    }
+    m
+}
+
+/// ||a - b|| / max(||b||, tiny), in f64.
+pub fn rel_err<E: Element, F: Element>(a: &[E], b: &[F]) -> f64 {
+    assert_eq!(a.len(), b.len(), "length mismatch");
+    let mut num = 0f64;
+    let mut den = 0f64;
+    for (x, y) in a.iter().zip(b) {
+        let (x, y) = (x.to_f32() as f64, y.to_f32() as f64);
+        assert!(
+            x.is_finite() == y.is_finite(),
+            "finiteness differs: {x} vs {y}"
+        );
+        num += (x - y) * (x - y);
+        den += y * y;
+    }
+    num.sqrt() / den.sqrt().max(1e-30)
+}
+
+/// Assert `a` matches the reference `b` within `tol` (relative, in norm).
+#[track_caller]
+pub fn assert_close<E: Element, F: Element>(what: &str, a: &[E], b: &[F], tol: f64) {
+    let e = rel_err(a, b);
+    assert!(e <= tol, "{what}: relative error {e:.3e} > {tol:.1e}");
+}
+
+/// Tolerance for comparing two backends' outputs stored in `dtype`.
+pub fn tol(dtype: DType) -> f64 {
+    dtype.tolerance() as f64
+}
+
+/// Whether CI requires the GPU tests to run.
+pub fn ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// The GPU backend, or `None` (with a loud note) when there is none and CI is not
+/// set. With `CI=true` a missing adapter fails the test.
+pub fn gpu() -> Option<GpuBackend> {
+    match GpuBackend::new() {
+        Ok(g) => Some(g),
+        Err(e) if ci() => panic!("CI=true but no GPU backend: {e}"),
+        Err(e) => {
+            eprintln!("SKIPPED (no GPU adapter, CI not set): {e}");
+            None
+        }
+    }
+}
+
+pub fn cpu() -> Backend {
+    Backend::cpu()
+}

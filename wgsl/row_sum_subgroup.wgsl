@@ -1,0 +1,27 @@
+// Sum over the LANES lanes of one row (lanes li - li % LANES .. + LANES), returned to
+// every lane of the row. Assumes what Metal guarantees and Vulkan drivers do: subgroups
+// are consecutive runs of local_invocation_index of `sg` lanes (sg a power of two).
+
+var<workgroup> row_partials: array<vec3<f32>, WG_SIZE>;
+
+fn row_sum3(x: vec3<f32>, li: u32, sg: u32) -> vec3<f32> {
+    if LANES <= sg {
+        // The row lies inside one subgroup: butterfly over its lanes only.
+        var s = x;
+        for (var o = 1u; o < LANES; o = o << 1u) {
+            s += subgroupShuffleXor(s, o);
+        }
+        return s;
+    }
+    // The row spans LANES / sg subgroups: one subgroupAdd each (Metal's simd_sum),
+    // then the partial sums meet in workgroup memory.
+    row_partials[li] = subgroupAdd(x);
+    workgroupBarrier();
+    let first = li - li % LANES;
+    var s = vec3<f32>(0.0);
+    for (var j = 0u; j < LANES; j += sg) {
+        s += row_partials[first + j];
+    }
+    workgroupBarrier();
+    return s;
+}

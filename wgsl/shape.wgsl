@@ -1,0 +1,58 @@
+// Index formulas of SPEC.md: the WGSL twin of src/shape.rs (row-major, last index
+// contiguous). The GPU tests against the CPU reference keep the two in step.
+
+struct GdnDims {
+    batch: u32,
+    steps: u32,
+    key_heads: u32,
+    value_heads: u32,
+    key_dim: u32,
+    value_dim: u32,
+    _pad0: u32,      // uniform layout: a struct member is 16-byte aligned
+    _pad1: u32,
+}
+
+// Parameters of record and replay. One workgroup serves ROWS rows (dv) of one
+// (b, hv) head; `row_blocks` workgroups cover a head's Dv rows.
+struct GdnParams {
+    dims: GdnDims,
+    gqa_layout: u32,  // 0 = blocked, 1 = tiled
+    row_blocks: u32,  // ceil(Dv / ROWS)
+    workgroups: u32,  // batch * value_heads * row_blocks
+    _pad: u32,
+}
+
+// The key head serving value head `hv`: blocked hv / (Hv / Hk), tiled hv % Hk.
+fn key_head(gqa_layout: u32, hv: u32, key_heads: u32, value_heads: u32) -> u32 {
+    return select(hv / (value_heads / key_heads), hv % key_heads, gqa_layout == 1u);
+}
+
+// Start of q[b, t, hk, :] and k[b, t, hk, :].
+fn qk_row(d: GdnDims, b: u32, t: u32, hk: u32) -> u32 {
+    return ((b * d.steps + t) * d.key_heads + hk) * d.key_dim;
+}
+
+// Index of v[b, t, hv, dv], y[...] and the tape's delta[...].
+fn v_index(d: GdnDims, b: u32, t: u32, hv: u32, dv: u32) -> u32 {
+    return ((b * d.steps + t) * d.value_heads + hv) * d.value_dim + dv;
+}
+
+// Index of g[b, t, hv], beta[...] and the tape's g[...].
+fn gate_index(d: GdnDims, b: u32, t: u32, hv: u32) -> u32 {
+    return (b * d.steps + t) * d.value_heads + hv;
+}
+
+// Index of mask[b, t].
+fn mask_index(d: GdnDims, b: u32, t: u32) -> u32 {
+    return b * d.steps + t;
+}
+
+// Start of state[b, hv, dv, :].
+fn state_row(d: GdnDims, b: u32, hv: u32, dv: u32) -> u32 {
+    return ((b * d.value_heads + hv) * d.value_dim + dv) * d.key_dim;
+}
+
+// Start of the tape's k[b, t, hv, :].
+fn tape_k_row(d: GdnDims, b: u32, t: u32, hv: u32) -> u32 {
+    return ((b * d.steps + t) * d.value_heads + hv) * d.key_dim;
+}
