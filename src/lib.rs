@@ -10,6 +10,8 @@ pub mod ops;
 pub mod shape;
 
 pub use backend::{Backend, BackendChoice};
+/// The wgpu this crate is built on, for callers that pass in their own device.
+pub use wgpu;
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use gpu::{GdnDtypes, GpuBackend};

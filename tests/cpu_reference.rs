@@ -1,0 +1,1088 @@
+//! The CPU backend against an independent, naive f64 implementation of SPEC.md.
+//!
+//! The reference below (`ref_record`, `ref_replay`, `ref_repeat`) is written from
+//! SPEC.md alone: plain nested loops, f64 arithmetic and its own row-major index
+//! arithmetic. It does not call deltatape's shape index methods nor its `cpu` module;
+//! it takes the inputs after rounding to their storage dtypes (widened to f64), so the
+//! only differences it can see are f32-vs-f64 arithmetic and the single rounding of
+//! each output to its storage dtype.
+#![allow(clippy::needless_range_loop, clippy::too_many_arguments)]
+
+mod common;
+use common::*;
+use deltatape::dtype::cast_from_f32;
+use deltatape::{
+    DType, Element, GdnShape, GqaLayout, RecordInputs, Recorded, RepeatShape, TapeRef,
+};
+use half::{bf16, f16};
+
+const LAYOUTS: [GqaLayout; 2] = [GqaLayout::Blocked, GqaLayout::Tiled];
+
+fn other(layout: GqaLayout) -> GqaLayout {
+    match layout {
+        GqaLayout::Blocked => GqaLayout::Tiled,
+        GqaLayout::Tiled => GqaLayout::Blocked,
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// The naive f64 reference, from SPEC.md.
+// ---------------------------------------------------------------------------------
+
+/// The dimensions as plain numbers, for the reference's own index arithmetic.
+#[derive(Clone, Copy, Debug)]
+struct Dims {
+    b: usize,
+    t: usize,
+    hk: usize,
+    hv: usize,
+    dk: usize,
+    dv: usize,
+}
+
+impl Dims {
+    fn of(s: &GdnShape) -> Self {
+        Dims {
+            b: s.batch(),
+            t: s.steps(),
+            hk: s.key_heads(),
+            hv: s.value_heads(),
+            dk: s.key_dim(),
+            dv: s.value_dim(),
+        }
+    }
+}
+
+/// SPEC.md, "GQA layout": the source head serving destination head `h`.
+fn ref_head(layout: GqaLayout, h: usize, src_heads: usize, dst_heads: usize) -> usize {
+    match layout {
+        GqaLayout::Blocked => h / (dst_heads / src_heads),
+        GqaLayout::Tiled => h % src_heads,
+    }
+}
+
+struct RefRecord {
+    y: Vec<f64>,
+    state: Vec<f64>,
+    delta: Vec<f64>,
+}
+
+/// SPEC.md, "record", in f64.
+fn ref_record(
+    d: Dims,
+    layout: GqaLayout,
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    g: &[f64],
+    beta: &[f64],
+    mask: Option<&[u32]>,
+    state_in: &[f64],
+) -> RefRecord {
+    assert_eq!(q.len(), d.b * d.t * d.hk * d.dk);
+    assert_eq!(k.len(), d.b * d.t * d.hk * d.dk);
+    assert_eq!(v.len(), d.b * d.t * d.hv * d.dv);
+    assert_eq!(g.len(), d.b * d.t * d.hv);
+    assert_eq!(beta.len(), d.b * d.t * d.hv);
+    assert_eq!(state_in.len(), d.b * d.hv * d.dv * d.dk);
+    let mut y = vec![0.0; d.b * d.t * d.hv * d.dv];
+    let mut delta = vec![0.0; d.b * d.t * d.hv * d.dv];
+    let mut state = state_in.to_vec();
+    for b in 0..d.b {
+        for hv in 0..d.hv {
+            let hk = ref_head(layout, hv, d.hk, d.hv);
+            for dv in 0..d.dv {
+                let s0 = ((b * d.hv + hv) * d.dv + dv) * d.dk;
+                let s = &mut state[s0..s0 + d.dk];
+                for t in 0..d.t {
+                    if let Some(m) = mask {
+                        if m[b * d.t + t] == 0 {
+                            continue; // y, delta stay 0; S unchanged
+                        }
+                    }
+                    let row = ((b * d.t + t) * d.hk + hk) * d.dk;
+                    let gi = (b * d.t + t) * d.hv + hv;
+                    let vi = ((b * d.t + t) * d.hv + hv) * d.dv + dv;
+                    for i in 0..d.dk {
+                        s[i] *= g[gi];
+                    }
+                    let mut kv = 0.0;
+                    for i in 0..d.dk {
+                        kv += s[i] * k[row + i];
+                    }
+                    let dl = (v[vi] - kv) * beta[gi];
+                    for i in 0..d.dk {
+                        s[i] += k[row + i] * dl;
+                    }
+                    let mut out = 0.0;
+                    for i in 0..d.dk {
+                        out += s[i] * q[row + i];
+                    }
+                    y[vi] = out;
+                    delta[vi] = dl;
+                }
+            }
+        }
+    }
+    RefRecord { y, state, delta }
+}
+
+/// SPEC.md, "replay", in f64.
+fn ref_replay(
+    d: Dims,
+    tape_delta: &[f64],
+    tape_k: &[f64],
+    tape_g: &[f64],
+    snapshot: &[f64],
+    accepted: &[u32],
+    mask: Option<&[u32]>,
+) -> Vec<f64> {
+    assert_eq!(tape_delta.len(), d.b * d.t * d.hv * d.dv);
+    assert_eq!(tape_k.len(), d.b * d.t * d.hv * d.dk);
+    assert_eq!(tape_g.len(), d.b * d.t * d.hv);
+    assert_eq!(snapshot.len(), d.b * d.hv * d.dv * d.dk);
+    assert_eq!(accepted.len(), d.b);
+    let mut state = snapshot.to_vec();
+    for b in 0..d.b {
+        assert!(accepted[b] as usize <= d.t);
+        for hv in 0..d.hv {
+            for dv in 0..d.dv {
+                let s0 = ((b * d.hv + hv) * d.dv + dv) * d.dk;
+                for t in 0..accepted[b] as usize {
+                    if let Some(m) = mask {
+                        if m[b * d.t + t] == 0 {
+                            continue;
+                        }
+                    }
+                    let gt = tape_g[(b * d.t + t) * d.hv + hv];
+                    let dl = tape_delta[((b * d.t + t) * d.hv + hv) * d.dv + dv];
+                    let row = ((b * d.t + t) * d.hv + hv) * d.dk;
+                    for i in 0..d.dk {
+                        state[s0 + i] = state[s0 + i] * gt + tape_k[row + i] * dl;
+                    }
+                }
+            }
+        }
+    }
+    state
+}
+
+/// SPEC.md, "repeat": `dst[n, h, i] = src[n, hk(h), i]`.
+fn ref_repeat<E: Copy>(
+    n: usize,
+    src_heads: usize,
+    dst_heads: usize,
+    dim: usize,
+    layout: GqaLayout,
+    src: &[E],
+) -> Vec<E> {
+    assert_eq!(src.len(), n * src_heads * dim);
+    let mut dst = Vec::with_capacity(n * dst_heads * dim);
+    for r in 0..n {
+        for h in 0..dst_heads {
+            let hs = ref_head(layout, h, src_heads, dst_heads);
+            for i in 0..dim {
+                dst.push(src[(r * src_heads + hs) * dim + i]);
+            }
+        }
+    }
+    dst
+}
+
+// ---------------------------------------------------------------------------------
+// Helpers.
+// ---------------------------------------------------------------------------------
+
+fn wide<E: Element>(x: &[E]) -> Vec<f64> {
+    x.iter().map(|v| v.to_f32() as f64).collect()
+}
+
+fn bits<E: Element>(x: &[E]) -> Vec<u8> {
+    bytemuck::cast_slice::<E, u8>(x).to_vec()
+}
+
+/// ||got - want|| / ||want|| against an f64 reference; every value must be finite.
+fn rel_err_ref<E: Element>(got: &[E], want: &[f64]) -> f64 {
+    assert_eq!(got.len(), want.len(), "length mismatch");
+    let (mut num, mut den) = (0f64, 0f64);
+    for (x, y) in got.iter().zip(want) {
+        let x = x.to_f32() as f64;
+        assert!(x.is_finite(), "non-finite output {x}");
+        num += (x - y) * (x - y);
+        den += y * y;
+    }
+    num.sqrt() / den.sqrt().max(1e-30)
+}
+
+#[track_caller]
+fn assert_ref<E: Element>(what: &str, got: &[E], want: &[f64], tol: f64) {
+    let e = rel_err_ref(got, want);
+    assert!(e <= tol, "{what}: relative error {e:.3e} > {tol:.1e}");
+}
+
+/// Bitwise equality, with the first differing element in the message.
+#[track_caller]
+fn assert_same<E: Element>(what: &str, got: &[E], want: &[E]) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    if let Some(i) = (0..got.len()).find(|&i| bits(&got[i..=i]) != bits(&want[i..=i])) {
+        let n = (0..got.len())
+            .filter(|&j| bits(&got[j..=j]) != bits(&want[j..=j]))
+            .count();
+        panic!(
+            "{what}: {n} of {} elements differ, first at {i}: {:?} vs {:?}",
+            got.len(),
+            got[i],
+            want[i]
+        );
+    }
+}
+
+fn combo<A: Element, S: Element, P: Element>() -> String {
+    format!("A={} S={} P={}", A::DTYPE, S::DTYPE, P::DTYPE)
+}
+
+/// Per-sequence accepted counts in 0..=T, different per sequence.
+fn accepted_for(shape: &GdnShape, shift: usize) -> Vec<u32> {
+    let t = shape.steps();
+    (0..shape.batch())
+        .map(|b| ((b * 3 + shift) % (t + 1)) as u32)
+        .collect()
+}
+
+/// Elements `[first, first + count)` of blocks of `per` elements: rows of a `[B, T, ..]`
+/// tensor of one sequence, or one sequence's state.
+fn block<E: Copy>(x: &[E], per: usize, first: usize, count: usize) -> Vec<E> {
+    x[first * per..(first + count) * per].to_vec()
+}
+
+// ---------------------------------------------------------------------------------
+// 0. The reference itself, anchored to hand-computed values.
+// ---------------------------------------------------------------------------------
+
+#[test]
+fn reference_matches_hand_computed_step() {
+    // One row, one step, values exact in binary:
+    // S = 0.5*0.5 = 0.25; delta = (1 - 0.25*1)*0.5 = 0.375; S = 0.25 + 1*0.375 = 0.625;
+    // y = 0.625 * 2 = 1.25. Then a masked second step leaves everything alone.
+    let shape = GdnShape::new(1, 2, 1, 1, 1, 1).unwrap();
+    let d = Dims::of(&shape);
+    let (q, k, v, g, beta) = (
+        [2.0f32, 7.0],
+        [1.0f32, 3.0],
+        [1.0f32, 9.0],
+        [0.5f32, 0.25],
+        [0.5f32, 0.75],
+    );
+    let state = [0.5f32];
+    let mask = [1u32, 0];
+    let r = ref_record(
+        d,
+        GqaLayout::Blocked,
+        &wide(&q),
+        &wide(&k),
+        &wide(&v),
+        &wide(&g),
+        &wide(&beta),
+        Some(&mask),
+        &wide(&state),
+    );
+    assert_eq!(r.y, [1.25, 0.0]);
+    assert_eq!(r.delta, [0.375, 0.0]);
+    assert_eq!(r.state, [0.625]);
+    let inputs = RecordInputs {
+        q: &q,
+        k: &k,
+        v: &v,
+        g: &g,
+        beta: &beta,
+        mask: Some(&mask),
+    };
+    let c: Recorded<f32, f32, f32> = cpu()
+        .record(&shape, GqaLayout::Blocked, &inputs, &state)
+        .unwrap();
+    assert_eq!(c.y, [1.25, 0.0]);
+    assert_eq!(c.delta, [0.375, 0.0]);
+    assert_eq!(c.state, [0.625]);
+    // Replay: 0.5 * 0.5 + 1 * 0.375.
+    let rs = ref_replay(
+        d,
+        &r.delta,
+        &wide(&k),
+        &wide(&g),
+        &wide(&state),
+        &[2],
+        Some(&mask),
+    );
+    assert_eq!(rs, [0.625]);
+    // Without the mask the second step runs: S = 0.625*0.25 = 0.15625;
+    // delta = (9 - 0.15625*3)*0.75 = 6.3984375; S += 3*delta = 19.35156250.
+    let r2 = ref_record(
+        d,
+        GqaLayout::Blocked,
+        &wide(&q),
+        &wide(&k),
+        &wide(&v),
+        &wide(&g),
+        &wide(&beta),
+        None,
+        &wide(&state),
+    );
+    assert_eq!(r2.delta, [0.375, 6.3984375]);
+    assert_eq!(r2.state, [19.3515625]);
+    assert_eq!(r2.y, [1.25, 19.3515625 * 7.0]);
+}
+
+#[test]
+fn reference_repeat_matches_spec_example() {
+    // Hg = 2, H = 6, K = 1: blocked groups 3 consecutive heads, tiled cycles.
+    let src = [10u32, 20, 30, 40]; // N = 2 rows
+    assert_eq!(
+        ref_repeat(2, 2, 6, 1, GqaLayout::Blocked, &src),
+        [10, 10, 10, 20, 20, 20, 30, 30, 30, 40, 40, 40]
+    );
+    assert_eq!(
+        ref_repeat(2, 2, 6, 1, GqaLayout::Tiled, &src),
+        [10, 20, 10, 20, 10, 20, 30, 40, 30, 40, 30, 40]
+    );
+}
+
+// ---------------------------------------------------------------------------------
+// 1. record and replay against the reference.
+// ---------------------------------------------------------------------------------
+
+/// record and replay of `Backend::cpu()` against the f64 reference, for one dtype
+/// combination, layout and mask choice.
+fn check_against_reference<A: Element, S: Element, P: Element>(
+    shape: &GdnShape,
+    layout: GqaLayout,
+    masked: bool,
+    seed: u64,
+) {
+    let ctx = format!("{shape:?} {} {layout:?} masked={masked}", combo::<A, S, P>());
+    let dims = Dims::of(shape);
+    let d = draw(shape, seed);
+    let t = d.typed::<A>();
+    let state: Vec<S> = cast_from_f32(&d.state);
+    let m = mask(shape, seed);
+    let mk = masked.then_some(&m[..]);
+
+    let want = ref_record(
+        dims,
+        layout,
+        &wide(&t.q),
+        &wide(&t.k),
+        &wide(&t.v),
+        &wide(&t.g),
+        &wide(&t.beta),
+        mk,
+        &wide(&state),
+    );
+    let got: Recorded<A, S, P> = cpu()
+        .record(shape, layout, &t.inputs(mk), &state)
+        .unwrap();
+    assert_ref(&format!("{ctx}: record y"), &got.y, &want.y, tol(A::DTYPE));
+    assert_ref(
+        &format!("{ctx}: record state"),
+        &got.state,
+        &want.state,
+        tol(S::DTYPE),
+    );
+    assert_ref(
+        &format!("{ctx}: record delta"),
+        &got.delta,
+        &want.delta,
+        tol(P::DTYPE),
+    );
+
+    // The tape: k expanded with the model's layout (checked against the reference
+    // repeat, bit for bit), g itself, and the recorded delta.
+    let tape_k = ref_repeat(
+        dims.b * dims.t,
+        dims.hk,
+        dims.hv,
+        dims.dk,
+        layout,
+        &t.k[..],
+    );
+    let cpu_k = cpu().repeat(&shape.tape_k_repeat(), layout, &t.k).unwrap();
+    assert_same(&format!("{ctx}: tape k"), &cpu_k, &tape_k);
+    let tape = TapeRef {
+        delta: &got.delta,
+        k: &tape_k,
+        g: &t.g,
+    };
+
+    // replay of the recorded tape against the reference replay of the same tape, with
+    // a different accepted count per sequence.
+    for shift in [0, seed as usize % 5 + 1] {
+        let accepted = accepted_for(shape, shift);
+        let want_s = ref_replay(
+            dims,
+            &wide(&got.delta),
+            &wide(&tape_k),
+            &wide(&t.g),
+            &wide(&state),
+            &accepted,
+            mk,
+        );
+        let got_s = cpu().replay(shape, &tape, &state, &accepted, mk).unwrap();
+        assert_ref(
+            &format!("{ctx}: replay accepted={accepted:?}"),
+            &got_s,
+            &want_s,
+            tol(S::DTYPE),
+        );
+    }
+
+    // Replaying the whole tape reaches the reference record's state (the tape's
+    // rounding of delta adds at most its own dtype's tolerance).
+    let all = vec![shape.steps() as u32; shape.batch()];
+    let got_s = cpu().replay(shape, &tape, &state, &all, mk).unwrap();
+    assert_ref(
+        &format!("{ctx}: full replay vs reference record state"),
+        &got_s,
+        &want.state,
+        tol(S::DTYPE).max(tol(P::DTYPE)),
+    );
+}
+
+fn against_reference_all(shape: &GdnShape, seed: u64) {
+    for layout in LAYOUTS {
+        for masked in [false, true] {
+            check_against_reference::<f32, f32, f32>(shape, layout, masked, seed);
+            check_against_reference::<bf16, f32, f32>(shape, layout, masked, seed + 1);
+            check_against_reference::<f16, f16, bf16>(shape, layout, masked, seed + 2);
+            check_against_reference::<f32, bf16, f16>(shape, layout, masked, seed + 3);
+            check_against_reference::<bf16, bf16, bf16>(shape, layout, masked, seed + 4);
+            check_against_reference::<f16, f32, f16>(shape, layout, masked, seed + 5);
+        }
+    }
+}
+
+#[test]
+fn record_replay_match_reference_odd_shape() {
+    against_reference_all(&GdnShape::new(5, 7, 3, 6, 96, 48).unwrap(), 100);
+}
+
+#[test]
+fn record_replay_match_reference_unit_dims() {
+    against_reference_all(&GdnShape::new(3, 6, 2, 4, 1, 1).unwrap(), 200);
+    against_reference_all(&GdnShape::new(2, 5, 1, 3, 1, 1).unwrap(), 210);
+}
+
+#[test]
+fn record_replay_match_reference_equal_heads() {
+    against_reference_all(&GdnShape::new(3, 4, 4, 4, 16, 8).unwrap(), 300);
+    against_reference_all(&GdnShape::new(2, 3, 1, 1, 5, 3).unwrap(), 310);
+}
+
+#[test]
+fn record_replay_match_reference_real_shape() {
+    // Qwen3-Next / Qwen3.5-35B: Hk = 16, Hv = 32, Dk = Dv = 128.
+    against_reference_all(&GdnShape::new(2, 3, 16, 32, 128, 128).unwrap(), 400);
+}
+
+#[test]
+fn record_replay_match_reference_single_step() {
+    against_reference_all(&GdnShape::new(4, 1, 2, 6, 7, 5).unwrap(), 500);
+}
+
+// ---------------------------------------------------------------------------------
+// 2. The rollback invariant.
+// ---------------------------------------------------------------------------------
+
+/// record over T steps, then replay with `accepted[b] = a`, equals record over the
+/// first `a` steps of sequence b alone, for every (b, a): exactly when `exact`, else
+/// within `tolerance`.
+fn check_rollback<A: Element, S: Element, P: Element>(
+    shape: &GdnShape,
+    layout: GqaLayout,
+    masked: bool,
+    seed: u64,
+    exact: bool,
+    tolerance: f64,
+) {
+    let ctx = format!("{shape:?} {} {layout:?} masked={masked}", combo::<A, S, P>());
+    let (bn, tn) = (shape.batch(), shape.steps());
+    let (hk, hv, dk, dv) = (
+        shape.key_heads(),
+        shape.value_heads(),
+        shape.key_dim(),
+        shape.value_dim(),
+    );
+    let d = draw(shape, seed);
+    let t = d.typed::<A>();
+    let state: Vec<S> = cast_from_f32(&d.state);
+    let m = mask(shape, seed);
+    let mk = masked.then_some(&m[..]);
+
+    let full: Recorded<A, S, P> = cpu()
+        .record(shape, layout, &t.inputs(mk), &state)
+        .unwrap();
+    let tape_k = cpu().repeat(&shape.tape_k_repeat(), layout, &t.k).unwrap();
+    let tape = TapeRef {
+        delta: &full.delta,
+        k: &tape_k,
+        g: &t.g,
+    };
+
+    // expected[b][a]: sequence b recorded alone over its first a steps.
+    let seq_state = hv * dv * dk;
+    let one = shape.with_batch(1).unwrap();
+    let expected: Vec<Vec<Vec<S>>> = (0..bn)
+        .map(|b| {
+            let s_b = block(&state, seq_state, b, 1);
+            (0..=tn)
+                .map(|a| {
+                    let sh = one.with_steps(a).unwrap();
+                    // rows of one step: Hk*Dk for q/k, Hv*Dv for v, Hv for g/beta, 1 for mask.
+                    let q = block(&t.q, hk * dk, b * tn, a);
+                    let k = block(&t.k, hk * dk, b * tn, a);
+                    let v = block(&t.v, hv * dv, b * tn, a);
+                    let g = block(&t.g, hv, b * tn, a);
+                    let beta = block(&t.beta, hv, b * tn, a);
+                    let mb = block(&m, 1, b * tn, a);
+                    let inputs = RecordInputs {
+                        q: &q,
+                        k: &k,
+                        v: &v,
+                        g: &g,
+                        beta: &beta,
+                        mask: masked.then_some(&mb[..]),
+                    };
+                    let r: Recorded<A, S, P> = cpu().record(&sh, layout, &inputs, &s_b).unwrap();
+                    r.state
+                })
+                .collect()
+        })
+        .collect();
+
+    // Sanity: the expectations are not all the same (so equality means something).
+    if tn > 0 {
+        assert!(
+            rel_err(&expected[0][tn], &expected[0][0]) > 1e-3,
+            "{ctx}: the draft does not move the state"
+        );
+    }
+
+    // Every shift gives a different accepted count per sequence; over all shifts every
+    // sequence sees every a in 0..=T.
+    for shift in 0..=tn {
+        let accepted = accepted_for(shape, shift);
+        let out = cpu()
+            .replay(shape, &tape, &state, &accepted, mk)
+            .unwrap();
+        for b in 0..bn {
+            let a = accepted[b] as usize;
+            let got = block(&out, seq_state, b, 1);
+            let want = &expected[b][a];
+            let what = format!("{ctx}: sequence {b}, accepted {a} (of {accepted:?})");
+            if exact {
+                assert_same(&what, &got, want);
+            } else {
+                assert_close(&what, &got, want, tolerance);
+            }
+        }
+    }
+    // And every sequence at the same a.
+    for a in 0..=tn {
+        let accepted = vec![a as u32; bn];
+        let out = cpu()
+            .replay(shape, &tape, &state, &accepted, mk)
+            .unwrap();
+        for b in 0..bn {
+            let got = block(&out, seq_state, b, 1);
+            let what = format!("{ctx}: sequence {b}, all accepted {a}");
+            if exact {
+                assert_same(&what, &got, &expected[b][a]);
+            } else {
+                assert_close(&what, &got, &expected[b][a], tolerance);
+            }
+        }
+    }
+    // accepted = T is the full record's own state.
+    let accepted = vec![tn as u32; bn];
+    let out = cpu()
+        .replay(shape, &tape, &state, &accepted, mk)
+        .unwrap();
+    if exact {
+        assert_same(&format!("{ctx}: full replay"), &out, &full.state);
+    } else {
+        assert_close(
+            &format!("{ctx}: full replay"),
+            &out,
+            &full.state,
+            tolerance,
+        );
+    }
+}
+
+fn rollback_all(shape: &GdnShape, seed: u64) {
+    for layout in LAYOUTS {
+        for masked in [false, true] {
+            // f32 state and f32 tape: bit for bit, whatever the activation dtype.
+            check_rollback::<f32, f32, f32>(shape, layout, masked, seed, true, 0.0);
+            check_rollback::<bf16, f32, f32>(shape, layout, masked, seed + 1, true, 0.0);
+            check_rollback::<f16, f32, f32>(shape, layout, masked, seed + 2, true, 0.0);
+            // 16-bit state or tape: within the storage dtype's tolerance.
+            let bf = tol(DType::BF16);
+            let hf = tol(DType::F16);
+            check_rollback::<f32, bf16, f32>(shape, layout, masked, seed + 3, false, bf);
+            check_rollback::<bf16, bf16, f32>(shape, layout, masked, seed + 4, false, bf);
+            check_rollback::<f32, f32, bf16>(shape, layout, masked, seed + 5, false, bf);
+            check_rollback::<f16, f16, f16>(shape, layout, masked, seed + 6, false, hf);
+        }
+    }
+}
+
+#[test]
+fn rollback_invariant_odd_shape() {
+    rollback_all(&GdnShape::new(5, 7, 3, 6, 40, 12).unwrap(), 1000);
+}
+
+#[test]
+fn rollback_invariant_unit_dims_and_equal_heads() {
+    rollback_all(&GdnShape::new(4, 5, 2, 4, 1, 1).unwrap(), 1100);
+    rollback_all(&GdnShape::new(3, 4, 4, 4, 16, 8).unwrap(), 1200);
+}
+
+#[test]
+fn rollback_invariant_real_shape() {
+    let shape = GdnShape::new(2, 3, 16, 32, 128, 128).unwrap();
+    for layout in LAYOUTS {
+        for masked in [false, true] {
+            check_rollback::<f32, f32, f32>(&shape, layout, masked, 1300, true, 0.0);
+            check_rollback::<bf16, f32, f32>(&shape, layout, masked, 1301, true, 0.0);
+            check_rollback::<bf16, bf16, f32>(
+                &shape,
+                layout,
+                masked,
+                1302,
+                false,
+                tol(DType::BF16),
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// 3. Masked steps.
+// ---------------------------------------------------------------------------------
+
+/// At masked (b, t): y and delta exactly 0. At live steps and for the state: exactly
+/// what recording the sequence with its masked steps removed gives.
+fn check_masked_steps<A: Element, S: Element, P: Element>(
+    shape: &GdnShape,
+    layout: GqaLayout,
+    seed: u64,
+) {
+    let ctx = format!("{shape:?} {} {layout:?}", combo::<A, S, P>());
+    let (bn, tn) = (shape.batch(), shape.steps());
+    let (hk, hv, dk, dv) = (
+        shape.key_heads(),
+        shape.value_heads(),
+        shape.key_dim(),
+        shape.value_dim(),
+    );
+    let d = draw(shape, seed);
+    let t = d.typed::<A>();
+    let state: Vec<S> = cast_from_f32(&d.state);
+    let mut m = mask(shape, seed);
+    // Make sure some step is masked in the middle of a sequence, and one sequence ends
+    // on a masked step.
+    m[1] = 0;
+    m[bn * tn - 1] = 0;
+    let got: Recorded<A, S, P> = cpu()
+        .record(shape, layout, &t.inputs(Some(&m)), &state)
+        .unwrap();
+
+    let step_v = hv * dv;
+    let mut masked_seen = 0;
+    for b in 0..bn {
+        for s in 0..tn {
+            if m[b * tn + s] != 0 {
+                continue;
+            }
+            masked_seen += 1;
+            let at = (b * tn + s) * step_v;
+            for i in at..at + step_v {
+                assert_eq!(
+                    got.y[i].to_f32(),
+                    0.0,
+                    "{ctx}: y at masked (b={b}, t={s}), element {i}"
+                );
+                assert_eq!(
+                    got.delta[i].to_f32(),
+                    0.0,
+                    "{ctx}: delta at masked (b={b}, t={s}), element {i}"
+                );
+            }
+        }
+    }
+    assert!(masked_seen >= 2, "{ctx}: the mask masks nothing");
+
+    // Each sequence with its masked steps removed, recorded unmasked.
+    let seq_state = hv * dv * dk;
+    for b in 0..bn {
+        let live: Vec<usize> = (0..tn).filter(|&s| m[b * tn + s] != 0).collect();
+        let pick = |x: &[A], per: usize| -> Vec<A> {
+            live.iter()
+                .flat_map(|&s| block(x, per, b * tn + s, 1))
+                .collect()
+        };
+        let (q, k, v, g, beta) = (
+            pick(&t.q, hk * dk),
+            pick(&t.k, hk * dk),
+            pick(&t.v, hv * dv),
+            pick(&t.g, hv),
+            pick(&t.beta, hv),
+        );
+        let sh = shape.with_batch(1).unwrap().with_steps(live.len()).unwrap();
+        let inputs = RecordInputs {
+            q: &q,
+            k: &k,
+            v: &v,
+            g: &g,
+            beta: &beta,
+            mask: None,
+        };
+        let s_b = block(&state, seq_state, b, 1);
+        let r: Recorded<A, S, P> = cpu().record(&sh, layout, &inputs, &s_b).unwrap();
+        assert_same(
+            &format!("{ctx}: state of sequence {b} vs its live steps alone"),
+            &block(&got.state, seq_state, b, 1),
+            &r.state,
+        );
+        for (j, &s) in live.iter().enumerate() {
+            let at = (b * tn + s) * step_v;
+            assert_same(
+                &format!("{ctx}: y of sequence {b}, live step {s}"),
+                &got.y[at..at + step_v],
+                &r.y[j * step_v..][..step_v],
+            );
+            assert_same(
+                &format!("{ctx}: delta of sequence {b}, live step {s}"),
+                &got.delta[at..at + step_v],
+                &r.delta[j * step_v..][..step_v],
+            );
+        }
+    }
+
+    // Any non-zero mask value means live.
+    let wild: Vec<u32> = m
+        .iter()
+        .enumerate()
+        .map(|(i, &x)| match (x, i % 3) {
+            (0, _) => 0,
+            (_, 0) => 1,
+            (_, 1) => 2,
+            _ => u32::MAX,
+        })
+        .collect();
+    let w: Recorded<A, S, P> = cpu()
+        .record(shape, layout, &t.inputs(Some(&wild)), &state)
+        .unwrap();
+    assert_same(&format!("{ctx}: non-zero mask values: y"), &w.y, &got.y);
+    assert_same(&format!("{ctx}: non-zero mask values: state"), &w.state, &got.state);
+    assert_same(&format!("{ctx}: non-zero mask values: delta"), &w.delta, &got.delta);
+
+    // replay skips masked steps whatever the tape holds there.
+    let tape_k = cpu().repeat(&shape.tape_k_repeat(), layout, &t.k).unwrap();
+    let mut garbage = got.delta.clone();
+    for b in 0..bn {
+        for s in 0..tn {
+            if m[b * tn + s] == 0 {
+                let at = (b * tn + s) * step_v;
+                garbage[at..at + step_v].fill(P::from_f32(123.0));
+            }
+        }
+    }
+    let all = vec![tn as u32; bn];
+    let clean = cpu()
+        .replay(
+            shape,
+            &TapeRef {
+                delta: &got.delta,
+                k: &tape_k,
+                g: &t.g,
+            },
+            &state,
+            &all,
+            Some(&m),
+        )
+        .unwrap();
+    let dirty = cpu()
+        .replay(
+            shape,
+            &TapeRef {
+                delta: &garbage,
+                k: &tape_k,
+                g: &t.g,
+            },
+            &state,
+            &all,
+            Some(&m),
+        )
+        .unwrap();
+    assert_same(&format!("{ctx}: replay reads masked tape steps"), &dirty, &clean);
+}
+
+#[test]
+fn masked_steps_are_zero_and_skip_the_state() {
+    let shapes = [
+        GdnShape::new(5, 7, 3, 6, 96, 48).unwrap(),
+        GdnShape::new(3, 6, 2, 4, 1, 1).unwrap(),
+    ];
+    for (i, shape) in shapes.iter().enumerate() {
+        for layout in LAYOUTS {
+            let seed = 2000 + 10 * i as u64;
+            check_masked_steps::<f32, f32, f32>(shape, layout, seed);
+            check_masked_steps::<bf16, f32, bf16>(shape, layout, seed + 1);
+            check_masked_steps::<f16, f16, f32>(shape, layout, seed + 2);
+            check_masked_steps::<f32, bf16, f16>(shape, layout, seed + 3);
+        }
+    }
+}
+
+fn check_fully_masked<A: Element, S: Element, P: Element>(shape: &GdnShape, seed: u64) {
+    let ctx = format!("{shape:?} {}", combo::<A, S, P>());
+    let d = draw(shape, seed);
+    let t = d.typed::<A>();
+    let state: Vec<S> = cast_from_f32(&d.state);
+    let zeros = vec![0u32; shape.mask_len()];
+    for layout in LAYOUTS {
+        let r: Recorded<A, S, P> = cpu()
+            .record(shape, layout, &t.inputs(Some(&zeros)), &state)
+            .unwrap();
+        assert_same(&format!("{ctx} {layout:?}: state"), &r.state, &state);
+        assert!(
+            r.y.iter().all(|x| x.to_f32() == 0.0),
+            "{ctx} {layout:?}: y not all 0"
+        );
+        assert!(
+            r.delta.iter().all(|x| x.to_f32() == 0.0),
+            "{ctx} {layout:?}: delta not all 0"
+        );
+        // A fully masked replay of a real tape leaves the snapshot alone too.
+        let real: Recorded<A, S, P> = cpu()
+            .record(shape, layout, &t.inputs(None), &state)
+            .unwrap();
+        assert!(
+            rel_err(&real.state, &state) > 1e-3,
+            "{ctx} {layout:?}: the unmasked draft does not move the state"
+        );
+        let tape_k = cpu().repeat(&shape.tape_k_repeat(), layout, &t.k).unwrap();
+        let tape = TapeRef {
+            delta: &real.delta,
+            k: &tape_k,
+            g: &t.g,
+        };
+        let all = vec![shape.steps() as u32; shape.batch()];
+        let out = cpu()
+            .replay(shape, &tape, &state, &all, Some(&zeros))
+            .unwrap();
+        assert_same(&format!("{ctx} {layout:?}: masked replay"), &out, &state);
+        // accepted = 0 with no mask: the snapshot.
+        let none = vec![0u32; shape.batch()];
+        let out = cpu().replay(shape, &tape, &state, &none, None).unwrap();
+        assert_same(&format!("{ctx} {layout:?}: accepted 0"), &out, &state);
+    }
+}
+
+#[test]
+fn fully_masked_draft_returns_input_state() {
+    let shape = GdnShape::new(3, 5, 2, 6, 24, 10).unwrap();
+    check_fully_masked::<f32, f32, f32>(&shape, 2100);
+    check_fully_masked::<bf16, f32, bf16>(&shape, 2101);
+    check_fully_masked::<f16, f16, f16>(&shape, 2102);
+    check_fully_masked::<f32, bf16, f32>(&shape, 2103);
+}
+
+// ---------------------------------------------------------------------------------
+// 4. Layout mix-ups are caught.
+// ---------------------------------------------------------------------------------
+
+#[test]
+fn layout_mixup_is_detected() {
+    let shapes = [
+        GdnShape::new(2, 5, 2, 6, 32, 16).unwrap(),
+        GdnShape::new(3, 4, 3, 6, 96, 48).unwrap(),
+        GdnShape::new(2, 3, 16, 32, 128, 128).unwrap(),
+    ];
+    for (i, shape) in shapes.iter().enumerate() {
+        let d = draw(shape, 3000 + i as u64);
+        let t = d.typed::<f32>();
+        let all = vec![shape.steps() as u32; shape.batch()];
+        for layout in LAYOUTS {
+            let ctx = format!("{shape:?} model layout {layout:?}");
+            let r: Recorded<f32, f32, f32> = cpu()
+                .record(shape, layout, &t.inputs(None), &d.state)
+                .unwrap();
+            let right_k = cpu().repeat(&shape.tape_k_repeat(), layout, &t.k).unwrap();
+            let wrong_k = cpu()
+                .repeat(&shape.tape_k_repeat(), other(layout), &t.k)
+                .unwrap();
+            let right = cpu()
+                .replay(
+                    shape,
+                    &TapeRef {
+                        delta: &r.delta,
+                        k: &right_k,
+                        g: &t.g,
+                    },
+                    &d.state,
+                    &all,
+                    None,
+                )
+                .unwrap();
+            assert_same(&format!("{ctx}: right layout"), &right, &r.state);
+            let wrong = cpu()
+                .replay(
+                    shape,
+                    &TapeRef {
+                        delta: &r.delta,
+                        k: &wrong_k,
+                        g: &t.g,
+                    },
+                    &d.state,
+                    &all,
+                    None,
+                )
+                .unwrap();
+            let e = rel_err(&wrong, &r.state);
+            assert!(
+                e > 1e-2,
+                "{ctx}: replay with the other layout's tape k is only {e:.3e} off"
+            );
+            // The record itself depends on the layout too.
+            let r2: Recorded<f32, f32, f32> = cpu()
+                .record(shape, other(layout), &t.inputs(None), &d.state)
+                .unwrap();
+            let e = rel_err(&r2.state, &r.state);
+            assert!(e > 1e-2, "{ctx}: record ignores the layout ({e:.3e})");
+        }
+    }
+}
+
+#[test]
+fn layouts_coincide_when_heads_are_equal() {
+    // Hv == Hk (and Hk == 1): both layouts are the identity map / a broadcast, so
+    // record gives bit-identical results.
+    for shape in [
+        GdnShape::new(2, 4, 3, 3, 16, 8).unwrap(),
+        GdnShape::new(2, 4, 1, 4, 16, 8).unwrap(),
+    ] {
+        let d = draw(&shape, 3100);
+        let t = d.typed::<f32>();
+        let a: Recorded<f32, f32, f32> = cpu()
+            .record(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state)
+            .unwrap();
+        let b: Recorded<f32, f32, f32> = cpu()
+            .record(&shape, GqaLayout::Tiled, &t.inputs(None), &d.state)
+            .unwrap();
+        assert_same(&format!("{shape:?}: y"), &a.y, &b.y);
+        assert_same(&format!("{shape:?}: state"), &a.state, &b.state);
+        assert_same(&format!("{shape:?}: delta"), &a.delta, &b.delta);
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// 5. repeat.
+// ---------------------------------------------------------------------------------
+
+fn check_repeat<E: Element>(n: usize, hg: usize, h: usize, dim: usize, seed: u64) {
+    let shape = RepeatShape::new(n, hg, h, dim).unwrap();
+    let mut rng = Rng::new(seed);
+    let src: Vec<E> = cast_from_f32(&rng.vec(n * hg * dim, -3.0, 3.0));
+    let mut outs = Vec::new();
+    for layout in LAYOUTS {
+        let what = format!("repeat {} N={n} Hg={hg} H={h} K={dim} {layout:?}", E::DTYPE);
+        let want = ref_repeat(n, hg, h, dim, layout, &src);
+        let got = cpu().repeat(&shape, layout, &src).unwrap();
+        assert_eq!(got.len(), n * h * dim, "{what}: length");
+        assert_same(&what, &got, &want);
+        outs.push(got);
+    }
+    // The two layouts differ exactly when some head maps differently.
+    let differs = (0..h).any(|x| x / (h / hg) != x % hg);
+    if n > 0 && differs {
+        assert_ne!(
+            bits(&outs[0]),
+            bits(&outs[1]),
+            "repeat {} N={n} Hg={hg} H={h}: layouts give the same output",
+            E::DTYPE
+        );
+    } else {
+        assert_eq!(bits(&outs[0]), bits(&outs[1]));
+    }
+}
+
+fn repeat_all<E: Element>(seed: u64) {
+    let cases = [
+        (7, 3, 6, 5),
+        (0, 3, 6, 5),
+        (0, 1, 1, 1),
+        (1, 1, 4, 1),
+        (4, 4, 4, 3),
+        (5, 2, 8, 1),
+        (3, 2, 6, 33),
+        (6, 16, 32, 128),
+        (2, 16, 64, 128),
+        (9, 5, 5, 7),
+    ];
+    for (i, (n, hg, h, dim)) in cases.into_iter().enumerate() {
+        check_repeat::<E>(n, hg, h, dim, seed + i as u64);
+    }
+}
+
+#[test]
+fn repeat_matches_reference_f32() {
+    repeat_all::<f32>(4000);
+}
+
+#[test]
+fn repeat_matches_reference_f16() {
+    repeat_all::<f16>(4100);
+}
+
+#[test]
+fn repeat_matches_reference_bf16() {
+    repeat_all::<bf16>(4200);
+}
+
+#[test]
+fn repeat_copies_bit_patterns() {
+    // Every 16-bit pattern, including NaNs, infinities, subnormals and -0: a copy, not
+    // a conversion.
+    let src: Vec<u16> = (0..=u16::MAX).collect();
+    let shape = RepeatShape::new(1 << 12, 4, 8, 4).unwrap();
+    for layout in LAYOUTS {
+        let f: Vec<f16> = src.iter().map(|&b| f16::from_bits(b)).collect();
+        let got = cpu().repeat(&shape, layout, &f).unwrap();
+        assert_same(
+            &format!("f16 {layout:?}"),
+            &got,
+            &ref_repeat(1 << 12, 4, 8, 4, layout, &f),
+        );
+        let bf: Vec<bf16> = src.iter().map(|&b| bf16::from_bits(b)).collect();
+        let got = cpu().repeat(&shape, layout, &bf).unwrap();
+        assert_same(
+            &format!("bf16 {layout:?}"),
+            &got,
+            &ref_repeat(1 << 12, 4, 8, 4, layout, &bf),
+        );
+    }
+    let src: Vec<f32> = [f32::NAN, -0.0, f32::INFINITY, f32::MIN_POSITIVE / 4.0]
+        .into_iter()
+        .chain((0..60).map(|i| i as f32 - 30.5))
+        .collect();
+    let shape = RepeatShape::new(8, 2, 6, 4).unwrap();
+    for layout in LAYOUTS {
+        let got = cpu().repeat(&shape, layout, &src).unwrap();
+        assert_same(
+            &format!("f32 {layout:?}"),
+            &got,
+            &ref_repeat(8, 2, 6, 4, layout, &src),
+        );
+    }
+}
