@@ -96,6 +96,19 @@ pub enum Error {
         hint: &'static str,
     },
 
+    /// An index (a layer, a sequence) is past the end.
+    #[error("{op}: `{arg}` = {index} is out of range (there are {len})")]
+    IndexOutOfRange {
+        op: &'static str,
+        arg: &'static str,
+        index: usize,
+        len: usize,
+    },
+
+    /// A call came in the wrong order (commit without a draft).
+    #[error("{op}: {why}")]
+    Order { op: &'static str, why: &'static str },
+
     /// No GPU adapter could be used.
     #[error("no usable GPU adapter: {0}")]
     NoAdapter(String),
@@ -130,7 +143,8 @@ impl Error {
             | Error::AcceptedOutOfRange { arg, .. }
             | Error::Overflow { arg, .. }
             | Error::DimTooLarge { arg, .. }
-            | Error::Unsupported { arg, .. } => Some(arg),
+            | Error::Unsupported { arg, .. }
+            | Error::IndexOutOfRange { arg, .. } => Some(arg),
             _ => None,
         }
     }

@@ -73,21 +73,28 @@ fn compile(device: &wgpu::Device, key: &KernelKey) -> Result<wgpu::ComputePipeli
     }
 }
 
-/// Immutable uniform buffers by content. Ops encoded into one command buffer each need
+/// Small immutable buffers by (usage, content): kernel parameters, and the
+/// `accepted` counts of a commit. Ops encoded into one command buffer each need
 /// their own parameters alive at submit, so a shared buffer rewritten per call would
 /// be wrong; a buffer per distinct content is right and, since shapes repeat from call
 /// to call, allocated once. Cleared when it holds too many.
 #[derive(Default)]
 pub(crate) struct ParamCache {
-    buffers: Mutex<HashMap<Vec<u8>, wgpu::Buffer>>,
+    buffers: Mutex<HashMap<(u32, Vec<u8>), wgpu::Buffer>>,
 }
 
 const MAX_PARAM_BUFFERS: usize = 256;
 
 impl ParamCache {
-    pub(crate) fn get(&self, device: &wgpu::Device, bytes: &[u8]) -> wgpu::Buffer {
+    pub(crate) fn get(
+        &self,
+        device: &wgpu::Device,
+        bytes: &[u8],
+        usage: wgpu::BufferUsages,
+    ) -> wgpu::Buffer {
+        let key = (usage.bits(), bytes.to_vec());
         let mut map = self.buffers.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(b) = map.get(bytes) {
+        if let Some(b) = map.get(&key) {
             return b.clone();
         }
         if map.len() >= MAX_PARAM_BUFFERS {
@@ -95,11 +102,11 @@ impl ParamCache {
             map.clear();
         }
         let buffer = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: Some("deltatape params"),
+            label: Some("deltatape constants"),
             contents: bytes,
-            usage: wgpu::BufferUsages::UNIFORM,
+            usage,
         });
-        map.insert(bytes.to_vec(), buffer.clone());
+        map.insert(key, buffer.clone());
         buffer
     }
 

@@ -473,7 +473,10 @@ impl GpuBackend {
 
         let device = self.device();
         let pipeline = self.inner.pipelines.get(device, &d.key)?;
-        let params = self.inner.params.get(device, &d.params);
+        let params = self
+            .inner
+            .params
+            .get(device, &d.params, wgpu::BufferUsages::UNIFORM);
         let placeholders: Vec<Option<wgpu::Buffer>> = sizes
             .iter()
             .enumerate()

@@ -120,7 +120,7 @@ fn from_bytes<E: Element>(bytes: &[u8], len: usize) -> Vec<E> {
 
 impl GpuBackend {
     /// A storage buffer holding `data` (padded to whole words).
-    fn upload<E: bytemuck::Pod>(&self, data: &[E]) -> wgpu::Buffer {
+    pub(crate) fn upload<E: bytemuck::Pod>(&self, data: &[E]) -> wgpu::Buffer {
         let bytes: &[u8] = bytemuck::cast_slice(data);
         let size = (bytes.len() as u64).div_ceil(4) * 4;
         let buffer = self
@@ -195,7 +195,27 @@ impl GpuBackend {
         })
     }
 
-    fn encoder(&self) -> wgpu::CommandEncoder {
+    /// Read `len` elements of `E` from a buffer with `COPY_SRC` (blocking, bounded).
+    pub(crate) fn read_buffer<E: Element>(
+        &self,
+        op: &'static str,
+        buffer: &wgpu::Buffer,
+        len: usize,
+    ) -> Result<Vec<E>> {
+        let bytes = (len * E::DTYPE.size_bytes()) as u64;
+        let bytes = self
+            .submit_and_map(op, self.encoder(), &[(buffer, bytes)], Vec::new())?
+            .wait_blocking()?;
+        Ok(from_bytes(&bytes[0], len))
+    }
+
+    /// Wait (bounded) until the device has finished all submitted work.
+    pub fn wait_idle(&self, op: &'static str) -> Result<()> {
+        let submission = self.queue().submit([]);
+        poll_until_done(self.device(), submission, self.inner.timeout, op)
+    }
+
+    pub(crate) fn encoder(&self) -> wgpu::CommandEncoder {
         self.device()
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("deltatape"),

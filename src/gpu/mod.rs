@@ -12,11 +12,13 @@ pub mod device;
 mod encode;
 mod host;
 pub mod kernel;
+pub mod rollback;
 pub mod translate;
 
 pub use device::{device_requirements, wanted_features, AdapterReport};
 pub use encode::{RecordBuffers, RepeatBuffers, ReplayBuffers};
 pub use kernel::{GdnDtypes, KernelKey, Op, Reduction, MAX_KEY_DIM};
+pub use rollback::{CommitKind, DraftBuffers, GpuRollback};
 
 use crate::error::{Error, Result};
 use cache::{BufferPool, ParamCache, PipelineCache};

@@ -1,1 +1,46 @@
-fn main() {}
+//! `deltatape`: the crate's command line. `demo` is the main job.
+
+mod demo;
+mod info;
+mod progress;
+mod source;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "deltatape",
+    version,
+    about = "GatedDeltaNet speculative-decoding rollback kernels on wgpu"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Draft / verify / commit rounds on a real model's GDN shape, checked against the CPU reference.
+    Demo(demo::Args),
+    /// Adapters wgpu sees, the one chosen and why, features, subgroup sizes, limits.
+    Info,
+    /// The Metal source naga writes for a kernel (or SPIR-V / HLSL / WGSL).
+    Msl(source::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo(args) => demo::run(args),
+        Command::Info => info::run(),
+        Command::Msl(args) => source::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,310 @@
+//! `deltatape demo`: the main job. Several draft / verify / commit rounds on a real
+//! model's GDN shape, every layer, with per-sequence random acceptance; the committed
+//! state of the checked layers is compared each round with the CPU reference's record
+//! over the accepted prefix alone (the rollback invariant, SPEC.md).
+
+use crate::progress::Progress;
+use deltatape::{
+    Backend, BackendChoice, CommitKind, DType, Element, GdnShape, ModelPreset, RecordInputs,
+    Recorded, Rollback,
+};
+use half::{bf16, f16};
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(clap::Args, Clone)]
+pub struct Args {
+    /// Model preset: qwen3-next, qwen3.5-35b, qwen3.5-27b, qwen3.5-122b.
+    #[arg(long, default_value = "qwen3-next")]
+    model: String,
+    /// Sequences drafted at once (B).
+    #[arg(long, default_value_t = 4)]
+    batch: usize,
+    /// Draft length (T).
+    #[arg(long, default_value_t = 8)]
+    draft: usize,
+    /// Activation dtype: f32, f16, bf16.
+    #[arg(long, default_value = "f32")]
+    dtype: DType,
+    /// State dtype.
+    #[arg(long, default_value = "f32")]
+    state_dtype: DType,
+    /// Tape delta dtype.
+    #[arg(long, default_value = "f32")]
+    tape_dtype: DType,
+    /// Draft / verify / commit rounds.
+    #[arg(long, default_value_t = 4)]
+    rounds: usize,
+    /// auto (best GPU, else CPU), gpu or cpu. Default: DELTATAPE_BACKEND, else auto.
+    #[arg(long)]
+    backend: Option<BackendChoice>,
+    /// Layers to run (default: the model's GDN layer count).
+    #[arg(long)]
+    layers: Option<usize>,
+    /// Check every layer against the CPU reference, not only the first, middle and last.
+    #[arg(long)]
+    check_all: bool,
+    /// Mask out about one step in eight.
+    #[arg(long)]
+    mask: bool,
+    /// Seed of the inputs and acceptances.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+/// SplitMix64, so runs are reproducible from `--seed`.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
+        lo + (hi - lo) * ((self.next() >> 40) as f32 / (1u64 << 24) as f32)
+    }
+    fn fill<A: Element>(&mut self, n: usize, lo: f32, hi: f32) -> Vec<A> {
+        (0..n).map(|_| A::from_f32(self.uniform(lo, hi))).collect()
+    }
+}
+
+/// One layer's draft inputs, owned.
+struct LayerInputs<A> {
+    q: Vec<A>,
+    k: Vec<A>,
+    v: Vec<A>,
+    g: Vec<A>,
+    beta: Vec<A>,
+    mask: Option<Vec<u32>>,
+}
+
+impl<A: Element> LayerInputs<A> {
+    fn draw(shape: &GdnShape, rng: &mut Rng, masked: bool) -> Self {
+        let dk = shape.key_dim();
+        let mut k: Vec<f32> = (0..shape.qk_len())
+            .map(|_| rng.uniform(-1.0, 1.0))
+            .collect();
+        for row in k.chunks_mut(dk) {
+            let n = row.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-6);
+            row.iter_mut().for_each(|x| *x /= n);
+        }
+        let s = 1.0 / (dk as f32).sqrt();
+        LayerInputs {
+            q: rng.fill(shape.qk_len(), -s, s),
+            k: k.iter().map(|&x| A::from_f32(x)).collect(),
+            v: rng.fill(shape.v_len(), -1.0, 1.0),
+            g: rng.fill(shape.gate_len(), 0.9, 1.0),
+            beta: rng.fill(shape.gate_len(), 0.1, 0.9),
+            mask: masked.then(|| {
+                (0..shape.mask_len())
+                    .map(|_| (rng.next() % 8 != 0) as u32)
+                    .collect()
+            }),
+        }
+    }
+
+    fn as_inputs(&self) -> RecordInputs<'_, A> {
+        RecordInputs {
+            q: &self.q,
+            k: &self.k,
+            v: &self.v,
+            g: &self.g,
+            beta: &self.beta,
+            mask: self.mask.as_deref(),
+        }
+    }
+
+    /// Sequence b's first `steps` steps, as its own record call's inputs.
+    fn prefix(&self, shape: &GdnShape, b: usize, steps: usize) -> RecordInputs<'_, A> {
+        let t = shape.steps();
+        let qk = shape.key_heads() * shape.key_dim();
+        let v = shape.value_heads() * shape.value_dim();
+        let gate = shape.value_heads();
+        fn cut<E>(x: &[E], from: usize, len: usize) -> &[E] {
+            &x[from..][..len]
+        }
+        RecordInputs {
+            q: cut(&self.q, b * t * qk, steps * qk),
+            k: cut(&self.k, b * t * qk, steps * qk),
+            v: cut(&self.v, b * t * v, steps * v),
+            g: cut(&self.g, b * t * gate, steps * gate),
+            beta: cut(&self.beta, b * t * gate, steps * gate),
+            mask: self.mask.as_deref().map(|m| &m[b * t..][..steps]),
+        }
+    }
+}
+
+fn mib(bytes: u64) -> String {
+    if bytes >= 1 << 30 {
+        format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
+    } else {
+        format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
+    }
+}
+
+pub fn run(args: Args) -> deltatape::Result<ExitCode> {
+    macro_rules! typed {
+        ($($a:ident),*; $($s:ident),*; $($p:ident),*) => { typed!(@a [$($a),*] [$($s),*] [$($p),*]) };
+        (@a [$($a:ident),*] $ss:tt $ps:tt) => { $( typed!(@s $a $ss $ps); )* };
+        (@s $a:ident [$($s:ident),*] $ps:tt) => { $( typed!(@p $a $s $ps); )* };
+        (@p $a:ident $s:ident [$($p:ident),*]) => { $(
+            if (args.dtype, args.state_dtype, args.tape_dtype) == (<$a>::DTYPE, <$s>::DTYPE, <$p>::DTYPE) {
+                return run_typed::<$a, $s, $p>(args);
+            }
+        )* };
+    }
+    typed!(f32, f16, bf16; f32, f16, bf16; f32, f16, bf16);
+    unreachable!("every dtype triple is listed above")
+}
+
+fn run_typed<A: Element, S: Element, P: Element>(args: Args) -> deltatape::Result<ExitCode> {
+    let Some(model) = ModelPreset::by_name(&args.model) else {
+        let names: Vec<_> = ModelPreset::ALL.iter().map(|p| p.name).collect();
+        eprintln!(
+            "unknown model `{}`; presets: {}",
+            args.model,
+            names.join(", ")
+        );
+        return Ok(ExitCode::from(2));
+    };
+    let layers = args.layers.unwrap_or(model.layers);
+    let shape = model.shape(args.batch, args.draft)?;
+    let backend = match args.backend {
+        Some(choice) => Backend::new(choice)?,
+        None => Backend::from_env()?,
+    };
+    let layout = model.layout;
+    println!(
+        "deltatape demo: {} GDN layers x {layers} (Hk={}, Hv={}, Dk={}, Dv={}, {:?}), batch {}, draft {}, activations {} / state {} / tape {}",
+        model.model, shape.key_heads(), shape.value_heads(), shape.key_dim(), shape.value_dim(), layout, shape.batch(), shape.steps(), A::DTYPE, S::DTYPE, P::DTYPE
+    );
+    println!("backend: {}", backend.describe());
+    if let Some(g) = backend.as_gpu() {
+        println!("  chosen because: {}", g.reason());
+    }
+    let mut rollback = Rollback::<A, S, P>::new(&backend, shape, layers, layout)?;
+    let fp = rollback.footprint();
+    println!(
+        "memory: state {} | tape {} vs per-step snapshots {} ({:.1}x less)",
+        mib(fp.state_bytes),
+        mib(fp.tape_bytes),
+        mib(fp.per_step_snapshot_bytes),
+        fp.saving()
+    );
+
+    let mut rng = Rng(args.seed);
+    for layer in 0..layers {
+        let s: Vec<S> = rng.fill(shape.state_len(), -0.1, 0.1);
+        rollback.set_state(layer, &s)?;
+    }
+    let checked: Vec<usize> = if args.check_all {
+        (0..layers).collect()
+    } else {
+        let mut v = vec![0, layers / 2, layers - 1];
+        v.dedup();
+        v
+    };
+    println!("checking layers {checked:?} each round against the CPU reference (record over the accepted prefix)");
+
+    let cpu = Backend::cpu();
+    let tol = S::DTYPE.tolerance() as f64;
+    let mut failures = 0;
+    let mut progress = Progress::new("demo", args.rounds);
+    let (mut draft_total, mut commit_total) = (0f64, 0f64);
+    for round in 0..args.rounds {
+        let inputs: Vec<LayerInputs<A>> = (0..layers)
+            .map(|_| LayerInputs::draw(&shape, &mut rng, args.mask))
+            .collect();
+        let before: Vec<Vec<S>> = checked
+            .iter()
+            .map(|&l| rollback.state(l))
+            .collect::<Result<_, _>>()?;
+        // Round 1 accepts everything and round 2 nothing, so both short cuts are seen.
+        let accepted: Vec<u32> = (0..shape.batch())
+            .map(|_| match round {
+                0 => shape.steps() as u32,
+                1 => 0,
+                _ => (rng.next() % (shape.steps() as u64 + 1)) as u32,
+            })
+            .collect();
+
+        rollback.wait()?;
+        let t0 = Instant::now();
+        let views: Vec<RecordInputs<'_, A>> = inputs.iter().map(LayerInputs::as_inputs).collect();
+        rollback.draft(&views)?;
+        rollback.wait()?;
+        let draft_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let t1 = Instant::now();
+        let kind = rollback.commit(&accepted)?;
+        rollback.wait()?;
+        let commit_ms = t1.elapsed().as_secs_f64() * 1e3;
+        draft_total += draft_ms;
+        commit_total += commit_ms;
+
+        let mut worst = 0f64;
+        for (i, &layer) in checked.iter().enumerate() {
+            let got = rollback.state(layer)?;
+            let per_seq = shape.state_len() / shape.batch();
+            for (b, &a) in accepted.iter().enumerate() {
+                let one = shape.with_batch(1)?.with_steps(a as usize)?;
+                let snapshot = &before[i][b * per_seq..][..per_seq];
+                let want: Recorded<A, S, P> = cpu.record(
+                    &one,
+                    layout,
+                    &inputs[layer].prefix(&shape, b, a as usize),
+                    snapshot,
+                )?;
+                let err = rel_err(&got[b * per_seq..][..per_seq], &want.state);
+                worst = worst.max(err);
+            }
+        }
+        let ok = worst <= tol && worst.is_finite();
+        if !ok {
+            failures += 1;
+        }
+        let kind = match kind {
+            CommitKind::AcceptedAll => "accept-all: drafted state kept",
+            CommitKind::RejectedAll => "reject-all: snapshot kept",
+            CommitKind::Replayed => "replayed",
+        };
+        progress.finish();
+        println!(
+            "round {}/{}: accepted {accepted:?} | draft {draft_ms:.1} ms | commit {commit_ms:.1} ms ({kind}) | check: max rel err {worst:.2e} {}",
+            round + 1,
+            args.rounds,
+            if ok { "ok" } else { "FAIL" }
+        );
+        progress.update(round + 1, "");
+    }
+    progress.finish();
+    println!(
+        "times are wall clock per round for all {layers} layers (draft includes uploading the inputs): mean draft {:.1} ms, mean commit {:.1} ms",
+        draft_total / args.rounds.max(1) as f64,
+        commit_total / args.rounds.max(1) as f64
+    );
+    if failures == 0 {
+        println!(
+            "verdict: PASS ({} rounds, committed state matches the CPU reference within {tol:.1e})",
+            args.rounds
+        );
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!(
+            "verdict: FAIL ({failures} of {} rounds off the CPU reference by more than {tol:.1e})",
+            args.rounds
+        );
+        Ok(ExitCode::FAILURE)
+    }
+}
+
+fn rel_err<S: Element>(a: &[S], b: &[S]) -> f64 {
+    let (mut num, mut den) = (0f64, 0f64);
+    for (x, y) in a.iter().zip(b) {
+        let (x, y) = (x.to_f32() as f64, y.to_f32() as f64);
+        num += (x - y) * (x - y);
+        den += y * y;
+    }
+    (num / den.max(1e-300)).sqrt()
+}
