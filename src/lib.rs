@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 pub mod backend;
+pub mod bench;
 pub mod cpu;
 pub mod dtype;
 pub mod error;

@@ -6,7 +6,8 @@ mod common;
 use common::*;
 use deltatape::gpu::{GpuBackend, RecordBuffers, Reduction, RepeatBuffers, ReplayBuffers};
 use deltatape::{
-    Backend, DType, Element, Error, GdnDtypes, GdnShape, GqaLayout, RecordInputs, Recorded, RepeatShape, Tape,
+    Backend, DType, Element, Error, GdnDtypes, GdnShape, GqaLayout, RecordInputs, Recorded,
+    RepeatShape, Tape,
 };
 use half::{bf16, f16};
 
@@ -29,7 +30,9 @@ fn shapes() -> Vec<GdnShape> {
 /// invocations would share), so the test expects `Error::Unsupported` instead.
 fn gpu_refuses(shape: &GdnShape, dt: GdnDtypes, record: bool) -> bool {
     (dt.state == DType::BF16 && shape.key_dim() % 2 == 1)
-        || (record && (dt.act == DType::BF16 || dt.tape == DType::BF16) && shape.value_dim() % 2 == 1)
+        || (record
+            && (dt.act == DType::BF16 || dt.tape == DType::BF16)
+            && shape.value_dim() % 2 == 1)
 }
 
 /// The tape record produced, in the form replay takes: delta, k repeated with the
@@ -42,7 +45,9 @@ fn tape_of<A: Element, S: Element, P: Element>(
 ) -> Tape<A, P> {
     Tape {
         delta: rec.delta.clone(),
-        k: cpu().repeat(&shape.tape_k_repeat(), layout, &typed.k).unwrap(),
+        k: cpu()
+            .repeat(&shape.tape_k_repeat(), layout, &typed.k)
+            .unwrap(),
         g: typed.g.clone(),
     }
 }
@@ -50,7 +55,11 @@ fn tape_of<A: Element, S: Element, P: Element>(
 /// Record and replay on `gpu` against the CPU for one dtype triple, every shape,
 /// layout, mask and accepted pattern.
 fn check_gdn<A: Element, S: Element, P: Element>(gpu: &GpuBackend) {
-    let dt = GdnDtypes { act: A::DTYPE, state: S::DTYPE, tape: P::DTYPE };
+    let dt = GdnDtypes {
+        act: A::DTYPE,
+        state: S::DTYPE,
+        tape: P::DTYPE,
+    };
     let gpu_backend = Backend::Gpu(gpu.clone());
     for (si, shape) in shapes().iter().enumerate() {
         let draw = draw(shape, 100 + si as u64);
@@ -64,18 +73,39 @@ fn check_gdn<A: Element, S: Element, P: Element>(gpu: &GpuBackend) {
                 let want: Recorded<A, S, P> = cpu().record(shape, layout, &inputs, &state).unwrap();
                 let got = gpu_backend.record::<A, S, P>(shape, layout, &inputs, &state);
                 if gpu_refuses(shape, dt, true) {
-                    assert!(matches!(got, Err(Error::Unsupported { .. })), "{what}: expected Unsupported, got {got:?}");
+                    assert!(
+                        matches!(got, Err(Error::Unsupported { .. })),
+                        "{what}: expected Unsupported, got {got:?}"
+                    );
                 } else {
                     let got = got.unwrap_or_else(|e| panic!("{what}: {e}"));
                     assert_close(&format!("record y {what}"), &got.y, &want.y, tol(A::DTYPE));
-                    assert_close(&format!("record state {what}"), &got.state, &want.state, tol(S::DTYPE));
-                    assert_close(&format!("record delta {what}"), &got.delta, &want.delta, tol(P::DTYPE));
+                    assert_close(
+                        &format!("record state {what}"),
+                        &got.state,
+                        &want.state,
+                        tol(S::DTYPE),
+                    );
+                    assert_close(
+                        &format!("record delta {what}"),
+                        &got.delta,
+                        &want.delta,
+                        tol(P::DTYPE),
+                    );
                     if let Some(m) = mask {
                         for (i, &live) in m.iter().enumerate() {
                             if live == 0 {
                                 let row = shape.value_heads() * shape.value_dim();
-                                assert!(got.y[i * row..][..row].iter().all(|x| x.to_f32() == 0.0), "{what}: masked y");
-                                assert!(got.delta[i * row..][..row].iter().all(|x| x.to_f32() == 0.0), "{what}: masked delta");
+                                assert!(
+                                    got.y[i * row..][..row].iter().all(|x| x.to_f32() == 0.0),
+                                    "{what}: masked y"
+                                );
+                                assert!(
+                                    got.delta[i * row..][..row]
+                                        .iter()
+                                        .all(|x| x.to_f32() == 0.0),
+                                    "{what}: masked delta"
+                                );
                             }
                         }
                     }
@@ -83,16 +113,25 @@ fn check_gdn<A: Element, S: Element, P: Element>(gpu: &GpuBackend) {
                 // replay of the CPU's tape: the two replays compared stage by stage.
                 let tape = tape_of(shape, layout, &typed, &want);
                 let t = shape.steps() as u32;
-                let mixed: Vec<u32> = (0..shape.batch() as u32).map(|b| (b * 3 + 1) % (t + 1)).collect();
+                let mixed: Vec<u32> = (0..shape.batch() as u32)
+                    .map(|b| (b * 3 + 1) % (t + 1))
+                    .collect();
                 for accepted in [vec![0; shape.batch()], vec![t; shape.batch()], mixed] {
-                    let want_s = cpu().replay(shape, &tape.as_ref(), &state, &accepted, mask).unwrap();
+                    let want_s = cpu()
+                        .replay(shape, &tape.as_ref(), &state, &accepted, mask)
+                        .unwrap();
                     let got_s = gpu_backend.replay(shape, &tape.as_ref(), &state, &accepted, mask);
                     if gpu_refuses(shape, dt, false) {
                         assert!(matches!(got_s, Err(Error::Unsupported { .. })), "{what}");
                         continue;
                     }
                     let got_s = got_s.unwrap_or_else(|e| panic!("{what}: {e}"));
-                    assert_close(&format!("replay {what} accepted={accepted:?}"), &got_s, &want_s, tol(S::DTYPE));
+                    assert_close(
+                        &format!("replay {what} accepted={accepted:?}"),
+                        &got_s,
+                        &want_s,
+                        tol(S::DTYPE),
+                    );
                 }
             }
         }
@@ -135,7 +174,14 @@ fn record_workgroup_reduction_matches_cpu() {
 }
 
 fn check_repeat<E: Element>(gpu: &Backend) {
-    for (n, hg, h, k) in [(5 * 7, 3, 6, 96), (3, 16, 32, 128), (4, 2, 6, 1), (3, 1, 4, 7), (0, 2, 4, 8), (2, 4, 4, 6)] {
+    for (n, hg, h, k) in [
+        (5 * 7, 3, 6, 96),
+        (3, 16, 32, 128),
+        (4, 2, 6, 1),
+        (3, 1, 4, 7),
+        (0, 2, 4, 8),
+        (2, 4, 4, 6),
+    ] {
         let shape = RepeatShape::new(n, hg, h, k).unwrap();
         let mut rng = Rng::new(n as u64 * 31 + k as u64);
         let src: Vec<E> = deltatape::dtype::cast_from_f32(&rng.vec(shape.src_len(), -4.0, 4.0));
@@ -178,7 +224,9 @@ fn subgroup_widths() {
         return; // already inside a re-run
     }
     if !name.contains("llvmpipe") {
-        eprintln!("subgroup_widths: {name} is not lavapipe, LP_NATIVE_VECTOR_WIDTH does nothing there");
+        eprintln!(
+            "subgroup_widths: {name} is not lavapipe, LP_NATIVE_VECTOR_WIDTH does nothing there"
+        );
         return;
     }
     let exe = std::env::current_exe().unwrap();
@@ -191,11 +239,23 @@ fn subgroup_widths() {
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "width {width} (subgroup {sg}) failed:\n{stdout}\n{stderr}");
-        let summary = stdout.lines().find(|l| l.starts_with("test result:")).unwrap_or("");
+        assert!(
+            out.status.success(),
+            "width {width} (subgroup {sg}) failed:\n{stdout}\n{stderr}"
+        );
+        let summary = stdout
+            .lines()
+            .find(|l| l.starts_with("test result:"))
+            .unwrap_or("");
         eprintln!("LP_NATIVE_VECTOR_WIDTH={width} (subgroup {sg}): {summary}");
-        assert!(summary.contains(" 0 failed") && !summary.contains(" 0 passed"), "{summary}");
-        assert!(!stderr.contains("SKIPPED"), "width {width}: a test skipped:\n{stderr}");
+        assert!(
+            summary.contains(" 0 failed") && !summary.contains(" 0 passed"),
+            "{summary}"
+        );
+        assert!(
+            !stderr.contains("SKIPPED"),
+            "width {width}: a test skipped:\n{stderr}"
+        );
     }
 }
 
@@ -204,12 +264,17 @@ fn subgroup_widths() {
 fn external_device(features: wgpu::Features, adapter_limits: bool) -> Option<GpuBackend> {
     let g = gpu()?;
     let info = g.adapter_info().unwrap().clone();
-    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let instance =
+        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
     let adapter = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()))
         .into_iter()
         .find(|a| a.get_info().name == info.name)
         .expect("the adapter the crate chose");
-    let limits = if adapter_limits { adapter.limits() } else { wgpu::Limits::default() };
+    let limits = if adapter_limits {
+        adapter.limits()
+    } else {
+        wgpu::Limits::default()
+    };
     let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("host application"),
         required_features: features & adapter.features(),
@@ -224,7 +289,9 @@ use deltatape::wgpu;
 
 #[test]
 fn external_device_without_subgroups_runs_the_workgroup_variant() {
-    let Some(ext) = external_device(wgpu::Features::SHADER_F16, true) else { return };
+    let Some(ext) = external_device(wgpu::Features::SHADER_F16, true) else {
+        return;
+    };
     assert_eq!(ext.reduction(), Reduction::Workgroup);
     assert!(ext.with_reduction(Reduction::Subgroup).is_err());
     check_gdn::<f32, f32, f32>(&ext);
@@ -233,46 +300,72 @@ fn external_device_without_subgroups_runs_the_workgroup_variant() {
 
 #[test]
 fn device_without_shader_f16_refuses_f16() {
-    let Some(ext) = external_device(wgpu::Features::empty(), true) else { return };
+    let Some(ext) = external_device(wgpu::Features::empty(), true) else {
+        return;
+    };
     let shape = GdnShape::new(1, 2, 1, 2, 8, 4).unwrap();
     let d = draw(&shape, 7);
     let t = d.typed::<f16>();
-    let r = Backend::Gpu(ext.clone()).record::<f16, f32, f32>(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state);
-    assert!(matches!(r, Err(Error::Unsupported { arg: "dtype", .. })), "{r:?}");
+    let r = Backend::Gpu(ext.clone()).record::<f16, f32, f32>(
+        &shape,
+        GqaLayout::Blocked,
+        &t.inputs(None),
+        &d.state,
+    );
+    assert!(
+        matches!(r, Err(Error::Unsupported { arg: "dtype", .. })),
+        "{r:?}"
+    );
     // f32 and bf16 still run.
     check_gdn::<bf16, f32, f32>(&ext);
 }
 
 #[test]
 fn default_limits_device_refuses_record_with_a_clear_error() {
-    let Some(ext) = external_device(wgpu::Features::empty(), false) else { return };
+    let Some(ext) = external_device(wgpu::Features::empty(), false) else {
+        return;
+    };
     let shape = GdnShape::new(1, 2, 1, 2, 8, 4).unwrap();
     let d = draw(&shape, 8);
     let t = d.typed::<f32>();
     let r = ext.record::<f32, f32, f32>(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state);
     match r {
-        Err(Error::DeviceLimit { limit, needed, available, .. }) => {
+        Err(Error::DeviceLimit {
+            limit,
+            needed,
+            available,
+            ..
+        }) => {
             assert_eq!(limit, "max_storage_buffers_per_shader_stage");
             assert_eq!((needed, available), (9, 8));
         }
         other => panic!("expected DeviceLimit, got {other:?}"),
     }
     // replay binds 6 storage buffers and runs.
-    let rec: Recorded<f32, f32, f32> = cpu().record(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state).unwrap();
+    let rec: Recorded<f32, f32, f32> = cpu()
+        .record(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state)
+        .unwrap();
     let tape = tape_of(&shape, GqaLayout::Blocked, &t, &rec);
-    let got = ext.replay(&shape, &tape.as_ref(), &d.state, &[2], None).unwrap();
+    let got = ext
+        .replay(&shape, &tape.as_ref(), &d.state, &[2], None)
+        .unwrap();
     assert_close("replay on default limits", &got, &rec.state, 1e-5);
 }
 
-fn storage_buffer<E: bytemuck::Pod>(g: &GpuBackend, data: &[E], extra: wgpu::BufferUsages) -> wgpu::Buffer {
+fn storage_buffer<E: bytemuck::Pod>(
+    g: &GpuBackend,
+    data: &[E],
+    extra: wgpu::BufferUsages,
+) -> wgpu::Buffer {
     use wgpu::util::DeviceExt;
     let mut bytes = bytemuck::cast_slice::<E, u8>(data).to_vec();
     bytes.resize(bytes.len().div_ceil(4).max(1) * 4, 0);
-    g.device().create_buffer_init(&wgpu::util::BufferInitDescriptor {
-        label: None,
-        contents: &bytes,
-        usage: wgpu::BufferUsages::STORAGE | extra,
-    })
+    g.device()
+        .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: None,
+            contents: &bytes,
+            usage: wgpu::BufferUsages::STORAGE | extra,
+        })
 }
 
 fn read_back<E: Element>(g: &GpuBackend, buffer: &wgpu::Buffer, len: usize) -> Vec<E> {
@@ -287,7 +380,9 @@ fn read_back<E: Element>(g: &GpuBackend, buffer: &wgpu::Buffer, len: usize) -> V
     enc.copy_buffer_to_buffer(buffer, 0, &staging, 0, size);
     g.queue().submit([enc.finish()]);
     staging.map_async(wgpu::MapMode::Read, .., |r| r.unwrap());
-    g.device().poll(wgpu::PollType::wait_indefinitely()).unwrap();
+    g.device()
+        .poll(wgpu::PollType::wait_indefinitely())
+        .unwrap();
     let view = staging.get_mapped_range(..).unwrap();
     bytemuck::pod_collect_to_vec(&view[..len * std::mem::size_of::<E>()])
 }
@@ -320,30 +415,67 @@ fn resident_path_rolls_back_in_one_submission() {
     let tape_k = storage_buffer(&g, &zeros(shape.tape_k_len() * 2), copy);
     let acc = storage_buffer(&g, &accepted, none);
     let committed = storage_buffer(&g, &zeros(shape.state_len() * 4), copy);
-    let dt = GdnDtypes { act: DType::BF16, state: DType::F32, tape: DType::F32 };
+    let dt = GdnDtypes {
+        act: DType::BF16,
+        state: DType::F32,
+        tape: DType::F32,
+    };
     let mut enc = g.device().create_command_encoder(&Default::default());
     g.encode_record(
         &mut enc,
         &shape,
         layout,
         dt,
-        &RecordBuffers { q: &q, k: &k, v: &v, g: &gg, beta: &beta, state_in: &s_in, y: &y, state_out: &s_out, delta: &delta, mask: None },
+        &RecordBuffers {
+            q: &q,
+            k: &k,
+            v: &v,
+            g: &gg,
+            beta: &beta,
+            state_in: &s_in,
+            y: &y,
+            state_out: &s_out,
+            delta: &delta,
+            mask: None,
+        },
     )
     .unwrap();
-    g.encode_repeat(&mut enc, &shape.tape_k_repeat(), layout, DType::BF16, &RepeatBuffers { src: &k, dst: &tape_k }).unwrap();
+    g.encode_repeat(
+        &mut enc,
+        &shape.tape_k_repeat(),
+        layout,
+        DType::BF16,
+        &RepeatBuffers {
+            src: &k,
+            dst: &tape_k,
+        },
+    )
+    .unwrap();
     g.encode_replay(
         &mut enc,
         &shape,
         dt,
-        &ReplayBuffers { tape_delta: &delta, tape_k: &tape_k, tape_g: &gg, snapshot: &s_in, accepted: &acc, state_out: &committed, mask: None },
+        &ReplayBuffers {
+            tape_delta: &delta,
+            tape_k: &tape_k,
+            tape_g: &gg,
+            snapshot: &s_in,
+            accepted: &acc,
+            state_out: &committed,
+            mask: None,
+        },
     )
     .unwrap();
     g.queue().submit([enc.finish()]);
     let got: Vec<f32> = read_back(&g, &committed, shape.state_len());
     // Expected: per sequence, the CPU's record over its accepted prefix.
-    let want: Recorded<bf16, f32, f32> = cpu().record(&shape, layout, &t.inputs(None), &state).unwrap();
+    let want: Recorded<bf16, f32, f32> = cpu()
+        .record(&shape, layout, &t.inputs(None), &state)
+        .unwrap();
     let tape = tape_of(&shape, layout, &t, &want);
-    let want_committed = cpu().replay(&shape, &tape.as_ref(), &state, &accepted, None).unwrap();
+    let want_committed = cpu()
+        .replay(&shape, &tape.as_ref(), &state, &accepted, None)
+        .unwrap();
     assert_close("resident rollback", &got, &want_committed, 1e-5);
     let drafted: Vec<f32> = read_back(&g, &s_out, shape.state_len());
     assert_close("resident drafted state", &drafted, &want.state, 1e-5);
@@ -354,7 +486,14 @@ fn resident_path_rejects_bad_buffers_before_encoding() {
     let Some(g) = gpu() else { return };
     let shape = GdnShape::new(1, 2, 1, 2, 8, 4).unwrap();
     let ok = |n: usize| storage_buffer(&g, &vec![0f32; n], wgpu::BufferUsages::empty());
-    let (q, k, v, gg, beta, s_in) = (ok(shape.qk_len()), ok(shape.qk_len()), ok(shape.v_len()), ok(shape.gate_len()), ok(shape.gate_len()), ok(shape.state_len()));
+    let (q, k, v, gg, beta, s_in) = (
+        ok(shape.qk_len()),
+        ok(shape.qk_len()),
+        ok(shape.v_len()),
+        ok(shape.gate_len()),
+        ok(shape.gate_len()),
+        ok(shape.state_len()),
+    );
     let (y, s_out, delta) = (ok(shape.v_len()), ok(shape.state_len()), ok(shape.v_len()));
     let small = ok(shape.state_len() - 1);
     let not_storage = g.device().create_buffer(&wgpu::BufferDescriptor {
@@ -363,23 +502,80 @@ fn resident_path_rejects_bad_buffers_before_encoding() {
         usage: wgpu::BufferUsages::COPY_DST,
         mapped_at_creation: false,
     });
-    let base = RecordBuffers { q: &q, k: &k, v: &v, g: &gg, beta: &beta, state_in: &s_in, y: &y, state_out: &s_out, delta: &delta, mask: None };
+    let base = RecordBuffers {
+        q: &q,
+        k: &k,
+        v: &v,
+        g: &gg,
+        beta: &beta,
+        state_in: &s_in,
+        y: &y,
+        state_out: &s_out,
+        delta: &delta,
+        mask: None,
+    };
     let mut enc = g.device().create_command_encoder(&Default::default());
-    let run = |enc: &mut wgpu::CommandEncoder, b: RecordBuffers<'_>| g.encode_record(enc, &shape, GqaLayout::Blocked, GdnDtypes::F32, &b);
-    match run(&mut enc, RecordBuffers { state_out: &small, ..base }) {
-        Err(Error::BufferSize { arg: "state_out", expected, actual, .. }) => {
+    let run = |enc: &mut wgpu::CommandEncoder, b: RecordBuffers<'_>| {
+        g.encode_record(enc, &shape, GqaLayout::Blocked, GdnDtypes::F32, &b)
+    };
+    match run(
+        &mut enc,
+        RecordBuffers {
+            state_out: &small,
+            ..base
+        },
+    ) {
+        Err(Error::BufferSize {
+            arg: "state_out",
+            expected,
+            actual,
+            ..
+        }) => {
             assert_eq!(expected, (shape.state_len() * 4) as u64);
             assert_eq!(actual, ((shape.state_len() - 1) * 4) as u64);
         }
         other => panic!("{other:?}"),
     }
-    assert!(matches!(run(&mut enc, RecordBuffers { y: &not_storage, ..base }), Err(Error::BufferUsage { arg: "y", .. })));
-    assert!(matches!(run(&mut enc, RecordBuffers { state_out: &s_in, ..base }), Err(Error::Aliased { arg: "state_out", other: "state_in", .. })));
+    assert!(matches!(
+        run(
+            &mut enc,
+            RecordBuffers {
+                y: &not_storage,
+                ..base
+            }
+        ),
+        Err(Error::BufferUsage { arg: "y", .. })
+    ));
+    assert!(matches!(
+        run(
+            &mut enc,
+            RecordBuffers {
+                state_out: &s_in,
+                ..base
+            }
+        ),
+        Err(Error::Aliased {
+            arg: "state_out",
+            other: "state_in",
+            ..
+        })
+    ));
     let short_mask = storage_buffer(&g, &[1u32], wgpu::BufferUsages::empty());
-    assert!(matches!(run(&mut enc, RecordBuffers { mask: Some(&short_mask), ..base }), Err(Error::BufferSize { arg: "mask", .. })));
+    assert!(matches!(
+        run(
+            &mut enc,
+            RecordBuffers {
+                mask: Some(&short_mask),
+                ..base
+            }
+        ),
+        Err(Error::BufferSize { arg: "mask", .. })
+    ));
     // Nothing was encoded: the encoder still finishes and submits cleanly.
     g.queue().submit([enc.finish()]);
-    g.device().poll(wgpu::PollType::wait_indefinitely()).unwrap();
+    g.device()
+        .poll(wgpu::PollType::wait_indefinitely())
+        .unwrap();
 }
 
 #[test]
@@ -388,12 +584,21 @@ fn async_readback_matches_blocking() {
     let shape = GdnShape::new(2, 3, 2, 4, 16, 8).unwrap();
     let d = draw(&shape, 5);
     let t = d.typed::<f32>();
-    let blocking: Recorded<f32, f32, f32> = g.record(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state).unwrap();
+    let blocking: Recorded<f32, f32, f32> = g
+        .record(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state)
+        .unwrap();
     let asynced: Recorded<f32, f32, f32> =
-        pollster::block_on(g.record_async(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state)).unwrap();
+        pollster::block_on(g.record_async(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state))
+            .unwrap();
     assert_eq!(blocking, asynced);
-    let rep = pollster::block_on(g.repeat_async(&shape.tape_k_repeat(), GqaLayout::Blocked, &t.k)).unwrap();
-    assert_eq!(rep, cpu().repeat(&shape.tape_k_repeat(), GqaLayout::Blocked, &t.k).unwrap());
+    let rep = pollster::block_on(g.repeat_async(&shape.tape_k_repeat(), GqaLayout::Blocked, &t.k))
+        .unwrap();
+    assert_eq!(
+        rep,
+        cpu()
+            .repeat(&shape.tape_k_repeat(), GqaLayout::Blocked, &t.k)
+            .unwrap()
+    );
 }
 
 #[test]
@@ -402,7 +607,10 @@ fn pipelines_compile_once_per_key() {
     let shape = GdnShape::new(2, 3, 2, 4, 16, 8).unwrap();
     let d = draw(&shape, 6);
     let t = d.typed::<f32>();
-    let run = || g.record::<f32, f32, f32>(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state).unwrap();
+    let run = || {
+        g.record::<f32, f32, f32>(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state)
+            .unwrap()
+    };
     run();
     let keys = g.compiled_kernels();
     for _ in 0..5 {
@@ -419,8 +627,12 @@ fn grids_past_65535_workgroups_fold() {
     let shape = GdnShape::new(70_000, 1, 1, 1, 4, 2).unwrap();
     let d = draw(&shape, 9);
     let t = d.typed::<f32>();
-    let want: Recorded<f32, f32, f32> = cpu().record(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state).unwrap();
-    let got: Recorded<f32, f32, f32> = g.record(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state).unwrap();
+    let want: Recorded<f32, f32, f32> = cpu()
+        .record(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state)
+        .unwrap();
+    let got: Recorded<f32, f32, f32> = g
+        .record(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state)
+        .unwrap();
     assert_close("folded record state", &got.state, &want.state, 1e-5);
     assert_close("folded record y", &got.y, &want.y, 1e-5);
 }
@@ -433,7 +645,21 @@ fn record_inputs_struct_is_used() {
     let d = draw(&shape, 10);
     let t = d.typed::<f32>();
     let bad = [1u32; 5];
-    let inputs = RecordInputs { mask: Some(&bad), ..t.inputs(None) };
+    let inputs = RecordInputs {
+        mask: Some(&bad),
+        ..t.inputs(None)
+    };
     let r = g.record::<f32, f32, f32>(&shape, GqaLayout::Blocked, &inputs, &d.state);
-    assert!(matches!(r, Err(Error::Length { arg: "mask", expected: 6, actual: 5, .. })), "{r:?}");
+    assert!(
+        matches!(
+            r,
+            Err(Error::Length {
+                arg: "mask",
+                expected: 6,
+                actual: 5,
+                ..
+            })
+        ),
+        "{r:?}"
+    );
 }

@@ -16,7 +16,9 @@ fn all_keys() -> Vec<KernelKey> {
                         if op == Op::Repeat && (state != act || tape != act) {
                             continue;
                         }
-                        for key in representative_keys(op, GdnDtypes { act, state, tape }, reduction) {
+                        for key in
+                            representative_keys(op, GdnDtypes { act, state, tape }, reduction)
+                        {
                             if !keys.contains(&key) {
                                 keys.push(key);
                             }
@@ -51,11 +53,23 @@ fn msl_reduces_with_simd_operations() {
             Reduction::Subgroup => {
                 subgroup_keys += 1;
                 assert!(msl.contains("simd_sum"), "{}: no simd_sum", key.label());
-                assert!(msl.contains("simd_shuffle_xor"), "{}: no simd_shuffle_xor", key.label());
-                assert!(msl.contains("threads_per_simdgroup"), "{}: subgroup size not read", key.label());
+                assert!(
+                    msl.contains("simd_shuffle_xor"),
+                    "{}: no simd_shuffle_xor",
+                    key.label()
+                );
+                assert!(
+                    msl.contains("threads_per_simdgroup"),
+                    "{}: subgroup size not read",
+                    key.label()
+                );
             }
             Reduction::Workgroup => {
-                assert!(!msl.contains("simd_"), "{}: the workgroup variant uses simd ops", key.label());
+                assert!(
+                    !msl.contains("simd_"),
+                    "{}: the workgroup variant uses simd ops",
+                    key.label()
+                );
             }
         }
     }
@@ -74,6 +88,11 @@ fn kernels_without_reductions_use_no_subgroup_operations() {
 fn f16_is_enabled_only_where_used() {
     for key in all_keys() {
         let src = key.source();
-        assert_eq!(src.contains("enable f16;"), key.needs_f16(), "{}", key.label());
+        assert_eq!(
+            src.contains("enable f16;"),
+            key.needs_f16(),
+            "{}",
+            key.label()
+        );
     }
 }

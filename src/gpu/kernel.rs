@@ -101,29 +101,59 @@ pub struct KernelKey {
     pub masked: bool,
 }
 
+/// Benchmark knobs: `DELTATAPE_RECORD_LANES`, `DELTATAPE_RECORD_ROWS`,
+/// `DELTATAPE_REPLAY_LANES`, `DELTATAPE_REPLAY_ROWS` override the shape class chosen
+/// for record and replay (lanes: a power of two up to 64; rows: even, lanes * rows up
+/// to 1024). Read once per process; a value outside those bounds is reported on
+/// stderr and not used.
+#[derive(Clone, Copy, Debug, Default)]
+struct Tuning {
+    lanes: Option<u32>,
+    rows: Option<u32>,
+}
+
+impl Tuning {
+    fn get(op: Op) -> Tuning {
+        static RECORD: std::sync::OnceLock<Tuning> = std::sync::OnceLock::new();
+        static REPLAY: std::sync::OnceLock<Tuning> = std::sync::OnceLock::new();
+        let (cell, name) = match op {
+            Op::Record => (&RECORD, "RECORD"),
+            Op::Replay => (&REPLAY, "REPLAY"),
+            Op::Repeat => return Tuning::default(),
+        };
+        *cell.get_or_init(|| {
+            let read = |what: &str, ok: &dyn Fn(u32) -> bool| {
+                let var = format!("DELTATAPE_{name}_{what}");
+                let value = std::env::var(&var).ok()?;
+                match value.parse::<u32>() {
+                    Ok(v) if ok(v) => Some(v),
+                    _ => {
+                        eprintln!("deltatape: ignoring {var}={value} (out of bounds)");
+                        None
+                    }
+                }
+            };
+            let lanes = read("LANES", &|v| v.is_power_of_two() && v <= 64);
+            let rows = read("ROWS", &|v| {
+                v >= 2 && v % 2 == 0 && v * lanes.unwrap_or(64) <= 1024
+            });
+            Tuning { lanes, rows }
+        })
+    }
+}
+
 /// Workgroup size of repeat.
 const REPEAT_WG: u32 = 256;
 
 impl KernelKey {
     /// The record kernel for `shape`.
     pub fn record(shape: &GdnShape, dtypes: GdnDtypes, reduction: Reduction, masked: bool) -> Self {
-        // Few lanes per row (8 at Dk = 128): fewer shuffles per reduction, 16 state
-        // values per lane in registers.
-        let lanes = (shape.key_dim().div_ceil(16)).next_power_of_two().min(64) as u32;
-        Self::gdn(Op::Record, shape, dtypes, reduction, lanes, masked)
+        Self::gdn(Op::Record, shape, dtypes, reduction, masked)
     }
 
     /// The replay kernel for `shape`.
     pub fn replay(shape: &GdnShape, dtypes: GdnDtypes, masked: bool) -> Self {
-        let lanes = (shape.key_dim().div_ceil(16)).next_power_of_two().min(64) as u32;
-        Self::gdn(
-            Op::Replay,
-            shape,
-            dtypes,
-            Reduction::Workgroup,
-            lanes,
-            masked,
-        )
+        Self::gdn(Op::Replay, shape, dtypes, Reduction::Workgroup, masked)
     }
 
     fn gdn(
@@ -131,14 +161,19 @@ impl KernelKey {
         shape: &GdnShape,
         dtypes: GdnDtypes,
         reduction: Reduction,
-        lanes: u32,
         masked: bool,
     ) -> Self {
         let dk = shape.key_dim() as u32;
+        let tuning = Tuning::get(op);
+        // Few lanes per row (8 at Dk = 128): fewer shuffles per reduction, 16 state
+        // values per lane in registers.
+        let lanes = tuning
+            .lanes
+            .unwrap_or_else(|| dk.div_ceil(16).next_power_of_two().min(64));
         let groups = dk.div_ceil(lanes * 4).max(1);
         // 128 threads a workgroup, fewer rows when Dv is small; always an even count
         // (bf16 outputs pair neighbouring rows).
-        let max_rows = (128 / lanes).max(2);
+        let max_rows = tuning.rows.unwrap_or((128 / lanes).max(2));
         let rows = (shape.value_dim() as u32)
             .next_power_of_two()
             .clamp(2, max_rows);

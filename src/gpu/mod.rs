@@ -199,6 +199,15 @@ impl GpuBackend {
         (self.inner.params.len(), self.inner.pool.bytes())
     }
 
+    /// A storage buffer holding `words` (content-keyed, reused).
+    pub(crate) fn inner_params_buffer(&self, words: &[u32]) -> wgpu::Buffer {
+        self.inner.params.get(
+            self.device(),
+            bytemuck::cast_slice(words),
+            wgpu::BufferUsages::STORAGE,
+        )
+    }
+
     fn check_alive(&self, op: &'static str) -> Result<()> {
         match &*self
             .inner

@@ -1,5 +1,6 @@
 //! `deltatape`: the crate's command line. `demo` is the main job.
 
+mod bench;
 mod demo;
 mod info;
 mod progress;
@@ -23,6 +24,8 @@ struct Cli {
 enum Command {
     /// Draft / verify / commit rounds on a real model's GDN shape, checked against the CPU reference.
     Demo(demo::Args),
+    /// Time record, replay and repeat on the GPU next to a copy kernel's bandwidth.
+    Bench(bench::Args),
     /// Adapters wgpu sees, the one chosen and why, features, subgroup sizes, limits.
     Info,
     /// The Metal source naga writes for a kernel (or SPIR-V / HLSL / WGSL).
@@ -34,6 +37,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Demo(args) => demo::run(args),
         Command::Info => info::run(),
+        Command::Bench(args) => bench::run(args),
         Command::Msl(args) => source::run(args),
     };
     match result {

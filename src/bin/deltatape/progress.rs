@@ -10,6 +10,7 @@ pub struct Progress {
     start: Instant,
     tty: bool,
     shown: bool,
+    last_line: Option<Instant>,
 }
 
 impl Progress {
@@ -20,6 +21,7 @@ impl Progress {
             start: Instant::now(),
             tty: std::io::stderr().is_terminal(),
             shown: false,
+            last_line: None,
         }
     }
 
@@ -27,6 +29,16 @@ impl Progress {
         if self.start.elapsed() < Duration::from_secs(1) {
             return;
         }
+        // Not a terminal: a line at most every 5 s, and the last one.
+        if !self.tty
+            && done < self.total
+            && self
+                .last_line
+                .is_some_and(|t| t.elapsed() < Duration::from_secs(5))
+        {
+            return;
+        }
+        self.last_line = Some(Instant::now());
         let width = 30;
         let filled = (done * width / self.total.max(1)).min(width);
         let bar = format!("{}{}", "#".repeat(filled), " ".repeat(width - filled));

@@ -1,0 +1,428 @@
+//! The GPU benchmark behind `deltatape bench`: record, replay and repeat timed on one
+//! adapter with timestamp queries (wall clock when there are none or they read zero),
+//! next to a copy kernel's bandwidth measured in the same run.
+//!
+//! Effective bandwidth counts the bytes the math must move, each once: for record the
+//! state in and out, q, k, v, g, beta, y and the tape's delta; for replay the snapshot,
+//! the committed state and the tape (all T steps accepted); for repeat the source and
+//! the expanded destination.
+
+pub mod report;
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::gpu::{GdnDtypes, GpuBackend, RecordBuffers, RepeatBuffers, ReplayBuffers};
+use crate::shape::{GdnShape, GqaLayout, RepeatShape};
+use std::time::Instant;
+use wgpu::BufferUsages as U;
+
+/// What to measure.
+#[derive(Clone, Debug)]
+pub struct BenchConfig {
+    pub key_heads: usize,
+    pub value_heads: usize,
+    pub key_dim: usize,
+    pub value_dim: usize,
+    pub batches: Vec<usize>,
+    pub steps: Vec<usize>,
+    /// Activation dtypes (state and tape stay f32, as fla's state does).
+    pub dtypes: Vec<DType>,
+    pub ops: Vec<BenchOp>,
+    pub warmup: usize,
+    pub runs: usize,
+    /// Bytes of the copy kernel's source (it reads and writes this many each).
+    pub copy_bytes: u64,
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        BenchConfig {
+            key_heads: 16,
+            value_heads: 32,
+            key_dim: 128,
+            value_dim: 128,
+            batches: vec![1, 8, 64, 256],
+            steps: vec![1, 4, 8, 16],
+            dtypes: vec![DType::F32, DType::BF16, DType::F16],
+            ops: vec![BenchOp::Record, BenchOp::Replay, BenchOp::Repeat],
+            warmup: 3,
+            runs: 20,
+            copy_bytes: 512 << 20,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BenchOp {
+    Record,
+    Replay,
+    Repeat,
+}
+
+impl BenchOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            BenchOp::Record => "record",
+            BenchOp::Replay => "replay",
+            BenchOp::Repeat => "repeat",
+        }
+    }
+}
+
+/// One measured cell.
+#[derive(Clone, Debug)]
+pub struct Cell {
+    pub op: BenchOp,
+    pub dtype: DType,
+    pub batch: usize,
+    pub steps: usize,
+    pub best_us: f64,
+    pub median_us: f64,
+    pub bytes: u64,
+}
+
+impl Cell {
+    /// Effective GB/s at the best time.
+    pub fn gbps(&self) -> f64 {
+        self.bytes as f64 / (self.best_us * 1e-6) / 1e9
+    }
+}
+
+/// A whole run: the adapter, the clock used, the copy ceiling and every cell.
+#[derive(Clone, Debug)]
+pub struct BenchRun {
+    pub adapter: String,
+    pub clock: &'static str,
+    pub copy_gbps: f64,
+    pub copy_best_us: f64,
+    pub copy_bytes: u64,
+    pub cells: Vec<Cell>,
+}
+
+/// Times `runs` repetitions of an encoded op, each in its own compute pass.
+struct Timer<'a> {
+    gpu: &'a GpuBackend,
+    query: Option<wgpu::QuerySet>,
+    resolve: Option<(wgpu::Buffer, wgpu::Buffer)>,
+    capacity: u32,
+    wall: bool,
+}
+
+type EncodeFn<'f> = dyn Fn(&mut wgpu::CommandEncoder, Option<wgpu::ComputePassTimestampWrites<'_>>) -> Result<()>
+    + 'f;
+
+impl<'a> Timer<'a> {
+    fn new(gpu: &'a GpuBackend, runs: usize) -> Self {
+        let capacity = (2 * runs) as u32;
+        let has_ts = gpu.features().contains(wgpu::Features::TIMESTAMP_QUERY);
+        let query = has_ts.then(|| {
+            gpu.device().create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("bench"),
+                ty: wgpu::QueryType::Timestamp,
+                count: capacity,
+            })
+        });
+        let resolve = has_ts.then(|| {
+            let size = capacity as u64 * 8;
+            let mk = |usage| {
+                gpu.device().create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("bench timestamps"),
+                    size,
+                    usage,
+                    mapped_at_creation: false,
+                })
+            };
+            (
+                mk(U::QUERY_RESOLVE | U::COPY_SRC),
+                mk(U::MAP_READ | U::COPY_DST),
+            )
+        });
+        Timer {
+            gpu,
+            query,
+            resolve,
+            capacity,
+            wall: !has_ts,
+        }
+    }
+
+    fn clock(&self) -> &'static str {
+        if self.wall {
+            "wall clock (submit + wait)"
+        } else {
+            "timestamp queries"
+        }
+    }
+
+    /// Microseconds of each run.
+    fn time(&mut self, warmup: usize, runs: usize, encode: &EncodeFn<'_>) -> Result<Vec<f64>> {
+        let gpu = self.gpu;
+        for _ in 0..warmup {
+            let mut e = gpu.encoder();
+            encode(&mut e, None)?;
+            gpu.queue().submit([e.finish()]);
+        }
+        gpu.wait_idle("bench")?;
+        if !self.wall {
+            let times = self.time_stamped(runs, encode)?;
+            if times.iter().all(|&t| t > 0.0) {
+                return Ok(times);
+            }
+            // Apple GPUs on macOS 26 read zero: fall back for the rest of the run.
+            self.wall = true;
+        }
+        let mut times = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let mut e = gpu.encoder();
+            encode(&mut e, None)?;
+            let t0 = Instant::now();
+            gpu.queue().submit([e.finish()]);
+            gpu.wait_idle("bench")?;
+            times.push(t0.elapsed().as_secs_f64() * 1e6);
+        }
+        Ok(times)
+    }
+
+    fn time_stamped(&self, runs: usize, encode: &EncodeFn<'_>) -> Result<Vec<f64>> {
+        let (Some(query), Some((resolve, readback))) = (&self.query, &self.resolve) else {
+            return Err(Error::Gpu {
+                op: "bench",
+                message: "no query set".into(),
+            });
+        };
+        let runs = runs.min(self.capacity as usize / 2);
+        let gpu = self.gpu;
+        let mut e = gpu.encoder();
+        for i in 0..runs as u32 {
+            encode(
+                &mut e,
+                Some(wgpu::ComputePassTimestampWrites {
+                    query_set: query,
+                    beginning_of_pass_write_index: Some(2 * i),
+                    end_of_pass_write_index: Some(2 * i + 1),
+                }),
+            )?;
+        }
+        let n = 2 * runs as u32;
+        e.resolve_query_set(query, 0..n, resolve, 0);
+        e.copy_buffer_to_buffer(resolve, 0, readback, 0, n as u64 * 8);
+        gpu.queue().submit([e.finish()]);
+        readback.map_async(wgpu::MapMode::Read, .., |_| {});
+        gpu.wait_idle("bench")?;
+        let ticks: Vec<u64> = {
+            let view = readback
+                .get_mapped_range(..n as u64 * 8)
+                .map_err(|e| Error::Gpu {
+                    op: "bench",
+                    message: e.to_string(),
+                })?;
+            bytemuck::pod_collect_to_vec(&view)
+        };
+        readback.unmap();
+        let period_ns = gpu.queue().get_timestamp_period() as f64;
+        Ok(ticks
+            .chunks(2)
+            .map(|p| p[1].saturating_sub(p[0]) as f64 * period_ns / 1e3)
+            .collect())
+    }
+}
+
+fn best_and_median(mut t: Vec<f64>) -> (f64, f64) {
+    t.sort_by(|a, b| a.total_cmp(b));
+    (t[0], t[t.len() / 2])
+}
+
+/// A buffer of `bytes` random-looking bytes (never zeros: they hide unwritten output
+/// and can run faster than real data). Values are small finite numbers in any dtype.
+fn random_buffer(gpu: &GpuBackend, bytes: u64, seed: u32) -> wgpu::Buffer {
+    let words = (bytes.div_ceil(4)).max(4) as usize;
+    let mut x = seed.wrapping_mul(2_654_435_761).max(1);
+    let data: Vec<u32> = (0..words)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            // Two 16-bit halves and one f32 all land in [0.25, 1): exponent bits fixed.
+            0x3e80_3e80 | (x & 0x007f_007f)
+        })
+        .collect();
+    let buffer = gpu.device().create_buffer(&wgpu::BufferDescriptor {
+        label: Some("bench"),
+        size: words as u64 * 4,
+        usage: U::STORAGE | U::COPY_DST | U::COPY_SRC,
+        mapped_at_creation: false,
+    });
+    gpu.queue()
+        .write_buffer(&buffer, 0, bytemuck::cast_slice(&data));
+    buffer
+}
+
+/// Run the benchmark; `progress(done, total, label)` is called after each cell.
+pub fn run(
+    gpu: &GpuBackend,
+    cfg: &BenchConfig,
+    mut progress: impl FnMut(usize, usize, &str),
+) -> Result<BenchRun> {
+    let bmax = cfg.batches.iter().copied().max().unwrap_or(1);
+    let tmax = cfg.steps.iter().copied().max().unwrap_or(1);
+    let big = GdnShape::new(
+        bmax,
+        tmax,
+        cfg.key_heads,
+        cfg.value_heads,
+        cfg.key_dim,
+        cfg.value_dim,
+    )?;
+    let f32b = |n: usize| n as u64 * 4;
+    // Sized for the largest cell in f32; smaller cells and dtypes bind a prefix.
+    let (q, k, v, g, beta) = (
+        random_buffer(gpu, f32b(big.qk_len()), 1),
+        random_buffer(gpu, f32b(big.qk_len()), 2),
+        random_buffer(gpu, f32b(big.v_len()), 3),
+        random_buffer(gpu, f32b(big.gate_len()), 4),
+        random_buffer(gpu, f32b(big.gate_len()), 5),
+    );
+    let (state, state_out, y, delta, tape_k) = (
+        random_buffer(gpu, f32b(big.state_len()), 6),
+        random_buffer(gpu, f32b(big.state_len()), 7),
+        random_buffer(gpu, f32b(big.v_len()), 8),
+        random_buffer(gpu, f32b(big.v_len()), 9),
+        random_buffer(gpu, f32b(big.tape_k_len()), 10),
+    );
+
+    let mut timer = Timer::new(gpu, cfg.runs);
+    // The ceiling: a copy kernel (repeat with one head per head) over copy_bytes.
+    let copy_elems = (cfg.copy_bytes / 4) as usize;
+    let copy_shape = RepeatShape::new(copy_elems / 1024, 1, 1, 1024)?;
+    let (csrc, cdst) = (
+        random_buffer(gpu, cfg.copy_bytes, 12),
+        random_buffer(gpu, cfg.copy_bytes, 13),
+    );
+    let copy_times = timer.time(cfg.warmup, cfg.runs, &|e, ts| {
+        gpu.encode_repeat_timed(
+            e,
+            &copy_shape,
+            GqaLayout::Blocked,
+            DType::F32,
+            &RepeatBuffers {
+                src: &csrc,
+                dst: &cdst,
+            },
+            ts,
+        )
+    })?;
+    let (copy_best, _) = best_and_median(copy_times);
+    let copy_moved = 2 * copy_shape.dst_len() as u64 * 4;
+    drop((csrc, cdst));
+
+    let total = cfg.ops.len() * cfg.dtypes.len() * cfg.batches.len() * cfg.steps.len();
+    let mut cells = Vec::with_capacity(total);
+    for &op in &cfg.ops {
+        for &dtype in &cfg.dtypes {
+            let dt = GdnDtypes {
+                act: dtype,
+                state: DType::F32,
+                tape: DType::F32,
+            };
+            let a = dtype.size_bytes() as u64;
+            for &batch in &cfg.batches {
+                for &steps in &cfg.steps {
+                    let shape = GdnShape::new(
+                        batch,
+                        steps,
+                        cfg.key_heads,
+                        cfg.value_heads,
+                        cfg.key_dim,
+                        cfg.value_dim,
+                    )?;
+                    // accepted = T for every sequence: the buffer's words must read as T.
+                    let acc = gpu.inner_params_buffer(&vec![steps as u32; batch]);
+                    let (times, bytes) = match op {
+                        BenchOp::Record => {
+                            let b = RecordBuffers {
+                                q: &q,
+                                k: &k,
+                                v: &v,
+                                g: &g,
+                                beta: &beta,
+                                state_in: &state,
+                                y: &y,
+                                state_out: &state_out,
+                                delta: &delta,
+                                mask: None,
+                            };
+                            let t = timer.time(cfg.warmup, cfg.runs, &|e, ts| {
+                                gpu.encode_record_timed(e, &shape, GqaLayout::Blocked, dt, &b, ts)
+                            })?;
+                            let bytes = 2 * f32b(shape.state_len())
+                                + a * (2 * shape.qk_len()
+                                    + 2 * shape.v_len()
+                                    + 2 * shape.gate_len())
+                                    as u64
+                                + f32b(shape.v_len());
+                            (t, bytes)
+                        }
+                        BenchOp::Replay => {
+                            let b = ReplayBuffers {
+                                tape_delta: &delta,
+                                tape_k: &tape_k,
+                                tape_g: &g,
+                                snapshot: &state,
+                                accepted: &acc,
+                                state_out: &state_out,
+                                mask: None,
+                            };
+                            let t = timer.time(cfg.warmup, cfg.runs, &|e, ts| {
+                                gpu.encode_replay_timed(e, &shape, dt, &b, ts)
+                            })?;
+                            let bytes = 2 * f32b(shape.state_len())
+                                + f32b(shape.v_len())
+                                + a * (shape.tape_k_len() + shape.gate_len()) as u64;
+                            (t, bytes)
+                        }
+                        BenchOp::Repeat => {
+                            let rs = shape.tape_k_repeat();
+                            let t = timer.time(cfg.warmup, cfg.runs, &|e, ts| {
+                                gpu.encode_repeat_timed(
+                                    e,
+                                    &rs,
+                                    GqaLayout::Blocked,
+                                    dtype,
+                                    &RepeatBuffers {
+                                        src: &k,
+                                        dst: &tape_k,
+                                    },
+                                    ts,
+                                )
+                            })?;
+                            (t, a * (rs.src_len() + rs.dst_len()) as u64)
+                        }
+                    };
+                    let (best_us, median_us) = best_and_median(times);
+                    cells.push(Cell {
+                        op,
+                        dtype,
+                        batch,
+                        steps,
+                        best_us,
+                        median_us,
+                        bytes,
+                    });
+                    progress(
+                        cells.len(),
+                        total,
+                        &format!("{} {} B={batch} T={steps}", op.name(), dtype),
+                    );
+                }
+            }
+        }
+    }
+    Ok(BenchRun {
+        adapter: gpu.describe(),
+        clock: timer.clock(),
+        copy_gbps: copy_moved as f64 / (copy_best * 1e-6) / 1e9,
+        copy_best_us: copy_best,
+        copy_bytes: copy_moved,
+        cells,
+    })
+}

@@ -1,0 +1,212 @@
+//! The benchmark's outputs: a text table, JSON, and an SVG chart of GB/s against T per
+//! op with the copy bandwidth drawn as the ceiling.
+
+use super::{BenchOp, BenchRun};
+use std::fmt::Write as _;
+
+/// The table: one row per cell, best and median microseconds, GB/s, ratio to copy.
+pub fn table(run: &BenchRun) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "adapter: {}", run.adapter);
+    let _ = writeln!(s, "clock: {}", run.clock);
+    let _ = writeln!(
+        s,
+        "copy kernel: {:.1} us for {} MiB moved = {:.0} GB/s (the ceiling)",
+        run.copy_best_us,
+        run.copy_bytes >> 20,
+        run.copy_gbps
+    );
+    let _ = writeln!(
+        s,
+        "{:<7} {:<5} {:>4} {:>3} {:>11} {:>11} {:>8} {:>7}",
+        "op", "dtype", "B", "T", "best_us", "median_us", "GB/s", "/copy"
+    );
+    for c in &run.cells {
+        let _ = writeln!(
+            s,
+            "{:<7} {:<5} {:>4} {:>3} {:>11.1} {:>11.1} {:>8.0} {:>6.0}%",
+            c.op.name(),
+            c.dtype.name(),
+            c.batch,
+            c.steps,
+            c.best_us,
+            c.median_us,
+            c.gbps(),
+            100.0 * c.gbps() / run.copy_gbps
+        );
+    }
+    s
+}
+
+fn json_str(s: &str) -> String {
+    let mut out = String::from("\"");
+    for ch in s.chars() {
+        match ch {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The run as JSON.
+pub fn json(run: &BenchRun) -> String {
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "{{\"adapter\":{},\"clock\":{},\"copy_gbps\":{:.1},\"copy_best_us\":{:.2},\"cells\":[",
+        json_str(&run.adapter),
+        json_str(run.clock),
+        run.copy_gbps,
+        run.copy_best_us
+    );
+    for (i, c) in run.cells.iter().enumerate() {
+        let _ = write!(
+            s,
+            "{}{{\"op\":\"{}\",\"dtype\":\"{}\",\"batch\":{},\"steps\":{},\"best_us\":{:.2},\"median_us\":{:.2},\"bytes\":{},\"gbps\":{:.1},\"copy_ratio\":{:.4}}}",
+            if i == 0 { "" } else { "," },
+            c.op.name(),
+            c.dtype.name(),
+            c.batch,
+            c.steps,
+            c.best_us,
+            c.median_us,
+            c.bytes,
+            c.gbps(),
+            c.gbps() / run.copy_gbps
+        );
+    }
+    s.push_str("]}\n");
+    s
+}
+
+/// The chart: one panel per op (first dtype of the run), a line per batch size, GB/s
+/// against T, the copy kernel's GB/s as a dashed ceiling.
+pub fn svg(run: &BenchRun) -> String {
+    let ops: Vec<BenchOp> = {
+        let mut v: Vec<BenchOp> = Vec::new();
+        for c in &run.cells {
+            if !v.contains(&c.op) {
+                v.push(c.op);
+            }
+        }
+        v
+    };
+    let dtype = run.cells.first().map(|c| c.dtype);
+    let (pw, ph, pad) = (360.0, 260.0, 50.0);
+    let width = ops.len() as f64 * (pw + pad) + pad;
+    let height = ph + 2.0 * pad + 30.0;
+    let ymax = run
+        .cells
+        .iter()
+        .map(|c| c.gbps())
+        .fold(run.copy_gbps, f64::max)
+        * 1.1;
+    let colors = [
+        "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+    ];
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"11\">"
+    );
+    let _ = writeln!(s, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>");
+    let _ = writeln!(
+        s,
+        "<text x=\"{pad}\" y=\"20\" font-size=\"13\">deltatape bench: {} ({}), effective GB/s vs T</text>",
+        xml(&run.adapter),
+        dtype.map(|d| d.name()).unwrap_or("")
+    );
+    for (pi, op) in ops.iter().enumerate() {
+        let x0 = pad + pi as f64 * (pw + pad);
+        let y0 = pad + 10.0;
+        let cells: Vec<_> = run
+            .cells
+            .iter()
+            .filter(|c| c.op == *op && Some(c.dtype) == dtype)
+            .collect();
+        let mut steps: Vec<usize> = cells.iter().map(|c| c.steps).collect();
+        steps.sort();
+        steps.dedup();
+        let mut batches: Vec<usize> = cells.iter().map(|c| c.batch).collect();
+        batches.sort();
+        batches.dedup();
+        let xs = |t: usize| {
+            let i = steps.iter().position(|&s| s == t).unwrap_or(0) as f64;
+            x0 + if steps.len() > 1 {
+                i * pw / (steps.len() - 1) as f64
+            } else {
+                pw / 2.0
+            }
+        };
+        let ys = |g: f64| y0 + ph - g / ymax * ph;
+        let _ = writeln!(s, "<rect x=\"{x0}\" y=\"{y0}\" width=\"{pw}\" height=\"{ph}\" fill=\"none\" stroke=\"#888\"/>");
+        let _ = writeln!(
+            s,
+            "<text x=\"{}\" y=\"{}\" font-size=\"12\">{}</text>",
+            x0 + 4.0,
+            y0 - 4.0,
+            op.name()
+        );
+        for k in 0..=4 {
+            let g = ymax * k as f64 / 4.0;
+            let _ = writeln!(
+                s,
+                "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{:.0}</text>",
+                x0 - 4.0,
+                ys(g) + 4.0,
+                g
+            );
+        }
+        for &t in &steps {
+            let _ = writeln!(
+                s,
+                "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">T={t}</text>",
+                xs(t),
+                y0 + ph + 14.0
+            );
+        }
+        let yc = ys(run.copy_gbps);
+        let _ = writeln!(
+            s,
+            "<line x1=\"{x0}\" y1=\"{yc:.1}\" x2=\"{}\" y2=\"{yc:.1}\" stroke=\"black\" stroke-dasharray=\"5,4\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">copy {:.0} GB/s</text>",
+            x0 + pw,
+            x0 + pw - 4.0,
+            yc - 4.0,
+            run.copy_gbps
+        );
+        for (bi, &b) in batches.iter().enumerate() {
+            let color = colors[bi % colors.len()];
+            let mut pts: Vec<_> = cells.iter().filter(|c| c.batch == b).collect();
+            pts.sort_by_key(|c| c.steps);
+            let path: Vec<String> = pts
+                .iter()
+                .map(|c| format!("{:.1},{:.1}", xs(c.steps), ys(c.gbps())))
+                .collect();
+            let _ = writeln!(
+                s,
+                "<polyline points=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"/>",
+                path.join(" ")
+            );
+            let _ = writeln!(
+                s,
+                "<text x=\"{}\" y=\"{}\" fill=\"{color}\">B={b}</text>",
+                x0 + 6.0 + 50.0 * bi as f64,
+                y0 + ph + 30.0
+            );
+        }
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+fn xml(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}

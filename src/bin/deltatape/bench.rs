@@ -1,0 +1,105 @@
+//! `deltatape bench`: the GPU benchmark (see `deltatape::bench`).
+
+use crate::progress::Progress;
+use deltatape::bench::{report, BenchConfig, BenchOp};
+use deltatape::{DType, GpuBackend};
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Batch sizes (B), comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,8,64,256")]
+    batches: Vec<usize>,
+    /// Draft lengths (T), comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,8,16")]
+    steps: Vec<usize>,
+    /// Activation dtypes (state and tape are f32).
+    #[arg(long, value_delimiter = ',', default_value = "f32,bf16,f16")]
+    dtypes: Vec<DType>,
+    /// Ops: record, replay, repeat.
+    #[arg(long, value_delimiter = ',', default_value = "record,replay,repeat")]
+    ops: Vec<String>,
+    /// Key heads, value heads, key dim, value dim.
+    #[arg(long, value_delimiter = ',', default_value = "16,32,128,128")]
+    dims: Vec<usize>,
+    /// Timed runs per cell (best and median are reported).
+    #[arg(long, default_value_t = 20)]
+    runs: usize,
+    /// Warm-up runs per cell.
+    #[arg(long, default_value_t = 3)]
+    warmup: usize,
+    /// MiB the copy kernel copies.
+    #[arg(long, default_value_t = 512)]
+    copy_mib: u64,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Write the chart to this SVG file.
+    #[arg(long)]
+    svg: Option<std::path::PathBuf>,
+}
+
+pub fn run(args: Args) -> deltatape::Result<ExitCode> {
+    let ops = args
+        .ops
+        .iter()
+        .map(|o| match o.as_str() {
+            "record" => Ok(BenchOp::Record),
+            "replay" => Ok(BenchOp::Replay),
+            "repeat" => Ok(BenchOp::Repeat),
+            other => Err(other.to_string()),
+        })
+        .collect::<Result<Vec<_>, _>>();
+    let (ops, [hk, hv, dk, dv]) = (
+        match ops {
+            Ok(o) => o,
+            Err(o) => {
+                eprintln!("unknown op `{o}` (record, replay, repeat)");
+                return Ok(ExitCode::from(2));
+            }
+        },
+        match args.dims[..] {
+            [a, b, c, d] => [a, b, c, d],
+            _ => {
+                eprintln!("--dims takes four numbers: Hk,Hv,Dk,Dv");
+                return Ok(ExitCode::from(2));
+            }
+        },
+    );
+    if args.runs == 0 || args.batches.is_empty() || args.steps.is_empty() {
+        eprintln!("--runs, --batches and --steps must not be empty or zero");
+        return Ok(ExitCode::from(2));
+    }
+    let cfg = BenchConfig {
+        key_heads: hk,
+        value_heads: hv,
+        key_dim: dk,
+        value_dim: dv,
+        batches: args.batches,
+        steps: args.steps,
+        dtypes: args.dtypes,
+        ops,
+        warmup: args.warmup,
+        runs: args.runs,
+        copy_bytes: args.copy_mib << 20,
+    };
+    let gpu = GpuBackend::new()?;
+    eprintln!("bench on {}", gpu.describe());
+    let total = cfg.ops.len() * cfg.dtypes.len() * cfg.batches.len() * cfg.steps.len();
+    let mut progress = Progress::new("bench", total);
+    let run = deltatape::bench::run(&gpu, &cfg, |done, _, label| progress.update(done, label))?;
+    progress.finish();
+    if args.json {
+        print!("{}", report::json(&run));
+    } else {
+        print!("{}", report::table(&run));
+    }
+    if let Some(path) = args.svg {
+        if let Err(e) = std::fs::write(&path, report::svg(&run)) {
+            eprintln!("error: writing {}: {e}", path.display());
+            return Ok(ExitCode::FAILURE);
+        }
+        eprintln!("chart written to {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
