@@ -165,18 +165,22 @@ impl KernelKey {
     ) -> Self {
         let dk = shape.key_dim() as u32;
         let tuning = Tuning::get(op);
-        // Few lanes per row (8 at Dk = 128): fewer shuffles per reduction, 16 state
-        // values per lane in registers.
+        // Shape classes measured on an H200 (README, performance): record is fastest
+        // with few lanes per row (4 at Dk = 128: two shuffle levels per reduction, 32
+        // state values per lane in registers), 128 threads a workgroup; replay, with no
+        // reduction, with 8 lanes and 256 threads.
+        let (per_lane, threads) = match op {
+            Op::Record => (32, 128),
+            _ => (16, 256),
+        };
         let lanes = tuning
             .lanes
-            .unwrap_or_else(|| dk.div_ceil(16).next_power_of_two().min(64));
+            .unwrap_or_else(|| dk.div_ceil(per_lane).next_power_of_two().min(64));
         let groups = dk.div_ceil(lanes * 4).max(1);
-        // 128 threads a workgroup, fewer rows when Dv is small; always an even count
-        // (bf16 outputs pair neighbouring rows).
-        let max_rows = tuning.rows.unwrap_or((128 / lanes).max(2));
-        let rows = (shape.value_dim() as u32)
-            .next_power_of_two()
-            .clamp(2, max_rows);
+        // Fewer rows when Dv is small; always an even count (bf16 outputs pair
+        // neighbouring rows).
+        let max_rows = tuning.rows.unwrap_or((threads / lanes).max(2));
+        let rows = (shape.value_dim() as u32).next_power_of_two().clamp(2, max_rows);
         KernelKey {
             op,
             dtypes,
@@ -333,10 +337,52 @@ impl KernelKey {
         parts.push(self.op.source_file());
         for p in parts {
             src.push('\n');
-            src.push_str(p);
+            src.push_str(&unroll_groups(p, self.groups));
         }
         src
     }
+}
+
+/// The loop header the kernels use for a lane's element groups.
+const GROUP_LOOP: &str = "for (var m = 0u; m < GROUPS; m++) {";
+
+/// Unroll every `for (var m = 0u; m < GROUPS; m++) { .. }` of a kernel into GROUPS
+/// blocks `{ let m = K; .. }`. naga emits loops as they are (with a loop-bound guard),
+/// and a driver that keeps the loop indexes the lane's state array dynamically, which
+/// puts it in local memory; unrolled, every index is a constant and the state lives in
+/// registers.
+fn unroll_groups(src: &str, groups: u32) -> String {
+    let lines: Vec<&str> = src.lines().collect();
+    let mut out = String::with_capacity(src.len());
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i].trim() != GROUP_LOOP {
+            out.push_str(lines[i]);
+            out.push('\n');
+            i += 1;
+            continue;
+        }
+        let indent = &lines[i][..lines[i].len() - lines[i].trim_start().len()];
+        let mut depth = 1;
+        let mut end = i + 1;
+        while end < lines.len() {
+            depth += lines[end].matches('{').count() as i32 - lines[end].matches('}').count() as i32;
+            if depth == 0 {
+                break;
+            }
+            end += 1;
+        }
+        for m in 0..groups {
+            let _ = writeln!(out, "{indent}{{\n{indent}    let m = {m}u;");
+            for body in &lines[i + 1..end] {
+                out.push_str(body);
+                out.push('\n');
+            }
+            let _ = writeln!(out, "{indent}}}");
+        }
+        i = end + 1;
+    }
+    out
 }
 
 /// Whether a kernel reads or writes a binding.

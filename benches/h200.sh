@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The H200 run of the README's performance section, in one command on the device
+# machine: the crate's tests, demo and GPU bench, then fla's Triton kernel and torch's
+# copy bandwidth (shared/bench/fla_bench.py), side by side. Expects .dev/ to hold the
+# deltatape binary, the test executables, fla_bench.py and the fla wheels, and .gl/ the
+# Vulkan loader (see shared/gpu/README.md). Writes logs under $OUT.
+set -u
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
+export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json WGPU_BACKEND=vulkan CI=true
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
+.dev/deltatape info 2>&1 | tee "$OUT/info.txt"
+status=0
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
+  for t in .dev/*-*; do
+    case "$t" in *.whl|*.py|*.d) continue;; esac
+    echo "== $t"; "$t" 2>&1 | tail -n 3 | tee -a "$OUT/tests.txt" || status=1
+  done
+  .dev/deltatape demo 2>&1 | tee "$OUT/demo.txt" || status=1
+fi
+.dev/deltatape bench ${BENCH_ARGS:-} --svg "$OUT/bench.svg" 2>/dev/null | tee "$OUT/bench.txt"
+for v in ${SWEEP:-}; do   # e.g. SWEEP="record:8:16 replay:32:4"
+  IFS=: read -r op lanes rows <<<"$v"; OPU=$(echo "$op" | tr a-z A-Z)
+  echo "== sweep $op lanes=$lanes rows=$rows"
+  env DELTATAPE_${OPU}_LANES=$lanes DELTATAPE_${OPU}_ROWS=$rows .dev/deltatape bench --ops "$op" --dtypes f32 --runs 10 2>/dev/null \
+    | grep -E "^$op" | tee -a "$OUT/sweep.txt"
+done
+if [ "${SKIP_FLA:-0}" != 1 ]; then
+  python3 -m pip install -q --no-index --no-deps --target /tmp/site .dev/*.whl \
+    && PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 python3 .dev/fla_bench.py 2>&1 | grep RESULT | tee "$OUT/fla.txt"
+fi
+exit $status
