@@ -76,19 +76,28 @@ pub(crate) fn check_record<A: Element, S: Element>(
     inputs: &RecordInputs<'_, A>,
     state_in: &[S],
 ) -> Result<()> {
+    check_record_inputs("record", shape, inputs)?;
+    check_len("record", "state_in", shape.state_len(), state_in.len())
+}
+
+/// Check record's activations (everything but the state) against `shape`.
+pub(crate) fn check_record_inputs<A: Element>(
+    op: &'static str,
+    shape: &GdnShape,
+    inputs: &RecordInputs<'_, A>,
+) -> Result<()> {
     let lens = [
         inputs.q.len(),
         inputs.k.len(),
         inputs.v.len(),
         inputs.g.len(),
         inputs.beta.len(),
-        state_in.len(),
     ];
     for (operand, actual) in shape.record_inputs().iter().zip(lens) {
-        check_len("record", operand.name, operand.len, actual)?;
+        check_len(op, operand.name, operand.len, actual)?;
     }
     if let Some(mask) = inputs.mask {
-        check_len("record", "mask", shape.mask_len(), mask.len())?;
+        check_len(op, "mask", shape.mask_len(), mask.len())?;
     }
     Ok(())
 }

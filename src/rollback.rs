@@ -119,7 +119,7 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
                     .collect(),
                 drafted: false,
             },
-            Backend::Gpu(gpu) => {
+            Backend::Gpu(gpu) => gpu.guarded("rollback", || {
                 let rollback = GpuRollback::new(gpu, shape, layers, layout, dtypes::<A, S, P>())?;
                 let bytes = |n: usize| A::DTYPE.buffer_bytes(n).unwrap_or(0).max(16);
                 let input = |label: &str, size: u64, extra: wgpu::BufferUsages| {
@@ -148,8 +148,8 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
                         ]
                     })
                     .collect();
-                Store::Gpu { rollback, inputs }
-            }
+                Ok(Store::Gpu { rollback, inputs })
+            })?,
         };
         Ok(Rollback {
             shape,
@@ -210,15 +210,8 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
     pub fn draft(&mut self, inputs: &[RecordInputs<'_, A>]) -> Result<()> {
         const OP: &str = "draft";
         check_len(OP, "inputs", self.layers, inputs.len())?;
-        let zero_state = vec![S::default(); 0];
         for i in inputs {
-            // Same checks as record, before anything is touched (state checked by shape).
-            crate::ops::check_record(&self.shape, i, &zero_state).or_else(|e| match e {
-                Error::Length {
-                    arg: "state_in", ..
-                } => Ok(()),
-                e => Err(e),
-            })?;
+            crate::ops::check_record_inputs(OP, &self.shape, i)?;
         }
         let (shape, layout) = (self.shape, self.layout);
         match &mut self.store {
@@ -252,32 +245,39 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
                 inputs: bufs,
             } => {
                 let gpu = rollback.backend().clone();
-                for (b, i) in bufs.iter().zip(inputs) {
-                    for (buf, data) in b.iter().zip([i.q, i.k, i.v, i.g, i.beta]) {
-                        write_padded(&gpu, buf, bytemuck::cast_slice(data));
+                let encoded = gpu.guarded(OP, || {
+                    for (b, i) in bufs.iter().zip(inputs) {
+                        for (buf, data) in b.iter().zip([i.q, i.k, i.v, i.g, i.beta]) {
+                            write_padded(&gpu, buf, bytemuck::cast_slice(data));
+                        }
+                        if let Some(m) = i.mask {
+                            write_padded(&gpu, &b[6], bytemuck::cast_slice(m));
+                        }
                     }
-                    if let Some(m) = i.mask {
-                        write_padded(&gpu, &b[6], bytemuck::cast_slice(m));
+                    let mut encoder = gpu.encoder();
+                    for (layer, (b, i)) in bufs.iter().zip(inputs).enumerate() {
+                        rollback.encode_draft(
+                            &mut encoder,
+                            layer,
+                            &DraftBuffers {
+                                q: &b[0],
+                                k: &b[1],
+                                v: &b[2],
+                                g: &b[3],
+                                beta: &b[4],
+                                y: &b[5],
+                                mask: i.mask.map(|_| &b[6]),
+                            },
+                        )?;
                     }
+                    gpu.queue().submit([encoder.finish()]);
+                    Ok(())
+                });
+                if encoded.is_err() {
+                    // Nothing was submitted: no layer holds a draft to commit.
+                    rollback.abandon_draft();
                 }
-                let mut encoder = gpu.encoder();
-                for (layer, (b, i)) in bufs.iter().zip(inputs).enumerate() {
-                    rollback.encode_draft(
-                        &mut encoder,
-                        layer,
-                        &DraftBuffers {
-                            q: &b[0],
-                            k: &b[1],
-                            v: &b[2],
-                            g: &b[3],
-                            beta: &b[4],
-                            y: &b[5],
-                            mask: i.mask.map(|_| &b[6]),
-                        },
-                    )?;
-                }
-                gpu.queue().submit([encoder.finish()]);
-                Ok(())
+                encoded
             }
         }
     }
@@ -305,10 +305,12 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
         match &mut self.store {
             Store::Gpu { rollback, .. } => {
                 let gpu = rollback.backend().clone();
-                let mut encoder = gpu.encoder();
-                let kind = rollback.encode_commit(&mut encoder, accepted)?;
-                gpu.queue().submit([encoder.finish()]);
-                Ok(kind)
+                gpu.guarded(OP, || {
+                    let mut encoder = gpu.encoder();
+                    let kind = rollback.encode_commit(&mut encoder, accepted)?;
+                    gpu.queue().submit([encoder.finish()]);
+                    Ok(kind)
+                })
             }
             Store::Cpu { layers, drafted } => {
                 self.shape.check_accepted(OP, accepted)?;
@@ -360,7 +362,7 @@ fn write_padded(gpu: &crate::gpu::GpuBackend, buffer: &wgpu::Buffer, bytes: &[u8
     if bytes.is_empty() {
         return;
     }
-    if bytes.len() % 4 == 0 {
+    if bytes.len().is_multiple_of(4) {
         gpu.queue().write_buffer(buffer, 0, bytes);
     } else {
         let mut padded = bytes.to_vec();

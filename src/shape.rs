@@ -121,7 +121,7 @@ impl GdnShape {
         nonzero(OP, "value_heads", value_heads)?;
         nonzero(OP, "key_dim", key_dim)?;
         nonzero(OP, "value_dim", value_dim)?;
-        if value_heads % key_heads != 0 {
+        if !value_heads.is_multiple_of(key_heads) {
             return Err(Error::NotMultiple {
                 op: OP,
                 arg: "value_heads",
@@ -407,7 +407,7 @@ impl RepeatShape {
         nonzero(OP, "src_heads", src_heads)?;
         nonzero(OP, "dst_heads", dst_heads)?;
         nonzero(OP, "dim", dim)?;
-        if dst_heads % src_heads != 0 {
+        if !dst_heads.is_multiple_of(src_heads) {
             return Err(Error::NotMultiple {
                 op: OP,
                 arg: "dst_heads",

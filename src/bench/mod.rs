@@ -302,7 +302,16 @@ pub fn run(
     let spin_up = Instant::now();
     while spin_up.elapsed().as_secs_f64() < 1.0 {
         let mut e = gpu.encoder();
-        gpu.encode_repeat(&mut e, &copy_shape, GqaLayout::Blocked, DType::F32, &RepeatBuffers { src: &csrc, dst: &cdst })?;
+        gpu.encode_repeat(
+            &mut e,
+            &copy_shape,
+            GqaLayout::Blocked,
+            DType::F32,
+            &RepeatBuffers {
+                src: &csrc,
+                dst: &cdst,
+            },
+        )?;
         gpu.queue().submit([e.finish()]);
         gpu.wait_idle("bench")?;
     }

@@ -161,11 +161,11 @@ fn check_bf16_pairs(
     Ok(())
 }
 
-fn with_lens<'a>(
+fn with_lens(
     bindings: Vec<Binding>,
-    buffers: Vec<&'a wgpu::Buffer>,
+    buffers: Vec<&wgpu::Buffer>,
     operands: Vec<Operand>,
-) -> Vec<(Binding, &'a wgpu::Buffer, usize)> {
+) -> Vec<(Binding, &wgpu::Buffer, usize)> {
     debug_assert!(bindings
         .iter()
         .zip(&operands)
@@ -420,12 +420,12 @@ impl GpuBackend {
                     missing: "STORAGE",
                 });
             }
-            if bytes > limits.max_storage_buffer_binding_size as u64 {
+            if bytes > limits.max_storage_buffer_binding_size {
                 return Err(Error::DeviceLimit {
                     op,
                     limit: "max_storage_buffer_binding_size",
                     needed: bytes,
-                    available: limits.max_storage_buffer_binding_size as u64,
+                    available: limits.max_storage_buffer_binding_size,
                     hint: " (split the batch into smaller calls)",
                 });
             }

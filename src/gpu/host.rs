@@ -127,7 +127,7 @@ impl GpuBackend {
             .inner
             .pool
             .take(self.device(), size.max(16), U::STORAGE | U::COPY_DST);
-        if bytes.len() % 4 == 0 {
+        if bytes.len().is_multiple_of(4) {
             self.queue().write_buffer(&buffer, 0, bytes);
         } else {
             let mut padded = bytes.to_vec();
@@ -166,17 +166,7 @@ impl GpuBackend {
             }
             staging.push((s, *bytes));
         }
-        let scope_oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let scope_val = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let submission = self.queue().submit([encoder.finish()]);
-        let validation = pollster::block_on(scope_val.pop());
-        let oom = pollster::block_on(scope_oom.pop());
-        if let Some(e) = validation.or(oom) {
-            return Err(Error::Gpu {
-                op,
-                message: e.to_string(),
-            });
-        }
         let mut mapped = Vec::with_capacity(staging.len());
         for (s, _) in &staging {
             let (tx, rx) = oneshot_channel();
@@ -204,7 +194,9 @@ impl GpuBackend {
     ) -> Result<Vec<E>> {
         let bytes = (len * E::DTYPE.size_bytes()) as u64;
         let bytes = self
-            .submit_and_map(op, self.encoder(), &[(buffer, bytes)], Vec::new())?
+            .guarded(op, || {
+                self.submit_and_map(op, self.encoder(), &[(buffer, bytes)], Vec::new())
+            })?
             .wait_blocking()?;
         Ok(from_bytes(&bytes[0], len))
     }
@@ -213,6 +205,25 @@ impl GpuBackend {
     pub fn wait_idle(&self, op: &'static str) -> Result<()> {
         let submission = self.queue().submit([]);
         poll_until_done(self.device(), submission, self.inner.timeout, op)
+    }
+
+    /// Run `f` (allocations, uploads, encoding, submission) inside out-of-memory and
+    /// validation error scopes, so that a failed allocation is an `Error::Gpu`, not an
+    /// uncaptured error.
+    pub(crate) fn guarded<T>(&self, op: &'static str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let device = self.device();
+        let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let result = f();
+        let v = pollster::block_on(validation.pop());
+        let o = pollster::block_on(oom.pop());
+        match (result, v.or(o)) {
+            (_, Some(e)) => Err(Error::Gpu {
+                op,
+                message: e.to_string(),
+            }),
+            (r, None) => r,
+        }
     }
 
     pub(crate) fn encoder(&self) -> wgpu::CommandEncoder {
@@ -294,7 +305,9 @@ impl GpuBackend {
         state_in: &[S],
     ) -> Result<Recorded<A, S, P>> {
         let bytes = self
-            .start_record::<A, S, P>(shape, layout, inputs, state_in)?
+            .guarded("record", || {
+                self.start_record::<A, S, P>(shape, layout, inputs, state_in)
+            })?
             .wait_blocking()?;
         Ok(recorded_from(shape, &bytes))
     }
@@ -308,7 +321,9 @@ impl GpuBackend {
         state_in: &[S],
     ) -> Result<Recorded<A, S, P>> {
         let bytes = self
-            .start_record::<A, S, P>(shape, layout, inputs, state_in)?
+            .guarded("record", || {
+                self.start_record::<A, S, P>(shape, layout, inputs, state_in)
+            })?
             .wait_async()
             .await?;
         Ok(recorded_from(shape, &bytes))
@@ -372,7 +387,9 @@ impl GpuBackend {
         mask: Option<&[u32]>,
     ) -> Result<Vec<S>> {
         let bytes = self
-            .start_replay(shape, tape, snapshot, accepted, mask)?
+            .guarded("replay", || {
+                self.start_replay(shape, tape, snapshot, accepted, mask)
+            })?
             .wait_blocking()?;
         Ok(from_bytes(&bytes[0], shape.state_len()))
     }
@@ -387,7 +404,9 @@ impl GpuBackend {
         mask: Option<&[u32]>,
     ) -> Result<Vec<S>> {
         let bytes = self
-            .start_replay(shape, tape, snapshot, accepted, mask)?
+            .guarded("replay", || {
+                self.start_replay(shape, tape, snapshot, accepted, mask)
+            })?
             .wait_async()
             .await?;
         Ok(from_bytes(&bytes[0], shape.state_len()))
@@ -424,7 +443,9 @@ impl GpuBackend {
         layout: GqaLayout,
         src: &[E],
     ) -> Result<Vec<E>> {
-        let bytes = self.start_repeat(shape, layout, src)?.wait_blocking()?;
+        let bytes = self
+            .guarded("repeat", || self.start_repeat(shape, layout, src))?
+            .wait_blocking()?;
         Ok(from_bytes(&bytes[0], shape.dst_len()))
     }
 
@@ -435,7 +456,10 @@ impl GpuBackend {
         layout: GqaLayout,
         src: &[E],
     ) -> Result<Vec<E>> {
-        let bytes = self.start_repeat(shape, layout, src)?.wait_async().await?;
+        let bytes = self
+            .guarded("repeat", || self.start_repeat(shape, layout, src))?
+            .wait_async()
+            .await?;
         Ok(from_bytes(&bytes[0], shape.dst_len()))
     }
 }

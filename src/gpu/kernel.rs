@@ -180,7 +180,9 @@ impl KernelKey {
         // Fewer rows when Dv is small; always an even count (bf16 outputs pair
         // neighbouring rows).
         let max_rows = tuning.rows.unwrap_or((threads / lanes).max(2));
-        let rows = (shape.value_dim() as u32).next_power_of_two().clamp(2, max_rows);
+        let rows = (shape.value_dim() as u32)
+            .next_power_of_two()
+            .clamp(2, max_rows);
         KernelKey {
             op,
             dtypes,
@@ -188,7 +190,7 @@ impl KernelKey {
             lanes,
             rows,
             groups,
-            vec4: dk % 4 == 0,
+            vec4: dk.is_multiple_of(4),
             masked,
         }
     }
@@ -206,7 +208,7 @@ impl KernelKey {
             lanes: 1,
             rows: REPEAT_WG,
             groups: 1,
-            vec4: shape.dim() % 4 == 0,
+            vec4: shape.dim().is_multiple_of(4),
             masked: false,
         }
     }
@@ -366,7 +368,8 @@ fn unroll_groups(src: &str, groups: u32) -> String {
         let mut depth = 1;
         let mut end = i + 1;
         while end < lines.len() {
-            depth += lines[end].matches('{').count() as i32 - lines[end].matches('}').count() as i32;
+            depth +=
+                lines[end].matches('{').count() as i32 - lines[end].matches('}').count() as i32;
             if depth == 0 {
                 break;
             }

@@ -78,6 +78,11 @@ impl GpuBackend {
         let (device, queue) = device::create_device(&chosen.adapter)?;
         let lost = Arc::new(Mutex::new(None));
         let flag = lost.clone();
+        // Errors of the crate's own work are caught by error scopes and returned; an
+        // error that escapes them must not panic the host process either.
+        device.on_uncaptured_error(std::sync::Arc::new(|e: wgpu::Error| {
+            eprintln!("deltatape: uncaptured wgpu error: {e}");
+        }));
         device.set_device_lost_callback(move |reason, message| {
             *flag.lock().unwrap_or_else(PoisonError::into_inner) =
                 Some(format!("{reason:?}: {message}"));

@@ -291,6 +291,14 @@ impl GpuRollback {
         Ok(kind)
     }
 
+    /// Forget the open draft of every layer (after an encoder that held it was
+    /// dropped unsubmitted): a commit then says there is no draft.
+    pub fn abandon_draft(&mut self) {
+        for l in &mut self.layers {
+            l.drafted = false;
+        }
+    }
+
     /// Overwrite a layer's committed state from the host.
     pub fn write_state<S: crate::Element>(&mut self, layer: usize, state: &[S]) -> Result<()> {
         let l = self.layer("write_state", layer)?;

@@ -47,6 +47,10 @@ pub struct Args {
     /// Mask out about one step in eight.
     #[arg(long)]
     mask: bool,
+    /// Corrupt one checked value per round before the check, to see the check fail
+    /// (for the tests of the demo itself).
+    #[arg(long, hide = true)]
+    inject_fault: bool,
     /// Seed of the inputs and acceptances.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -245,7 +249,10 @@ fn run_typed<A: Element, S: Element, P: Element>(args: Args) -> deltatape::Resul
 
         let mut worst = 0f64;
         for (i, &layer) in checked.iter().enumerate() {
-            let got = rollback.state(layer)?;
+            let mut got = rollback.state(layer)?;
+            if args.inject_fault {
+                got[0] = S::from_f32(got[0].to_f32() + 1.0);
+            }
             let per_seq = shape.state_len() / shape.batch();
             for (b, &a) in accepted.iter().enumerate() {
                 let one = shape.with_batch(1)?.with_steps(a as usize)?;

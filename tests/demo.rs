@@ -1,0 +1,76 @@
+//! The `deltatape demo` binary, run small: its verdict and exit code.
+
+mod common;
+use std::process::Command;
+
+fn demo(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_deltatape"))
+        .arg("demo")
+        .args([
+            "--layers", "3", "--batch", "3", "--draft", "4", "--rounds", "3",
+        ])
+        .args(args)
+        .output()
+        .expect("run deltatape");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn demo_passes_on_the_cpu() {
+    let (code, out) = demo(&["--backend", "cpu"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("verdict: PASS"), "{out}");
+    assert!(
+        out.contains("accept-all") && out.contains("reject-all"),
+        "{out}"
+    );
+    assert_eq!(out.matches("check: max rel err").count(), 3, "{out}");
+}
+
+#[test]
+fn demo_passes_on_the_gpu() {
+    if common::gpu().is_none() {
+        return;
+    }
+    for extra in [
+        &["--dtype", "f32"][..],
+        &["--dtype", "bf16", "--mask"],
+        &[
+            "--dtype",
+            "f16",
+            "--state-dtype",
+            "f16",
+            "--model",
+            "qwen3.5-27b",
+        ],
+    ] {
+        let mut args = vec!["--backend", "gpu"];
+        args.extend_from_slice(extra);
+        let (code, out) = demo(&args);
+        assert_eq!(code, 0, "{extra:?}: {out}");
+        assert!(out.contains("verdict: PASS"), "{out}");
+        assert!(out.contains("backend: gpu"), "{out}");
+    }
+}
+
+#[test]
+fn demo_fails_when_the_check_fails() {
+    let (code, out) = demo(&["--backend", "cpu", "--inject-fault"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("verdict: FAIL"), "{out}");
+}
+
+#[test]
+fn demo_refuses_bad_arguments() {
+    let (code, out) = demo(&["--model", "no-such-model"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("unknown model"), "{out}");
+    let (code, out) = demo(&["--backend", "cpu", "--batch", "0"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("batch"), "{out}");
+}

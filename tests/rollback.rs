@@ -1,0 +1,225 @@
+//! The multi-layer rollback API on every backend: every acceptance pattern, masks,
+//! several layers, checked against the CPU reference's record over each sequence's
+//! accepted prefix, and the two backends against each other.
+
+mod common;
+use common::*;
+use deltatape::{
+    Backend, CommitKind, Element, Error, GdnShape, GqaLayout, ModelPreset, RecordInputs, Recorded,
+    Rollback,
+};
+use half::bf16;
+
+/// Sequence b's first `a` steps of a `[B, T, ...]` input, as its own call's inputs.
+fn prefix<'a, A>(
+    shape: &GdnShape,
+    t: &'a Typed<A>,
+    mask: Option<&'a [u32]>,
+    b: usize,
+    a: usize,
+) -> RecordInputs<'a, A> {
+    let steps = shape.steps();
+    let qk = shape.key_heads() * shape.key_dim();
+    let v = shape.value_heads() * shape.value_dim();
+    let hv = shape.value_heads();
+    RecordInputs {
+        q: &t.q[b * steps * qk..][..a * qk],
+        k: &t.k[b * steps * qk..][..a * qk],
+        v: &t.v[b * steps * v..][..a * v],
+        g: &t.g[b * steps * hv..][..a * hv],
+        beta: &t.beta[b * steps * hv..][..a * hv],
+        mask: mask.map(|m| &m[b * steps..][..a]),
+    }
+}
+
+/// Run `rounds` draft / commit rounds on `backend` and check every layer each round.
+/// Returns the final states, for comparing backends.
+fn run_rounds<A: Element>(
+    backend: &Backend,
+    shape: GdnShape,
+    layers: usize,
+    layout: GqaLayout,
+    masked: bool,
+    seed: u64,
+) -> Vec<Vec<f32>> {
+    let mut rb = Rollback::<A, f32, f32>::new(backend, shape, layers, layout).unwrap();
+    let mut rng = Rng::new(seed);
+    for l in 0..layers {
+        rb.set_state(l, &rng.vec(shape.state_len(), -0.3, 0.3))
+            .unwrap();
+    }
+    let t = shape.steps() as u32;
+    let b = shape.batch();
+    let patterns: Vec<Vec<u32>> = vec![
+        vec![t; b],
+        vec![0; b],
+        (0..b as u32).map(|i| i % (t + 1)).collect(),
+        (0..b).map(|_| rng.below(t as u64 + 1) as u32).collect(),
+        (0..b as u32).map(|i| if i == 0 { t } else { 0 }).collect(),
+    ];
+    let cpu = Backend::cpu();
+    for (round, accepted) in patterns.iter().enumerate() {
+        let draws: Vec<Draw> = (0..layers)
+            .map(|l| draw(&shape, seed * 1000 + round as u64 * 10 + l as u64))
+            .collect();
+        let typed: Vec<Typed<A>> = draws.iter().map(|d| d.typed::<A>()).collect();
+        let masks: Vec<Vec<u32>> = (0..layers)
+            .map(|l| mask(&shape, round as u64 * 7 + l as u64))
+            .collect();
+        let before: Vec<Vec<f32>> = (0..layers).map(|l| rb.state(l).unwrap()).collect();
+        let inputs: Vec<RecordInputs<'_, A>> = typed
+            .iter()
+            .zip(&masks)
+            .map(|(t, m)| t.inputs(masked.then_some(&m[..])))
+            .collect();
+        rb.draft(&inputs).unwrap();
+        let kind = rb.commit(accepted).unwrap();
+        let expect_kind = if accepted.iter().all(|&a| a == t) {
+            CommitKind::AcceptedAll
+        } else if accepted.iter().all(|&a| a == 0) {
+            CommitKind::RejectedAll
+        } else {
+            CommitKind::Replayed
+        };
+        assert_eq!(kind, expect_kind, "round {round} accepted {accepted:?}");
+        let per_seq = shape.state_len() / b;
+        for l in 0..layers {
+            let got = rb.state(l).unwrap();
+            for (seq, &a) in accepted.iter().enumerate() {
+                let one = shape.with_batch(1).unwrap().with_steps(a as usize).unwrap();
+                let m = masked.then_some(&masks[l][..]);
+                let want: Recorded<A, f32, f32> = cpu
+                    .record(
+                        &one,
+                        layout,
+                        &prefix(&shape, &typed[l], m, seq, a as usize),
+                        &before[l][seq * per_seq..][..per_seq],
+                    )
+                    .unwrap();
+                assert_close(
+                    &format!("layer {l} seq {seq} accepted {a} round {round}"),
+                    &got[seq * per_seq..][..per_seq],
+                    &want.state,
+                    1e-5,
+                );
+            }
+        }
+    }
+    (0..layers).map(|l| rb.state(l).unwrap()).collect()
+}
+
+#[test]
+fn cpu_rollback_keeps_the_accepted_prefix() {
+    let shape = GdnShape::new(4, 5, 2, 4, 24, 6).unwrap();
+    for layout in [GqaLayout::Blocked, GqaLayout::Tiled] {
+        for masked in [false, true] {
+            run_rounds::<f32>(&Backend::cpu(), shape, 3, layout, masked, 1);
+        }
+    }
+    run_rounds::<bf16>(&Backend::cpu(), shape, 2, GqaLayout::Blocked, true, 2);
+}
+
+#[test]
+fn gpu_rollback_keeps_the_accepted_prefix_and_matches_the_cpu() {
+    let Some(g) = gpu() else { return };
+    let gpu = Backend::Gpu(g);
+    let shape = GdnShape::new(4, 5, 2, 4, 24, 6).unwrap();
+    for layout in [GqaLayout::Blocked, GqaLayout::Tiled] {
+        for masked in [false, true] {
+            let on_gpu = run_rounds::<f32>(&gpu, shape, 3, layout, masked, 3);
+            let on_cpu = run_rounds::<f32>(&Backend::cpu(), shape, 3, layout, masked, 3);
+            for (l, (a, b)) in on_gpu.iter().zip(&on_cpu).enumerate() {
+                assert_close(&format!("gpu vs cpu layer {l}"), a, b, 1e-5);
+            }
+        }
+    }
+    run_rounds::<bf16>(&gpu, shape, 2, GqaLayout::Tiled, true, 4);
+    // The real shape, one layer.
+    let real = ModelPreset::by_name("qwen3-next")
+        .unwrap()
+        .shape(2, 3)
+        .unwrap();
+    run_rounds::<f32>(&gpu, real, 1, GqaLayout::Blocked, false, 5);
+}
+
+#[test]
+fn rollback_refuses_misuse() {
+    let shape = GdnShape::new(2, 3, 1, 2, 8, 4).unwrap();
+    let mut backends = vec![Backend::cpu()];
+    if let Some(g) = gpu() {
+        backends.push(Backend::Gpu(g));
+    }
+    for backend in &backends {
+        let mut rb = Rollback::<f32, f32, f32>::new(backend, shape, 2, GqaLayout::Blocked).unwrap();
+        assert!(
+            matches!(rb.commit(&[0, 0]), Err(Error::Order { .. })),
+            "commit before draft"
+        );
+        let d = draw(&shape, 9);
+        let t = d.typed::<f32>();
+        assert!(matches!(
+            rb.draft(&[t.inputs(None)]),
+            Err(Error::Length {
+                arg: "inputs",
+                expected: 2,
+                actual: 1,
+                ..
+            })
+        ));
+        let short = RecordInputs {
+            q: &t.q[1..],
+            ..t.inputs(None)
+        };
+        assert!(matches!(
+            rb.draft(&[t.inputs(None), short]),
+            Err(Error::Length { arg: "q", .. })
+        ));
+        assert!(matches!(
+            rb.state(2),
+            Err(Error::IndexOutOfRange {
+                arg: "layer",
+                index: 2,
+                len: 2,
+                ..
+            })
+        ));
+        assert!(matches!(
+            rb.set_state(0, &[0.0; 3]),
+            Err(Error::Length { arg: "state", .. })
+        ));
+        rb.draft(&[t.inputs(None), t.inputs(None)]).unwrap();
+        assert!(matches!(
+            rb.commit(&[4, 0]),
+            Err(Error::AcceptedOutOfRange { index: 0, .. })
+        ));
+        assert!(matches!(
+            rb.commit(&[1]),
+            Err(Error::Length {
+                arg: "accepted",
+                ..
+            })
+        ));
+        assert_eq!(rb.commit(&[1, 2]).unwrap(), CommitKind::Replayed);
+        assert!(
+            matches!(rb.commit(&[1, 2]), Err(Error::Order { .. })),
+            "second commit of one draft"
+        );
+        assert!(matches!(
+            Rollback::<f32, f32, f32>::new(backend, shape, 0, GqaLayout::Blocked),
+            Err(Error::ZeroDim { arg: "layers", .. })
+        ));
+    }
+}
+
+#[test]
+fn footprint_is_the_tape_not_per_step_snapshots() {
+    let preset = ModelPreset::by_name("qwen3-next").unwrap();
+    let shape = preset.shape(4, 8).unwrap();
+    let rb = Rollback::<f32, f32, f32>::new(&Backend::cpu(), shape, 2, preset.layout).unwrap();
+    let fp = rb.footprint();
+    // Per layer and sequence: state 32*128*128*4 B = 2 MiB; a tape step 32*(128+128+1)*4 B.
+    assert_eq!(fp.state_bytes, 2 * 4 * (2 << 20));
+    assert_eq!(fp.per_step_snapshot_bytes, 8 * fp.state_bytes);
+    assert_eq!(fp.tape_bytes, 2 * 4 * 8 * 32 * (128 + 128 + 1) * 4);
+    assert!((63.0..65.0).contains(&fp.saving()), "{}", fp.saving());
+}
