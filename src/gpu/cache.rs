@@ -6,7 +6,6 @@ use super::kernel::KernelKey;
 use crate::error::{Error, Result};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use wgpu::util::DeviceExt;
 
 /// Compiled pipelines by key. The lock is held while a key compiles, so concurrent
 /// first calls with one key compile it once.
@@ -89,6 +88,7 @@ impl ParamCache {
     pub(crate) fn get(
         &self,
         device: &wgpu::Device,
+        queue: &wgpu::Queue,
         bytes: &[u8],
         usage: wgpu::BufferUsages,
     ) -> wgpu::Buffer {
@@ -101,11 +101,18 @@ impl ParamCache {
             // In-flight command buffers keep their own references alive.
             map.clear();
         }
-        let buffer = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+        // Not create_buffer_init: it panics when the device is lost; a queued write
+        // reports through the error scopes instead, and lands before any submission
+        // that uses the buffer.
+        let buffer = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("deltatape constants"),
-            contents: bytes,
-            usage,
+            size: (bytes.len() as u64).div_ceil(4).max(1) * 4,
+            usage: usage | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
         });
+        let mut padded = bytes.to_vec();
+        padded.resize(buffer.size() as usize, 0);
+        queue.write_buffer(&buffer, 0, &padded);
         map.insert(key, buffer.clone());
         buffer
     }

@@ -473,10 +473,10 @@ impl GpuBackend {
 
         let device = self.device();
         let pipeline = self.inner.pipelines.get(device, &d.key)?;
-        let params = self
-            .inner
-            .params
-            .get(device, &d.params, wgpu::BufferUsages::UNIFORM);
+        let params =
+            self.inner
+                .params
+                .get(device, self.queue(), &d.params, wgpu::BufferUsages::UNIFORM);
         let placeholders: Vec<Option<wgpu::Buffer>> = sizes
             .iter()
             .enumerate()

@@ -208,6 +208,7 @@ impl GpuBackend {
     pub(crate) fn inner_params_buffer(&self, words: &[u32]) -> wgpu::Buffer {
         self.inner.params.get(
             self.device(),
+            self.queue(),
             bytemuck::cast_slice(words),
             wgpu::BufferUsages::STORAGE,
         )

@@ -260,11 +260,7 @@ impl GpuRollback {
             CommitKind::Replayed
         };
         if kind == CommitKind::Replayed {
-            let acc = self.gpu.inner.params.get(
-                self.gpu.device(),
-                bytemuck::cast_slice(accepted),
-                U::STORAGE,
-            );
+            let acc = self.gpu.inner_params_buffer(accepted);
             for l in &self.layers {
                 self.gpu.encode_replay(
                     encoder,

@@ -1,0 +1,53 @@
+//! Faults on the GPU come back as errors: a failed allocation, a destroyed device.
+
+mod common;
+use common::*;
+use deltatape::{Backend, Error, GdnShape, GqaLayout, Recorded, Rollback};
+
+#[test]
+fn allocation_past_the_device_limit_is_an_error() {
+    let Some(g) = gpu() else { return };
+    // One layer's state of 1100 sequences at the real shape is 2.2 GB: past
+    // max_buffer_size on lavapipe (2 GiB) and past every binding limit.
+    let shape = GdnShape::new(1100, 1, 16, 32, 128, 128).unwrap();
+    let max = g.limits().max_buffer_size;
+    assert!(
+        (shape.state_len() as u64 * 4) > max,
+        "pick a bigger shape for this adapter ({max} bytes)"
+    );
+    match Rollback::<f32, f32, f32>::new(&Backend::Gpu(g.clone()), shape, 1, GqaLayout::Blocked) {
+        Err(Error::Gpu {
+            op: "rollback",
+            message,
+        }) => assert!(!message.is_empty()),
+        Err(other) => panic!("expected Error::Gpu, got {other}"),
+        Ok(_) => panic!("a 2.2 GB buffer was created on a device whose limit is {max}"),
+    }
+    // The backend still works afterwards.
+    let small = GdnShape::new(1, 2, 1, 1, 4, 2).unwrap();
+    let d = draw(&small, 1);
+    let t = d.typed::<f32>();
+    let r: Recorded<f32, f32, f32> = g
+        .record(&small, GqaLayout::Blocked, &t.inputs(None), &d.state)
+        .unwrap();
+    assert_eq!(r.state.len(), small.state_len());
+}
+
+#[test]
+fn a_destroyed_device_gives_an_error_not_a_hang() {
+    let Some(g) = gpu() else { return };
+    let shape = GdnShape::new(2, 3, 1, 2, 8, 4).unwrap();
+    let d = draw(&shape, 2);
+    let t = d.typed::<f32>();
+    // Works before...
+    let _: Recorded<f32, f32, f32> = g
+        .record(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state)
+        .unwrap();
+    g.device().destroy();
+    let start = std::time::Instant::now();
+    let r = g.record::<f32, f32, f32>(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state);
+    assert!(matches!(r, Err(Error::Gpu { .. })), "{r:?}");
+    assert!(start.elapsed().as_secs() < 30, "took {:?}", start.elapsed());
+    let r = g.repeat(&shape.tape_k_repeat(), GqaLayout::Blocked, &t.k);
+    assert!(matches!(r, Err(Error::Gpu { .. })), "{r:?}");
+}
