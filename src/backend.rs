@@ -4,7 +4,7 @@
 
 use crate::cpu;
 use crate::dtype::Element;
-use crate::error::{Error, Result};
+use crate::error::{alloc_vec, Error, Result};
 use crate::gpu::GpuBackend;
 use crate::ops::{check_record, check_repeat, check_replay, RecordInputs, Recorded, TapeRef};
 use crate::shape::{GdnShape, GqaLayout, RepeatShape};
@@ -116,9 +116,9 @@ impl Backend {
             Backend::Cpu { .. } => {
                 check_record(shape, inputs, state_in)?;
                 let mut out = Recorded {
-                    y: vec![A::default(); shape.v_len()],
-                    state: vec![S::default(); shape.state_len()],
-                    delta: vec![P::default(); shape.v_len()],
+                    y: alloc_vec("record", "y", shape.v_len())?,
+                    state: alloc_vec("record", "state_out", shape.state_len())?,
+                    delta: alloc_vec("record", "delta", shape.v_len())?,
                 };
                 cpu::record(
                     shape,
@@ -153,7 +153,7 @@ impl Backend {
             Backend::Gpu(g) => g.replay(shape, tape, snapshot, accepted, mask),
             Backend::Cpu { .. } => {
                 check_replay(shape, tape, snapshot, accepted, mask)?;
-                let mut out = vec![S::default(); shape.state_len()];
+                let mut out = alloc_vec("replay", "state_out", shape.state_len())?;
                 cpu::replay(
                     shape, tape.delta, tape.k, tape.g, snapshot, mask, accepted, &mut out,
                 );
@@ -173,7 +173,7 @@ impl Backend {
             Backend::Gpu(g) => g.repeat(shape, layout, src),
             Backend::Cpu { .. } => {
                 check_repeat(shape, src)?;
-                let mut out = vec![E::default(); shape.dst_len()];
+                let mut out = alloc_vec("repeat", "dst", shape.dst_len())?;
                 cpu::repeat(shape, layout, src, &mut out);
                 Ok(out)
             }

@@ -24,18 +24,20 @@ fn thread_count() -> usize {
 
 /// Split `out` into consecutive chunks of `chunk_len` ("tasks") and run `work(first
 /// task index, chunks)` on contiguous groups of tasks, one group per thread.
-/// Returns the per-group results in task order.
+/// Returns the per-group results in task order. `cost` (about element-steps in all)
+/// caps the threads so that each gets at least [`MIN_WORK_PER_THREAD`]; small calls
+/// run inline on the caller's thread.
 fn par_tasks<T: Send, R: Send>(
     out: &mut [T],
     chunk_len: usize,
+    cost: usize,
     work: impl Fn(Range<usize>, &mut [T]) -> R + Sync,
 ) -> Vec<R> {
-    let tasks = if chunk_len == 0 {
-        0
-    } else {
-        out.len() / chunk_len
-    };
-    let threads = thread_count().min(tasks).max(1);
+    let tasks = out.len().checked_div(chunk_len).unwrap_or(0);
+    let threads = thread_count()
+        .min(tasks)
+        .min(cost / MIN_WORK_PER_THREAD)
+        .max(1);
     if threads == 1 {
         return vec![work(0..tasks, out)];
     }
@@ -80,7 +82,23 @@ struct HeadOutputs<A, P> {
     delta: Vec<P>,
 }
 
+/// State rows that record advances together, one SIMD lane per row: the dot products
+/// over `Dk` run in their sequential order within each row, so the lanes change no
+/// rounding, but their dependency chains overlap instead of queueing one after another.
+const RECORD_ROWS: usize = 16;
+/// Elements of one state row that replay keeps in registers across all its steps.
+const REPLAY_LANES: usize = 32;
+/// Below this many element-steps of work per thread, spawning costs more than it saves.
+const MIN_WORK_PER_THREAD: usize = 1 << 16;
+
 /// `gated_delta_step_record` (SPEC.md, "record").
+///
+/// Per value head, the head's live steps' k and q are widened once; then rows are
+/// advanced [`RECORD_ROWS`] at a time through every step with the block transposed to
+/// `[Dk][rows]` in L1, so each arithmetic operation acts on one lane per row. Each row's
+/// arithmetic is the SPEC's, in its order: `S *= g; kv += S*k` over `Dk` in order, then
+/// `delta = (v - kv) * beta`, then `S = S + k*delta; y += S*q` over `Dk` in order. Rows
+/// left over (`Dv % RECORD_ROWS`) take the same steps one row at a time.
 #[allow(clippy::too_many_arguments)]
 pub fn record<A: Element, S: Element, P: Element>(
     shape: &GdnShape,
@@ -103,44 +121,106 @@ pub fn record<A: Element, S: Element, P: Element>(
         shape.key_dim(),
     );
     let head_len = dv_n * dk;
-    let groups = par_tasks(state_out, head_len, |heads, out| {
-        let mut s = vec![0f32; head_len];
-        let mut kk = vec![0f32; dk];
-        let mut qq = vec![0f32; dk];
+    let work = state_out.len().saturating_mul(t_len.max(1));
+    let groups = par_tasks(state_out, head_len, work, |heads, out| {
+        let mut kk = vec![0f32; t_len * dk];
+        let mut qq = vec![0f32; t_len * dk];
+        let mut steps: Vec<RecordStep> = Vec::with_capacity(t_len);
+        let mut block = vec![[0f32; RECORD_ROWS]; dk];
+        let mut row = vec![0f32; dk];
         let mut results = Vec::with_capacity(heads.len());
         for (head, out) in heads.zip(out.chunks_mut(head_len)) {
             let (b, hv) = (head / hv_n, head % hv_n);
             let hk = shape.key_head(layout, hv);
-            widen_into(&mut s, &state_in[shape.state_row(b, hv, 0)..][..head_len]);
-            let mut ys = vec![A::default(); t_len * dv_n];
-            let mut ds = vec![P::default(); t_len * dv_n];
+            // The head's live steps, their k and q widened once.
+            steps.clear();
             for t in 0..t_len {
                 if !is_live(mask, shape.mask_index(b, t)) {
                     continue; // y and delta stay zero, S unchanged
                 }
-                widen_into(&mut kk, &k[shape.qk_row(b, t, hk)..][..dk]);
-                widen_into(&mut qq, &q[shape.qk_row(b, t, hk)..][..dk]);
+                let n = steps.len();
+                widen_into(&mut kk[n * dk..][..dk], &k[shape.qk_row(b, t, hk)..][..dk]);
+                widen_into(&mut qq[n * dk..][..dk], &q[shape.qk_row(b, t, hk)..][..dk]);
                 let gi = shape.gate_index(b, t, hv);
-                let (gt, bt) = (g[gi].to_f32(), beta[gi].to_f32());
-                for dv in 0..dv_n {
-                    let row = &mut s[dv * dk..][..dk];
-                    let mut kv = 0f32;
-                    for (si, ki) in row.iter_mut().zip(&kk) {
-                        *si *= gt;
-                        kv += *si * ki;
+                steps.push(RecordStep {
+                    t,
+                    g: g[gi].to_f32(),
+                    beta: beta[gi].to_f32(),
+                    v: shape.v_index(b, t, hv, 0),
+                });
+            }
+            let (kk, qq) = (&kk[..steps.len() * dk], &qq[..steps.len() * dk]);
+            let src = &state_in[shape.state_row(b, hv, 0)..][..head_len];
+            let mut ys = vec![A::default(); t_len * dv_n];
+            let mut ds = vec![P::default(); t_len * dv_n];
+            let full = dv_n - dv_n % RECORD_ROWS;
+            for dv0 in (0..full).step_by(RECORD_ROWS) {
+                let rows = dv0 * dk..(dv0 + RECORD_ROWS) * dk;
+                for (r, src_row) in src[rows.clone()].chunks_exact(dk).enumerate() {
+                    for (lanes, x) in block.iter_mut().zip(src_row) {
+                        lanes[r] = x.to_f32();
                     }
-                    let d = (v[shape.v_index(b, t, hv, dv)].to_f32() - kv) * bt;
-                    let mut out_y = 0f32;
-                    for ((si, ki), qi) in row.iter_mut().zip(&kk).zip(&qq) {
-                        *si = *si + ki * d;
-                        out_y += *si * qi;
+                }
+                for (st, (k_t, q_t)) in steps
+                    .iter()
+                    .zip(kk.chunks_exact(dk).zip(qq.chunks_exact(dk)))
+                {
+                    let mut kv = [0f32; RECORD_ROWS];
+                    for (lanes, &ki) in block.iter_mut().zip(k_t) {
+                        for (s, acc) in lanes.iter_mut().zip(&mut kv) {
+                            *s *= st.g;
+                            *acc += *s * ki;
+                        }
                     }
-                    ys[t * dv_n + dv] = A::from_f32(out_y);
-                    ds[t * dv_n + dv] = P::from_f32(d);
+                    let vs = &v[st.v + dv0..][..RECORD_ROWS];
+                    let mut d = [0f32; RECORD_ROWS];
+                    for ((d, vi), kv) in d.iter_mut().zip(vs).zip(&kv) {
+                        *d = (vi.to_f32() - kv) * st.beta;
+                    }
+                    let mut out_y = [0f32; RECORD_ROWS];
+                    for ((lanes, &ki), &qi) in block.iter_mut().zip(k_t).zip(q_t) {
+                        for ((s, acc), di) in lanes.iter_mut().zip(&mut out_y).zip(&d) {
+                            *s += ki * di; // S = S + k*delta
+                            *acc += *s * qi;
+                        }
+                    }
+                    let at = st.t * dv_n + dv0;
+                    for (o, x) in ys[at..at + RECORD_ROWS].iter_mut().zip(&out_y) {
+                        *o = A::from_f32(*x);
+                    }
+                    for (o, x) in ds[at..at + RECORD_ROWS].iter_mut().zip(&d) {
+                        *o = P::from_f32(*x);
+                    }
+                }
+                for (r, out_row) in out[rows].chunks_exact_mut(dk).enumerate() {
+                    for (o, lanes) in out_row.iter_mut().zip(&block) {
+                        *o = S::from_f32(lanes[r]);
+                    }
                 }
             }
-            for (o, si) in out.iter_mut().zip(&s) {
-                *o = S::from_f32(*si);
+            for dv in full..dv_n {
+                widen_into(&mut row, &src[dv * dk..][..dk]);
+                for (st, (k_t, q_t)) in steps
+                    .iter()
+                    .zip(kk.chunks_exact(dk).zip(qq.chunks_exact(dk)))
+                {
+                    let mut kv = 0f32;
+                    for (si, ki) in row.iter_mut().zip(k_t) {
+                        *si *= st.g;
+                        kv += *si * ki;
+                    }
+                    let d = (v[st.v + dv].to_f32() - kv) * st.beta;
+                    let mut out_y = 0f32;
+                    for ((si, ki), qi) in row.iter_mut().zip(k_t).zip(q_t) {
+                        *si += ki * d; // S = S + k*delta
+                        out_y += *si * qi;
+                    }
+                    ys[st.t * dv_n + dv] = A::from_f32(out_y);
+                    ds[st.t * dv_n + dv] = P::from_f32(d);
+                }
+                for (o, si) in out[dv * dk..][..dk].iter_mut().zip(&row) {
+                    *o = S::from_f32(*si);
+                }
             }
             results.push(HeadOutputs {
                 head,
@@ -160,8 +240,21 @@ pub fn record<A: Element, S: Element, P: Element>(
     }
 }
 
+/// One live step of a head in record: its index, gate, beta and where its v row starts.
+struct RecordStep {
+    t: usize,
+    g: f32,
+    beta: f32,
+    v: usize,
+}
+
 /// `state_replay` (SPEC.md, "replay"): fold the first `accepted[b]` steps of the tape
 /// onto the snapshot.
+///
+/// Per value head, the live steps' k, g and delta are gathered (and widened) once; then
+/// each state row is read from the snapshot [`REPLAY_LANES`] elements at a time, taken
+/// through every live step in registers (`S = S*g + k*delta`, the SPEC's order) and
+/// stored once to `state_out`: the state crosses memory exactly twice, as in a copy.
 #[allow(clippy::too_many_arguments)]
 pub fn replay<A: Element, S: Element, P: Element>(
     shape: &GdnShape,
@@ -173,38 +266,90 @@ pub fn replay<A: Element, S: Element, P: Element>(
     accepted: &[u32],
     state_out: &mut [S],
 ) {
-    let (hv_n, dv_n, dk) = (shape.value_heads(), shape.value_dim(), shape.key_dim());
+    let (t_len, hv_n, dv_n, dk) = (
+        shape.steps(),
+        shape.value_heads(),
+        shape.value_dim(),
+        shape.key_dim(),
+    );
     let head_len = dv_n * dk;
-    par_tasks(state_out, head_len, |heads, out| {
-        let mut s = vec![0f32; head_len];
-        let mut kk = vec![0f32; dk];
+    let work = state_out.len().saturating_mul(t_len.max(1));
+    par_tasks(state_out, head_len, work, |heads, out| {
+        let mut kk = vec![0f32; t_len * dk];
+        let mut gg = vec![0f32; t_len];
+        // The live steps' deltas, `[Dv][live step]`: one row's deltas are contiguous.
+        // (One slot per row at least, so that T = 0 still walks every row.)
+        let stride = t_len.max(1);
+        let mut dd = vec![0f32; dv_n * stride];
         for (head, out) in heads.zip(out.chunks_mut(head_len)) {
             let (b, hv) = (head / hv_n, head % hv_n);
-            widen_into(&mut s, &snapshot[shape.state_row(b, hv, 0)..][..head_len]);
+            let mut n = 0;
             for t in 0..accepted[b] as usize {
                 if !is_live(mask, shape.mask_index(b, t)) {
                     continue;
                 }
-                widen_into(&mut kk, &tape_k[shape.tape_k_row(b, t, hv)..][..dk]);
-                let gt = tape_g[shape.gate_index(b, t, hv)].to_f32();
-                for dv in 0..dv_n {
-                    let d = tape_delta[shape.v_index(b, t, hv, dv)].to_f32();
-                    for (si, ki) in s[dv * dk..][..dk].iter_mut().zip(&kk) {
-                        *si = *si * gt + ki * d;
-                    }
+                widen_into(
+                    &mut kk[n * dk..][..dk],
+                    &tape_k[shape.tape_k_row(b, t, hv)..][..dk],
+                );
+                gg[n] = tape_g[shape.gate_index(b, t, hv)].to_f32();
+                let ds = &tape_delta[shape.v_index(b, t, hv, 0)..][..dv_n];
+                for (dv, x) in ds.iter().enumerate() {
+                    dd[dv * stride + n] = x.to_f32();
                 }
+                n += 1;
             }
-            for (o, si) in out.iter_mut().zip(&s) {
-                *o = S::from_f32(*si);
+            let (kk, gg) = (&kk[..n * dk], &gg[..n]);
+            let src = &snapshot[shape.state_row(b, hv, 0)..][..head_len];
+            for ((src_row, dst_row), dd) in src
+                .chunks_exact(dk)
+                .zip(out.chunks_exact_mut(dk))
+                .zip(dd.chunks_exact(stride))
+            {
+                replay_row(src_row, dst_row, kk, gg, &dd[..n]);
             }
         }
     });
 }
 
+/// One row of replay: `dst = fold over steps i of (S = S*gg[i] + kk[i, :]*dd[i])`
+/// starting from `src`. `kk` is `[steps][Dk]`.
+#[inline(always)]
+fn replay_row<S: Element>(src: &[S], dst: &mut [S], kk: &[f32], gg: &[f32], dd: &[f32]) {
+    let dk = src.len();
+    let full = dk - dk % REPLAY_LANES;
+    for ((src, dst), c) in src[..full]
+        .chunks_exact(REPLAY_LANES)
+        .zip(dst[..full].chunks_exact_mut(REPLAY_LANES))
+        .zip((0..full).step_by(REPLAY_LANES))
+    {
+        let mut acc = [0f32; REPLAY_LANES];
+        for (a, x) in acc.iter_mut().zip(src) {
+            *a = x.to_f32();
+        }
+        for ((k_t, &g), &d) in kk.chunks_exact(dk).zip(gg).zip(dd) {
+            for (a, ki) in acc.iter_mut().zip(&k_t[c..c + REPLAY_LANES]) {
+                *a = *a * g + ki * d;
+            }
+        }
+        for (o, a) in dst.iter_mut().zip(&acc) {
+            *o = S::from_f32(*a);
+        }
+    }
+    for i in full..dk {
+        let mut a = src[i].to_f32();
+        for ((k_t, &g), &d) in kk.chunks_exact(dk).zip(gg).zip(dd) {
+            a = a * g + k_t[i] * d;
+        }
+        dst[i] = S::from_f32(a);
+    }
+}
+
 /// `repeat` (SPEC.md, "repeat"): `dst[n, h, i] = src[n, hk(h), i]`.
 pub fn repeat<E: Element>(shape: &RepeatShape, layout: GqaLayout, src: &[E], dst: &mut [E]) {
     let (h_n, k) = (shape.dst_heads(), shape.dim());
-    par_tasks(dst, h_n * k, |rows, out| {
+    let cost = dst.len();
+    par_tasks(dst, h_n * k, cost, |rows, out| {
         for (n, out) in rows.zip(out.chunks_mut(h_n * k)) {
             for h in 0..h_n {
                 let from = shape.src_index(layout, n, h, 0);

@@ -109,6 +109,14 @@ pub enum Error {
     #[error("{op}: {why}")]
     Order { op: &'static str, why: &'static str },
 
+    /// The host could not allocate an output.
+    #[error("{op}: cannot allocate {bytes} bytes for `{arg}` on the host")]
+    HostAlloc {
+        op: &'static str,
+        arg: &'static str,
+        bytes: u64,
+    },
+
     /// No GPU adapter could be used.
     #[error("no usable GPU adapter: {0}")]
     NoAdapter(String),
@@ -144,7 +152,8 @@ impl Error {
             | Error::Overflow { arg, .. }
             | Error::DimTooLarge { arg, .. }
             | Error::Unsupported { arg, .. }
-            | Error::IndexOutOfRange { arg, .. } => Some(arg),
+            | Error::IndexOutOfRange { arg, .. }
+            | Error::HostAlloc { arg, .. } => Some(arg),
             _ => None,
         }
     }
@@ -167,4 +176,21 @@ pub(crate) fn check_len(
             actual: actual as u64,
         })
     }
+}
+
+/// A vector of `len` default values, or `Err(HostAlloc)` instead of aborting the process
+/// when the allocation fails.
+pub(crate) fn alloc_vec<E: Clone + Default>(
+    op: &'static str,
+    arg: &'static str,
+    len: usize,
+) -> Result<Vec<E>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| Error::HostAlloc {
+        op,
+        arg,
+        bytes: (len as u64).saturating_mul(std::mem::size_of::<E>() as u64),
+    })?;
+    v.resize(len, E::default());
+    Ok(v)
 }

@@ -13,7 +13,7 @@
 use crate::backend::Backend;
 use crate::cpu;
 use crate::dtype::Element;
-use crate::error::{check_len, Error, Result};
+use crate::error::{alloc_vec, check_len, Error, Result};
 use crate::gpu::rollback::{CommitKind, DraftBuffers, GpuRollback};
 use crate::gpu::GdnDtypes;
 use crate::ops::RecordInputs;
@@ -108,15 +108,17 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
         let store = match backend {
             Backend::Cpu { .. } => Store::Cpu {
                 layers: (0..layers)
-                    .map(|_| CpuLayer {
-                        state: vec![S::default(); shape.state_len()],
-                        drafted: vec![S::default(); shape.state_len()],
-                        delta: vec![P::default(); shape.v_len()],
-                        tape_k: vec![A::default(); shape.tape_k_len()],
-                        tape_g: vec![A::default(); shape.gate_len()],
-                        mask: None,
+                    .map(|_| {
+                        Ok(CpuLayer {
+                            state: alloc_vec("rollback", "state", shape.state_len())?,
+                            drafted: alloc_vec("rollback", "state", shape.state_len())?,
+                            delta: alloc_vec("rollback", "tape_delta", shape.v_len())?,
+                            tape_k: alloc_vec("rollback", "tape_k", shape.tape_k_len())?,
+                            tape_g: alloc_vec("rollback", "tape_g", shape.gate_len())?,
+                            mask: None,
+                        })
                     })
-                    .collect(),
+                    .collect::<Result<_>>()?,
                 drafted: false,
             },
             Backend::Gpu(gpu) => gpu.guarded("rollback", || {
@@ -217,7 +219,7 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
         match &mut self.store {
             Store::Cpu { layers, drafted } => {
                 let repeat = shape.tape_k_repeat();
-                let mut y = vec![A::default(); shape.v_len()];
+                let mut y = alloc_vec(OP, "y", shape.v_len())?;
                 for (l, i) in layers.iter_mut().zip(inputs) {
                     cpu::record(
                         &shape,

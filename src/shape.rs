@@ -416,6 +416,9 @@ impl RepeatShape {
                 divisor: src_heads as u64,
             });
         }
+        // Per row too: with rows = 0 the totals are 0 whatever the row size.
+        product(OP, "src", &[src_heads, dim])?;
+        product(OP, "dst", &[dst_heads, dim])?;
         product(OP, "src", &[rows, src_heads, dim])?;
         product(OP, "dst", &[rows, dst_heads, dim])?;
         Ok(RepeatShape {

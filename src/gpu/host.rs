@@ -72,11 +72,14 @@ impl Readback {
                     })
                 }
             }
-            let view = buffer.get_mapped_range(..*bytes).map_err(|e| Error::Gpu {
-                op,
-                message: e.to_string(),
-            })?;
-            out.push(view.to_vec());
+            // Mapped ranges are whole words; a 16-bit tensor of odd length ends mid-word.
+            let view = buffer
+                .get_mapped_range(..bytes.div_ceil(4) * 4)
+                .map_err(|e| Error::Gpu {
+                    op,
+                    message: e.to_string(),
+                })?;
+            out.push(view[..*bytes as usize].to_vec());
             drop(view);
             buffer.unmap();
         }

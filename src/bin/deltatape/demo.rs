@@ -103,7 +103,7 @@ impl<A: Element> LayerInputs<A> {
             beta: rng.fill(shape.gate_len(), 0.1, 0.9),
             mask: masked.then(|| {
                 (0..shape.mask_len())
-                    .map(|_| (rng.next() % 8 != 0) as u32)
+                    .map(|_| !rng.next().is_multiple_of(8) as u32)
                     .collect()
             }),
         }

@@ -27,7 +27,7 @@ pub fn run() -> deltatape::Result<ExitCode> {
         println!(
             "    limits: {} storage buffers/stage, {} MiB per storage binding, {} MiB max buffer, {} workgroups/dim, {} invocations/workgroup, {} B workgroup memory",
             l.max_storage_buffers_per_shader_stage,
-            l.max_storage_buffer_binding_size as u64 >> 20,
+            l.max_storage_buffer_binding_size >> 20,
             l.max_buffer_size >> 20,
             l.max_compute_workgroups_per_dimension,
             l.max_compute_invocations_per_workgroup,
