@@ -8,13 +8,16 @@ set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json WGPU_BACKEND=vulkan CI=true
+export DELTATAPE_BIN=$PWD/.dev/deltatape
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
 .dev/deltatape info 2>&1 | tee "$OUT/info.txt"
 status=0
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   for t in .dev/*-*; do
     case "$t" in *.whl|*.py|*.d) continue;; esac
-    echo "== $t"; "$t" 2>&1 | tail -n 3 | tee -a "$OUT/tests.txt" || status=1
+    echo "== $t" | tee -a "$OUT/tests.txt"
+    "$t" > "$OUT/test.log" 2>&1 || status=1
+    grep -E "^test result|panicked|FAILED" "$OUT/test.log" | tee -a "$OUT/tests.txt"
   done
   .dev/deltatape demo 2>&1 | tee "$OUT/demo.txt" || status=1
 fi

@@ -4,7 +4,10 @@ mod common;
 use std::process::Command;
 
 fn demo(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_deltatape"))
+    // DELTATAPE_BIN: the binary when the test executable runs on another machine.
+    let bin = std::env::var("DELTATAPE_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_deltatape").to_string());
+    let out = Command::new(bin)
         .arg("demo")
         .args([
             "--layers", "3", "--batch", "3", "--draft", "4", "--rounds", "3",

@@ -626,9 +626,11 @@ fn fuzz_harness_predicates() {
 // SPEC.md: that is a typed error, never a panic or an abort.
 // ---------------------------------------------------------------------------------
 
-/// `dst` of 2^40 elements from a one-element `src`.
+/// `dst` of 2^61 elements from a one-element `src`.
 fn huge_repeat() -> RepeatShape {
-    RepeatShape::new(1, 1, 1 << 40, 1).unwrap()
+    // 2^61 f32 elements: more bytes than the address space (isize::MAX), so the
+    // allocation fails on every machine, overcommitting or not.
+    RepeatShape::new(1, 1, 1 << 61, 1).unwrap()
 }
 
 /// Run in a child process by `huge_repeat_on_the_cpu_is_an_error_not_an_abort`: an
@@ -641,7 +643,7 @@ fn huge_repeat_cpu_child() {
     });
     assert!(
         r.is_err(),
-        "a 2^40-element repeat returned {:?}",
+        "a 2^61-element repeat returned {:?}",
         r.map(|v| v.len())
     );
     println!("CHILD-OK {r:?}");
@@ -662,7 +664,7 @@ fn huge_repeat_on_the_cpu_is_an_error_not_an_abort() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success() && stdout.contains("CHILD-OK"),
-        "Backend::cpu().repeat(RepeatShape::new(1, 1, 1 << 40, 1), [1.0]) did not return an \
+        "Backend::cpu().repeat(RepeatShape::new(1, 1, 1 << 61, 1), [1.0]) did not return an \
          error ({}):\n{stdout}\n{stderr}",
         out.status
     );
