@@ -3,7 +3,9 @@
 # machine: the crate's tests, demo and GPU bench, then fla's Triton kernel and torch's
 # copy bandwidth (shared/bench/fla_bench.py), side by side. Expects .dev/ to hold the
 # deltatape binary, the test executables, fla_bench.py and the fla wheels, and .gl/ the
-# Vulkan loader (see shared/gpu/README.md). Writes logs under $OUT.
+# Vulkan loader with libglvnd (see shared/gpu/README.md; the NVIDIA ICD also needs
+# libegl1 libglvnd0 libgl1 libglx0). SKIP_TESTS, SKIP_BENCH, SKIP_FLA=1 leave parts out.
+# Writes logs under $OUT.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
@@ -21,7 +23,9 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   done
   .dev/deltatape demo 2>&1 | tee "$OUT/demo.txt" || status=1
 fi
-.dev/deltatape bench ${BENCH_ARGS:-} --svg "$OUT/bench.svg" 2>/dev/null | tee "$OUT/bench.txt"
+if [ "${SKIP_BENCH:-0}" != 1 ]; then
+  .dev/deltatape bench ${BENCH_ARGS:-} --svg "$OUT/bench.svg" 2>/dev/null | tee "$OUT/bench.txt"
+fi
 for v in ${SWEEP:-}; do   # e.g. SWEEP="record:8:16 replay:32:4"
   IFS=: read -r op lanes rows <<<"$v"; OPU=$(echo "$op" | tr a-z A-Z)
   echo "== sweep $op lanes=$lanes rows=$rows"
