@@ -93,15 +93,18 @@ pub struct KernelKey {
     pub lanes: u32,
     /// State rows per workgroup (even).
     pub rows: u32,
-    /// Groups of 4 elements each lane holds.
+    /// Groups of 4 elements each lane holds, per row.
     pub groups: u32,
+    /// State rows each invocation holds (record: one staged k / q read serves them all).
+    pub rows_per_thread: u32,
     /// Rows of Dk (or repeat's rows) are whole vec4s: vector loads and stores.
     pub vec4: bool,
     /// A step mask is bound.
     pub masked: bool,
 }
 
-/// Benchmark knobs: `DELTATAPE_RECORD_LANES`, `DELTATAPE_RECORD_ROWS`,
+/// Benchmark knobs: `DELTATAPE_RECORD_LANES`, `DELTATAPE_RECORD_ROWS`, `DELTATAPE_RECORD_RPT`
+/// (rows per invocation: 1, 2 or 4),
 /// `DELTATAPE_REPLAY_LANES`, `DELTATAPE_REPLAY_ROWS` override the shape class chosen
 /// for record and replay (lanes: a power of two up to 64; rows: even, lanes * rows up
 /// to 1024). Read once per process; a value outside those bounds is reported on
@@ -110,6 +113,7 @@ pub struct KernelKey {
 struct Tuning {
     lanes: Option<u32>,
     rows: Option<u32>,
+    rows_per_thread: Option<u32>,
 }
 
 impl Tuning {
@@ -137,7 +141,12 @@ impl Tuning {
             let rows = read("ROWS", &|v| {
                 v >= 2 && v % 2 == 0 && v * lanes.unwrap_or(64) <= 1024
             });
-            Tuning { lanes, rows }
+            let rows_per_thread = read("RPT", &|v| v == 1 || v == 2 || v == 4);
+            Tuning {
+                lanes,
+                rows,
+                rows_per_thread,
+            }
         })
     }
 }
@@ -179,10 +188,19 @@ impl KernelKey {
         let groups = dk.div_ceil(lanes * 4).max(1);
         // Fewer rows when Dv is small; always an even count (bf16 outputs pair
         // neighbouring rows).
-        let max_rows = tuning.rows.unwrap_or((threads / lanes).max(2));
+        // record: two rows per invocation halve the workgroup-memory reads of k and q
+        // per row.
+        let rows_per_thread = match op {
+            Op::Record => tuning.rows_per_thread.unwrap_or(2),
+            _ => 1,
+        };
+        let max_rows = tuning
+            .rows
+            .unwrap_or((threads / lanes * rows_per_thread).max(2));
         let rows = (shape.value_dim() as u32)
             .next_power_of_two()
             .clamp(2, max_rows);
+        let rows_per_thread = rows_per_thread.min(rows);
         KernelKey {
             op,
             dtypes,
@@ -190,6 +208,7 @@ impl KernelKey {
             lanes,
             rows,
             groups,
+            rows_per_thread,
             vec4: dk.is_multiple_of(4),
             masked,
         }
@@ -208,6 +227,7 @@ impl KernelKey {
             lanes: 1,
             rows: REPEAT_WG,
             groups: 1,
+            rows_per_thread: 1,
             vec4: shape.dim().is_multiple_of(4),
             masked: false,
         }
@@ -215,7 +235,7 @@ impl KernelKey {
 
     /// Threads per workgroup.
     pub fn workgroup_size(&self) -> u32 {
-        self.lanes * self.rows
+        self.lanes * self.rows / self.rows_per_thread
     }
 
     /// Workgroups one call needs (before folding into two dimensions).
@@ -242,7 +262,7 @@ impl KernelKey {
     /// A short label, e.g. `record.f32.f32.f32.subgroup.l8r16g4.v4.m`.
     pub fn label(&self) -> String {
         format!(
-            "{}.{}.{}.{}.{}.l{}r{}g{}{}{}",
+            "{}.{}.{}.{}.{}.l{}r{}g{}t{}{}{}",
             self.op.name(),
             self.dtypes.act,
             self.dtypes.state,
@@ -254,6 +274,7 @@ impl KernelKey {
             self.lanes,
             self.rows,
             self.groups,
+            self.rows_per_thread,
             if self.vec4 { ".v4" } else { "" },
             if self.masked { ".m" } else { "" },
         )
@@ -306,6 +327,7 @@ impl KernelKey {
         let _ = writeln!(src, "const LANES: u32 = {}u;", self.lanes);
         let _ = writeln!(src, "const ROWS: u32 = {}u;", self.rows);
         let _ = writeln!(src, "const GROUPS: u32 = {}u;", self.groups);
+        let _ = writeln!(src, "const RPT: u32 = {}u;", self.rows_per_thread);
         let _ = writeln!(src, "const WG_SIZE: u32 = {}u;", self.workgroup_size());
         let _ = writeln!(src, "const VEC4: bool = {};\n", self.vec4);
         for (i, b) in self.bindings().iter().enumerate() {
@@ -339,31 +361,38 @@ impl KernelKey {
         parts.push(self.op.source_file());
         for p in parts {
             src.push('\n');
-            src.push_str(&unroll_groups(p, self.groups));
+            src.push_str(&unroll(
+                p,
+                &[
+                    ("m", "GROUPS", self.groups),
+                    ("rr", "RPT", self.rows_per_thread),
+                ],
+            ));
         }
         src
     }
 }
 
-/// The loop header the kernels use for a lane's element groups.
-const GROUP_LOOP: &str = "for (var m = 0u; m < GROUPS; m++) {";
-
-/// Unroll every `for (var m = 0u; m < GROUPS; m++) { .. }` of a kernel into GROUPS
-/// blocks `{ let m = K; .. }`. naga emits loops as they are (with a loop-bound guard),
-/// and a driver that keeps the loop indexes the lane's state array dynamically, which
-/// puts it in local memory; unrolled, every index is a constant and the state lives in
-/// registers.
-fn unroll_groups(src: &str, groups: u32) -> String {
+/// Unroll every `for (var X = 0u; X < N; X++) { .. }` of a kernel, for each
+/// (X, N, count) of `loops` (a lane's element groups `m < GROUPS`, an invocation's rows
+/// `rr < RPT`), into `count` blocks `{ let X = K; .. }`, nested loops included. naga
+/// emits loops as they are (with a loop-bound guard), and a driver that keeps the loop
+/// indexes the lane's state array dynamically, which puts it in local memory; unrolled,
+/// every index is a constant and the state lives in registers.
+fn unroll(src: &str, loops: &[(&str, &str, u32)]) -> String {
     let lines: Vec<&str> = src.lines().collect();
     let mut out = String::with_capacity(src.len());
     let mut i = 0;
     while i < lines.len() {
-        if lines[i].trim() != GROUP_LOOP {
+        let header = loops.iter().find(|(var, bound, _)| {
+            lines[i].trim() == format!("for (var {var} = 0u; {var} < {bound}; {var}++) {{")
+        });
+        let Some(&(var, _, count)) = header else {
             out.push_str(lines[i]);
             out.push('\n');
             i += 1;
             continue;
-        }
+        };
         let indent = &lines[i][..lines[i].len() - lines[i].trim_start().len()];
         let mut depth = 1;
         let mut end = i + 1;
@@ -375,12 +404,10 @@ fn unroll_groups(src: &str, groups: u32) -> String {
             }
             end += 1;
         }
-        for m in 0..groups {
-            let _ = writeln!(out, "{indent}{{\n{indent}    let m = {m}u;");
-            for body in &lines[i + 1..end] {
-                out.push_str(body);
-                out.push('\n');
-            }
+        let body = unroll(&lines[i + 1..end].join("\n"), loops);
+        for k in 0..count {
+            let _ = writeln!(out, "{indent}{{\n{indent}    let {var} = {k}u;");
+            out.push_str(&body);
             let _ = writeln!(out, "{indent}}}");
         }
         i = end + 1;
