@@ -4,7 +4,7 @@
 
 mod common;
 use common::*;
-use deltatape::gpu::{GpuBackend, RecordBuffers, Reduction, RepeatBuffers, ReplayBuffers};
+use deltatape::gpu::{GpuBackend, Op, RecordBuffers, Reduction, RepeatBuffers, ReplayBuffers};
 use deltatape::{
     Backend, DType, Element, Error, GdnDtypes, GdnShape, GqaLayout, RecordInputs, Recorded,
     RepeatShape, Tape,
@@ -142,6 +142,54 @@ fn check_gdn<A: Element, S: Element, P: Element>(gpu: &GpuBackend) {
 fn record_and_replay_f32() {
     let Some(g) = gpu() else { return };
     check_gdn::<f32, f32, f32>(&g);
+}
+
+/// Record's large-grid shape class (two rows per invocation, 4-step chunks; the other
+/// shapes here are small grids, one row per invocation) against the CPU: f32, and bf16
+/// outputs, whose word pairs then meet across an invocation's two rows.
+#[test]
+fn record_large_grid_class_matches_cpu() {
+    let Some(g) = gpu() else { return };
+    let shape = GdnShape::new(4, 6, 2, 4, 128, 4096).unwrap();
+    let d = draw(&shape, 21);
+    let m = mask(&shape, 21);
+    let gpu_backend = Backend::Gpu(g.clone());
+    fn one<A: Element>(gpu: &Backend, shape: &GdnShape, d: &Draw, m: &[u32]) {
+        let typed = d.typed::<A>();
+        let inputs = typed.inputs(Some(m));
+        let want: Recorded<A, f32, A> = cpu()
+            .record(shape, GqaLayout::Tiled, &inputs, &d.state)
+            .unwrap();
+        let got: Recorded<A, f32, A> = gpu
+            .record(shape, GqaLayout::Tiled, &inputs, &d.state)
+            .unwrap();
+        let what = format!("{:?}", A::DTYPE);
+        assert_close(&format!("y {what}"), &got.y, &want.y, tol(A::DTYPE));
+        assert_close(
+            &format!("state {what}"),
+            &got.state,
+            &want.state,
+            tol(DType::F32),
+        );
+        assert_close(
+            &format!("delta {what}"),
+            &got.delta,
+            &want.delta,
+            tol(A::DTYPE),
+        );
+    }
+    one::<f32>(&gpu_backend, &shape, &d, &m);
+    one::<bf16>(&gpu_backend, &shape, &d, &m);
+    let record_rows_per_thread: Vec<u32> = g
+        .compiled_kernels()
+        .iter()
+        .filter(|k| k.op == Op::Record)
+        .map(|k| k.rows_per_thread)
+        .collect();
+    assert!(
+        record_rows_per_thread.contains(&2),
+        "the large-grid class did not run: {record_rows_per_thread:?}"
+    );
 }
 
 #[test]
@@ -318,6 +366,25 @@ fn device_without_shader_f16_refuses_f16() {
     );
     // f32 and bf16 still run.
     check_gdn::<bf16, f32, f32>(&ext);
+    // repeat moves 16-bit rows of even length as 32-bit words: f16 runs there too, every
+    // bit kept; odd rows need the f16 kernel and are refused.
+    let gpu = Backend::Gpu(ext.clone());
+    let even = RepeatShape::new(3, 2, 4, 6).unwrap();
+    let src: Vec<f16> = (0..even.src_len())
+        .map(|i| f16::from_bits((i as u32).wrapping_mul(2_654_435_761) as u16))
+        .collect();
+    let got = gpu.repeat(&even, GqaLayout::Tiled, &src).unwrap();
+    let want = cpu().repeat(&even, GqaLayout::Tiled, &src).unwrap();
+    assert!(got
+        .iter()
+        .zip(&want)
+        .all(|(a, b)| a.to_bits() == b.to_bits()));
+    let odd = RepeatShape::new(3, 2, 4, 5).unwrap();
+    let r = gpu.repeat(&odd, GqaLayout::Tiled, &src[..odd.src_len()]);
+    assert!(
+        matches!(r, Err(Error::Unsupported { arg: "dtype", .. })),
+        "{r:?}"
+    );
 }
 
 #[test]

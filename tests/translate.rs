@@ -96,3 +96,24 @@ fn f16_is_enabled_only_where_used() {
         );
     }
 }
+
+/// The workgroup memory the encoder checks against the device limit
+/// (`KernelKey::workgroup_bytes`) is what the WGSL declares, as naga lays it out, and
+/// stays within the budget every adapter offers.
+#[test]
+fn workgroup_memory_matches_the_declared_arrays() {
+    use deltatape::gpu::kernel::WORKGROUP_MEMORY_BUDGET;
+    for key in all_keys() {
+        let (module, _) = validate(&key).unwrap();
+        let mut layouter = naga::proc::Layouter::default();
+        layouter.update(module.to_ctx()).unwrap();
+        let declared: u32 = module
+            .global_variables
+            .iter()
+            .filter(|(_, v)| v.space == naga::AddressSpace::WorkGroup)
+            .map(|(_, v)| layouter[v.ty].size)
+            .sum();
+        assert_eq!(declared, key.workgroup_bytes(), "{}", key.label());
+        assert!(declared <= WORKGROUP_MEMORY_BUDGET, "{}", key.label());
+    }
+}

@@ -4,22 +4,79 @@
 // One workgroup serves ROWS rows dv of one (b, hv) head. LANES lanes share a row, and
 // each invocation holds RPT rows: lane j keeps the state elements of groups
 // i = (m * LANES + j) * 4, m < GROUPS, of each of its rows in registers for all T steps
-// (kernel.rs unrolls the loops over m and rr, so the arrays stay in registers). The steps'
-// k and q rows are the same for every row of the head: CHUNK steps of them are staged at
-// a time in workgroup memory, two barriers per chunk, and each staged value an invocation
-// reads serves its RPT rows. Per step and row one reduction gives the three dot products
-// the step needs: with S' = S * g,
+// (kernel.rs unrolls the loops over m, rr and j, so the arrays stay in registers).
+// Per step and row one reduction gives the three dot products the step needs: with
+// S' = S * g,
 //   delta = (v - S'.k) * beta,  S'' = S' + k delta,  y = S''.q = S'.q + delta (k.q).
 // Masked steps go through select (no divergent control flow around the reduction):
 // S is kept, y and delta are written as zeros.
+//
+// Everything a step reads besides the state (k, q, the workgroup's v, g, beta, mask)
+// is staged CHUNK steps at a time in workgroup memory: k and q are the same for every
+// row of the head, and each staged value an invocation reads serves its RPT rows. The
+// next chunk's global loads are issued before the current chunk is computed and land
+// in registers (the next_* variables), so their latency hides behind the arithmetic instead of
+// stalling every step.
 
 @group(0) @binding(0) var<uniform> params: GdnParams;
 
 const STAGED: u32 = GROUPS * LANES; // vec4s of one k (or q) row
-const CHUNK: u32 = 4u;               // steps staged per barrier pair
 
 var<workgroup> k_stage: array<vec4<f32>, CHUNK * STAGED>;
 var<workgroup> q_stage: array<vec4<f32>, CHUNK * STAGED>;
+var<workgroup> v_stage: array<f32, CHUNK * ROWS>;
+var<workgroup> gate_stage: array<vec4<f32>, CHUNK>; // g (1 where masked), beta, live
+
+// One invocation's share of the next chunk, on its way from global to workgroup memory
+// (private: registers, once the loops over j are unrolled).
+var<private> next_k: array<vec4<f32>, KQ_ITEMS>;
+var<private> next_q: array<vec4<f32>, KQ_ITEMS>;
+var<private> next_v: array<f32, V_ITEMS>;
+var<private> next_gate: vec4<f32>;
+
+// Issue the global loads of the chunk of steps t0 .. t0 + CHUNK (t0 < steps).
+fn fetch_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li: u32) {
+    let n = min(CHUNK, d.steps - t0);
+    for (var j = 0u; j < KQ_ITEMS; j++) {
+        let i = li + j * WG_SIZE;
+        if i / STAGED < n {
+            let kq = qk_row(d, b, t0 + i / STAGED, hk);
+            next_k[j] = load_k(kq, (i % STAGED) * 4u, d.key_dim);
+            next_q[j] = load_q(kq, (i % STAGED) * 4u, d.key_dim);
+        }
+    }
+    for (var j = 0u; j < V_ITEMS; j++) {
+        let i = li + j * WG_SIZE;
+        if i / ROWS < n {
+            let dv = min(row_base + i % ROWS, d.value_dim - 1u);
+            next_v[j] = load1_v(v_index(d, b, t0 + i / ROWS, hv, dv));
+        }
+    }
+    if li < n {
+        let gi = gate_index(d, b, t0 + li, hv);
+        let live = load_mask(mask_index(d, b, t0 + li)) != 0u;
+        next_gate = vec4<f32>(select(1.0, load1_g(gi), live), load1_beta(gi), select(0.0, 1.0, live), 0.0);
+    }
+}
+
+fn stage_chunk(li: u32) {
+    for (var j = 0u; j < KQ_ITEMS; j++) {
+        let i = li + j * WG_SIZE;
+        if i < CHUNK * STAGED {
+            k_stage[i] = next_k[j];
+            q_stage[i] = next_q[j];
+        }
+    }
+    for (var j = 0u; j < V_ITEMS; j++) {
+        let i = li + j * WG_SIZE;
+        if i < CHUNK * ROWS {
+            v_stage[i] = next_v[j];
+        }
+    }
+    if li < CHUNK {
+        gate_stage[li] = next_gate;
+    }
+}
 
 fn kernel_main(li: u32, wg: u32, sg: u32) {
     if wg >= params.workgroups {
@@ -32,8 +89,9 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
     let hk = key_head(params.gqa_layout, hv, d.key_heads, d.value_heads);
     let lane = li % LANES;
     // Local rows (li / LANES) * RPT + rr, rr < RPT.
+    let row_base = (wg % params.row_blocks) * ROWS;
     let first_row = (li / LANES) * RPT;
-    let first_dv = (wg % params.row_blocks) * ROWS + first_row;
+    let first_dv = row_base + first_row;
 
     var s: array<vec4<f32>, GROUPS * RPT>;
     for (var rr = 0u; rr < RPT; rr++) {
@@ -43,25 +101,23 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
         }
     }
 
+    fetch_chunk(d, b, hv, hk, row_base, 0u, li);
     for (var t0 = 0u; t0 < d.steps; t0 += CHUNK) {
-        let n = min(CHUNK, d.steps - t0);
-        for (var i = li; i < CHUNK * STAGED; i += WG_SIZE) {
-            let c = i / STAGED;
-            if c < n {
-                let kq = qk_row(d, b, t0 + c, hk);
-                let j = (i % STAGED) * 4u;
-                k_stage[i] = load_k(kq, j, d.key_dim);
-                q_stage[i] = load_q(kq, j, d.key_dim);
-            }
-        }
+        workgroupBarrier(); // the previous chunk has been read
+        stage_chunk(li);
         workgroupBarrier();
+        if t0 + CHUNK < d.steps {
+            fetch_chunk(d, b, hv, hk, row_base, t0 + CHUNK, li);
+        }
 
+        let n = min(CHUNK, d.steps - t0);
         for (var c = 0u; c < n; c++) {
             let t = t0 + c;
-            let live = load_mask(mask_index(d, b, t)) != 0u;
-            let gi = gate_index(d, b, t, hv);
-            let g = select(1.0, load1_g(gi), live);
-            let beta = load1_beta(gi);
+            let gate = gate_stage[c];
+            // Unmasked kernels know every step is live: the selects fold away.
+            let live = !MASKED || gate.z != 0.0;
+            let g = gate.x;
+            let beta = gate.y;
 
             var kk: array<vec4<f32>, GROUPS>;
             var part: array<vec2<f32>, RPT>;
@@ -78,17 +134,16 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
             for (var rr = 0u; rr < RPT; rr++) {
                 let sums = row_sum3(vec3<f32>(part[rr], kq), li, sg);
                 let dv_unclamped = first_dv + rr;
-                let vi = v_index(d, b, t, hv, min(dv_unclamped, d.value_dim - 1u));
-                let delta = (load1_v(vi) - sums.x) * beta;
+                let delta = (v_stage[c * ROWS + first_row + rr] - sums.x) * beta;
                 let y = sums.y + delta * sums.z;
                 for (var m = 0u; m < GROUPS; m++) {
                     s[rr * GROUPS + m] = s[rr * GROUPS + m] + select(vec4<f32>(0.0), kk[m] * delta, live);
                 }
+                let vi = v_index(d, b, t, hv, min(dv_unclamped, d.value_dim - 1u));
                 let valid = dv_unclamped < d.value_dim;
                 emit_row(li, first_row + rr, vi, valid, select(0.0, y, live), select(0.0, delta, live), t);
             }
         }
-        workgroupBarrier();
     }
 
     for (var rr = 0u; rr < RPT; rr++) {

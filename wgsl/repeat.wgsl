@@ -1,6 +1,8 @@
 // repeat (SPEC.md "repeat"): the GQA head broadcast dst[n, h, i] = src[n, hk(h), i].
-// Each invocation writes one group of 4 consecutive dst elements, so a bf16 word always
-// has a single writer. VEC4 (dim % 4 == 0): the group lies in one row.
+// Each invocation writes GROUPS groups of 4 consecutive dst elements (group m of
+// workgroup w at ((w * GROUPS + m) * WG_SIZE + li) * 4, so every load and store of a
+// subgroup is contiguous), and a bf16 word always has a single writer. VEC4
+// (dim % 4 == 0): a group lies in one row.
 
 struct RepeatParams {
     rows: u32,
@@ -25,17 +27,25 @@ fn repeat_src_index(e: u32) -> u32 {
 }
 
 fn kernel_main(li: u32, wg: u32, sg: u32) {
-    let e = (wg * WG_SIZE + li) * 4u;
-    if wg >= params.workgroups || e >= params.dst_len {
+    if wg >= params.workgroups {
         return;
     }
-    var v: vec4<f32>;
-    if VEC4 {
-        v = load_src(repeat_src_index(e), 0u, 4u);
-    } else {
-        for (var c = 0u; c < 4u; c++) {
-            v[c] = load1_src(repeat_src_index(min(e + c, params.dst_len - 1u)));
+    // All loads first: GROUPS loads in flight per invocation keep the memory busy.
+    var v: array<vec4<f32>, GROUPS>;
+    for (var m = 0u; m < GROUPS; m++) {
+        let e = ((wg * GROUPS + m) * WG_SIZE + li) * 4u;
+        if e < params.dst_len {
+            if VEC4 {
+                v[m] = load_src(repeat_src_index(e), 0u, 4u);
+            } else {
+                for (var c = 0u; c < 4u; c++) {
+                    v[m][c] = load1_src(repeat_src_index(min(e + c, params.dst_len - 1u)));
+                }
+            }
         }
     }
-    store_dst(0u, e, params.dst_len, v);
+    for (var m = 0u; m < GROUPS; m++) {
+        let e = ((wg * GROUPS + m) * WG_SIZE + li) * 4u;
+        store_dst(0u, e, params.dst_len, v[m]);
+    }
 }

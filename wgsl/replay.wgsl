@@ -1,16 +1,67 @@
 // state_replay (SPEC.md "replay"): fold the first accepted[b] steps of the innovation
-// tape onto the pre-draft snapshot, S = S * g_t + k_t delta_t. No reduction: each lane
-// owns its element groups of one row, as in record.wgsl, and the steps' k rows (the
-// same for the whole head) are staged CHUNK steps at a time in workgroup memory. accepted[b] is data
-// on the GPU-resident path and cannot be checked on the host: it is clamped to T here.
+// tape onto the pre-draft snapshot, S = S * g_t + k_t delta_t. No reduction: as in
+// record.wgsl, LANES lanes share a row, each invocation holds RPT rows and lane j keeps
+// the groups i = (m * LANES + j) * 4, m < GROUPS, of each in registers. The steps' k
+// rows (the same for the whole head), the workgroup's deltas and the gates are staged
+// CHUNK steps at a time in workgroup memory, the next chunk's global loads issued before
+// the current chunk is folded; each staged k value an invocation reads serves its RPT
+// rows. accepted[b] is data on the GPU-resident path and cannot be checked on the host:
+// it is clamped to T here.
 
 @group(0) @binding(0) var<uniform> params: GdnParams;
 
 const STAGED: u32 = GROUPS * LANES; // vec4s of one k row
-const CHUNK: u32 = 4u;               // steps staged per barrier pair
 
 var<workgroup> k_stage: array<vec4<f32>, CHUNK * STAGED>;
+var<workgroup> delta_stage: array<f32, CHUNK * ROWS>;
+var<workgroup> gate_stage: array<vec2<f32>, CHUNK>; // g, live
 var<workgroup> steps_shared: u32;
+
+// One invocation's share of the next chunk, on its way from global to workgroup memory
+// (private: registers, once the loops over j are unrolled).
+var<private> next_k: array<vec4<f32>, KQ_ITEMS>;
+var<private> next_delta: array<f32, V_ITEMS>;
+var<private> next_gate: vec2<f32>;
+
+// Issue the global loads of the chunk of steps t0 .. t0 + CHUNK (t0 < steps).
+fn fetch_chunk(d: GdnDims, b: u32, hv: u32, row_base: u32, t0: u32, steps: u32, li: u32) {
+    let n = min(CHUNK, steps - t0);
+    for (var j = 0u; j < KQ_ITEMS; j++) {
+        let i = li + j * WG_SIZE;
+        if i / STAGED < n {
+            next_k[j] = load_tape_k(tape_k_row(d, b, t0 + i / STAGED, hv), (i % STAGED) * 4u, d.key_dim);
+        }
+    }
+    for (var j = 0u; j < V_ITEMS; j++) {
+        let i = li + j * WG_SIZE;
+        if i / ROWS < n {
+            let dv = min(row_base + i % ROWS, d.value_dim - 1u);
+            next_delta[j] = load1_tape_delta(v_index(d, b, t0 + i / ROWS, hv, dv));
+        }
+    }
+    if li < n {
+        let live = load_mask(mask_index(d, b, t0 + li)) != 0u;
+        next_gate = vec2<f32>(load1_tape_g(gate_index(d, b, t0 + li, hv)), select(0.0, 1.0, live));
+    }
+}
+
+fn stage_chunk(li: u32) {
+    for (var j = 0u; j < KQ_ITEMS; j++) {
+        let i = li + j * WG_SIZE;
+        if i < CHUNK * STAGED {
+            k_stage[i] = next_k[j];
+        }
+    }
+    for (var j = 0u; j < V_ITEMS; j++) {
+        let i = li + j * WG_SIZE;
+        if i < CHUNK * ROWS {
+            delta_stage[i] = next_delta[j];
+        }
+    }
+    if li < CHUNK {
+        gate_stage[li] = next_gate;
+    }
+}
 
 fn kernel_main(li: u32, wg: u32, sg: u32) {
     if wg >= params.workgroups {
@@ -21,14 +72,16 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
     let b = head / d.value_heads;
     let hv = head % d.value_heads;
     let lane = li % LANES;
-    let dv_unclamped = (wg % params.row_blocks) * ROWS + li / LANES;
-    let valid = dv_unclamped < d.value_dim;
-    let dv = min(dv_unclamped, d.value_dim - 1u);
-    let srow = state_row(d, b, hv, dv);
+    let row_base = (wg % params.row_blocks) * ROWS;
+    let first_row = (li / LANES) * RPT;
+    let first_dv = row_base + first_row;
 
-    var s: array<vec4<f32>, GROUPS>;
-    for (var m = 0u; m < GROUPS; m++) {
-        s[m] = load_snapshot(srow, (m * LANES + lane) * 4u, d.key_dim);
+    var s: array<vec4<f32>, GROUPS * RPT>;
+    for (var rr = 0u; rr < RPT; rr++) {
+        let srow = state_row(d, b, hv, min(first_dv + rr, d.value_dim - 1u));
+        for (var m = 0u; m < GROUPS; m++) {
+            s[rr * GROUPS + m] = load_snapshot(srow, (m * LANES + lane) * 4u, d.key_dim);
+        }
     }
 
     // The whole workgroup is one sequence: its step count is uniform.
@@ -36,31 +89,38 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
         steps_shared = min(load_accepted(b), d.steps);
     }
     let steps = workgroupUniformLoad(&steps_shared);
+    fetch_chunk(d, b, hv, row_base, 0u, steps, li);
     for (var t0 = 0u; t0 < steps; t0 += CHUNK) {
-        let n = min(CHUNK, steps - t0);
-        for (var i = li; i < CHUNK * STAGED; i += WG_SIZE) {
-            let c = i / STAGED;
-            if c < n {
-                k_stage[i] = load_tape_k(tape_k_row(d, b, t0 + c, hv), (i % STAGED) * 4u, d.key_dim);
-            }
-        }
+        workgroupBarrier(); // the previous chunk has been read
+        stage_chunk(li);
         workgroupBarrier();
+        if t0 + CHUNK < steps {
+            fetch_chunk(d, b, hv, row_base, t0 + CHUNK, steps, li);
+        }
+        let n = min(CHUNK, steps - t0);
         for (var c = 0u; c < n; c++) {
-            let t = t0 + c;
-            let live = load_mask(mask_index(d, b, t)) != 0u;
-            let g = load1_tape_g(gate_index(d, b, t, hv));
-            let delta = load1_tape_delta(v_index(d, b, t, hv, dv));
+            let gate = gate_stage[c];
+            // Unmasked kernels know every step is live: the select folds away.
+            let live = !MASKED || gate.y != 0.0;
+            var delta: array<f32, RPT>;
+            for (var rr = 0u; rr < RPT; rr++) {
+                delta[rr] = delta_stage[c * ROWS + first_row + rr];
+            }
             for (var m = 0u; m < GROUPS; m++) {
                 let kk = k_stage[c * STAGED + m * LANES + lane];
-                s[m] = select(s[m], s[m] * g + kk * delta, live);
+                for (var rr = 0u; rr < RPT; rr++) {
+                    s[rr * GROUPS + m] = select(s[rr * GROUPS + m], s[rr * GROUPS + m] * gate.x + kk * delta[rr], live);
+                }
             }
         }
-        workgroupBarrier();
     }
 
-    if valid {
-        for (var m = 0u; m < GROUPS; m++) {
-            store_state_out(srow, (m * LANES + lane) * 4u, d.key_dim, s[m]);
+    for (var rr = 0u; rr < RPT; rr++) {
+        if first_dv + rr < d.value_dim {
+            let srow = state_row(d, b, hv, first_dv + rr);
+            for (var m = 0u; m < GROUPS; m++) {
+                store_state_out(srow, (m * LANES + lane) * 4u, d.key_dim, s[rr * GROUPS + m]);
+            }
         }
     }
 }

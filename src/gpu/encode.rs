@@ -309,9 +309,23 @@ impl GpuBackend {
         timestamps: Option<wgpu::ComputePassTimestampWrites<'_>>,
     ) -> Result<()> {
         const OP: &str = "repeat";
+        // repeat only moves bits: 16-bit rows of even length go as 32-bit words (half
+        // the invocations, no unpacking and repacking, no SHADER_F16 needed).
+        let words;
+        let (shape, dtype) = if dtype.size_bytes() == 2 && shape.dim().is_multiple_of(2) {
+            words = RepeatShape::new(
+                shape.rows(),
+                shape.src_heads(),
+                shape.dst_heads(),
+                shape.dim() / 2,
+            )?;
+            (&words, DType::F32)
+        } else {
+            (shape, dtype)
+        };
         let key = KernelKey::repeat(shape, dtype);
         let groups = (shape.dst_len() as u64).div_ceil(4);
-        let workgroups = groups.div_ceil(key.workgroup_size() as u64);
+        let workgroups = groups.div_ceil(key.workgroup_size() as u64 * key.groups as u64);
         let params = RepeatParams {
             rows: u32_dim(OP, "rows", shape.rows())?,
             src_heads: u32_dim(OP, "src_heads", shape.src_heads())?,
@@ -371,6 +385,16 @@ impl GpuBackend {
                 needed: storage as u64,
                 available: limits.max_storage_buffers_per_shader_stage as u64,
                 hint: " (create the device with deltatape::gpu::device_requirements)",
+            });
+        }
+        let wg_bytes = d.key.workgroup_bytes();
+        if wg_bytes > limits.max_compute_workgroup_storage_size {
+            return Err(Error::DeviceLimit {
+                op,
+                limit: "max_compute_workgroup_storage_size",
+                needed: wg_bytes as u64,
+                available: limits.max_compute_workgroup_storage_size as u64,
+                hint: "",
             });
         }
         let wg_size = d.key.workgroup_size();

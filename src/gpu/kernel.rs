@@ -95,25 +95,34 @@ pub struct KernelKey {
     pub rows: u32,
     /// Groups of 4 elements each lane holds, per row.
     pub groups: u32,
-    /// State rows each invocation holds (record: one staged k / q read serves them all).
+    /// State rows each invocation holds (one staged k / q read serves them all).
     pub rows_per_thread: u32,
+    /// Record and replay: steps staged in workgroup memory per barrier pair (at most
+    /// the workgroup size; chosen so that the workgroup memory fits
+    /// [`WORKGROUP_MEMORY_BUDGET`]).
+    pub chunk: u32,
     /// Rows of Dk (or repeat's rows) are whole vec4s: vector loads and stores.
     pub vec4: bool,
     /// A step mask is bound.
     pub masked: bool,
 }
 
-/// Benchmark knobs: `DELTATAPE_RECORD_LANES`, `DELTATAPE_RECORD_ROWS`, `DELTATAPE_RECORD_RPT`
-/// (rows per invocation: 1, 2 or 4),
-/// `DELTATAPE_REPLAY_LANES`, `DELTATAPE_REPLAY_ROWS` override the shape class chosen
-/// for record and replay (lanes: a power of two up to 64; rows: even, lanes * rows up
-/// to 1024). Read once per process; a value outside those bounds is reported on
-/// stderr and not used.
+/// Workgroup memory a record / replay kernel may declare: the WebGPU default of
+/// `max_compute_workgroup_storage_size`, which every adapter offers. The chunk of staged
+/// steps shrinks until the kernel fits.
+pub const WORKGROUP_MEMORY_BUDGET: u32 = 16 << 10;
+
+/// Benchmark knobs: `DELTATAPE_{RECORD,REPLAY}_LANES` (lanes per row: a power of two up
+/// to 64), `_ROWS` (rows per workgroup: a power of two from 2, lanes * rows up to 1024),
+/// `_RPT` (rows per invocation: 1, 2 or 4) and `_CHUNK` (steps staged per barrier pair:
+/// 1, 2, 4, 8 or 16) override the shape class chosen for record and replay. Read once
+/// per process; a value outside those bounds is reported on stderr and not used.
 #[derive(Clone, Copy, Debug, Default)]
 struct Tuning {
     lanes: Option<u32>,
     rows: Option<u32>,
     rows_per_thread: Option<u32>,
+    chunk: Option<u32>,
 }
 
 impl Tuning {
@@ -139,20 +148,31 @@ impl Tuning {
             };
             let lanes = read("LANES", &|v| v.is_power_of_two() && v <= 64);
             let rows = read("ROWS", &|v| {
-                v >= 2 && v % 2 == 0 && v * lanes.unwrap_or(64) <= 1024
+                v >= 2 && v.is_power_of_two() && v * lanes.unwrap_or(64) <= 1024
             });
             let rows_per_thread = read("RPT", &|v| v == 1 || v == 2 || v == 4);
+            let chunk = read("CHUNK", &|v| v.is_power_of_two() && v <= 16);
             Tuning {
                 lanes,
                 rows,
                 rows_per_thread,
+                chunk,
             }
         })
     }
 }
 
+/// Record's grids below this many invocations (at two rows each) are "small" (see
+/// `gdn`): about half of what an H200 keeps resident.
+const SMALL_GRID_INVOCATIONS: u64 = 1 << 17;
+
+/// Most staged values of one kind an invocation carries per chunk (see `gdn`).
+const MAX_STAGE_ITEMS: u32 = 4;
+
 /// Workgroup size of repeat.
 const REPEAT_WG: u32 = 256;
+/// Groups of 4 elements each repeat invocation copies (loads in flight per invocation).
+const REPEAT_GROUPS: u32 = 4;
 
 impl KernelKey {
     /// The record kernel for `shape`.
@@ -174,34 +194,37 @@ impl KernelKey {
     ) -> Self {
         let dk = shape.key_dim() as u32;
         let tuning = Tuning::get(op);
-        // Shape classes measured on an H200 (README, performance): record is fastest
-        // with few lanes per row (4 at Dk = 128: two shuffle levels per reduction, 32
-        // state values per lane in registers), 128 threads a workgroup; replay, with no
-        // reduction, with 8 lanes and 256 threads.
-        let (per_lane, threads) = match op {
-            Op::Record => (32, 128),
-            _ => (16, 256),
+        // Shape classes measured on an H200 (README, performance): few lanes per row (4
+        // at Dk = 128 for record: two shuffle levels per reduction), 128 threads a
+        // workgroup. Record holds two rows per invocation (one staged k / q read serves
+        // both) and stages 4 steps per chunk, except on small grids (B <= 16 at the
+        // real shape), where the GPU is far from full and one row per invocation with
+        // 8-step chunks is faster (B = 8, T = 16: 44 us against 58). Replay: 8 lanes,
+        // 4 rows per invocation, 8-step chunks.
+        let (per_lane, threads, mut default_rpt, mut default_chunk) = match op {
+            Op::Record => (32, 128, 2, 4),
+            _ => (16, 128, 4, 8),
         };
         let lanes = tuning
             .lanes
             .unwrap_or_else(|| dk.div_ceil(per_lane).next_power_of_two().min(64));
+        let rows_total =
+            shape.batch() as u64 * shape.value_heads() as u64 * shape.value_dim() as u64;
+        if op == Op::Record && rows_total * lanes as u64 / 2 < SMALL_GRID_INVOCATIONS {
+            (default_rpt, default_chunk) = (1, 8);
+        }
         let groups = dk.div_ceil(lanes * 4).max(1);
-        // Fewer rows when Dv is small; always an even count (bf16 outputs pair
-        // neighbouring rows).
-        // record: two rows per invocation halve the workgroup-memory reads of k and q
-        // per row.
-        let rows_per_thread = match op {
-            Op::Record => tuning.rows_per_thread.unwrap_or(2),
-            _ => 1,
-        };
+        let rows_per_thread = tuning.rows_per_thread.unwrap_or(default_rpt);
         let max_rows = tuning
             .rows
             .unwrap_or((threads / lanes * rows_per_thread).max(2));
+        // Fewer rows when Dv is small; always a power of two from 2 (bf16 outputs pair
+        // neighbouring rows).
         let rows = (shape.value_dim() as u32)
             .next_power_of_two()
             .clamp(2, max_rows);
         let rows_per_thread = rows_per_thread.min(rows);
-        KernelKey {
+        let mut key = KernelKey {
             op,
             dtypes,
             reduction,
@@ -209,9 +232,34 @@ impl KernelKey {
             rows,
             groups,
             rows_per_thread,
+            chunk: 1,
             vec4: dk.is_multiple_of(4),
             masked,
+        };
+        // Every chunk step's gate is staged by its own invocation.
+        let mut chunk = tuning
+            .chunk
+            .unwrap_or(default_chunk)
+            .min(key.workgroup_size())
+            .max(1);
+        // Small workgroups (tiny Dk or Dv) would unroll many staging loads per
+        // invocation, which costs compile time (lavapipe: seconds) for no speed.
+        while chunk > 1 && {
+            let k = key.with_chunk(chunk);
+            let (kq_items, v_items) = k.stage_items();
+            k.workgroup_bytes() > WORKGROUP_MEMORY_BUDGET
+                || kq_items > MAX_STAGE_ITEMS
+                || v_items > MAX_STAGE_ITEMS
+        } {
+            chunk /= 2;
         }
+        key.chunk = chunk;
+        key
+    }
+
+    fn with_chunk(mut self, chunk: u32) -> Self {
+        self.chunk = chunk;
+        self
     }
 
     /// The repeat kernel for `shape` and element dtype `dtype`.
@@ -226,8 +274,9 @@ impl KernelKey {
             reduction: Reduction::Workgroup,
             lanes: 1,
             rows: REPEAT_WG,
-            groups: 1,
+            groups: REPEAT_GROUPS,
             rows_per_thread: 1,
+            chunk: 1,
             vec4: shape.dim().is_multiple_of(4),
             masked: false,
         }
@@ -236,6 +285,46 @@ impl KernelKey {
     /// Threads per workgroup.
     pub fn workgroup_size(&self) -> u32 {
         self.lanes * self.rows / self.rows_per_thread
+    }
+
+    /// Values of a k (or q) row that record / replay stage per step (vec4s).
+    fn staged_row(&self) -> u32 {
+        self.groups * self.lanes
+    }
+
+    /// Per invocation: staged k / q vec4s and staged v (or delta) values of one chunk.
+    fn stage_items(&self) -> (u32, u32) {
+        let wg = self.workgroup_size();
+        (
+            (self.chunk * self.staged_row()).div_ceil(wg),
+            (self.chunk * self.rows).div_ceil(wg),
+        )
+    }
+
+    /// Bytes of workgroup memory the kernel declares (the WGSL arrays of `wgsl/`; the
+    /// translation tests check this against naga's layout of every variant).
+    pub fn workgroup_bytes(&self) -> u32 {
+        const VEC4: u32 = 16;
+        let (chunk, rows, wg) = (self.chunk, self.rows, self.workgroup_size());
+        match self.op {
+            Op::Record => {
+                let staged = 2 * chunk * self.staged_row() * VEC4 + chunk * rows * 4 + chunk * VEC4;
+                // row_partials (vec3 has a 16-byte stride), plus the subgroup width.
+                let reduction = wg * VEC4
+                    + match self.reduction {
+                        Reduction::Subgroup => 4,
+                        Reduction::Workgroup => 0,
+                    };
+                let pairs = if self.pairs_outputs() {
+                    2 * rows * 8
+                } else {
+                    0
+                };
+                staged + reduction + pairs
+            }
+            Op::Replay => chunk * self.staged_row() * VEC4 + chunk * rows * 4 + chunk * 8 + 4,
+            Op::Repeat => 0,
+        }
     }
 
     /// Workgroups one call needs (before folding into two dimensions).
@@ -262,7 +351,7 @@ impl KernelKey {
     /// A short label, e.g. `record.f32.f32.f32.subgroup.l8r16g4.v4.m`.
     pub fn label(&self) -> String {
         format!(
-            "{}.{}.{}.{}.{}.l{}r{}g{}t{}{}{}",
+            "{}.{}.{}.{}.{}.l{}r{}g{}t{}c{}{}{}",
             self.op.name(),
             self.dtypes.act,
             self.dtypes.state,
@@ -275,6 +364,7 @@ impl KernelKey {
             self.rows,
             self.groups,
             self.rows_per_thread,
+            self.chunk,
             if self.vec4 { ".v4" } else { "" },
             if self.masked { ".m" } else { "" },
         )
@@ -329,7 +419,15 @@ impl KernelKey {
         let _ = writeln!(src, "const GROUPS: u32 = {}u;", self.groups);
         let _ = writeln!(src, "const RPT: u32 = {}u;", self.rows_per_thread);
         let _ = writeln!(src, "const WG_SIZE: u32 = {}u;", self.workgroup_size());
-        let _ = writeln!(src, "const VEC4: bool = {};\n", self.vec4);
+        let _ = writeln!(src, "const VEC4: bool = {};", self.vec4);
+        let (kq_items, v_items) = self.stage_items();
+        if self.op != Op::Repeat {
+            let _ = writeln!(src, "const MASKED: bool = {};", self.masked);
+            let _ = writeln!(src, "const CHUNK: u32 = {}u;", self.chunk);
+            let _ = writeln!(src, "const KQ_ITEMS: u32 = {kq_items}u;");
+            let _ = writeln!(src, "const V_ITEMS: u32 = {v_items}u;");
+        }
+        src.push('\n');
         for (i, b) in self.bindings().iter().enumerate() {
             b.write_wgsl(&mut src, i as u32 + 1, self.vec4);
         }
@@ -366,6 +464,8 @@ impl KernelKey {
                 &[
                     ("m", "GROUPS", self.groups),
                     ("rr", "RPT", self.rows_per_thread),
+                    ("j", "KQ_ITEMS", kq_items),
+                    ("j", "V_ITEMS", v_items),
                 ],
             ));
         }
