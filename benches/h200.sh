@@ -26,11 +26,13 @@ fi
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   .dev/deltatape bench ${BENCH_ARGS:-} --svg "$OUT/bench.svg" 2>/dev/null | tee "$OUT/bench.txt"
 fi
-for v in ${SWEEP:-}; do   # e.g. SWEEP="record:8:16 replay:32:4"
-  IFS=: read -r op lanes rows <<<"$v"; OPU=$(echo "$op" | tr a-z A-Z)
-  echo "== sweep $op lanes=$lanes rows=$rows"
-  env DELTATAPE_${OPU}_LANES=$lanes DELTATAPE_${OPU}_ROWS=$rows .dev/deltatape bench --ops "$op" --dtypes f32 --runs 10 2>/dev/null \
-    | grep -E "^$op" | tee -a "$OUT/sweep.txt"
+# SWEEP: shape classes to try, e.g. SWEEP="RECORD_LANES=8,RECORD_RPT=4 REPLAY_CHUNK=16";
+# each entry's variables get the DELTATAPE_ prefix, the op is the first one's.
+for v in ${SWEEP:-}; do
+  op=$(echo "${v%%_*}" | tr A-Z a-z)
+  echo "== sweep $v" | tee -a "$OUT/sweep.txt"
+  env $(echo "$v" | tr , ' ' | sed -E 's/(^| )/\1DELTATAPE_/g') .dev/deltatape bench --ops "$op" \
+      --dtypes f32 --batches ${SWEEP_BATCHES:-64,256} --runs 10 2>/dev/null | grep -E "^($op|copy)" | tee -a "$OUT/sweep.txt"
 done
 if [ "${SKIP_FLA:-0}" != 1 ]; then
   python3 -m pip install -q --no-index --no-deps --target /tmp/site .dev/*.whl \

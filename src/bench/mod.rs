@@ -7,9 +7,17 @@
 //! the committed state and the tape (all T steps accepted); for repeat the source and
 //! the expanded destination.
 //!
-//! record and replay reuse one buffer set from run to run: at B >= 64 their state is
-//! far larger than a GPU's L2 cache, at B <= 8 it fits (as it does in fla's script).
-//! repeat rotates over buffer sets so that its runs are not served from L2.
+//! Each cell also times the copy kernel over the cell's own byte count (half read, half
+//! written), the same way: `/copy@size` compares the op with a plain copy of the same
+//! traffic, fixed per-dispatch costs included, where `/copy` compares it with the
+//! large copy's streaming bandwidth.
+//!
+//! Every op reuses one buffer set from run to run (the same buffers each run, so
+//! consecutive runs are ordered by a barrier): at B >= 64 the state is far larger than a
+//! GPU's L2 cache, at B <= 8 it fits (as it does in fla's script).
+//! `repeat_rotate_bytes` makes repeat rotate over buffer sets instead; on the H200
+//! (2026-11-30) that made even an identity copy time about 4x slower per run, so it is
+//! off by default.
 
 pub mod report;
 
@@ -36,6 +44,8 @@ pub struct BenchConfig {
     pub runs: usize,
     /// Bytes of the copy kernel's source (it reads and writes this many each).
     pub copy_bytes: u64,
+    /// Bytes repeat's rotating buffer sets cover together (0: one set, reused).
+    pub repeat_rotate_bytes: u64,
 }
 
 impl Default for BenchConfig {
@@ -52,6 +62,7 @@ impl Default for BenchConfig {
             warmup: 3,
             runs: 20,
             copy_bytes: 512 << 20,
+            repeat_rotate_bytes: 0,
         }
     }
 }
@@ -83,12 +94,18 @@ pub struct Cell {
     pub best_us: f64,
     pub median_us: f64,
     pub bytes: u64,
+    /// Best microseconds of the copy kernel moving `bytes` (half read, half written).
+    pub copy_same_us: f64,
 }
 
 impl Cell {
     /// Effective GB/s at the best time.
     pub fn gbps(&self) -> f64 {
         self.bytes as f64 / (self.best_us * 1e-6) / 1e9
+    }
+    /// The copy of the same bytes' time over this op's (1 = as fast as that copy).
+    pub fn copy_same_ratio(&self) -> f64 {
+        self.copy_same_us / self.best_us
     }
 }
 
@@ -103,9 +120,33 @@ pub struct BenchRun {
     pub cells: Vec<Cell>,
 }
 
-/// Bytes repeat's rotating buffer sets cover together: several times the L2 cache
-/// of current GPUs (50 MiB on an H100 / H200).
-const ROTATE_BYTES: u64 = 512 << 20;
+/// Bytes the op moves (module docs), activations of `act_bytes` each, state and tape
+/// f32.
+pub fn moved_bytes(op: BenchOp, shape: &GdnShape, act_bytes: u64) -> u64 {
+    let f32b = |n: usize| n as u64 * 4;
+    let a = act_bytes;
+    match op {
+        BenchOp::Record => {
+            2 * f32b(shape.state_len())
+                + a * (2 * shape.qk_len() + 2 * shape.v_len() + 2 * shape.gate_len()) as u64
+                + f32b(shape.v_len())
+        }
+        BenchOp::Replay => {
+            2 * f32b(shape.state_len())
+                + f32b(shape.v_len())
+                + a * (shape.tape_k_len() + shape.gate_len()) as u64
+        }
+        BenchOp::Repeat => {
+            let rs = shape.tape_k_repeat();
+            a * (rs.src_len() + rs.dst_len()) as u64
+        }
+    }
+}
+
+/// The copy kernel (repeat with one head per head) over `bytes` of source.
+fn copy_shape(bytes: u64) -> Result<RepeatShape> {
+    RepeatShape::new(bytes.div_ceil(16) as usize, 1, 1, 4)
+}
 
 /// Times `runs` repetitions of an encoded op, each in its own compute pass.
 struct Timer<'a> {
@@ -299,46 +340,53 @@ pub fn run(
     );
 
     let mut timer = Timer::new(gpu, cfg.runs);
-    // The ceiling: a copy kernel (repeat with one head per head) over copy_bytes.
-    let copy_elems = (cfg.copy_bytes / 4) as usize;
-    let copy_shape = RepeatShape::new(copy_elems / 1024, 1, 1, 1024)?;
+    // The ceiling: a copy kernel over copy_bytes; its buffers also serve each cell's
+    // copy of the same bytes.
+    let largest_cell = cfg
+        .ops
+        .iter()
+        .flat_map(|&op| {
+            cfg.dtypes
+                .iter()
+                .map(move |dt| moved_bytes(op, &big, dt.size_bytes() as u64))
+        })
+        .max()
+        .unwrap_or(0);
+    let copy_buffer_bytes = cfg
+        .copy_bytes
+        .max(largest_cell.div_ceil(2))
+        .next_multiple_of(16);
+    let big_copy = copy_shape(cfg.copy_bytes)?;
     let (csrc, cdst) = (
-        random_buffer(gpu, cfg.copy_bytes, 12),
-        random_buffer(gpu, cfg.copy_bytes, 13),
+        random_buffer(gpu, copy_buffer_bytes, 12),
+        random_buffer(gpu, copy_buffer_bytes, 13),
     );
+    let copy_buffers = RepeatBuffers {
+        src: &csrc,
+        dst: &cdst,
+    };
+    let time_copy = |timer: &mut Timer<'_>, shape: &RepeatShape| {
+        let t = timer.time(cfg.warmup, cfg.runs, &|e, ts| {
+            gpu.encode_repeat_timed(e, shape, GqaLayout::Blocked, DType::F32, &copy_buffers, ts)
+        })?;
+        Ok::<f64, Error>(best_and_median(t).0)
+    };
     // Bring the clocks up before anything is timed (an idle GPU runs slow for a while).
     let spin_up = Instant::now();
     while spin_up.elapsed().as_secs_f64() < 1.0 {
         let mut e = gpu.encoder();
         gpu.encode_repeat(
             &mut e,
-            &copy_shape,
+            &big_copy,
             GqaLayout::Blocked,
             DType::F32,
-            &RepeatBuffers {
-                src: &csrc,
-                dst: &cdst,
-            },
+            &copy_buffers,
         )?;
         gpu.queue().submit([e.finish()]);
         gpu.wait_idle("bench")?;
     }
-    let copy_times = timer.time(cfg.warmup, cfg.runs, &|e, ts| {
-        gpu.encode_repeat_timed(
-            e,
-            &copy_shape,
-            GqaLayout::Blocked,
-            DType::F32,
-            &RepeatBuffers {
-                src: &csrc,
-                dst: &cdst,
-            },
-            ts,
-        )
-    })?;
-    let (copy_best, _) = best_and_median(copy_times);
-    let copy_moved = 2 * copy_shape.dst_len() as u64 * 4;
-    drop((csrc, cdst));
+    let copy_best = time_copy(&mut timer, &big_copy)?;
+    let copy_moved = 2 * big_copy.dst_len() as u64 * 4;
 
     let total = cfg.ops.len() * cfg.dtypes.len() * cfg.batches.len() * cfg.steps.len();
     let mut cells = Vec::with_capacity(total);
@@ -362,7 +410,7 @@ pub fn run(
                     )?;
                     // accepted = T for every sequence: the buffer's words must read as T.
                     let acc = gpu.inner_params_buffer(&vec![steps as u32; batch]);
-                    let (times, bytes) = match op {
+                    let times = match op {
                         BenchOp::Record => {
                             let b = RecordBuffers {
                                 q: &q,
@@ -376,16 +424,9 @@ pub fn run(
                                 delta: &delta,
                                 mask: None,
                             };
-                            let t = timer.time(cfg.warmup, cfg.runs, &|e, ts| {
+                            timer.time(cfg.warmup, cfg.runs, &|e, ts| {
                                 gpu.encode_record_timed(e, &shape, GqaLayout::Blocked, dt, &b, ts)
-                            })?;
-                            let bytes = 2 * f32b(shape.state_len())
-                                + a * (2 * shape.qk_len()
-                                    + 2 * shape.v_len()
-                                    + 2 * shape.gate_len())
-                                    as u64
-                                + f32b(shape.v_len());
-                            (t, bytes)
+                            })?
                         }
                         BenchOp::Replay => {
                             let b = ReplayBuffers {
@@ -397,21 +438,14 @@ pub fn run(
                                 state_out: &state_out,
                                 mask: None,
                             };
-                            let t = timer.time(cfg.warmup, cfg.runs, &|e, ts| {
+                            timer.time(cfg.warmup, cfg.runs, &|e, ts| {
                                 gpu.encode_replay_timed(e, &shape, dt, &b, ts)
-                            })?;
-                            let bytes = 2 * f32b(shape.state_len())
-                                + f32b(shape.v_len())
-                                + a * (shape.tape_k_len() + shape.gate_len()) as u64;
-                            (t, bytes)
+                            })?
                         }
                         BenchOp::Repeat => {
-                            // repeat's data (6-100 MB at B = 256) would sit in the L2
-                            // cache between runs: rotate over enough buffer sets that
-                            // the runs together touch ROTATE_BYTES.
                             let rs = shape.tape_k_repeat();
-                            let bytes = a * (rs.src_len() + rs.dst_len()) as u64;
-                            let sets = ROTATE_BYTES.div_ceil(bytes).clamp(1, 64);
+                            let bytes = moved_bytes(op, &shape, a);
+                            let sets = cfg.repeat_rotate_bytes.div_ceil(bytes).clamp(1, 64);
                             let bufs: Vec<(wgpu::Buffer, wgpu::Buffer)> = (0..sets)
                                 .map(|i| {
                                     (
@@ -421,7 +455,7 @@ pub fn run(
                                 })
                                 .collect();
                             let next = std::cell::Cell::new(0usize);
-                            let t = timer.time(cfg.warmup, cfg.runs, &|e, ts| {
+                            timer.time(cfg.warmup, cfg.runs, &|e, ts| {
                                 let (src, dst) = &bufs[next.get() % bufs.len()];
                                 next.set(next.get() + 1);
                                 gpu.encode_repeat_timed(
@@ -432,11 +466,12 @@ pub fn run(
                                     &RepeatBuffers { src, dst },
                                     ts,
                                 )
-                            })?;
-                            (t, bytes)
+                            })?
                         }
                     };
+                    let bytes = moved_bytes(op, &shape, a);
                     let (best_us, median_us) = best_and_median(times);
+                    let copy_same_us = time_copy(&mut timer, &copy_shape(bytes / 2)?)?;
                     cells.push(Cell {
                         op,
                         dtype,
@@ -445,6 +480,7 @@ pub fn run(
                         best_us,
                         median_us,
                         bytes,
+                        copy_same_us,
                     });
                     progress(
                         cells.len(),

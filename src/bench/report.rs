@@ -4,7 +4,9 @@
 use super::{BenchOp, BenchRun};
 use std::fmt::Write as _;
 
-/// The table: one row per cell, best and median microseconds, GB/s, ratio to copy.
+/// The table: one row per cell, best and median microseconds, GB/s, ratio to the large
+/// copy's bandwidth (`/copy`), and the copy of the cell's own bytes over the op's time
+/// (`copy_us`, `/copy@size`).
 pub fn table(run: &BenchRun) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "adapter: {}", run.adapter);
@@ -18,13 +20,13 @@ pub fn table(run: &BenchRun) -> String {
     );
     let _ = writeln!(
         s,
-        "{:<7} {:<5} {:>4} {:>3} {:>11} {:>11} {:>8} {:>7}",
-        "op", "dtype", "B", "T", "best_us", "median_us", "GB/s", "/copy"
+        "{:<7} {:<5} {:>4} {:>3} {:>11} {:>11} {:>8} {:>7} {:>9} {:>10}",
+        "op", "dtype", "B", "T", "best_us", "median_us", "GB/s", "/copy", "copy_us", "/copy@size"
     );
     for c in &run.cells {
         let _ = writeln!(
             s,
-            "{:<7} {:<5} {:>4} {:>3} {:>11.1} {:>11.1} {:>8.0} {:>6.0}%",
+            "{:<7} {:<5} {:>4} {:>3} {:>11.1} {:>11.1} {:>8.0} {:>6.0}% {:>9.1} {:>9.0}%",
             c.op.name(),
             c.dtype.name(),
             c.batch,
@@ -32,7 +34,9 @@ pub fn table(run: &BenchRun) -> String {
             c.best_us,
             c.median_us,
             c.gbps(),
-            100.0 * c.gbps() / run.copy_gbps
+            100.0 * c.gbps() / run.copy_gbps,
+            c.copy_same_us,
+            100.0 * c.copy_same_ratio()
         );
     }
     s
@@ -68,7 +72,7 @@ pub fn json(run: &BenchRun) -> String {
     for (i, c) in run.cells.iter().enumerate() {
         let _ = write!(
             s,
-            "{}{{\"op\":\"{}\",\"dtype\":\"{}\",\"batch\":{},\"steps\":{},\"best_us\":{:.2},\"median_us\":{:.2},\"bytes\":{},\"gbps\":{:.1},\"copy_ratio\":{:.4}}}",
+            "{}{{\"op\":\"{}\",\"dtype\":\"{}\",\"batch\":{},\"steps\":{},\"best_us\":{:.2},\"median_us\":{:.2},\"bytes\":{},\"gbps\":{:.1},\"copy_ratio\":{:.4},\"copy_same_us\":{:.2},\"copy_same_ratio\":{:.4}}}",
             if i == 0 { "" } else { "," },
             c.op.name(),
             c.dtype.name(),
@@ -78,7 +82,9 @@ pub fn json(run: &BenchRun) -> String {
             c.median_us,
             c.bytes,
             c.gbps(),
-            c.gbps() / run.copy_gbps
+            c.gbps() / run.copy_gbps,
+            c.copy_same_us,
+            c.copy_same_ratio()
         );
     }
     s.push_str("]}\n");

@@ -31,6 +31,10 @@ pub struct Args {
     /// MiB the copy kernel copies.
     #[arg(long, default_value_t = 512)]
     copy_mib: u64,
+    /// MiB repeat's rotating buffer sets cover together (0: one set, reused, the
+    /// default; see `deltatape::bench` for why).
+    #[arg(long, default_value_t = 0)]
+    repeat_rotate_mib: u64,
     /// Print JSON instead of the table.
     #[arg(long)]
     json: bool,
@@ -82,6 +86,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
         warmup: args.warmup,
         runs: args.runs,
         copy_bytes: args.copy_mib << 20,
+        repeat_rotate_bytes: args.repeat_rotate_mib << 20,
     };
     let gpu = GpuBackend::new()?;
     eprintln!("bench on {}", gpu.describe());
