@@ -12,7 +12,8 @@
 //! - `<op>/kernel_<dtypes>/B<b>_T<t>`: `deltatape::cpu::<op>` into preallocated outputs
 //!   (no allocation measured, no validation).
 //! - `<op>/api_<dtypes>/B<b>_T<t>`: the public `Backend::cpu().<op>()` (validation and
-//!   the allocation of its output vectors included).
+//!   the allocation of its output vectors included); `replay/api_into_<dtypes>`: the
+//!   public `replay_into`, validation included, into one reused output.
 //!
 //! Throughput is the bytes the math must move, reads and writes both counted:
 //! - memcpy: source + destination (2x the buffer);
@@ -275,6 +276,24 @@ fn replay_api<A: Element>(group: &mut criterion::BenchmarkGroup<'_, WallTime>, c
     });
 }
 
+fn replay_api_into<A: Element>(group: &mut criterion::BenchmarkGroup<'_, WallTime>, c: &Case<A>) {
+    let s = &c.shape;
+    let cpu = Backend::cpu();
+    let mut state_out = vec![0f32; s.state_len()];
+    let id = BenchmarkId::new(
+        format!("api_into_{}", A::DTYPE),
+        case_id(s.batch(), s.steps()),
+    );
+    group.throughput(Throughput::Bytes(c.replay_bytes()));
+    group.bench_function(id, |bch| {
+        bch.iter(|| {
+            cpu.replay_into(s, &c.tape(), &c.state, &c.accepted, None, &mut state_out)
+                .expect("replay_into");
+            black_box(&state_out);
+        })
+    });
+}
+
 type WallTime = criterion::measurement::WallTime;
 
 fn bench_record(c: &mut Criterion) {
@@ -297,6 +316,7 @@ fn bench_replay(c: &mut Criterion) {
             let case = Case::<f32>::new(b, t);
             replay_kernel(&mut group, &case);
             replay_api(&mut group, &case);
+            replay_api_into(&mut group, &case);
         }
     }
     replay_kernel(&mut group, &Case::<bf16>::new(BF16_CASE.0, BF16_CASE.1));
@@ -392,7 +412,12 @@ fn summary(since: SystemTime) {
         ));
     }
     for op in ["record", "replay"] {
-        for kind in ["kernel", "api"] {
+        let kinds: &[&str] = if op == "replay" {
+            &["kernel", "api", "api_into"]
+        } else {
+            &["kernel", "api"]
+        };
+        for kind in kinds {
             for b in BATCHES {
                 for t in STEPS {
                     let c = Case::<f32>::new(b, t);

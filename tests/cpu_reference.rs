@@ -1085,3 +1085,44 @@ fn repeat_copies_bit_patterns() {
         );
     }
 }
+
+/// replay_into writes what replay returns into the caller's buffer, bit for bit, on the
+/// CPU and (where there is an adapter) the GPU, and refuses an output of the wrong
+/// length by name.
+#[test]
+fn replay_into_matches_replay() {
+    let shape = GdnShape::new(3, 5, 2, 4, 24, 12).unwrap();
+    let d = draw(&shape, 77);
+    let typed = d.typed::<f32>();
+    let rec: deltatape::Recorded<f32, f32, f32> = cpu()
+        .record(&shape, GqaLayout::Blocked, &typed.inputs(None), &d.state)
+        .unwrap();
+    let k = cpu()
+        .repeat(&shape.tape_k_repeat(), GqaLayout::Blocked, &typed.k)
+        .unwrap();
+    let tape = deltatape::TapeRef {
+        delta: &rec.delta,
+        k: &k,
+        g: &typed.g,
+    };
+    let accepted = accepted_for(&shape, 1);
+    let mut backends = vec![cpu()];
+    if let Some(g) = gpu() {
+        backends.push(deltatape::Backend::Gpu(g));
+    }
+    for backend in backends {
+        let want = backend
+            .replay(&shape, &tape, &d.state, &accepted, None)
+            .unwrap();
+        let mut out = vec![f32::NAN; shape.state_len()];
+        backend
+            .replay_into(&shape, &tape, &d.state, &accepted, None, &mut out)
+            .unwrap();
+        assert_same("replay_into", &out, &want);
+        let mut short = vec![0f32; shape.state_len() - 1];
+        let err = backend
+            .replay_into(&shape, &tape, &d.state, &accepted, None, &mut short)
+            .unwrap_err();
+        assert_eq!(err.arg(), Some("state_out"), "{err}");
+    }
+}

@@ -6,7 +6,7 @@ use super::encode::{RecordBuffers, RepeatBuffers, ReplayBuffers};
 use super::kernel::GdnDtypes;
 use super::GpuBackend;
 use crate::dtype::Element;
-use crate::error::{Error, Result};
+use crate::error::{check_len, Error, Result};
 use crate::ops::{check_record, check_repeat, check_replay, RecordInputs, Recorded, TapeRef};
 use crate::shape::{GdnShape, GqaLayout, RepeatShape};
 use futures_intrusive::channel::shared::{oneshot_channel, OneshotReceiver};
@@ -395,6 +395,29 @@ impl GpuBackend {
             })?
             .wait_blocking()?;
         Ok(from_bytes(&bytes[0], shape.state_len()))
+    }
+
+    /// [`replay`](Self::replay) read back into the caller's `state_out`
+    /// (`shape.state_len()` elements).
+    pub fn replay_into<A: Element, S: Element, P: Element>(
+        &self,
+        shape: &GdnShape,
+        tape: &TapeRef<'_, A, P>,
+        snapshot: &[S],
+        accepted: &[u32],
+        mask: Option<&[u32]>,
+        state_out: &mut [S],
+    ) -> Result<()> {
+        check_len("replay", "state_out", shape.state_len(), state_out.len())?;
+        let bytes = self
+            .guarded("replay", || {
+                self.start_replay(shape, tape, snapshot, accepted, mask)
+            })?
+            .wait_blocking()?;
+        let out: &mut [u8] = bytemuck::cast_slice_mut(state_out);
+        let n = out.len();
+        out.copy_from_slice(&bytes[0][..n]);
+        Ok(())
     }
 
     /// replay on the host path, as a future.
