@@ -83,21 +83,20 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
         return;
     }
     let d = params.dims;
-    let head = wg / params.row_blocks;
-    let b = head / d.value_heads;
-    let hv = head % d.value_heads;
+    let tile = row_tile(d, params.row_blocks, wg, li);
+    let b = tile.b;
+    let hv = tile.hv;
     let hk = key_head(params.gqa_layout, hv, d.key_heads, d.value_heads);
-    let lane = li % LANES;
-    // Local rows (li / LANES) * RPT + rr, rr < RPT.
-    let row_base = (wg % params.row_blocks) * ROWS;
-    let first_row = (li / LANES) * RPT;
+    let lane = tile.lane;
+    let row_base = tile.row_base;
+    let first_row = tile.first_row;
     let first_dv = row_base + first_row;
 
     var s: array<vec4<f32>, GROUPS * RPT>;
     for (var rr = 0u; rr < RPT; rr++) {
         let srow = state_row(d, b, hv, min(first_dv + rr, d.value_dim - 1u));
         for (var m = 0u; m < GROUPS; m++) {
-            s[rr * GROUPS + m] = load_state_in(srow, (m * LANES + lane) * 4u, d.key_dim);
+            s[rr * GROUPS + m] = load_state_in(srow, lane_col(m, lane), d.key_dim);
         }
     }
 
@@ -150,7 +149,7 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
         if first_dv + rr < d.value_dim {
             let srow = state_row(d, b, hv, first_dv + rr);
             for (var m = 0u; m < GROUPS; m++) {
-                store_state_out(srow, (m * LANES + lane) * 4u, d.key_dim, s[rr * GROUPS + m]);
+                store_state_out(srow, lane_col(m, lane), d.key_dim, s[rr * GROUPS + m]);
             }
         }
     }

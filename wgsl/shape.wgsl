@@ -56,3 +56,24 @@ fn state_row(d: GdnDims, b: u32, hv: u32, dv: u32) -> u32 {
 fn tape_k_row(d: GdnDims, b: u32, t: u32, hv: u32) -> u32 {
     return ((b * d.steps + t) * d.value_heads + hv) * d.key_dim;
 }
+
+// The state rows one invocation of record / replay holds. Workgroup wg serves ROWS rows
+// of head (b, hv), from dv = row_base; LANES lanes share a row and an invocation holds
+// the local rows first_row + rr, rr < RPT. Lane `lane` keeps the columns
+// lane_col(m, lane) .. + 4 of each, m < GROUPS.
+struct RowTile {
+    b: u32,
+    hv: u32,
+    lane: u32,
+    row_base: u32,
+    first_row: u32,
+}
+
+fn row_tile(d: GdnDims, row_blocks: u32, wg: u32, li: u32) -> RowTile {
+    let head = wg / row_blocks;
+    return RowTile(head / d.value_heads, head % d.value_heads, li % LANES, (wg % row_blocks) * ROWS, (li / LANES) * RPT);
+}
+
+fn lane_col(m: u32, lane: u32) -> u32 {
+    return (m * LANES + lane) * 4u;
+}
