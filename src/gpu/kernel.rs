@@ -197,7 +197,7 @@ impl KernelKey {
         // Shape classes measured on an H200 (README, performance): few lanes per row (4
         // at Dk = 128 for record: two shuffle levels per reduction), 128 threads a
         // workgroup. Record holds two rows per invocation (one staged k / q read serves
-        // both) and stages 4 steps per chunk, except on small grids (B <= 16 at the
+        // both) and stages 4 steps per chunk, except on small grids (B < 16 at the
         // real shape), where the GPU is far from full and one row per invocation with
         // 8-step chunks is faster (B = 8, T = 16: 44 us against 58). Replay: 8 lanes,
         // 4 rows per invocation, 8-step chunks.
