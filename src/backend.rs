@@ -175,11 +175,11 @@ impl Backend {
         mask: Option<&[u32]>,
         state_out: &mut [S],
     ) -> Result<()> {
-        check_len("replay", "state_out", shape.state_len(), state_out.len())?;
         match self {
             Backend::Gpu(g) => g.replay_into(shape, tape, snapshot, accepted, mask, state_out),
             Backend::Cpu { .. } => {
                 check_replay(shape, tape, snapshot, accepted, mask)?;
+                check_len("replay", "state_out", shape.state_len(), state_out.len())?;
                 cpu::replay(
                     shape, tape.delta, tape.k, tape.g, snapshot, mask, accepted, state_out,
                 );

@@ -410,6 +410,7 @@ pub fn run(
                     )?;
                     // accepted = T for every sequence: the buffer's words must read as T.
                     let acc = gpu.inner_params_buffer(&vec![steps as u32; batch]);
+                    let bytes = moved_bytes(op, &shape, a);
                     let times = match op {
                         BenchOp::Record => {
                             let b = RecordBuffers {
@@ -444,7 +445,6 @@ pub fn run(
                         }
                         BenchOp::Repeat => {
                             let rs = shape.tape_k_repeat();
-                            let bytes = moved_bytes(op, &shape, a);
                             let sets = cfg.repeat_rotate_bytes.div_ceil(bytes).clamp(1, 64);
                             let bufs: Vec<(wgpu::Buffer, wgpu::Buffer)> = (0..sets)
                                 .map(|i| {
@@ -469,7 +469,6 @@ pub fn run(
                             })?
                         }
                     };
-                    let bytes = moved_bytes(op, &shape, a);
                     let (best_us, median_us) = best_and_median(times);
                     let copy_same_us = time_copy(&mut timer, &copy_shape(bytes / 2)?)?;
                     cells.push(Cell {

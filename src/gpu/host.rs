@@ -389,12 +389,8 @@ impl GpuBackend {
         accepted: &[u32],
         mask: Option<&[u32]>,
     ) -> Result<Vec<S>> {
-        let bytes = self
-            .guarded("replay", || {
-                self.start_replay(shape, tape, snapshot, accepted, mask)
-            })?
-            .wait_blocking()?;
-        Ok(from_bytes(&bytes[0], shape.state_len()))
+        let bytes = self.replay_blocking(shape, tape, snapshot, accepted, mask)?;
+        Ok(from_bytes(&bytes, shape.state_len()))
     }
 
     /// [`replay`](Self::replay) read back into the caller's `state_out`
@@ -409,15 +405,28 @@ impl GpuBackend {
         state_out: &mut [S],
     ) -> Result<()> {
         check_len("replay", "state_out", shape.state_len(), state_out.len())?;
-        let bytes = self
+        let bytes = self.replay_blocking(shape, tape, snapshot, accepted, mask)?;
+        let out: &mut [u8] = bytemuck::cast_slice_mut(state_out);
+        let n = out.len();
+        out.copy_from_slice(&bytes[..n]);
+        Ok(())
+    }
+
+    /// The committed state's bytes (padded to whole words), read back blocking.
+    fn replay_blocking<A: Element, S: Element, P: Element>(
+        &self,
+        shape: &GdnShape,
+        tape: &TapeRef<'_, A, P>,
+        snapshot: &[S],
+        accepted: &[u32],
+        mask: Option<&[u32]>,
+    ) -> Result<Vec<u8>> {
+        let mut outputs = self
             .guarded("replay", || {
                 self.start_replay(shape, tape, snapshot, accepted, mask)
             })?
             .wait_blocking()?;
-        let out: &mut [u8] = bytemuck::cast_slice_mut(state_out);
-        let n = out.len();
-        out.copy_from_slice(&bytes[0][..n]);
-        Ok(())
+        Ok(outputs.swap_remove(0))
     }
 
     /// replay on the host path, as a future.
