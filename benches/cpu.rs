@@ -1,5 +1,5 @@
 //! CPU backend benchmark: record, replay and repeat at the real shape (Hk = 16, Hv = 32,
-//! Dk = Dv = 128; SPEC.md "Real shapes") for B in {1, 8} and T in {1, 4, 8}, next to a
+//! Dk = Dv = 128; docs/SPEC.md "Real shapes") for B in {1, 8} and T in {1, 4, 8}, next to a
 //! memcpy of a state-sized buffer, the bandwidth ceiling.
 //!
 //! `cargo bench --bench cpu` (about 2-3 minutes on 2 cores). Filter as usual with
@@ -9,8 +9,6 @@
 //! - `memcpy/1thread/<MiB>`: `copy_from_slice` of a state-sized f32 buffer on one thread
 //!   (the ceiling the ops are compared with); `memcpy/2threads/<MiB>`: the same copy
 //!   split over two scoped threads (spawn included), for reference.
-//! - `<op>/kernel_<dtypes>/B<b>_T<t>`: `deltatape::cpu::<op>` into preallocated outputs
-//!   (no allocation measured, no validation).
 //! - `<op>/api_<dtypes>/B<b>_T<t>`: the public `Backend::cpu().<op>()` (validation and
 //!   the allocation of its output vectors included); `replay/api_into_<dtypes>`: the
 //!   public `replay_into`, validation included, into one reused output.
@@ -192,35 +190,6 @@ fn bench_memcpy(c: &mut Criterion) {
     group.finish();
 }
 
-fn record_kernel<A: Element>(group: &mut criterion::BenchmarkGroup<'_, WallTime>, c: &Case<A>) {
-    let s = &c.shape;
-    let mut y = vec![A::default(); s.v_len()];
-    let mut state_out = vec![0f32; s.state_len()];
-    let mut delta = vec![0f32; s.v_len()];
-    let name = format!("kernel_{}", A::DTYPE);
-    let id = BenchmarkId::new(name, case_id(s.batch(), s.steps()));
-    group.throughput(Throughput::Bytes(c.record_bytes()));
-    group.bench_function(id, |bch| {
-        bch.iter(|| {
-            deltatape::cpu::record(
-                s,
-                LAYOUT,
-                &c.q,
-                &c.k,
-                &c.v,
-                &c.g,
-                &c.beta,
-                None,
-                &c.state,
-                &mut y,
-                &mut state_out,
-                &mut delta,
-            );
-            black_box((&y, &state_out, &delta));
-        })
-    });
-}
-
 fn record_api<A: Element>(group: &mut criterion::BenchmarkGroup<'_, WallTime>, c: &Case<A>) {
     let s = &c.shape;
     let cpu = Backend::cpu();
@@ -232,31 +201,6 @@ fn record_api<A: Element>(group: &mut criterion::BenchmarkGroup<'_, WallTime>, c
                 cpu.record::<A, f32, f32>(s, LAYOUT, &c.inputs(), &c.state)
                     .expect("record"),
             )
-        })
-    });
-}
-
-fn replay_kernel<A: Element>(group: &mut criterion::BenchmarkGroup<'_, WallTime>, c: &Case<A>) {
-    let s = &c.shape;
-    let mut state_out = vec![0f32; s.state_len()];
-    let id = BenchmarkId::new(
-        format!("kernel_{}", A::DTYPE),
-        case_id(s.batch(), s.steps()),
-    );
-    group.throughput(Throughput::Bytes(c.replay_bytes()));
-    group.bench_function(id, |bch| {
-        bch.iter(|| {
-            deltatape::cpu::replay(
-                s,
-                &c.tape_delta,
-                &c.tape_k,
-                &c.g,
-                &c.state,
-                None,
-                &c.accepted,
-                &mut state_out,
-            );
-            black_box(&state_out);
         })
     });
 }
@@ -301,11 +245,9 @@ fn bench_record(c: &mut Criterion) {
     for b in BATCHES {
         for t in STEPS {
             let case = Case::<f32>::new(b, t);
-            record_kernel(&mut group, &case);
             record_api(&mut group, &case);
         }
     }
-    record_kernel(&mut group, &Case::<bf16>::new(BF16_CASE.0, BF16_CASE.1));
     group.finish();
 }
 
@@ -314,12 +256,10 @@ fn bench_replay(c: &mut Criterion) {
     for b in BATCHES {
         for t in STEPS {
             let case = Case::<f32>::new(b, t);
-            replay_kernel(&mut group, &case);
             replay_api(&mut group, &case);
             replay_api_into(&mut group, &case);
         }
     }
-    replay_kernel(&mut group, &Case::<bf16>::new(BF16_CASE.0, BF16_CASE.1));
     group.finish();
 }
 
@@ -330,16 +270,9 @@ fn bench_repeat(c: &mut Criterion) {
         for t in STEPS {
             let shape = RepeatShape::new(b * t, HK, HV, DK).expect("repeat shape");
             let src: Vec<f32> = Rng(7).vec(shape.src_len(), -1.0, 1.0);
-            let mut dst = vec![0f32; shape.dst_len()];
             group.throughput(Throughput::Bytes(
                 4 * (shape.src_len() + shape.dst_len()) as u64,
             ));
-            group.bench_function(BenchmarkId::new("kernel_f32", case_id(b, t)), |bch| {
-                bch.iter(|| {
-                    deltatape::cpu::repeat(&shape, LAYOUT, black_box(&src), &mut dst);
-                    black_box(&mut dst);
-                })
-            });
             group.bench_function(BenchmarkId::new("api_f32", case_id(b, t)), |bch| {
                 bch.iter(|| black_box(cpu.repeat(&shape, LAYOUT, &src).expect("repeat")))
             });

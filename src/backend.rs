@@ -1,13 +1,14 @@
 //! The device-agnostic API: one [`Backend`], the same calls for every op on every
-//! device. Host slices in, host vectors out; the GPU-resident path is on
-//! [`GpuBackend`](crate::gpu::GpuBackend) directly.
+//! device. Host slices in, host vectors out; the GPU-resident path (caller-owned
+//! buffers, caller-owned encoders) is on [`GpuBackend`] directly.
 
-use crate::cpu;
+use crate::cpu::{CpuBackend, CpuOptions};
 use crate::dtype::Element;
-use crate::error::{alloc_vec, check_len, Error, Result};
-use crate::gpu::GpuBackend;
-use crate::ops::{check_record, check_repeat, check_replay, RecordInputs, Recorded, TapeRef};
+use crate::error::{Error, Result};
+use crate::gpu::{GpuBackend, GpuOptions};
+use crate::ops::{HostCall, Record, RecordInputs, Recorded, Repeat, Replay, TapeRef};
 use crate::shape::{GdnShape, GqaLayout, RepeatShape};
+use std::marker::PhantomData;
 
 /// Which backend to create.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -25,72 +26,67 @@ pub enum BackendChoice {
 impl std::str::FromStr for BackendChoice {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "auto" => Ok(BackendChoice::Auto),
-            "cpu" => Ok(BackendChoice::Cpu),
-            "gpu" => Ok(BackendChoice::Gpu),
-            other => Err(format!(
-                "unknown backend `{other}` (expected auto, cpu or gpu)"
-            )),
-        }
+        use BackendChoice::*;
+        crate::error::parse_name("backend", s, &[("auto", Auto), ("cpu", Cpu), ("gpu", Gpu)])
     }
 }
 
 /// A device the ops run on.
 #[derive(Clone)]
 pub enum Backend {
-    /// The CPU reference. `fallback` says why `auto` did not take a GPU.
-    Cpu { fallback: Option<String> },
+    /// The CPU reference.
+    Cpu(CpuBackend),
     /// A wgpu device.
     Gpu(GpuBackend),
 }
 
 impl Backend {
-    /// `auto`, unless `DELTATAPE_BACKEND=cpu|gpu|auto` says otherwise.
+    /// `choice`, with `DELTATAPE_BACKEND=cpu|gpu|auto` overriding it when set, and the
+    /// options of each backend read from the environment ([`CpuOptions::from_env`],
+    /// [`GpuOptions::from_env`]).
     pub fn from_env() -> Result<Self> {
-        match std::env::var("DELTATAPE_BACKEND") {
-            Err(_) => Self::new(BackendChoice::Auto),
-            Ok(v) => {
-                let choice = v.parse().map_err(|_| Error::BadEnv {
-                    var: "DELTATAPE_BACKEND",
-                    value: v.clone(),
-                    why: "expected cpu, gpu or auto",
-                })?;
-                Self::new(choice)
-            }
-        }
+        let choice = match std::env::var("DELTATAPE_BACKEND") {
+            Err(_) => BackendChoice::Auto,
+            Ok(v) => v.parse().map_err(|_| Error::BadEnv {
+                var: "DELTATAPE_BACKEND".into(),
+                value: v.clone(),
+                why: "expected cpu, gpu or auto",
+            })?,
+        };
+        Self::with_options(choice, CpuOptions::from_env()?, GpuOptions::from_env()?)
     }
 
-    /// Create the backend `choice` names.
+    /// Create the backend `choice` names, with default options.
     pub fn new(choice: BackendChoice) -> Result<Self> {
+        Self::with_options(choice, CpuOptions::default(), GpuOptions::default())
+    }
+
+    /// Create the backend `choice` names with these options.
+    pub fn with_options(choice: BackendChoice, cpu: CpuOptions, gpu: GpuOptions) -> Result<Self> {
         match choice {
-            BackendChoice::Cpu => Ok(Self::cpu()),
-            BackendChoice::Gpu => Self::gpu(),
-            BackendChoice::Auto => Ok(Self::gpu().unwrap_or_else(|e| Backend::Cpu {
-                fallback: Some(e.to_string()),
-            })),
+            BackendChoice::Cpu => Ok(Backend::Cpu(CpuBackend::new(cpu))),
+            BackendChoice::Gpu => GpuBackend::new(gpu).map(Backend::Gpu),
+            BackendChoice::Auto => Ok(GpuBackend::new(gpu).map_or_else(
+                |e| Backend::Cpu(CpuBackend::new(cpu).fallback_from(e.to_string())),
+                Backend::Gpu,
+            )),
         }
     }
 
-    /// The CPU reference backend.
+    /// The CPU reference backend with default options.
     pub fn cpu() -> Self {
-        Backend::Cpu { fallback: None }
+        Backend::Cpu(CpuBackend::default())
     }
 
-    /// The best GPU adapter, or an error saying why there is none.
+    /// The best GPU adapter with default options, or an error saying why there is none.
     pub fn gpu() -> Result<Self> {
-        GpuBackend::new().map(Backend::Gpu)
+        Self::new(BackendChoice::Gpu)
     }
 
     /// One line naming the device, and for an `auto` CPU fallback, why.
     pub fn describe(&self) -> String {
         match self {
-            Backend::Cpu { fallback: None } => format!("cpu ({} threads)", cpu_threads()),
-            Backend::Cpu {
-                fallback: Some(why),
-            } => {
-                format!("cpu ({} threads; no GPU: {why})", cpu_threads())
-            }
+            Backend::Cpu(c) => c.describe(),
             Backend::Gpu(g) => g.describe(),
         }
     }
@@ -99,114 +95,125 @@ impl Backend {
     pub fn as_gpu(&self) -> Option<&GpuBackend> {
         match self {
             Backend::Gpu(g) => Some(g),
-            Backend::Cpu { .. } => None,
+            Backend::Cpu(_) => None,
         }
     }
 
-    /// record (SPEC.md): y, the state after T steps, and the tape's delta in dtype `P`.
-    pub fn record<A: Element, S: Element, P: Element>(
-        &self,
-        shape: &GdnShape,
-        layout: GqaLayout,
-        inputs: &RecordInputs<'_, A>,
-        state_in: &[S],
-    ) -> Result<Recorded<A, S, P>> {
+    fn run<'a, C: HostCall<'a>>(&self, call: C) -> Result<C::Output> {
         match self {
-            Backend::Gpu(g) => g.record(shape, layout, inputs, state_in),
-            Backend::Cpu { .. } => {
-                check_record(shape, inputs, state_in)?;
-                let mut out = Recorded {
-                    y: alloc_vec("record", "y", shape.v_len())?,
-                    state: alloc_vec("record", "state_out", shape.state_len())?,
-                    delta: alloc_vec("record", "delta", shape.v_len())?,
-                };
-                cpu::record(
-                    shape,
-                    layout,
-                    inputs.q,
-                    inputs.k,
-                    inputs.v,
-                    inputs.g,
-                    inputs.beta,
-                    inputs.mask,
-                    state_in,
-                    &mut out.y,
-                    &mut out.state,
-                    &mut out.delta,
-                );
-                Ok(out)
-            }
+            Backend::Cpu(c) => c.run(call),
+            Backend::Gpu(g) => g.run(call),
         }
     }
 
-    /// replay (SPEC.md): the snapshot with the first `accepted[b]` live steps of the
-    /// tape folded in, per sequence.
-    pub fn replay<A: Element, S: Element, P: Element>(
-        &self,
-        shape: &GdnShape,
-        tape: &TapeRef<'_, A, P>,
-        snapshot: &[S],
-        accepted: &[u32],
-        mask: Option<&[u32]>,
-    ) -> Result<Vec<S>> {
+    async fn run_async<'a, C: HostCall<'a>>(&self, call: C) -> Result<C::Output> {
         match self {
-            Backend::Gpu(g) => g.replay(shape, tape, snapshot, accepted, mask),
-            Backend::Cpu { .. } => {
-                check_replay(shape, tape, snapshot, accepted, mask)?;
-                let mut out = alloc_vec("replay", "state_out", shape.state_len())?;
-                cpu::replay(
-                    shape, tape.delta, tape.k, tape.g, snapshot, mask, accepted, &mut out,
-                );
-                Ok(out)
-            }
-        }
-    }
-
-    /// [`replay`](Self::replay) into the caller's `state_out` (`shape.state_len()`
-    /// elements), so that a loop of commits reuses one buffer: on the CPU backend a fresh
-    /// output costs its page faults on every call (about 0.9 ms for the 16 MiB state at
-    /// B = 8, where the replay itself takes 1.2 ms; `cargo bench --bench cpu`).
-    pub fn replay_into<A: Element, S: Element, P: Element>(
-        &self,
-        shape: &GdnShape,
-        tape: &TapeRef<'_, A, P>,
-        snapshot: &[S],
-        accepted: &[u32],
-        mask: Option<&[u32]>,
-        state_out: &mut [S],
-    ) -> Result<()> {
-        match self {
-            Backend::Gpu(g) => g.replay_into(shape, tape, snapshot, accepted, mask, state_out),
-            Backend::Cpu { .. } => {
-                check_replay(shape, tape, snapshot, accepted, mask)?;
-                check_len("replay", "state_out", shape.state_len(), state_out.len())?;
-                cpu::replay(
-                    shape, tape.delta, tape.k, tape.g, snapshot, mask, accepted, state_out,
-                );
-                Ok(())
-            }
-        }
-    }
-
-    /// repeat (SPEC.md): the GQA head broadcast `dst[n, h, i] = src[n, hk(h), i]`.
-    pub fn repeat<E: Element>(
-        &self,
-        shape: &RepeatShape,
-        layout: GqaLayout,
-        src: &[E],
-    ) -> Result<Vec<E>> {
-        match self {
-            Backend::Gpu(g) => g.repeat(shape, layout, src),
-            Backend::Cpu { .. } => {
-                check_repeat(shape, src)?;
-                let mut out = alloc_vec("repeat", "dst", shape.dst_len())?;
-                cpu::repeat(shape, layout, src, &mut out);
-                Ok(out)
-            }
+            Backend::Cpu(c) => c.run_async(call).await,
+            Backend::Gpu(g) => g.run_async(call).await,
         }
     }
 }
 
-fn cpu_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+impl CpuBackend {
+    fn run<'a, C: HostCall<'a>>(&self, call: C) -> Result<C::Output> {
+        call.run_cpu(self)
+    }
+
+    async fn run_async<'a, C: HostCall<'a>>(&self, call: C) -> Result<C::Output> {
+        call.run_cpu(self)
+    }
+}
+
+impl GpuBackend {
+    fn run<'a, C: HostCall<'a>>(&self, call: C) -> Result<C::Output> {
+        call.start_gpu(self)?.wait()
+    }
+
+    async fn run_async<'a, C: HostCall<'a>>(&self, call: C) -> Result<C::Output> {
+        call.start_gpu(self)?.wait_async().await
+    }
+}
+
+/// Each op once, on [`Backend`] and on each of its peers [`CpuBackend`] and
+/// [`GpuBackend`]: its blocking method and, where it has one, its `async` twin (on the
+/// GPU the future completes without the caller polling the device; on the CPU it runs
+/// when first polled).
+macro_rules! host_ops {
+    () => {};
+    (
+        $(#[$doc:meta])*
+        fn $name:ident / $async_name:ident <$($g:ident),*>($($arg:ident: $ty:ty),*) -> $out:ty
+            = $call:expr, $finish:expr;
+        $($rest:tt)*
+    ) => {
+        host_ops! { $(#[$doc])* fn $name <$($g),*>($($arg: $ty),*) -> $out = $call, $finish; }
+        host_ops! { @each [Backend CpuBackend GpuBackend]
+            #[doc = concat!("[`", stringify!($name), "`](Self::", stringify!($name), "), as a future.")]
+            pub async fn $async_name<$($g: Element),*>(&self, $($arg: $ty),*) -> Result<$out> {
+                self.run_async($call).await.map($finish)
+            }
+        }
+        host_ops! { $($rest)* }
+    };
+    (
+        $(#[$doc:meta])*
+        fn $name:ident <$($g:ident),*>($($arg:ident: $ty:ty),*) -> $out:ty
+            = $call:expr, $finish:expr;
+        $($rest:tt)*
+    ) => {
+        host_ops! { @each [Backend CpuBackend GpuBackend]
+            $(#[$doc])*
+            pub fn $name<$($g: Element),*>(&self, $($arg: $ty),*) -> Result<$out> {
+                self.run($call).map($finish)
+            }
+        }
+        host_ops! { $($rest)* }
+    };
+    (@each [$($ty:ident)*] $item:item) => {
+        $( impl $ty { $item } )*
+    };
+}
+
+host_ops! {
+    /// record (docs/SPEC.md): y, the state after T steps, and the tape's delta in dtype `P`.
+    fn record / record_async<A, S, P>(
+        shape: &GdnShape,
+        layout: GqaLayout,
+        inputs: &RecordInputs<'_, A>,
+        state_in: &[S]
+    ) -> Recorded<A, S, P>
+        = Record { shape, layout, inputs: *inputs, state_in, tape: PhantomData },
+          |out| out;
+
+    /// replay (docs/SPEC.md): the snapshot with the first `accepted[b]` live steps of the
+    /// tape folded in, per sequence.
+    fn replay / replay_async<A, S, P>(
+        shape: &GdnShape,
+        tape: &TapeRef<'_, A, P>,
+        snapshot: &[S],
+        accepted: &[u32],
+        mask: Option<&[u32]>
+    ) -> Vec<S>
+        = Replay { shape, tape: *tape, snapshot, accepted, mask, out: None },
+          |out| out.unwrap_or_default();
+
+    /// [`replay`](Self::replay) into the caller's `state_out` (`shape.state_len()`
+    /// elements), so that a loop of commits reuses one buffer: on the CPU backend a
+    /// fresh output costs its page faults on every call (about 0.9 ms for the 16 MiB
+    /// state at B = 8, where the replay itself takes 1.2 ms; `cargo bench --bench cpu`).
+    fn replay_into<A, S, P>(
+        shape: &GdnShape,
+        tape: &TapeRef<'_, A, P>,
+        snapshot: &[S],
+        accepted: &[u32],
+        mask: Option<&[u32]>,
+        state_out: &mut [S]
+    ) -> ()
+        = Replay { shape, tape: *tape, snapshot, accepted, mask, out: Some(state_out) },
+          |_| ();
+
+    /// repeat (docs/SPEC.md): the GQA head broadcast `dst[n, h, i] = src[n, hk(h), i]`.
+    fn repeat / repeat_async<E>(shape: &RepeatShape, layout: GqaLayout, src: &[E]) -> Vec<E>
+        = Repeat { shape, layout, src },
+          |out| out;
 }

@@ -1,8 +1,8 @@
 //! Storage dtypes and the element trait that converts them to and from f32.
 //!
 //! All arithmetic is f32; a value is rounded to its storage dtype once, when it is
-//! stored (SPEC.md). `bf16` rounds to nearest even, as `half` does and as the WGSL
-//! packers in `wgsl/dtype_*.wgsl` do.
+//! stored (docs/SPEC.md). `bf16` rounds to nearest even, as `half` does and as the WGSL
+//! packer in `wgsl/bf16.wgsl` does.
 
 use std::fmt;
 
@@ -64,14 +64,56 @@ impl fmt::Display for DType {
 impl std::str::FromStr for DType {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "f32" | "float32" => Ok(DType::F32),
-            "f16" | "float16" | "half" => Ok(DType::F16),
-            "bf16" | "bfloat16" => Ok(DType::BF16),
-            other => Err(format!(
-                "unknown dtype `{other}` (expected f32, f16 or bf16)"
-            )),
+        use DType::*;
+        let choices = [
+            ("f32", F32),
+            ("f16", F16),
+            ("bf16", BF16),
+            ("float32", F32),
+            ("float16", F16),
+            ("half", F16),
+            ("bfloat16", BF16),
+        ];
+        crate::error::parse_name("dtype", s, &choices)
+    }
+}
+
+/// The dtypes of one record / replay call: activations, state and tape delta.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GdnDtypes {
+    /// q, k, v, g, beta, y, and the tape's k and g.
+    pub act: DType,
+    /// state in and out (and the snapshot).
+    pub state: DType,
+    /// the tape's delta.
+    pub tape: DType,
+}
+
+impl GdnDtypes {
+    /// All f32: the default.
+    pub const F32: GdnDtypes = GdnDtypes::uniform(DType::F32);
+
+    /// The same dtype everywhere (repeat's element dtype).
+    pub const fn uniform(dtype: DType) -> Self {
+        GdnDtypes {
+            act: dtype,
+            state: dtype,
+            tape: dtype,
         }
+    }
+
+    /// The dtypes of host types `A`, `S`, `P`.
+    pub fn of<A: Element, S: Element, P: Element>() -> Self {
+        GdnDtypes {
+            act: A::DTYPE,
+            state: S::DTYPE,
+            tape: P::DTYPE,
+        }
+    }
+
+    /// Whether any of the three is `dtype`.
+    pub fn any(&self, dtype: DType) -> bool {
+        self.act == dtype || self.state == dtype || self.tape == dtype
     }
 }
 
@@ -108,29 +150,24 @@ impl Element for f32 {
     }
 }
 
-impl Element for half::f16 {
-    const DTYPE: DType = DType::F16;
-    #[inline(always)]
-    fn to_f32(self) -> f32 {
-        half::f16::to_f32(self)
-    }
-    #[inline(always)]
-    fn from_f32(value: f32) -> Self {
-        half::f16::from_f32(value)
-    }
+/// The 16-bit types: `half` converts, rounding to nearest even.
+macro_rules! half_element {
+    ($($ty:ty => $dtype:ident),*) => {$(
+        impl Element for $ty {
+            const DTYPE: DType = DType::$dtype;
+            #[inline(always)]
+            fn to_f32(self) -> f32 {
+                <$ty>::to_f32(self)
+            }
+            #[inline(always)]
+            fn from_f32(value: f32) -> Self {
+                <$ty>::from_f32(value)
+            }
+        }
+    )*};
 }
 
-impl Element for half::bf16 {
-    const DTYPE: DType = DType::BF16;
-    #[inline(always)]
-    fn to_f32(self) -> f32 {
-        half::bf16::to_f32(self)
-    }
-    #[inline(always)]
-    fn from_f32(value: f32) -> Self {
-        half::bf16::from_f32(value)
-    }
-}
+half_element!(half::f16 => F16, half::bf16 => BF16);
 
 /// Convert a slice of f32 to any element type, rounding each value once.
 pub fn cast_from_f32<E: Element>(values: &[f32]) -> Vec<E> {

@@ -132,7 +132,7 @@ pub enum Error {
     /// An environment variable has a value the crate does not understand.
     #[error("environment variable {var}={value}: {why}")]
     BadEnv {
-        var: &'static str,
+        var: String,
         value: String,
         why: &'static str,
     },
@@ -193,4 +193,25 @@ pub(crate) fn alloc_vec<E: Clone + Default>(
     })?;
     v.resize(len, E::default());
     Ok(v)
+}
+
+/// Parse one of a fixed set of names (case-insensitive), for the `FromStr` of the
+/// crate's small enums: `choices` pairs each accepted name with its value.
+pub(crate) fn parse_name<T: Copy>(
+    what: &str,
+    s: &str,
+    choices: &[(&str, T)],
+) -> std::result::Result<T, String> {
+    let wanted = s.to_ascii_lowercase();
+    choices
+        .iter()
+        .find(|(name, _)| *name == wanted)
+        .map(|&(_, v)| v)
+        .ok_or_else(|| {
+            let names: Vec<&str> = choices.iter().map(|(n, _)| *n).collect();
+            format!(
+                "unknown {what} `{s}` (expected one of {})",
+                names.join(", ")
+            )
+        })
 }

@@ -1,25 +1,44 @@
+//! # deltatape: the map
+//!
+//! - [`GdnShape`], [`RepeatShape`], [`GqaLayout`] (`shape.rs`): the dimensions, every
+//!   index formula and size of the contract (`docs/SPEC.md`).
+//! - [`DType`], [`Element`], [`GdnDtypes`] (`dtype.rs`); [`Error`] (`error.rs`).
+//! - [`operand`]: one table per op (record, replay, repeat) naming every operand; it
+//!   drives validation, WGSL bindings, bind groups, uploads and readbacks.
+//! - [`Backend`] (`backend.rs`): the device-agnostic calls on host slices, over
+//!   [`CpuBackend`] (`cpu/`: the reference kernels, the oracle of every test) and
+//!   [`GpuBackend`] (`gpu/`: WGSL kernels from `wgsl/` on wgpu).
+//! - [`gpu`]: the resident path for callers that own a wgpu device: [`gpu::Prepared`]
+//!   dispatches built once from caller buffers, encoded into the caller's encoder or
+//!   pass; [`GpuRollback`]; kernel keys and their naga translations.
+//! - [`Rollback`] (`rollback/`): draft / commit over every layer of a model, on any
+//!   backend, with the commit logic shared by the CPU and the GPU.
+//! - [`ModelPreset`] (`models.rs`): the GatedDeltaNet shapes of real models.
+//!
+//! The binary (`src/bin/deltatape/`) holds the demo, the GPU benchmark, `info`, `msl`.
+//!
 #![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 
-pub mod backend;
-pub mod bench;
+mod backend;
 pub mod cpu;
 pub mod dtype;
-pub mod error;
+mod error;
 pub mod gpu;
-pub mod models;
-pub mod ops;
-pub mod rollback;
-pub mod shape;
+mod models;
+pub mod operand;
+mod ops;
+mod rollback;
+mod shape;
 
 pub use backend::{Backend, BackendChoice};
-pub use dtype::{DType, Element};
+pub use cpu::{CpuBackend, CpuOptions};
+pub use dtype::{DType, Element, GdnDtypes};
 pub use error::{Error, Result};
-pub use gpu::CommitKind;
-pub use gpu::{GdnDtypes, GpuBackend};
+pub use gpu::{GpuBackend, GpuOptions, GpuRollback};
 pub use models::ModelPreset;
 pub use ops::{RecordInputs, Recorded, Tape, TapeRef};
-pub use rollback::{Footprint, Rollback};
+pub use rollback::{CommitKind, Footprint, Rollback};
 pub use shape::{GdnShape, GqaLayout, RepeatShape};
 /// The wgpu this crate is built on, for callers that pass in their own device.
 pub use wgpu;

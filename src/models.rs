@@ -1,4 +1,4 @@
-//! The GatedDeltaNet shapes of real models (SPEC.md, "Real shapes").
+//! The GatedDeltaNet shapes of real models (docs/SPEC.md, "Real shapes").
 
 use crate::error::Result;
 use crate::shape::{GdnShape, GqaLayout};

@@ -1,14 +1,20 @@
-//! The operands of each op on the host side, and their validation against a shape.
+//! The ops on host slices: their operands, their validation, and one call type per op
+//! that every backend runs.
 //!
-//! Every backend checks a call here before it reads a byte: the CPU backend and the
-//! GPU backend's host-slices path call the same functions, so they accept and refuse
-//! exactly the same inputs with the same errors.
+//! A call is turned into its operand table's struct of [`HostSide`]s (bytes to upload or
+//! an output to produce), checked against the table once ([`check_sides`]), then run
+//! by the CPU reference or by the GPU's host path: both accept and refuse exactly the
+//! same inputs with the same errors.
 
-use crate::dtype::Element;
-use crate::error::{check_len, Result};
-use crate::shape::{GdnShape, RepeatShape};
+use crate::cpu::{kernels, CpuBackend};
+use crate::dtype::{Element, GdnDtypes};
+use crate::error::{alloc_vec, check_len, Result};
+use crate::gpu::{GpuBackend, Pending};
+use crate::operand::{OperandSpec, RecordOperands, RepeatOperands, ReplayOperands};
+use crate::shape::{GdnShape, GqaLayout, RepeatShape};
+use std::marker::PhantomData;
 
-/// The activations of one record call, `[B, T, ...]` as in SPEC.md.
+/// The activations of one record call, `[B, T, ...]` as in docs/SPEC.md.
 #[derive(Clone, Copy, Debug)]
 pub struct RecordInputs<'a, A> {
     /// `[B, T, Hk, Dk]`, already normalised and scaled by the caller.
@@ -70,57 +76,311 @@ pub struct TapeRef<'a, A, P> {
     pub g: &'a [A],
 }
 
-/// Check record's host operands against `shape`.
-pub(crate) fn check_record<A: Element, S: Element>(
-    shape: &GdnShape,
-    inputs: &RecordInputs<'_, A>,
-    state_in: &[S],
-) -> Result<()> {
-    check_record_inputs("record", shape, inputs)?;
-    check_len("record", "state_in", shape.state_len(), state_in.len())
+/// A host operand's part in a call.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum HostSide<'a> {
+    /// Input data: its bytes and its element count.
+    In(&'a [u8], usize),
+    /// An output the call produces (with the element count of the caller's slice it
+    /// lands in, where the caller gives one).
+    Out(Option<usize>),
 }
 
-/// Check record's activations (everything but the state) against `shape`.
+impl<'a> HostSide<'a> {
+    fn input<E: bytemuck::Pod>(data: &'a [E]) -> Self {
+        HostSide::In(bytemuck::cast_slice(data), data.len())
+    }
+}
+
+/// Check every host operand of a call against its table row: the one validation of
+/// host lengths, shared by every backend.
+pub(crate) fn check_sides<Sh>(
+    op: &'static str,
+    specs: &[OperandSpec<Sh>],
+    shape: &Sh,
+    sides: &[Option<&HostSide<'_>>],
+) -> Result<()> {
+    for (spec, side) in specs.iter().zip(sides) {
+        match side {
+            Some(HostSide::In(_, len)) | Some(HostSide::Out(Some(len))) => {
+                check_len(op, spec.name, (spec.len)(shape), *len)?
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Check record's activations (every operand the caller gives but the state) against
+/// `shape`, for callers that keep the state themselves (the rollback).
 pub(crate) fn check_record_inputs<A: Element>(
     op: &'static str,
     shape: &GdnShape,
     inputs: &RecordInputs<'_, A>,
 ) -> Result<()> {
-    let lens = [
-        inputs.q.len(),
-        inputs.k.len(),
-        inputs.v.len(),
-        inputs.g.len(),
-        inputs.beta.len(),
-    ];
-    for (operand, actual) in shape.record_inputs().iter().zip(lens) {
-        check_len(op, operand.name, operand.len, actual)?;
-    }
-    if let Some(mask) = inputs.mask {
-        check_len(op, "mask", shape.mask_len(), mask.len())?;
-    }
-    Ok(())
+    let call = Record::<A, f32, f32> {
+        shape,
+        layout: GqaLayout::Blocked,
+        inputs: *inputs,
+        state_in: &[],
+        tape: PhantomData,
+    };
+    let mut sides = call.sides();
+    sides.state_in = HostSide::Out(None);
+    check_sides(op, RecordOperands::<()>::SPECS, shape, &sides.slots())
 }
 
-/// Check replay's host operands against `shape`.
-pub(crate) fn check_replay<A: Element, S: Element, P: Element>(
-    shape: &GdnShape,
-    tape: &TapeRef<'_, A, P>,
-    snapshot: &[S],
-    accepted: &[u32],
-    mask: Option<&[u32]>,
-) -> Result<()> {
-    let lens = [tape.delta.len(), tape.k.len(), tape.g.len(), snapshot.len()];
-    for (operand, actual) in shape.replay_inputs().iter().zip(lens) {
-        check_len("replay", operand.name, operand.len, actual)?;
-    }
-    if let Some(mask) = mask {
-        check_len("replay", "mask", shape.mask_len(), mask.len())?;
-    }
-    shape.check_accepted("replay", accepted)
+/// One op on host slices, as every backend runs it (sealed: the crate's three ops).
+pub(crate) trait HostCall<'a>: Sized {
+    type Output: 'a;
+    /// Validate the call (lengths, accepted counts); nothing is touched before.
+    fn check(&self) -> Result<()>;
+    fn run_cpu(self, cpu: &CpuBackend) -> Result<Self::Output>;
+    fn start_gpu(self, gpu: &GpuBackend) -> Result<Pending<'a, Self::Output>>;
 }
 
-/// Check repeat's host operand against `shape`.
-pub(crate) fn check_repeat<E: Element>(shape: &RepeatShape, src: &[E]) -> Result<()> {
-    check_len("repeat", "src", shape.src_len(), src.len())
+/// record (docs/SPEC.md): y, the state after T steps, and the tape delta in dtype `P`.
+pub(crate) struct Record<'a, A, S, P> {
+    pub shape: &'a GdnShape,
+    pub layout: GqaLayout,
+    pub inputs: RecordInputs<'a, A>,
+    pub state_in: &'a [S],
+    pub tape: PhantomData<P>,
+}
+
+impl<'a, A: Element, S: Element, P: Element> Record<'a, A, S, P> {
+    fn sides(&self) -> RecordOperands<HostSide<'a>> {
+        let i = &self.inputs;
+        RecordOperands {
+            q: HostSide::input(i.q),
+            k: HostSide::input(i.k),
+            v: HostSide::input(i.v),
+            g: HostSide::input(i.g),
+            beta: HostSide::input(i.beta),
+            state_in: HostSide::input(self.state_in),
+            y: HostSide::Out(None),
+            state_out: HostSide::Out(None),
+            delta: HostSide::Out(None),
+            mask: i.mask.map(HostSide::input),
+        }
+    }
+}
+
+impl<'a, A: Element, S: Element, P: Element> HostCall<'a> for Record<'a, A, S, P> {
+    type Output = Recorded<A, S, P>;
+
+    fn check(&self) -> Result<()> {
+        let sides = self.sides();
+        check_sides(
+            "record",
+            RecordOperands::<()>::SPECS,
+            self.shape,
+            &sides.slots(),
+        )
+    }
+
+    fn run_cpu(self, cpu: &CpuBackend) -> Result<Self::Output> {
+        self.check()?;
+        let (shape, i) = (self.shape, &self.inputs);
+        let mut out = Recorded {
+            y: alloc_vec("record", "y", shape.v_len())?,
+            state: alloc_vec("record", "state_out", shape.state_len())?,
+            delta: alloc_vec("record", "delta", shape.v_len())?,
+        };
+        kernels::record(
+            cpu.threads(),
+            shape,
+            self.layout,
+            i.q,
+            i.k,
+            i.v,
+            i.g,
+            i.beta,
+            self.state_in,
+            &mut out.y,
+            &mut out.state,
+            &mut out.delta,
+            i.mask,
+        );
+        Ok(out)
+    }
+
+    fn start_gpu(self, gpu: &GpuBackend) -> Result<Pending<'a, Self::Output>> {
+        self.check()?;
+        let (shape, layout) = (*self.shape, self.layout);
+        let dtypes = GdnDtypes::of::<A, S, P>();
+        let bufs = (self.sides()).map(|spec, side| gpu.host_buffer(spec, &shape, &dtypes, side));
+        gpu.host_call(
+            "record",
+            RecordOperands::<()>::SPECS,
+            bufs.slots(),
+            |e| {
+                gpu.prepare_record(&shape, layout, dtypes, &bufs.as_ref())
+                    .map(|p| p.encode(e))
+            },
+            move |out| {
+                Ok(Recorded {
+                    y: from_bytes(&out[0], shape.v_len()),
+                    state: from_bytes(&out[1], shape.state_len()),
+                    delta: from_bytes(&out[2], shape.v_len()),
+                })
+            },
+        )
+    }
+}
+
+/// replay (docs/SPEC.md): the snapshot with each sequence's accepted prefix folded in,
+/// returned (`out: None`) or written into the caller's slice.
+pub(crate) struct Replay<'a, A, S, P> {
+    pub shape: &'a GdnShape,
+    pub tape: TapeRef<'a, A, P>,
+    pub snapshot: &'a [S],
+    pub accepted: &'a [u32],
+    pub mask: Option<&'a [u32]>,
+    pub out: Option<&'a mut [S]>,
+}
+
+impl<'a, A: Element, S: Element, P: Element> Replay<'a, A, S, P> {
+    fn sides(&self) -> ReplayOperands<HostSide<'a>> {
+        ReplayOperands {
+            tape_delta: HostSide::input(self.tape.delta),
+            tape_k: HostSide::input(self.tape.k),
+            tape_g: HostSide::input(self.tape.g),
+            snapshot: HostSide::input(self.snapshot),
+            accepted: HostSide::input(self.accepted),
+            state_out: HostSide::Out(self.out.as_ref().map(|o| o.len())),
+            mask: self.mask.map(HostSide::input),
+        }
+    }
+}
+
+impl<'a, A: Element, S: Element, P: Element> HostCall<'a> for Replay<'a, A, S, P> {
+    /// The committed state, or nothing when it went into the caller's slice.
+    type Output = Option<Vec<S>>;
+
+    fn check(&self) -> Result<()> {
+        let sides = self.sides();
+        check_sides(
+            "replay",
+            ReplayOperands::<()>::SPECS,
+            self.shape,
+            &sides.slots(),
+        )?;
+        self.shape.check_accepted("replay", self.accepted)
+    }
+
+    fn run_cpu(self, cpu: &CpuBackend) -> Result<Self::Output> {
+        self.check()?;
+        let shape = self.shape;
+        let t = &self.tape;
+        let run = |out: &mut [S]| {
+            kernels::replay(
+                cpu.threads(),
+                shape,
+                t.delta,
+                t.k,
+                t.g,
+                self.snapshot,
+                self.accepted,
+                out,
+                self.mask,
+            )
+        };
+        match self.out {
+            Some(out) => {
+                run(out);
+                Ok(None)
+            }
+            None => {
+                let mut out = alloc_vec("replay", "state_out", shape.state_len())?;
+                run(&mut out);
+                Ok(Some(out))
+            }
+        }
+    }
+
+    fn start_gpu(self, gpu: &GpuBackend) -> Result<Pending<'a, Self::Output>> {
+        self.check()?;
+        let shape = *self.shape;
+        let dtypes = GdnDtypes::of::<A, S, P>();
+        let bufs = (self.sides()).map(|spec, side| gpu.host_buffer(spec, &shape, &dtypes, side));
+        let out = self.out;
+        gpu.host_call(
+            "replay",
+            ReplayOperands::<()>::SPECS,
+            bufs.slots(),
+            |e| {
+                gpu.prepare_replay(&shape, dtypes, &bufs.as_ref())
+                    .map(|p| p.encode(e))
+            },
+            move |bytes| match out {
+                Some(out) => {
+                    let out: &mut [u8] = bytemuck::cast_slice_mut(out);
+                    let n = out.len();
+                    out.copy_from_slice(&bytes[0][..n]);
+                    Ok(None)
+                }
+                None => Ok(Some(from_bytes(&bytes[0], shape.state_len()))),
+            },
+        )
+    }
+}
+
+/// repeat (docs/SPEC.md): the GQA head broadcast `dst[n, h, i] = src[n, hk(h), i]`.
+pub(crate) struct Repeat<'a, E> {
+    pub shape: &'a RepeatShape,
+    pub layout: GqaLayout,
+    pub src: &'a [E],
+}
+
+impl<'a, E: Element> Repeat<'a, E> {
+    fn sides(&self) -> RepeatOperands<HostSide<'a>> {
+        RepeatOperands {
+            src: HostSide::input(self.src),
+            dst: HostSide::Out(None),
+        }
+    }
+}
+
+impl<'a, E: Element> HostCall<'a> for Repeat<'a, E> {
+    type Output = Vec<E>;
+
+    fn check(&self) -> Result<()> {
+        let sides = self.sides();
+        check_sides(
+            "repeat",
+            RepeatOperands::<()>::SPECS,
+            self.shape,
+            &sides.slots(),
+        )
+    }
+
+    fn run_cpu(self, cpu: &CpuBackend) -> Result<Self::Output> {
+        self.check()?;
+        let mut out = alloc_vec("repeat", "dst", self.shape.dst_len())?;
+        kernels::repeat(cpu.threads(), self.shape, self.layout, self.src, &mut out);
+        Ok(out)
+    }
+
+    fn start_gpu(self, gpu: &GpuBackend) -> Result<Pending<'a, Self::Output>> {
+        self.check()?;
+        let (shape, layout) = (*self.shape, self.layout);
+        let dtypes = GdnDtypes::uniform(E::DTYPE);
+        let bufs = (self.sides()).map(|spec, side| gpu.host_buffer(spec, &shape, &dtypes, side));
+        gpu.host_call(
+            "repeat",
+            RepeatOperands::<()>::SPECS,
+            bufs.slots(),
+            |e| {
+                gpu.prepare_repeat(&shape, layout, E::DTYPE, &bufs.as_ref())
+                    .map(|p| p.encode(e))
+            },
+            move |out| Ok(from_bytes(&out[0], shape.dst_len())),
+        )
+    }
+}
+
+/// Elements of `E` from the front of a readback's bytes.
+pub(crate) fn from_bytes<E: Element>(bytes: &[u8], len: usize) -> Vec<E> {
+    bytemuck::pod_collect_to_vec(&bytes[..len * std::mem::size_of::<E>()])
 }

@@ -1,13 +1,13 @@
 //! Shapes, the GQA head map, and every index formula and size of the contract.
 //!
-//! This file is the Rust side's single source of truth for SPEC.md's tables: the CPU
+//! This file is the Rust side's single source of truth for docs/SPEC.md's tables: the CPU
 //! reference, validation and the GPU wrappers all ask a shape here for lengths and
 //! offsets. The WGSL side has its twin in `wgsl/shape.wgsl`; the GPU tests against the
 //! CPU reference tie the two together.
 
 use crate::error::{Error, Result};
 
-/// Which key head serves value head `hv` (SPEC.md, "GQA layout").
+/// Which key head serves value head `hv` (docs/SPEC.md, "GQA layout").
 ///
 /// One layout is chosen per model, and every op that maps heads (record, repeat, tape
 /// expansion) must use the same one: mixing them corrupts replay whenever `Hv != Hk`.
@@ -50,13 +50,8 @@ impl GqaLayout {
 impl std::str::FromStr for GqaLayout {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "blocked" => Ok(GqaLayout::Blocked),
-            "tiled" => Ok(GqaLayout::Tiled),
-            other => Err(format!(
-                "unknown GQA layout `{other}` (expected blocked or tiled)"
-            )),
-        }
+        let choices = [("blocked", GqaLayout::Blocked), ("tiled", GqaLayout::Tiled)];
+        crate::error::parse_name("GQA layout", s, &choices)
     }
 }
 
@@ -66,6 +61,24 @@ fn nonzero(op: &'static str, arg: &'static str, v: usize) -> Result<()> {
     } else {
         Ok(())
     }
+}
+
+/// `Err(NotMultiple)` unless the (name, count) `heads` is a multiple of `of`.
+fn heads_divide(
+    op: &'static str,
+    (arg, heads): (&'static str, usize),
+    (divisor_arg, of): (&'static str, usize),
+) -> Result<()> {
+    if heads.is_multiple_of(of) {
+        return Ok(());
+    }
+    Err(Error::NotMultiple {
+        op,
+        arg,
+        actual: heads as u64,
+        divisor_arg,
+        divisor: of as u64,
+    })
 }
 
 fn product(op: &'static str, arg: &'static str, dims: &[usize]) -> Result<usize> {
@@ -84,7 +97,7 @@ fn product(op: &'static str, arg: &'static str, dims: &[usize]) -> Result<usize>
 
 /// The dimensions of one GatedDeltaNet record / replay call.
 ///
-/// Built only through [`GdnShape::new`], which checks every rule of SPEC.md that the
+/// Built only through [`GdnShape::new`], which checks every rule of docs/SPEC.md that the
 /// dimensions alone decide (non-zero dims, `Hv % Hk == 0`, no overflowing element
 /// count), so every length method below is exact and cannot overflow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -95,13 +108,6 @@ pub struct GdnShape {
     value_heads: usize,
     key_dim: usize,
     value_dim: usize,
-}
-
-/// One operand of an op: its argument name and its element count for a given shape.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Operand {
-    pub name: &'static str,
-    pub len: usize,
 }
 
 impl GdnShape {
@@ -116,20 +122,17 @@ impl GdnShape {
         value_dim: usize,
     ) -> Result<Self> {
         const OP: &str = "shape";
-        nonzero(OP, "batch", batch)?;
-        nonzero(OP, "key_heads", key_heads)?;
-        nonzero(OP, "value_heads", value_heads)?;
-        nonzero(OP, "key_dim", key_dim)?;
-        nonzero(OP, "value_dim", value_dim)?;
-        if !value_heads.is_multiple_of(key_heads) {
-            return Err(Error::NotMultiple {
-                op: OP,
-                arg: "value_heads",
-                actual: value_heads as u64,
-                divisor_arg: "key_heads",
-                divisor: key_heads as u64,
-            });
+        let dims = [
+            ("batch", batch),
+            ("key_heads", key_heads),
+            ("value_heads", value_heads),
+            ("key_dim", key_dim),
+            ("value_dim", value_dim),
+        ];
+        for (arg, v) in dims {
+            nonzero(OP, arg, v)?;
         }
+        heads_divide(OP, ("value_heads", value_heads), ("key_heads", key_heads))?;
         let s = GdnShape {
             batch,
             steps,
@@ -168,57 +171,55 @@ impl GdnShape {
 
     /// The same shape with another T (e.g. the first `a` steps of a draft).
     pub fn with_steps(&self, steps: usize) -> Result<Self> {
-        GdnShape::new(
-            self.batch,
-            steps,
-            self.key_heads,
-            self.value_heads,
-            self.key_dim,
-            self.value_dim,
-        )
+        self.resized(self.batch, steps)
     }
 
     /// The same shape with another batch (e.g. one sequence of it).
     pub fn with_batch(&self, batch: usize) -> Result<Self> {
+        self.resized(batch, self.steps)
+    }
+
+    fn resized(&self, batch: usize, steps: usize) -> Result<Self> {
+        let s = self;
         GdnShape::new(
             batch,
-            self.steps,
-            self.key_heads,
-            self.value_heads,
-            self.key_dim,
-            self.value_dim,
+            steps,
+            s.key_heads,
+            s.value_heads,
+            s.key_dim,
+            s.value_dim,
         )
     }
 
-    // ---- element counts (SPEC.md's table) ----
+    // ---- element counts (docs/SPEC.md's table) ----
 
-    /// q and k: `[B, T, Hk, Dk]`.
-    pub fn qk_len(&self) -> usize {
-        self.batch * self.steps * self.key_heads * self.key_dim
-    }
-    /// v, y and the tape's delta: `[B, T, Hv, Dv]`.
-    pub fn v_len(&self) -> usize {
-        self.batch * self.steps * self.value_heads * self.value_dim
-    }
-    /// g, beta and the tape's g: `[B, T, Hv]`.
-    pub fn gate_len(&self) -> usize {
-        self.batch * self.steps * self.value_heads
-    }
     /// mask: `[B, T]`.
     pub fn mask_len(&self) -> usize {
         self.batch * self.steps
     }
-    /// state: `[B, Hv, Dv, Dk]`.
-    pub fn state_len(&self) -> usize {
-        self.batch * self.value_heads * self.value_dim * self.key_dim
+    /// g, beta and the tape's g: `[B, T, Hv]`.
+    pub fn gate_len(&self) -> usize {
+        self.mask_len() * self.value_heads
+    }
+    /// v, y and the tape's delta: `[B, T, Hv, Dv]`.
+    pub fn v_len(&self) -> usize {
+        self.gate_len() * self.value_dim
     }
     /// the tape's k expanded to value heads: `[B, T, Hv, Dk]`.
     pub fn tape_k_len(&self) -> usize {
-        self.batch * self.steps * self.value_heads * self.key_dim
+        self.gate_len() * self.key_dim
+    }
+    /// q and k: `[B, T, Hk, Dk]`.
+    pub fn qk_len(&self) -> usize {
+        self.mask_len() * self.key_heads * self.key_dim
     }
     /// Number of state rows `(b, hv, dv)`, each of `Dk` values.
     pub fn state_rows(&self) -> usize {
         self.batch * self.value_heads * self.value_dim
+    }
+    /// state: `[B, Hv, Dv, Dk]`.
+    pub fn state_len(&self) -> usize {
+        self.state_rows() * self.key_dim
     }
 
     // ---- index formulas (row-major, last index contiguous) ----
@@ -262,7 +263,7 @@ impl GdnShape {
     // ---- sizes that the rollback is about ----
 
     /// Values one tape step holds per sequence: `Hv * (2*Dv + Dk + 1)` at most
-    /// (delta, y is not kept; k expanded; g) — SPEC.md's bound counts y too.
+    /// (delta, y is not kept; k expanded; g) — docs/SPEC.md's bound counts y too.
     pub fn tape_values_per_step(&self) -> usize {
         self.value_heads * (self.value_dim + self.key_dim + 1)
     }
@@ -278,97 +279,6 @@ impl GdnShape {
             src_heads: self.key_heads,
             dst_heads: self.value_heads,
             dim: self.key_dim,
-        }
-    }
-
-    // ---- operand tables: what each op reads and writes, with lengths ----
-
-    /// record's inputs, in kernel binding order.
-    pub fn record_inputs(&self) -> [Operand; 6] {
-        [
-            Operand {
-                name: "q",
-                len: self.qk_len(),
-            },
-            Operand {
-                name: "k",
-                len: self.qk_len(),
-            },
-            Operand {
-                name: "v",
-                len: self.v_len(),
-            },
-            Operand {
-                name: "g",
-                len: self.gate_len(),
-            },
-            Operand {
-                name: "beta",
-                len: self.gate_len(),
-            },
-            Operand {
-                name: "state_in",
-                len: self.state_len(),
-            },
-        ]
-    }
-    /// record's outputs, in kernel binding order.
-    pub fn record_outputs(&self) -> [Operand; 3] {
-        [
-            Operand {
-                name: "y",
-                len: self.v_len(),
-            },
-            Operand {
-                name: "state_out",
-                len: self.state_len(),
-            },
-            Operand {
-                name: "delta",
-                len: self.v_len(),
-            },
-        ]
-    }
-    /// replay's inputs, in kernel binding order.
-    pub fn replay_inputs(&self) -> [Operand; 4] {
-        [
-            Operand {
-                name: "tape_delta",
-                len: self.v_len(),
-            },
-            Operand {
-                name: "tape_k",
-                len: self.tape_k_len(),
-            },
-            Operand {
-                name: "tape_g",
-                len: self.gate_len(),
-            },
-            Operand {
-                name: "snapshot",
-                len: self.state_len(),
-            },
-        ]
-    }
-    /// The mask operand (`[B, T]` u32).
-    pub fn mask_operand(&self) -> Operand {
-        Operand {
-            name: "mask",
-            len: self.mask_len(),
-        }
-    }
-    /// The accepted operand (`[B]` u32).
-    pub fn accepted_operand(&self) -> Operand {
-        Operand {
-            name: "accepted",
-            len: self.batch,
-        }
-    }
-    /// replay's output.
-    pub fn replay_output(&self) -> Operand {
-        Operand {
-            name: "state_out",
-            len: self.state_len(),
         }
     }
 
@@ -407,15 +317,7 @@ impl RepeatShape {
         nonzero(OP, "src_heads", src_heads)?;
         nonzero(OP, "dst_heads", dst_heads)?;
         nonzero(OP, "dim", dim)?;
-        if !dst_heads.is_multiple_of(src_heads) {
-            return Err(Error::NotMultiple {
-                op: OP,
-                arg: "dst_heads",
-                actual: dst_heads as u64,
-                divisor_arg: "src_heads",
-                divisor: src_heads as u64,
-            });
-        }
+        heads_divide(OP, ("dst_heads", dst_heads), ("src_heads", src_heads))?;
         // Per row too: with rows = 0 the totals are 0 whatever the row size.
         product(OP, "src", &[src_heads, dim])?;
         product(OP, "dst", &[dst_heads, dim])?;

@@ -330,7 +330,10 @@ fn external_device(features: wgpu::Features, adapter_limits: bool) -> Option<Gpu
         ..Default::default()
     }))
     .unwrap();
-    Some(GpuBackend::from_device(device, queue, Some(info)).unwrap())
+    Some(
+        GpuBackend::from_device(device, queue, Some(info), deltatape::GpuOptions::default())
+            .unwrap(),
+    )
 }
 
 use deltatape::wgpu;

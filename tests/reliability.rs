@@ -10,7 +10,7 @@ mod common;
 #[path = "support/f64ref.rs"]
 mod f64ref;
 
-use common::{cpu, draw, gpu, mask, rel_err, Rng};
+use common::{cpu, draw, gpu, mask, rel_err, EncodeOnce, Rng};
 use deltatape::dtype::cast_from_f32;
 use deltatape::gpu::{
     GpuRollback, KernelKey, RecordBuffers, Reduction, RepeatBuffers, ReplayBuffers,

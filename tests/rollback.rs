@@ -223,3 +223,70 @@ fn footprint_is_the_tape_not_per_step_snapshots() {
     assert_eq!(fp.tape_bytes, 2 * 4 * 8 * 32 * (128 + 128 + 1) * 4);
     assert!((63.0..65.0).contains(&fp.saving()), "{}", fp.saving());
 }
+
+/// The commit an engine runs: accepted counts written on the GPU into a buffer the crate
+/// cannot read back (`STORAGE | COPY_DST` only: no `COPY_SRC`, no `MAP_READ`, so any
+/// readback of it would be a validation error), committed in one submission. The states
+/// match the CPU rollback committing the same counts, with a count above T clamped to T.
+#[test]
+fn gpu_commit_from_a_device_buffer_needs_no_host_read() {
+    let Some(g) = gpu() else { return };
+    let shape = GdnShape::new(4, 5, 2, 4, 24, 6).unwrap();
+    let layers = 2;
+    let on_gpu = Backend::Gpu(g.clone());
+    let mut rb_gpu =
+        Rollback::<f32, f32, f32>::new(&on_gpu, shape, layers, GqaLayout::Tiled).unwrap();
+    let mut rb_cpu =
+        Rollback::<f32, f32, f32>::new(&Backend::cpu(), shape, layers, GqaLayout::Tiled).unwrap();
+    let mut rng = Rng::new(77);
+    for l in 0..layers {
+        let s = rng.vec(shape.state_len(), -0.3, 0.3);
+        rb_gpu.set_state(l, &s).unwrap();
+        rb_cpu.set_state(l, &s).unwrap();
+    }
+    let counts = g
+        .device()
+        .create_buffer(&deltatape::wgpu::BufferDescriptor {
+            label: Some("accepted, device only"),
+            size: 16,
+            usage: deltatape::wgpu::BufferUsages::STORAGE | deltatape::wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+    let t = shape.steps() as u32;
+    for (round, device_counts) in [[5u32, 0, 2, 9], [1, 3, 0, 5], [0, 0, 0, 0]]
+        .iter()
+        .enumerate()
+    {
+        let draws: Vec<Draw> = (0..layers)
+            .map(|l| draw(&shape, 500 + round as u64 * 10 + l as u64))
+            .collect();
+        let typed: Vec<Typed<f32>> = draws.iter().map(|d| d.typed::<f32>()).collect();
+        let inputs: Vec<RecordInputs<'_, f32>> = typed.iter().map(|t| t.inputs(None)).collect();
+        rb_gpu.draft(&inputs).unwrap();
+        rb_cpu.draft(&inputs).unwrap();
+        g.queue()
+            .write_buffer(&counts, 0, bytemuck::cast_slice(device_counts));
+        rb_gpu.commit_from_buffer(&counts).unwrap();
+        let clamped: Vec<u32> = device_counts.iter().map(|&a| a.min(t)).collect();
+        rb_cpu.commit(&clamped).unwrap();
+        for l in 0..layers {
+            assert_close(
+                &format!("round {round} layer {l} counts {device_counts:?}"),
+                &rb_gpu.state(l).unwrap(),
+                &rb_cpu.state(l).unwrap(),
+                1e-5,
+            );
+        }
+    }
+    // The order rules hold: no draft, no commit.
+    assert!(matches!(
+        rb_gpu.commit_from_buffer(&counts),
+        Err(deltatape::Error::Order { .. })
+    ));
+    // The CPU rollback has no device buffers.
+    rb_cpu.draft(&[]).unwrap_err();
+    assert!(matches!(
+        rb_cpu.commit_from_buffer(&counts),
+        Err(deltatape::Error::Unsupported { .. })
+    ));
+}

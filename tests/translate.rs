@@ -1,9 +1,8 @@
 //! Every shader variant translated by naga to MSL, SPIR-V and HLSL and validated, with
 //! no GPU needed: what Metal and DX12 users would compile, checked on every run.
 
-use deltatape::gpu::kernel::{representative_keys, GdnDtypes, KernelKey, Op, Reduction};
-use deltatape::gpu::translate::{translate, validate, Target};
-use deltatape::DType;
+use deltatape::gpu::{representative_keys, translate, validate, KernelKey, Op, Reduction, Target};
+use deltatape::{DType, GdnDtypes};
 
 /// Every (op, dtype triple, reduction) the crate can compile, at representative shapes.
 fn all_keys() -> Vec<KernelKey> {
@@ -102,7 +101,7 @@ fn f16_is_enabled_only_where_used() {
 /// stays within the budget every adapter offers.
 #[test]
 fn workgroup_memory_matches_the_declared_arrays() {
-    use deltatape::gpu::kernel::WORKGROUP_MEMORY_BUDGET;
+    use deltatape::gpu::WORKGROUP_MEMORY_BUDGET;
     for key in all_keys() {
         let (module, _) = validate(&key).unwrap();
         let mut layouter = naga::proc::Layouter::default();

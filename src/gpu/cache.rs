@@ -2,16 +2,18 @@
 //! [`KernelKey`], compiled once), parameter buffers (one per distinct parameter
 //! block), and host-path buffers for reuse. Nothing here grows without bound.
 
+use super::encode::ParamBlock;
 use super::kernel::KernelKey;
 use crate::error::{Error, Result};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-/// Compiled pipelines by key. The lock is held while a key compiles, so concurrent
-/// first calls with one key compile it once.
+/// Compiled pipelines by key. No lock is held while a key compiles (a compile can take
+/// seconds on a software device): two threads that miss the same key at once may both
+/// compile it, and the first insert wins, so every caller gets the same pipeline.
 #[derive(Default)]
 pub(crate) struct PipelineCache {
-    pipelines: Mutex<HashMap<KernelKey, Arc<wgpu::ComputePipeline>>>,
+    pipelines: RwLock<HashMap<KernelKey, Arc<wgpu::ComputePipeline>>>,
 }
 
 impl PipelineCache {
@@ -20,23 +22,27 @@ impl PipelineCache {
         device: &wgpu::Device,
         key: &KernelKey,
     ) -> Result<Arc<wgpu::ComputePipeline>> {
-        let mut map = self
+        if let Some(p) = self
             .pipelines
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(p) = map.get(key) {
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+        {
             return Ok(p.clone());
         }
-        let pipeline = Arc::new(compile(device, key)?);
-        map.insert(*key, pipeline.clone());
-        Ok(pipeline)
+        let compiled = Arc::new(compile(device, key)?);
+        let mut map = self
+            .pipelines
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        Ok(map.entry(*key).or_insert(compiled).clone())
     }
 
     /// Keys compiled so far (for tests and `deltatape info`).
     pub(crate) fn keys(&self) -> Vec<KernelKey> {
         let map = self
             .pipelines
-            .lock()
+            .read()
             .unwrap_or_else(PoisonError::into_inner);
         let mut keys: Vec<_> = map.keys().copied().collect();
         keys.sort();
@@ -72,14 +78,16 @@ fn compile(device: &wgpu::Device, key: &KernelKey) -> Result<wgpu::ComputePipeli
     }
 }
 
-/// Small immutable buffers by (usage, content): kernel parameters, and the
-/// `accepted` counts of a commit. Ops encoded into one command buffer each need
-/// their own parameters alive at submit, so a shared buffer rewritten per call would
-/// be wrong; a buffer per distinct content is right and, since shapes repeat from call
-/// to call, allocated once. Cleared when it holds too many.
+/// Kernel parameter blocks, one uniform buffer per distinct block. Ops encoded into one
+/// command buffer each need their own parameters alive at submit, so a shared buffer
+/// rewritten per call would be wrong; a buffer per distinct block is right and, since
+/// shapes repeat from call to call, allocated once. Keys are plain arrays (no
+/// allocation per lookup); only shapes go in, never per-call data such as accepted
+/// counts. Cleared when it holds too many (in-flight work and prepared dispatches keep
+/// their own references).
 #[derive(Default)]
 pub(crate) struct ParamCache {
-    buffers: Mutex<HashMap<(u32, Vec<u8>), wgpu::Buffer>>,
+    buffers: Mutex<HashMap<ParamBlock, wgpu::Buffer>>,
 }
 
 const MAX_PARAM_BUFFERS: usize = 256;
@@ -89,31 +97,22 @@ impl ParamCache {
         &self,
         device: &wgpu::Device,
         queue: &wgpu::Queue,
-        bytes: &[u8],
-        usage: wgpu::BufferUsages,
+        block: &ParamBlock,
     ) -> wgpu::Buffer {
-        let key = (usage.bits(), bytes.to_vec());
         let mut map = self.buffers.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(b) = map.get(&key) {
+        if let Some(b) = map.get(block) {
             return b.clone();
         }
         if map.len() >= MAX_PARAM_BUFFERS {
-            // In-flight command buffers keep their own references alive.
             map.clear();
         }
-        // Not create_buffer_init: it panics when the device is lost; a queued write
-        // reports through the error scopes instead, and lands before any submission
-        // that uses the buffer.
-        let buffer = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("deltatape constants"),
-            size: (bytes.len() as u64).div_ceil(4).max(1) * 4,
-            usage: usage | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let mut padded = bytes.to_vec();
-        padded.resize(buffer.size() as usize, 0);
-        queue.write_buffer(&buffer, 0, &padded);
-        map.insert(key, buffer.clone());
+        let buffer = small_buffer(
+            device,
+            queue,
+            bytemuck::cast_slice(block),
+            wgpu::BufferUsages::UNIFORM,
+        );
+        map.insert(*block, buffer.clone());
         buffer
     }
 
@@ -122,6 +121,40 @@ impl ParamCache {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .len()
+    }
+}
+
+/// A small buffer holding `bytes` (padded to words). Not `create_buffer_init`: it
+/// panics when the device is lost; a queued write reports through the error scopes
+/// instead, and lands before any submission that uses the buffer.
+pub(crate) fn small_buffer(
+    device: &wgpu::Device,
+    queue: &wgpu::Queue,
+    bytes: &[u8],
+    usage: wgpu::BufferUsages,
+) -> wgpu::Buffer {
+    let size = (bytes.len() as u64).div_ceil(4).max(1) * 4;
+    let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("deltatape constants"),
+        size,
+        usage: usage | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    write_padded(queue, &buffer, bytes);
+    buffer
+}
+
+/// Queue a write of `bytes` at the start of `buffer`, padded to whole words.
+pub(crate) fn write_padded(queue: &wgpu::Queue, buffer: &wgpu::Buffer, bytes: &[u8]) {
+    if bytes.is_empty() {
+        return;
+    }
+    if bytes.len().is_multiple_of(4) {
+        queue.write_buffer(buffer, 0, bytes);
+    } else {
+        let mut padded = bytes.to_vec();
+        padded.resize(bytes.len().div_ceil(4) * 4, 0);
+        queue.write_buffer(buffer, 0, &padded);
     }
 }
 

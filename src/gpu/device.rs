@@ -1,5 +1,6 @@
 //! Finding an adapter, creating a device, and what the crate needs of one.
 
+use super::options::GpuOptions;
 use crate::error::{Error, Result};
 
 /// The features the crate uses when the adapter has them: subgroups for record's
@@ -55,13 +56,10 @@ pub struct Chosen {
     pub reason: String,
 }
 
-fn instance() -> wgpu::Instance {
-    // Vulkan, Metal, DX12 by default (GL has no subgroups, and probing EGL on a
-    // headless machine prints noise); WGPU_BACKEND and the other WGPU_* instance
-    // variables override.
+fn instance(backends: wgpu::Backends) -> wgpu::Instance {
     let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
-    desc.backends = wgpu::Backends::PRIMARY;
-    wgpu::Instance::new(desc.with_env())
+    desc.backends = backends;
+    wgpu::Instance::new(desc)
 }
 
 fn usable(adapter: &wgpu::Adapter) -> bool {
@@ -70,9 +68,9 @@ fn usable(adapter: &wgpu::Adapter) -> bool {
         && adapter.limits().max_storage_buffers_per_shader_stage >= 4
 }
 
-/// Every adapter wgpu sees, for `deltatape info`.
-pub fn list_adapters() -> Vec<AdapterReport> {
-    let adapters = pollster::block_on(instance().enumerate_adapters(wgpu::Backends::all()));
+/// Every adapter wgpu sees on `backends`, for `deltatape info`.
+pub fn list_adapters(backends: wgpu::Backends) -> Vec<AdapterReport> {
+    let adapters = pollster::block_on(instance(backends).enumerate_adapters(backends));
     adapters
         .iter()
         .map(|a| AdapterReport {
@@ -84,19 +82,19 @@ pub fn list_adapters() -> Vec<AdapterReport> {
         .collect()
 }
 
-/// Pick the best usable adapter: `WGPU_ADAPTER_NAME` (a substring, case-insensitive)
-/// if set, else a discrete GPU over an integrated one over a software one.
-pub fn choose_adapter() -> Result<Chosen> {
-    let adapters = pollster::block_on(instance().enumerate_adapters(wgpu::Backends::all()));
+/// Pick the best usable adapter on `options.backends`: the first whose name contains
+/// `options.adapter_name` (case-insensitive) if set, else a discrete GPU over an
+/// integrated one over a software one.
+pub fn choose_adapter(options: &GpuOptions) -> Result<Chosen> {
+    let backends = options.backends;
+    let adapters = pollster::block_on(instance(backends).enumerate_adapters(backends));
     if adapters.is_empty() {
         return Err(Error::NoAdapter(
             "wgpu found no adapter (on Linux without a GPU: apt-get install mesa-vulkan-drivers)"
                 .into(),
         ));
     }
-    let wanted_name = std::env::var("WGPU_ADAPTER_NAME")
-        .ok()
-        .map(|s| s.to_lowercase());
+    let wanted_name = options.adapter_name.as_ref().map(|s| s.to_lowercase());
     let mut best: Option<(u32, wgpu::Adapter)> = None;
     for adapter in adapters {
         let info = adapter.get_info();

@@ -1,90 +1,92 @@
-//! The GPU-resident path: validate caller-owned buffers, then encode one dispatch into
-//! the caller's command encoder. Nothing is encoded unless every check passes.
+//! The GPU-resident path: validate caller-owned buffers against the op's operand table,
+//! then build a [`Prepared`] dispatch (pipeline, bind group, parameters) that encodes
+//! into the caller's command encoder or compute pass as often as it likes. Nothing is
+//! built unless every check passes.
 
-use super::kernel::{Access, Binding, GdnDtypes, KernelKey, Kind, Op, MAX_KEY_DIM};
+use super::kernel::{KernelKey, Op, Reduction, MAX_KEY_DIM};
 use super::GpuBackend;
-use crate::dtype::DType;
+use crate::dtype::{DType, GdnDtypes};
 use crate::error::{Error, Result};
-use crate::shape::{GdnShape, GqaLayout, Operand, RepeatShape};
+use crate::operand::{Access, OperandSpec, RecordOperands, RepeatOperands, ReplayOperands};
+use crate::shape::{GdnShape, GqaLayout, RepeatShape};
+use std::sync::Arc;
 
 /// Largest element count of one operand: the kernels index in u32 and form
 /// `index + 4` without wrapping.
 pub const MAX_GPU_ELEMENTS: u64 = (1 << 31) - 1;
 
-/// Buffers of one record call (SPEC.md's layouts; dtypes given separately).
-#[derive(Clone, Copy, Debug)]
-pub struct RecordBuffers<'a> {
-    pub q: &'a wgpu::Buffer,
-    pub k: &'a wgpu::Buffer,
-    pub v: &'a wgpu::Buffer,
-    pub g: &'a wgpu::Buffer,
-    pub beta: &'a wgpu::Buffer,
-    pub state_in: &'a wgpu::Buffer,
-    pub y: &'a wgpu::Buffer,
-    pub state_out: &'a wgpu::Buffer,
-    pub delta: &'a wgpu::Buffer,
-    /// `[B, T]` u32, or `None`: every step live.
-    pub mask: Option<&'a wgpu::Buffer>,
-}
-
+/// Buffers of one record call (docs/SPEC.md's layouts; dtypes given separately).
+pub type RecordBuffers<'a> = RecordOperands<&'a wgpu::Buffer>;
 /// Buffers of one replay call. `accepted` holds `[B]` u32; values above T are clamped
 /// to T (a GPU buffer's contents cannot be checked before the dispatch).
-#[derive(Clone, Copy, Debug)]
-pub struct ReplayBuffers<'a> {
-    pub tape_delta: &'a wgpu::Buffer,
-    pub tape_k: &'a wgpu::Buffer,
-    pub tape_g: &'a wgpu::Buffer,
-    pub snapshot: &'a wgpu::Buffer,
-    pub accepted: &'a wgpu::Buffer,
-    pub state_out: &'a wgpu::Buffer,
-    pub mask: Option<&'a wgpu::Buffer>,
-}
-
+pub type ReplayBuffers<'a> = ReplayOperands<&'a wgpu::Buffer>;
 /// Buffers of one repeat call.
-#[derive(Clone, Copy, Debug)]
-pub struct RepeatBuffers<'a> {
-    pub src: &'a wgpu::Buffer,
-    pub dst: &'a wgpu::Buffer,
+pub type RepeatBuffers<'a> = RepeatOperands<&'a wgpu::Buffer>;
+
+/// The uniform parameter block of every kernel: `GdnParams` (wgsl/shape.wgsl) or
+/// `RepeatParams` (wgsl/repeat.wgsl), padded to one size so the cache keys are plain
+/// arrays.
+pub(crate) type ParamBlock = [u32; 12];
+
+/// A validated dispatch, built once for one set of buffers: encoding it is
+/// set-pipeline, set-bind-group, dispatch (what a CUDA graph is to a CUDA kernel).
+///
+/// It keeps its pipeline, bind group and parameters alive; the buffers it was built
+/// for must stay the ones the caller means (it holds them through the bind group).
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    key: KernelKey,
+    pipeline: Arc<wgpu::ComputePipeline>,
+    bind_group: wgpu::BindGroup,
+    /// Workgroups in x and y; `None` when there is nothing to compute.
+    grid: Option<(u32, u32)>,
 }
 
-/// Parameters of record and replay: the Rust twin of `GdnParams` in wgsl/shape.wgsl.
-#[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct GdnParams {
-    batch: u32,
-    steps: u32,
-    key_heads: u32,
-    value_heads: u32,
-    key_dim: u32,
-    value_dim: u32,
-    pad0: [u32; 2],
-    gqa_layout: u32,
-    row_blocks: u32,
-    workgroups: u32,
-    pad1: u32,
+impl Prepared {
+    /// The kernel this dispatch runs.
+    pub fn key(&self) -> &KernelKey {
+        &self.key
+    }
+
+    /// Encode the dispatch in a compute pass of its own.
+    pub fn encode(&self, encoder: &mut wgpu::CommandEncoder) {
+        self.encode_timed(encoder, None);
+    }
+
+    /// Encode the dispatch in a compute pass of its own that writes `timestamps` at
+    /// its boundaries (the crate's benchmark times ops this way).
+    pub fn encode_timed(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        timestamps: Option<wgpu::ComputePassTimestampWrites<'_>>,
+    ) {
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some(self.key.op.name()),
+            timestamp_writes: timestamps,
+        });
+        self.encode_in(&mut pass);
+    }
+
+    /// Encode the dispatch into the caller's compute pass (many dispatches in one pass
+    /// save the cost of a pass each; wgpu orders dependent dispatches).
+    pub fn encode_in(&self, pass: &mut wgpu::ComputePass<'_>) {
+        if let Some((x, y)) = self.grid {
+            pass.set_pipeline(&self.pipeline);
+            pass.set_bind_group(0, &self.bind_group, &[]);
+            pass.dispatch_workgroups(x, y, 1);
+        }
+    }
 }
 
-/// Parameters of repeat: the Rust twin of `RepeatParams` in wgsl/repeat.wgsl.
-#[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct RepeatParams {
-    rows: u32,
-    src_heads: u32,
-    dst_heads: u32,
-    dim: u32,
-    gqa_layout: u32,
-    dst_len: u32,
-    workgroups: u32,
-    pad: u32,
-}
-
-/// One validated-to-be dispatch: a kernel, its parameters and its operands.
-struct Dispatch<'a> {
+/// One dispatch before validation: a kernel, its parameters, its operands.
+struct Plan<'a, Sh: 'static> {
     op: &'static str,
     key: KernelKey,
-    params: Vec<u8>,
+    params: ParamBlock,
     workgroups: u64,
-    operands: Vec<(Binding, &'a wgpu::Buffer, usize)>,
+    shape: &'a Sh,
+    specs: &'static [OperandSpec<Sh>],
+    buffers: Vec<Option<&'a wgpu::Buffer>>,
 }
 
 fn u32_dim(op: &'static str, arg: &'static str, v: usize) -> Result<u32> {
@@ -96,27 +98,29 @@ fn u32_dim(op: &'static str, arg: &'static str, v: usize) -> Result<u32> {
     })
 }
 
+/// `GdnParams` of wgsl/shape.wgsl: the dims (8 words with padding), the GQA layout,
+/// row blocks and the workgroup count.
 fn gdn_params(
     op: &'static str,
     shape: &GdnShape,
     layout: GqaLayout,
     key: &KernelKey,
     workgroups: u64,
-) -> Result<Vec<u8>> {
-    let p = GdnParams {
-        batch: u32_dim(op, "batch", shape.batch())?,
-        steps: u32_dim(op, "steps", shape.steps())?,
-        key_heads: u32_dim(op, "key_heads", shape.key_heads())?,
-        value_heads: u32_dim(op, "value_heads", shape.value_heads())?,
-        key_dim: u32_dim(op, "key_dim", shape.key_dim())?,
-        value_dim: u32_dim(op, "value_dim", shape.value_dim())?,
-        pad0: [0; 2],
-        gqa_layout: layout.code(),
-        row_blocks: (shape.value_dim() as u32).div_ceil(key.rows),
-        workgroups: u32_dim(op, "batch", workgroups as usize)?,
-        pad1: 0,
-    };
-    Ok(bytemuck::bytes_of(&p).to_vec())
+) -> Result<ParamBlock> {
+    Ok([
+        u32_dim(op, "batch", shape.batch())?,
+        u32_dim(op, "steps", shape.steps())?,
+        u32_dim(op, "key_heads", shape.key_heads())?,
+        u32_dim(op, "value_heads", shape.value_heads())?,
+        u32_dim(op, "key_dim", shape.key_dim())?,
+        u32_dim(op, "value_dim", shape.value_dim())?,
+        0,
+        0,
+        layout.code(),
+        (shape.value_dim() as u32).div_ceil(key.rows),
+        u32_dim(op, "batch", workgroups as usize)?,
+        0,
+    ])
 }
 
 fn check_key_dim(op: &'static str, shape: &GdnShape) -> Result<()> {
@@ -161,153 +165,73 @@ fn check_bf16_pairs(
     Ok(())
 }
 
-fn with_lens(
-    bindings: Vec<Binding>,
-    buffers: Vec<&wgpu::Buffer>,
-    operands: Vec<Operand>,
-) -> Vec<(Binding, &wgpu::Buffer, usize)> {
-    debug_assert!(bindings
-        .iter()
-        .zip(&operands)
-        .all(|(b, o)| b.name == o.name));
-    bindings
-        .into_iter()
-        .zip(buffers)
-        .zip(operands)
-        .map(|((b, buf), o)| (b, buf, o.len))
-        .collect()
-}
-
 impl GpuBackend {
-    /// Encode record (SPEC.md "record") into `encoder`.
-    pub fn encode_record(
+    /// Validate record's buffers (docs/SPEC.md "record") and build its dispatch.
+    pub fn prepare_record(
         &self,
-        encoder: &mut wgpu::CommandEncoder,
         shape: &GdnShape,
         layout: GqaLayout,
         dtypes: GdnDtypes,
         buffers: &RecordBuffers<'_>,
-    ) -> Result<()> {
-        self.encode_record_timed(encoder, shape, layout, dtypes, buffers, None)
+    ) -> Result<Prepared> {
+        let class = &self.inner.options.record_class;
+        let key = KernelKey::record(shape, dtypes, self.reduction, buffers.mask.is_some(), class);
+        let slots = buffers.slots().into_iter().map(|b| b.copied()).collect();
+        self.prepare_gdn(shape, layout, key, RecordOperands::<()>::SPECS, slots)
     }
 
-    pub(crate) fn encode_record_timed(
+    /// Validate replay's buffers (docs/SPEC.md "replay") and build its dispatch.
+    pub fn prepare_replay(
         &self,
-        encoder: &mut wgpu::CommandEncoder,
-        shape: &GdnShape,
-        layout: GqaLayout,
-        dtypes: GdnDtypes,
-        b: &RecordBuffers<'_>,
-        timestamps: Option<wgpu::ComputePassTimestampWrites<'_>>,
-    ) -> Result<()> {
-        const OP: &str = "record";
-        check_key_dim(OP, shape)?;
-        check_bf16_pairs(OP, shape, &dtypes, true)?;
-        let key = KernelKey::record(shape, dtypes, self.reduction, b.mask.is_some());
-        let workgroups = key.workgroups_gdn(shape);
-        let mut operands: Vec<Operand> = shape.record_inputs().to_vec();
-        operands.extend(shape.record_outputs());
-        let mut buffers = vec![
-            b.q,
-            b.k,
-            b.v,
-            b.g,
-            b.beta,
-            b.state_in,
-            b.y,
-            b.state_out,
-            b.delta,
-        ];
-        if let Some(m) = b.mask {
-            operands.push(shape.mask_operand());
-            buffers.push(m);
-        }
-        self.dispatch(
-            encoder,
-            Dispatch {
-                op: OP,
-                params: gdn_params(OP, shape, layout, &key, workgroups)?,
-                operands: with_lens(key.bindings(), buffers, operands),
-                key,
-                workgroups,
-            },
-            timestamps,
-        )
-    }
-
-    /// Encode replay (SPEC.md "replay") into `encoder`.
-    pub fn encode_replay(
-        &self,
-        encoder: &mut wgpu::CommandEncoder,
         shape: &GdnShape,
         dtypes: GdnDtypes,
         buffers: &ReplayBuffers<'_>,
-    ) -> Result<()> {
-        self.encode_replay_timed(encoder, shape, dtypes, buffers, None)
-    }
-
-    pub(crate) fn encode_replay_timed(
-        &self,
-        encoder: &mut wgpu::CommandEncoder,
-        shape: &GdnShape,
-        dtypes: GdnDtypes,
-        b: &ReplayBuffers<'_>,
-        timestamps: Option<wgpu::ComputePassTimestampWrites<'_>>,
-    ) -> Result<()> {
-        const OP: &str = "replay";
-        check_key_dim(OP, shape)?;
-        check_bf16_pairs(OP, shape, &dtypes, false)?;
-        let key = KernelKey::replay(shape, dtypes, b.mask.is_some());
-        let workgroups = key.workgroups_gdn(shape);
-        let mut operands: Vec<Operand> = shape.replay_inputs().to_vec();
-        operands.push(shape.accepted_operand());
-        operands.push(shape.replay_output());
-        let mut buffers = vec![
-            b.tape_delta,
-            b.tape_k,
-            b.tape_g,
-            b.snapshot,
-            b.accepted,
-            b.state_out,
-        ];
-        if let Some(m) = b.mask {
-            operands.push(shape.mask_operand());
-            buffers.push(m);
-        }
-        self.dispatch(
-            encoder,
-            Dispatch {
-                op: OP,
-                params: gdn_params(OP, shape, GqaLayout::Blocked, &key, workgroups)?,
-                operands: with_lens(key.bindings(), buffers, operands),
-                key,
-                workgroups,
-            },
-            timestamps,
+    ) -> Result<Prepared> {
+        let class = &self.inner.options.replay_class;
+        let key = KernelKey::replay(shape, dtypes, buffers.mask.is_some(), class);
+        let slots = buffers.slots().into_iter().map(|b| b.copied()).collect();
+        // replay reads the tape's k already expanded: the layout is not used.
+        self.prepare_gdn(
+            shape,
+            GqaLayout::Blocked,
+            key,
+            ReplayOperands::<()>::SPECS,
+            slots,
         )
     }
 
-    /// Encode repeat (SPEC.md "repeat") into `encoder`.
-    pub fn encode_repeat(
+    /// The checks and parameters record and replay share.
+    fn prepare_gdn(
         &self,
-        encoder: &mut wgpu::CommandEncoder,
+        shape: &GdnShape,
+        layout: GqaLayout,
+        key: KernelKey,
+        specs: &'static [OperandSpec<GdnShape>],
+        buffers: Vec<Option<&wgpu::Buffer>>,
+    ) -> Result<Prepared> {
+        let op = key.op.name();
+        check_key_dim(op, shape)?;
+        check_bf16_pairs(op, shape, &key.dtypes, key.op == Op::Record)?;
+        let workgroups = key.workgroups_gdn(shape);
+        self.prepare(Plan {
+            op,
+            params: gdn_params(op, shape, layout, &key, workgroups)?,
+            key,
+            workgroups,
+            shape,
+            specs,
+            buffers,
+        })
+    }
+
+    /// Validate repeat's buffers (docs/SPEC.md "repeat") and build its dispatch.
+    pub fn prepare_repeat(
+        &self,
         shape: &RepeatShape,
         layout: GqaLayout,
         dtype: DType,
         buffers: &RepeatBuffers<'_>,
-    ) -> Result<()> {
-        self.encode_repeat_timed(encoder, shape, layout, dtype, buffers, None)
-    }
-
-    pub(crate) fn encode_repeat_timed(
-        &self,
-        encoder: &mut wgpu::CommandEncoder,
-        shape: &RepeatShape,
-        layout: GqaLayout,
-        dtype: DType,
-        b: &RepeatBuffers<'_>,
-        timestamps: Option<wgpu::ComputePassTimestampWrites<'_>>,
-    ) -> Result<()> {
+    ) -> Result<Prepared> {
         const OP: &str = "repeat";
         // repeat only moves bits: 16-bit rows of even length go as 32-bit words (half
         // the invocations, no unpacking and repacking, no SHADER_F16 needed).
@@ -326,109 +250,55 @@ impl GpuBackend {
         let key = KernelKey::repeat(shape, dtype);
         let groups = (shape.dst_len() as u64).div_ceil(4);
         let workgroups = groups.div_ceil(key.workgroup_size() as u64 * key.groups as u64);
-        let params = RepeatParams {
-            rows: u32_dim(OP, "rows", shape.rows())?,
-            src_heads: u32_dim(OP, "src_heads", shape.src_heads())?,
-            dst_heads: u32_dim(OP, "dst_heads", shape.dst_heads())?,
-            dim: u32_dim(OP, "dim", shape.dim())?,
-            gqa_layout: layout.code(),
-            dst_len: u32_dim(OP, "dst", shape.dst_len())?,
-            workgroups: workgroups as u32,
-            pad: 0,
-        };
-        let operands = vec![
-            Operand {
-                name: "src",
-                len: shape.src_len(),
-            },
-            Operand {
-                name: "dst",
-                len: shape.dst_len(),
-            },
+        let params = [
+            u32_dim(OP, "rows", shape.rows())?,
+            u32_dim(OP, "src_heads", shape.src_heads())?,
+            u32_dim(OP, "dst_heads", shape.dst_heads())?,
+            u32_dim(OP, "dim", shape.dim())?,
+            layout.code(),
+            u32_dim(OP, "dst", shape.dst_len())?,
+            workgroups as u32,
+            0,
+            0,
+            0,
+            0,
+            0,
         ];
-        self.dispatch(
-            encoder,
-            Dispatch {
-                op: OP,
-                params: bytemuck::bytes_of(&params).to_vec(),
-                operands: with_lens(key.bindings(), vec![b.src, b.dst], operands),
-                key,
-                workgroups,
-            },
-            timestamps,
-        )
+        self.prepare(Plan {
+            op: OP,
+            key,
+            params,
+            workgroups,
+            shape,
+            specs: RepeatOperands::<()>::SPECS,
+            buffers: buffers.slots().into_iter().map(|b| b.copied()).collect(),
+        })
     }
 
-    /// Check features, limits and every buffer, then encode the dispatch.
-    fn dispatch(
-        &self,
-        encoder: &mut wgpu::CommandEncoder,
-        d: Dispatch<'_>,
-        timestamps: Option<wgpu::ComputePassTimestampWrites<'_>>,
-    ) -> Result<()> {
+    /// Check features, limits and every buffer against the operand table, then build
+    /// the pipeline (cached), the parameters (cached) and the bind group.
+    fn prepare<Sh: 'static>(&self, d: Plan<'_, Sh>) -> Result<Prepared> {
         let op = d.op;
         self.check_alive(op)?;
-        let features = self.features();
+        self.check_key(op, &d.key)?;
         let limits = self.limits();
-        if d.key.needs_f16() && !features.contains(wgpu::Features::SHADER_F16) {
-            return Err(Error::Unsupported {
-                op,
-                arg: "dtype",
-                why: "f16 needs Features::SHADER_F16, which this device lacks".into(),
-            });
-        }
-        let storage = d.key.storage_buffers();
-        if storage > limits.max_storage_buffers_per_shader_stage {
-            return Err(Error::DeviceLimit {
-                op,
-                limit: "max_storage_buffers_per_shader_stage",
-                needed: storage as u64,
-                available: limits.max_storage_buffers_per_shader_stage as u64,
-                hint: " (create the device with deltatape::gpu::device_requirements)",
-            });
-        }
-        let wg_bytes = d.key.workgroup_bytes();
-        if wg_bytes > limits.max_compute_workgroup_storage_size {
-            return Err(Error::DeviceLimit {
-                op,
-                limit: "max_compute_workgroup_storage_size",
-                needed: wg_bytes as u64,
-                available: limits.max_compute_workgroup_storage_size as u64,
-                hint: "",
-            });
-        }
-        let wg_size = d.key.workgroup_size();
-        if wg_size > limits.max_compute_invocations_per_workgroup
-            || wg_size > limits.max_compute_workgroup_size_x
-        {
-            return Err(Error::DeviceLimit {
-                op,
-                limit: "max_compute_invocations_per_workgroup",
-                needed: wg_size as u64,
-                available: limits
-                    .max_compute_invocations_per_workgroup
-                    .min(limits.max_compute_workgroup_size_x) as u64,
-                hint: "",
-            });
-        }
-        let mut sizes = Vec::with_capacity(d.operands.len());
-        for (binding, buffer, len) in &d.operands {
-            let arg = binding.name;
-            if *len as u64 > MAX_GPU_ELEMENTS {
+        // (table row, buffer, bytes it must hold) of every bound operand.
+        let mut bound = Vec::with_capacity(d.specs.len());
+        for (spec, buffer) in d.specs.iter().zip(&d.buffers) {
+            let Some(buffer) = buffer else { continue };
+            let arg = spec.name;
+            let len = (spec.len)(d.shape) as u64;
+            if len > MAX_GPU_ELEMENTS {
                 return Err(Error::DimTooLarge {
                     op,
                     arg,
-                    actual: *len as u64,
+                    actual: len,
                     max: MAX_GPU_ELEMENTS,
                 });
             }
-            let bytes = match binding.kind {
-                Kind::U32 => *len as u64 * 4,
-                _ => binding
-                    .dtype
-                    .buffer_bytes(*len)
-                    .ok_or(Error::Overflow { op, arg })?,
-            };
+            let bytes = spec
+                .bytes(d.shape, &d.key.dtypes)
+                .ok_or(Error::Overflow { op, arg })?;
             if buffer.size() < bytes {
                 return Err(Error::BufferSize {
                     op,
@@ -453,75 +323,64 @@ impl GpuBackend {
                     hint: " (split the batch into smaller calls)",
                 });
             }
-            sizes.push(bytes);
+            bound.push((spec, *buffer, bytes));
         }
-        for (i, (written, wbuf, _)) in d.operands.iter().enumerate() {
-            if written.access != Access::Write {
-                continue;
+        for (written, wbuf, _) in bound.iter().filter(|(s, ..)| s.access == Access::Write) {
+            if let Some((other, ..)) = bound
+                .iter()
+                .find(|(s, b, _)| s.name != written.name && b == wbuf)
+            {
+                return Err(Error::Aliased {
+                    op,
+                    arg: written.name,
+                    other: other.name,
+                });
             }
-            for (j, (other, obuf, _)) in d.operands.iter().enumerate() {
-                if i != j && wbuf == obuf {
-                    return Err(Error::Aliased {
-                        op,
-                        arg: written.name,
-                        other: other.name,
-                    });
-                }
-            }
-        }
-        if d.workgroups == 0 {
-            return Ok(()); // nothing to compute (repeat over zero rows)
         }
         let max_dim = limits.max_compute_workgroups_per_dimension as u64;
-        let grid_x = d.workgroups.min(max_dim);
-        let grid_y = d.workgroups.div_ceil(grid_x);
-        if grid_y > max_dim {
-            return Err(Error::DeviceLimit {
-                op,
-                limit: "max_compute_workgroups_per_dimension (squared)",
-                needed: d.workgroups,
-                available: max_dim * max_dim,
-                hint: "",
-            });
-        }
-        if d.key.reduction == super::Reduction::Subgroup
-            && d.key.op == Op::Record
-            && !features.contains(wgpu::Features::SUBGROUP)
-        {
-            return Err(Error::Unsupported {
-                op,
-                arg: "reduction",
-                why: "the subgroup variant needs Features::SUBGROUP".into(),
-            });
-        }
+        let grid = match d.workgroups {
+            0 => None, // nothing to compute (repeat over zero rows)
+            n => {
+                let x = n.min(max_dim);
+                let y = n.div_ceil(x);
+                if y > max_dim {
+                    return Err(Error::DeviceLimit {
+                        op,
+                        limit: "max_compute_workgroups_per_dimension (squared)",
+                        needed: n,
+                        available: max_dim * max_dim,
+                        hint: "",
+                    });
+                }
+                Some((x as u32, y as u32))
+            }
+        };
 
         let device = self.device();
         let pipeline = self.inner.pipelines.get(device, &d.key)?;
-        let params =
-            self.inner
-                .params
-                .get(device, self.queue(), &d.params, wgpu::BufferUsages::UNIFORM);
-        let placeholders: Vec<Option<wgpu::Buffer>> = sizes
-            .iter()
-            .enumerate()
-            .map(|(slot, &bytes)| (bytes == 0).then(|| self.placeholder(slot)))
-            .collect();
+        let params = self.inner.params.get(device, self.queue(), &d.params);
         let mut entries = vec![wgpu::BindGroupEntry {
             binding: 0,
             resource: params.as_entire_binding(),
         }];
-        for (slot, ((_, buffer, _), &bytes)) in d.operands.iter().zip(&sizes).enumerate() {
-            let resource = match &placeholders[slot] {
-                Some(p) => p.as_entire_binding(),
-                None => wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                    buffer,
-                    offset: 0,
-                    size: std::num::NonZeroU64::new(bytes),
-                }),
-            };
+        let placeholders: Vec<Option<wgpu::Buffer>> = bound
+            .iter()
+            .enumerate()
+            .map(|(slot, (_, _, bytes))| (*bytes == 0).then(|| self.placeholder(slot)))
+            .collect();
+        for (slot, ((_, buffer, bytes), placeholder)) in bound.iter().zip(&placeholders).enumerate()
+        {
             entries.push(wgpu::BindGroupEntry {
                 binding: slot as u32 + 1,
-                resource,
+                resource: match placeholder {
+                    // A binding cannot be empty: a zero-length operand binds a stand-in.
+                    Some(p) => p.as_entire_binding(),
+                    None => wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer,
+                        offset: 0,
+                        size: std::num::NonZeroU64::new(*bytes),
+                    }),
+                },
             });
         }
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
@@ -536,13 +395,69 @@ impl GpuBackend {
                 message: e.to_string(),
             });
         }
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some(op),
-            timestamp_writes: timestamps,
-        });
-        pass.set_pipeline(&pipeline);
-        pass.set_bind_group(0, &bind_group, &[]);
-        pass.dispatch_workgroups(grid_x as u32, grid_y as u32, 1);
+        Ok(Prepared {
+            key: d.key,
+            pipeline,
+            bind_group,
+            grid,
+        })
+    }
+
+    /// What a kernel needs of the device: features, storage buffers per stage,
+    /// workgroup memory and size.
+    fn check_key(&self, op: &'static str, key: &KernelKey) -> Result<()> {
+        let features = self.features();
+        let limits = self.limits();
+        if key.needs_f16() && !features.contains(wgpu::Features::SHADER_F16) {
+            return Err(Error::Unsupported {
+                op,
+                arg: "dtype",
+                why: "f16 needs Features::SHADER_F16, which this device lacks".into(),
+            });
+        }
+        if key.reduction == Reduction::Subgroup
+            && key.op == Op::Record
+            && !features.contains(wgpu::Features::SUBGROUP)
+        {
+            return Err(Error::Unsupported {
+                op,
+                arg: "reduction",
+                why: "the subgroup variant needs Features::SUBGROUP".into(),
+            });
+        }
+        let needs = [
+            (
+                "max_storage_buffers_per_shader_stage",
+                key.storage_buffers(),
+                limits.max_storage_buffers_per_shader_stage,
+                " (create the device with deltatape::gpu::device_requirements)",
+            ),
+            (
+                "max_compute_workgroup_storage_size",
+                key.workgroup_bytes(),
+                limits.max_compute_workgroup_storage_size,
+                "",
+            ),
+            (
+                "max_compute_invocations_per_workgroup",
+                key.workgroup_size(),
+                limits
+                    .max_compute_invocations_per_workgroup
+                    .min(limits.max_compute_workgroup_size_x),
+                "",
+            ),
+        ];
+        for (limit, needed, available, hint) in needs {
+            if needed > available {
+                return Err(Error::DeviceLimit {
+                    op,
+                    limit,
+                    needed: needed as u64,
+                    available: available as u64,
+                    hint,
+                });
+            }
+        }
         Ok(())
     }
 }

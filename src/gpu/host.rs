@@ -1,14 +1,15 @@
-//! The host-slices path of the wgpu backend: upload, encode with the resident path,
-//! read back. Blocking calls wait with a bound; `*_async` calls return futures that
-//! complete without the caller polling the device (a helper thread waits).
+//! The host-slices path of the wgpu backend, one path for every op: upload the inputs
+//! (operand table order), encode with the resident path, copy the outputs to staging
+//! buffers, submit, and hand back a [`Pending`] result. `wait` blocks with a bound;
+//! `wait_async` completes without the caller polling the device (on native a helper
+//! thread waits; on wasm32 the browser completes the buffer maps).
 
-use super::encode::{RecordBuffers, RepeatBuffers, ReplayBuffers};
-use super::kernel::GdnDtypes;
+use super::cache::write_padded;
 use super::GpuBackend;
-use crate::dtype::Element;
-use crate::error::{check_len, Error, Result};
-use crate::ops::{check_record, check_repeat, check_replay, RecordInputs, Recorded, TapeRef};
-use crate::shape::{GdnShape, GqaLayout, RepeatShape};
+use crate::dtype::{Element, GdnDtypes};
+use crate::error::{Error, Result};
+use crate::operand::{Access, OperandSpec};
+use crate::ops::HostSide;
 use futures_intrusive::channel::shared::{oneshot_channel, OneshotReceiver};
 use wgpu::BufferUsages as U;
 
@@ -30,17 +31,21 @@ impl Readback {
         poll_until_done(
             &device,
             self.submission.clone(),
-            self.backend.inner.timeout,
+            self.backend.inner.options.timeout,
             self.op,
         )?;
         self.finish()
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     async fn wait_async(self) -> Result<Vec<Vec<u8>>> {
         let (tx, rx) = oneshot_channel();
         let device = self.backend.device().clone();
-        let (submission, timeout, op) =
-            (self.submission.clone(), self.backend.inner.timeout, self.op);
+        let (submission, timeout, op) = (
+            self.submission.clone(),
+            self.backend.inner.options.timeout,
+            self.op,
+        );
         std::thread::spawn(move || {
             tx.send(poll_until_done(&device, submission, timeout, op))
                 .ok();
@@ -49,6 +54,15 @@ impl Readback {
             op,
             message: "the readback thread ended without an answer".into(),
         }))?;
+        self.finish()
+    }
+
+    /// In a browser the maps complete from the event loop: nothing to poll.
+    #[cfg(target_arch = "wasm32")]
+    async fn wait_async(self) -> Result<Vec<Vec<u8>>> {
+        for m in &self.mapped {
+            m.receive().await;
+        }
         self.finish()
     }
 
@@ -117,35 +131,79 @@ fn poll_until_done(
     }
 }
 
-fn from_bytes<E: Element>(bytes: &[u8], len: usize) -> Vec<E> {
-    bytemuck::pod_collect_to_vec(&bytes[..len * std::mem::size_of::<E>()])
+/// A host-path result on its way back: the outputs' bytes, turned into the call's
+/// result by `finish` once the GPU is done.
+#[must_use = "the result is only read back by wait or wait_async"]
+pub struct Pending<'a, T> {
+    readback: Readback,
+    finish: Box<dyn FnOnce(Vec<Vec<u8>>) -> Result<T> + Send + 'a>,
+}
+
+impl<T> Pending<'_, T> {
+    /// Block until the result is back (bounded by the backend's timeout).
+    pub fn wait(self) -> Result<T> {
+        (self.finish)(self.readback.wait_blocking()?)
+    }
+
+    /// The result, as a future that needs no polling of the device by the caller.
+    pub async fn wait_async(self) -> Result<T> {
+        let bytes = self.readback.wait_async().await?;
+        (self.finish)(bytes)
+    }
 }
 
 impl GpuBackend {
-    /// A storage buffer holding `data` (padded to whole words).
-    pub(crate) fn upload<E: bytemuck::Pod>(&self, data: &[E]) -> wgpu::Buffer {
-        let bytes: &[u8] = bytemuck::cast_slice(data);
-        let size = (bytes.len() as u64).div_ceil(4) * 4;
-        let buffer = self
-            .inner
-            .pool
-            .take(self.device(), size.max(16), U::STORAGE | U::COPY_DST);
-        if bytes.len().is_multiple_of(4) {
-            self.queue().write_buffer(&buffer, 0, bytes);
-        } else {
-            let mut padded = bytes.to_vec();
-            padded.resize(size as usize, 0);
-            self.queue().write_buffer(&buffer, 0, &padded);
+    /// A device buffer for one operand of a host call: the input's bytes uploaded, or
+    /// an output sized from the operand table (pooled, reused across calls).
+    pub(crate) fn host_buffer<Sh>(
+        &self,
+        spec: &OperandSpec<Sh>,
+        shape: &Sh,
+        dtypes: &GdnDtypes,
+        side: HostSide<'_>,
+    ) -> wgpu::Buffer {
+        let pool = &self.inner.pool;
+        match side {
+            HostSide::In(bytes, _) => {
+                let size = (bytes.len() as u64).div_ceil(4) * 4;
+                let buffer = pool.take(self.device(), size.max(16), U::STORAGE | U::COPY_DST);
+                write_padded(self.queue(), &buffer, bytes);
+                buffer
+            }
+            HostSide::Out(_) => {
+                // The lengths were checked against the shape: no overflow here.
+                let size = spec.bytes(shape, dtypes).unwrap_or(0).max(16);
+                pool.take(self.device(), size, U::STORAGE | U::COPY_SRC)
+            }
         }
-        buffer
     }
 
-    /// An output storage buffer for `len` elements of `E`.
-    fn output<E: Element>(&self, len: usize) -> wgpu::Buffer {
-        let size = E::DTYPE.buffer_bytes(len).unwrap_or(0).max(16);
-        self.inner
-            .pool
-            .take(self.device(), size, U::STORAGE | U::COPY_SRC)
+    /// Encode a host call with `encode`, copy every written operand (table order) to a
+    /// staging buffer, submit, and return the pending result; all inside error scopes.
+    pub(crate) fn host_call<'a, Sh, T>(
+        &self,
+        op: &'static str,
+        specs: &[OperandSpec<Sh>],
+        buffers: Vec<Option<&wgpu::Buffer>>,
+        encode: impl FnOnce(&mut wgpu::CommandEncoder) -> Result<()>,
+        finish: impl FnOnce(Vec<Vec<u8>>) -> Result<T> + Send + 'a,
+    ) -> Result<Pending<'a, T>> {
+        let readback = self.guarded(op, || {
+            let mut encoder = self.encoder();
+            encode(&mut encoder)?;
+            let outputs: Vec<(&wgpu::Buffer, u64)> = specs
+                .iter()
+                .zip(&buffers)
+                .filter(|(spec, _)| spec.access == Access::Write)
+                .filter_map(|(_, b)| b.map(|b| (b, b.size())))
+                .collect();
+            let used = buffers.iter().flatten().map(|b| (*b).clone()).collect();
+            self.submit_and_map(op, encoder, &outputs, used)
+        })?;
+        Ok(Pending {
+            readback,
+            finish: Box::new(finish),
+        })
     }
 
     /// Copy `outputs` to staging buffers, submit, and start mapping them.
@@ -189,25 +247,25 @@ impl GpuBackend {
     }
 
     /// Read `len` elements of `E` from a buffer with `COPY_SRC` (blocking, bounded).
-    pub(crate) fn read_buffer<E: Element>(
+    pub fn read_buffer<E: Element>(
         &self,
         op: &'static str,
         buffer: &wgpu::Buffer,
         len: usize,
     ) -> Result<Vec<E>> {
         let bytes = (len * E::DTYPE.size_bytes()) as u64;
-        let bytes = self
+        let out = self
             .guarded(op, || {
                 self.submit_and_map(op, self.encoder(), &[(buffer, bytes)], Vec::new())
             })?
             .wait_blocking()?;
-        Ok(from_bytes(&bytes[0], len))
+        Ok(crate::ops::from_bytes(&out[0], len))
     }
 
     /// Wait (bounded) until the device has finished all submitted work.
     pub fn wait_idle(&self, op: &'static str) -> Result<()> {
         let submission = self.queue().submit([]);
-        poll_until_done(self.device(), submission, self.inner.timeout, op)
+        poll_until_done(self.device(), submission, self.inner.options.timeout, op)
     }
 
     /// Run `f` (allocations, uploads, encoding, submission) inside out-of-memory and
@@ -229,283 +287,11 @@ impl GpuBackend {
         }
     }
 
-    pub(crate) fn encoder(&self) -> wgpu::CommandEncoder {
+    /// A command encoder on this backend's device.
+    pub fn encoder(&self) -> wgpu::CommandEncoder {
         self.device()
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("deltatape"),
             })
-    }
-
-    fn start_record<A: Element, S: Element, P: Element>(
-        &self,
-        shape: &GdnShape,
-        layout: GqaLayout,
-        inputs: &RecordInputs<'_, A>,
-        state_in: &[S],
-    ) -> Result<Readback> {
-        check_record(shape, inputs, state_in)?;
-        let ins = [
-            self.upload(inputs.q),
-            self.upload(inputs.k),
-            self.upload(inputs.v),
-            self.upload(inputs.g),
-            self.upload(inputs.beta),
-            self.upload(state_in),
-        ];
-        let mask = inputs.mask.map(|m| self.upload(m));
-        let (y, state_out, delta) = (
-            self.output::<A>(shape.v_len()),
-            self.output::<S>(shape.state_len()),
-            self.output::<P>(shape.v_len()),
-        );
-        let dtypes = GdnDtypes {
-            act: A::DTYPE,
-            state: S::DTYPE,
-            tape: P::DTYPE,
-        };
-        let mut encoder = self.encoder();
-        self.encode_record(
-            &mut encoder,
-            shape,
-            layout,
-            dtypes,
-            &RecordBuffers {
-                q: &ins[0],
-                k: &ins[1],
-                v: &ins[2],
-                g: &ins[3],
-                beta: &ins[4],
-                state_in: &ins[5],
-                y: &y,
-                state_out: &state_out,
-                delta: &delta,
-                mask: mask.as_ref(),
-            },
-        )?;
-        let outputs = [
-            (&y, (shape.v_len() * A::DTYPE.size_bytes()) as u64),
-            (
-                &state_out,
-                (shape.state_len() * S::DTYPE.size_bytes()) as u64,
-            ),
-            (&delta, (shape.v_len() * P::DTYPE.size_bytes()) as u64),
-        ];
-        let readback = {
-            let mut used: Vec<wgpu::Buffer> = ins.to_vec();
-            used.extend(mask.clone());
-            used.extend([y.clone(), state_out.clone(), delta.clone()]);
-            self.submit_and_map("record", encoder, &outputs, used)?
-        };
-        Ok(readback)
-    }
-
-    /// record on the host path (blocking): the same call and result as the CPU backend.
-    pub fn record<A: Element, S: Element, P: Element>(
-        &self,
-        shape: &GdnShape,
-        layout: GqaLayout,
-        inputs: &RecordInputs<'_, A>,
-        state_in: &[S],
-    ) -> Result<Recorded<A, S, P>> {
-        let bytes = self
-            .guarded("record", || {
-                self.start_record::<A, S, P>(shape, layout, inputs, state_in)
-            })?
-            .wait_blocking()?;
-        Ok(recorded_from(shape, &bytes))
-    }
-
-    /// record on the host path, as a future.
-    pub async fn record_async<A: Element, S: Element, P: Element>(
-        &self,
-        shape: &GdnShape,
-        layout: GqaLayout,
-        inputs: &RecordInputs<'_, A>,
-        state_in: &[S],
-    ) -> Result<Recorded<A, S, P>> {
-        let bytes = self
-            .guarded("record", || {
-                self.start_record::<A, S, P>(shape, layout, inputs, state_in)
-            })?
-            .wait_async()
-            .await?;
-        Ok(recorded_from(shape, &bytes))
-    }
-
-    fn start_replay<A: Element, S: Element, P: Element>(
-        &self,
-        shape: &GdnShape,
-        tape: &TapeRef<'_, A, P>,
-        snapshot: &[S],
-        accepted: &[u32],
-        mask: Option<&[u32]>,
-    ) -> Result<Readback> {
-        check_replay(shape, tape, snapshot, accepted, mask)?;
-        let ins = [
-            self.upload(tape.delta),
-            self.upload(tape.k),
-            self.upload(tape.g),
-            self.upload(snapshot),
-            self.upload(accepted),
-        ];
-        let mask = mask.map(|m| self.upload(m));
-        let state_out = self.output::<S>(shape.state_len());
-        let dtypes = GdnDtypes {
-            act: A::DTYPE,
-            state: S::DTYPE,
-            tape: P::DTYPE,
-        };
-        let mut encoder = self.encoder();
-        self.encode_replay(
-            &mut encoder,
-            shape,
-            dtypes,
-            &ReplayBuffers {
-                tape_delta: &ins[0],
-                tape_k: &ins[1],
-                tape_g: &ins[2],
-                snapshot: &ins[3],
-                accepted: &ins[4],
-                state_out: &state_out,
-                mask: mask.as_ref(),
-            },
-        )?;
-        let outputs = [(
-            &state_out,
-            (shape.state_len() * S::DTYPE.size_bytes()) as u64,
-        )];
-        let mut used: Vec<wgpu::Buffer> = ins.to_vec();
-        used.extend(mask.clone());
-        used.push(state_out.clone());
-        self.submit_and_map("replay", encoder, &outputs, used)
-    }
-
-    /// replay on the host path (blocking).
-    pub fn replay<A: Element, S: Element, P: Element>(
-        &self,
-        shape: &GdnShape,
-        tape: &TapeRef<'_, A, P>,
-        snapshot: &[S],
-        accepted: &[u32],
-        mask: Option<&[u32]>,
-    ) -> Result<Vec<S>> {
-        let bytes = self.replay_blocking(shape, tape, snapshot, accepted, mask)?;
-        Ok(from_bytes(&bytes, shape.state_len()))
-    }
-
-    /// [`replay`](Self::replay) read back into the caller's `state_out`
-    /// (`shape.state_len()` elements).
-    pub fn replay_into<A: Element, S: Element, P: Element>(
-        &self,
-        shape: &GdnShape,
-        tape: &TapeRef<'_, A, P>,
-        snapshot: &[S],
-        accepted: &[u32],
-        mask: Option<&[u32]>,
-        state_out: &mut [S],
-    ) -> Result<()> {
-        check_len("replay", "state_out", shape.state_len(), state_out.len())?;
-        let bytes = self.replay_blocking(shape, tape, snapshot, accepted, mask)?;
-        let out: &mut [u8] = bytemuck::cast_slice_mut(state_out);
-        let n = out.len();
-        out.copy_from_slice(&bytes[..n]);
-        Ok(())
-    }
-
-    /// The committed state's bytes (padded to whole words), read back blocking.
-    fn replay_blocking<A: Element, S: Element, P: Element>(
-        &self,
-        shape: &GdnShape,
-        tape: &TapeRef<'_, A, P>,
-        snapshot: &[S],
-        accepted: &[u32],
-        mask: Option<&[u32]>,
-    ) -> Result<Vec<u8>> {
-        let mut outputs = self
-            .guarded("replay", || {
-                self.start_replay(shape, tape, snapshot, accepted, mask)
-            })?
-            .wait_blocking()?;
-        Ok(outputs.swap_remove(0))
-    }
-
-    /// replay on the host path, as a future.
-    pub async fn replay_async<A: Element, S: Element, P: Element>(
-        &self,
-        shape: &GdnShape,
-        tape: &TapeRef<'_, A, P>,
-        snapshot: &[S],
-        accepted: &[u32],
-        mask: Option<&[u32]>,
-    ) -> Result<Vec<S>> {
-        let bytes = self
-            .guarded("replay", || {
-                self.start_replay(shape, tape, snapshot, accepted, mask)
-            })?
-            .wait_async()
-            .await?;
-        Ok(from_bytes(&bytes[0], shape.state_len()))
-    }
-
-    fn start_repeat<E: Element>(
-        &self,
-        shape: &RepeatShape,
-        layout: GqaLayout,
-        src: &[E],
-    ) -> Result<Readback> {
-        check_repeat(shape, src)?;
-        let input = self.upload(src);
-        let dst = self.output::<E>(shape.dst_len());
-        let mut encoder = self.encoder();
-        self.encode_repeat(
-            &mut encoder,
-            shape,
-            layout,
-            E::DTYPE,
-            &RepeatBuffers {
-                src: &input,
-                dst: &dst,
-            },
-        )?;
-        let outputs = [(&dst, (shape.dst_len() * E::DTYPE.size_bytes()) as u64)];
-        self.submit_and_map("repeat", encoder, &outputs, vec![input, dst.clone()])
-    }
-
-    /// repeat on the host path (blocking).
-    pub fn repeat<E: Element>(
-        &self,
-        shape: &RepeatShape,
-        layout: GqaLayout,
-        src: &[E],
-    ) -> Result<Vec<E>> {
-        let bytes = self
-            .guarded("repeat", || self.start_repeat(shape, layout, src))?
-            .wait_blocking()?;
-        Ok(from_bytes(&bytes[0], shape.dst_len()))
-    }
-
-    /// repeat on the host path, as a future.
-    pub async fn repeat_async<E: Element>(
-        &self,
-        shape: &RepeatShape,
-        layout: GqaLayout,
-        src: &[E],
-    ) -> Result<Vec<E>> {
-        let bytes = self
-            .guarded("repeat", || self.start_repeat(shape, layout, src))?
-            .wait_async()
-            .await?;
-        Ok(from_bytes(&bytes[0], shape.dst_len()))
-    }
-}
-
-fn recorded_from<A: Element, S: Element, P: Element>(
-    shape: &GdnShape,
-    bytes: &[Vec<u8>],
-) -> Recorded<A, S, P> {
-    Recorded {
-        y: from_bytes(&bytes[0], shape.v_len()),
-        state: from_bytes(&bytes[1], shape.state_len()),
-        delta: from_bytes(&bytes[2], shape.v_len()),
     }
 }

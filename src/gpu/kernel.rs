@@ -6,7 +6,9 @@
 //! (constants, bindings and typed accessors, all from this file's binding tables) and
 //! the files of `wgsl/`, which hold the kernels themselves.
 
-use crate::dtype::DType;
+use super::options::ShapeClass;
+use crate::dtype::{DType, GdnDtypes};
+use crate::operand::{Access, OperandSpec, RecordOperands, RepeatOperands, ReplayOperands, Walk};
 use crate::shape::{GdnShape, RepeatShape};
 use std::fmt::Write as _;
 
@@ -23,7 +25,7 @@ pub enum Op {
 
 impl Op {
     pub const ALL: [Op; 3] = [Op::Record, Op::Replay, Op::Repeat];
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             Op::Record => "record",
             Op::Replay => "replay",
@@ -59,29 +61,6 @@ pub enum Reduction {
     Workgroup,
 }
 
-/// The dtypes of one record / replay call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct GdnDtypes {
-    /// q, k, v, g, beta, y, and the tape's k and g.
-    pub act: DType,
-    /// state in and out (and the snapshot).
-    pub state: DType,
-    /// the tape's delta.
-    pub tape: DType,
-}
-
-impl GdnDtypes {
-    /// All f32: the default.
-    pub const F32: GdnDtypes = GdnDtypes {
-        act: DType::F32,
-        state: DType::F32,
-        tape: DType::F32,
-    };
-    fn any(&self, dt: DType) -> bool {
-        self.act == dt || self.state == dt || self.tape == dt
-    }
-}
-
 /// A compiled pipeline's name: op, dtypes, reduction and shape class.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct KernelKey {
@@ -112,56 +91,6 @@ pub struct KernelKey {
 /// steps shrinks until the kernel fits.
 pub const WORKGROUP_MEMORY_BUDGET: u32 = 16 << 10;
 
-/// Benchmark knobs: `DELTATAPE_{RECORD,REPLAY}_LANES` (lanes per row: a power of two up
-/// to 64), `_ROWS` (rows per workgroup: a power of two from 2, lanes * rows up to 1024),
-/// `_RPT` (rows per invocation: 1, 2 or 4) and `_CHUNK` (steps staged per barrier pair:
-/// 1, 2, 4, 8 or 16) override the shape class chosen for record and replay. Read once
-/// per process; a value outside those bounds is reported on stderr and not used.
-#[derive(Clone, Copy, Debug, Default)]
-struct Tuning {
-    lanes: Option<u32>,
-    rows: Option<u32>,
-    rows_per_thread: Option<u32>,
-    chunk: Option<u32>,
-}
-
-impl Tuning {
-    fn get(op: Op) -> Tuning {
-        static RECORD: std::sync::OnceLock<Tuning> = std::sync::OnceLock::new();
-        static REPLAY: std::sync::OnceLock<Tuning> = std::sync::OnceLock::new();
-        let (cell, name) = match op {
-            Op::Record => (&RECORD, "RECORD"),
-            Op::Replay => (&REPLAY, "REPLAY"),
-            Op::Repeat => return Tuning::default(),
-        };
-        *cell.get_or_init(|| {
-            let read = |what: &str, ok: &dyn Fn(u32) -> bool| {
-                let var = format!("DELTATAPE_{name}_{what}");
-                let value = std::env::var(&var).ok()?;
-                match value.parse::<u32>() {
-                    Ok(v) if ok(v) => Some(v),
-                    _ => {
-                        eprintln!("deltatape: ignoring {var}={value} (out of bounds)");
-                        None
-                    }
-                }
-            };
-            let lanes = read("LANES", &|v| v.is_power_of_two() && v <= 64);
-            let rows = read("ROWS", &|v| {
-                v >= 2 && v.is_power_of_two() && v * lanes.unwrap_or(64) <= 1024
-            });
-            let rows_per_thread = read("RPT", &|v| v == 1 || v == 2 || v == 4);
-            let chunk = read("CHUNK", &|v| v.is_power_of_two() && v <= 16);
-            Tuning {
-                lanes,
-                rows,
-                rows_per_thread,
-                chunk,
-            }
-        })
-    }
-}
-
 /// Record's grids below this many invocations (at two rows each) are "small" (see
 /// `gdn`): about half of what an H200 keeps resident.
 const SMALL_GRID_INVOCATIONS: u64 = 1 << 17;
@@ -175,14 +104,27 @@ const REPEAT_WG: u32 = 256;
 const REPEAT_GROUPS: u32 = 4;
 
 impl KernelKey {
-    /// The record kernel for `shape`.
-    pub fn record(shape: &GdnShape, dtypes: GdnDtypes, reduction: Reduction, masked: bool) -> Self {
-        Self::gdn(Op::Record, shape, dtypes, reduction, masked)
+    /// The record kernel for `shape`, with the shape class `class` overrides.
+    pub fn record(
+        shape: &GdnShape,
+        dtypes: GdnDtypes,
+        reduction: Reduction,
+        masked: bool,
+        class: &ShapeClass,
+    ) -> Self {
+        Self::gdn(Op::Record, shape, dtypes, reduction, masked, class)
     }
 
-    /// The replay kernel for `shape`.
-    pub fn replay(shape: &GdnShape, dtypes: GdnDtypes, masked: bool) -> Self {
-        Self::gdn(Op::Replay, shape, dtypes, Reduction::Workgroup, masked)
+    /// The replay kernel for `shape`, with the shape class `class` overrides.
+    pub fn replay(shape: &GdnShape, dtypes: GdnDtypes, masked: bool, class: &ShapeClass) -> Self {
+        Self::gdn(
+            Op::Replay,
+            shape,
+            dtypes,
+            Reduction::Workgroup,
+            masked,
+            class,
+        )
     }
 
     fn gdn(
@@ -191,9 +133,9 @@ impl KernelKey {
         dtypes: GdnDtypes,
         reduction: Reduction,
         masked: bool,
+        tuning: &ShapeClass,
     ) -> Self {
         let dk = shape.key_dim() as u32;
-        let tuning = Tuning::get(op);
         // Shape classes measured on an H200 (README, performance): few lanes per row (4
         // at Dk = 128 for record: two shuffle levels per reduction), 128 threads a
         // workgroup. Record holds two rows per invocation (one staged k / q read serves
@@ -214,7 +156,7 @@ impl KernelKey {
             (default_rpt, default_chunk) = (1, 8);
         }
         let groups = dk.div_ceil(lanes * 4).max(1);
-        let rows_per_thread = tuning.rows_per_thread.unwrap_or(default_rpt);
+        let rows_per_thread = tuning.rows_per_invocation.unwrap_or(default_rpt);
         let max_rows = tuning
             .rows
             .unwrap_or((threads / lanes * rows_per_thread).max(2));
@@ -266,11 +208,7 @@ impl KernelKey {
     pub fn repeat(shape: &RepeatShape, dtype: DType) -> Self {
         KernelKey {
             op: Op::Repeat,
-            dtypes: GdnDtypes {
-                act: dtype,
-                state: dtype,
-                tape: dtype,
-            },
+            dtypes: GdnDtypes::uniform(dtype),
             reduction: Reduction::Workgroup,
             lanes: 1,
             rows: REPEAT_WG,
@@ -370,41 +308,28 @@ impl KernelKey {
         )
     }
 
-    /// The storage bindings, in binding order from 1 (0 is the uniform parameters).
-    /// The GPU wrappers bind buffers by walking this same list.
+    /// The storage bindings, in binding order from 1 (0 is the uniform parameters):
+    /// the op's operand table, the optional operands only when bound.
     pub fn bindings(&self) -> Vec<Binding> {
-        use Access::*;
-        use Kind::*;
-        let GdnDtypes { act, state, tape } = self.dtypes;
-        let mut list = match self.op {
-            Op::Record => vec![
-                Binding::new("q", act, Read, Rows),
-                Binding::new("k", act, Read, Rows),
-                Binding::new("v", act, Read, Scalars),
-                Binding::new("g", act, Read, Scalars),
-                Binding::new("beta", act, Read, Scalars),
-                Binding::new("state_in", state, Read, Rows),
-                Binding::new("y", act, Write, Scalars),
-                Binding::new("state_out", state, Write, Rows),
-                Binding::new("delta", tape, Write, Scalars),
-            ],
-            Op::Replay => vec![
-                Binding::new("tape_delta", tape, Read, Scalars),
-                Binding::new("tape_k", act, Read, Rows),
-                Binding::new("tape_g", act, Read, Scalars),
-                Binding::new("snapshot", state, Read, Rows),
-                Binding::new("accepted", DType::F32, Read, U32),
-                Binding::new("state_out", state, Write, Rows),
-            ],
-            Op::Repeat => vec![
-                Binding::new("src", act, Read, Rows),
-                Binding::new("dst", act, Write, Rows),
-            ],
-        };
-        if self.masked {
-            list.push(Binding::new("mask", DType::F32, Read, U32));
+        match self.op {
+            Op::Record => self.bindings_of(RecordOperands::<()>::SPECS),
+            Op::Replay => self.bindings_of(ReplayOperands::<()>::SPECS),
+            Op::Repeat => self.bindings_of(RepeatOperands::<()>::SPECS),
         }
-        list
+    }
+
+    fn bindings_of<Sh>(&self, specs: &[OperandSpec<Sh>]) -> Vec<Binding> {
+        specs
+            .iter()
+            .filter(|s| !s.optional || self.masked)
+            .map(|s| Binding {
+                name: s.name,
+                // u32 words are declared as such whatever the dtype says.
+                dtype: s.dtype(&self.dtypes).unwrap_or(DType::F32),
+                access: s.access,
+                kind: s.walk,
+            })
+            .collect()
     }
 
     /// The complete WGSL module for this key.
@@ -515,45 +440,16 @@ fn unroll(src: &str, loops: &[(&str, &str, u32)]) -> String {
     out
 }
 
-/// Whether a kernel reads or writes a binding.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Access {
-    Read,
-    Write,
-}
-
-/// How a kernel walks a binding.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// Rows of Dk values, read and written in groups of 4 (`load_X(base, i, n)`,
-    /// `store_X(base, i, n, v)`), plus single elements (`load1_X(i)`).
-    Rows,
-    /// Single elements: `load1_X(i)`, `store1_X(i, v)` (not bf16) and
-    /// `store2_X(i_even, a, b)` (both halves of a bf16 word).
-    Scalars,
-    /// Plain u32 data (mask, accepted): `load_X(i)`.
-    U32,
-}
-
 /// One storage binding of a kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Binding {
     pub name: &'static str,
     pub dtype: DType,
     pub access: Access,
-    pub kind: Kind,
+    pub kind: Walk,
 }
 
 impl Binding {
-    fn new(name: &'static str, dtype: DType, access: Access, kind: Kind) -> Self {
-        Binding {
-            name,
-            dtype,
-            access,
-            kind,
-        }
-    }
-
     /// Append the declaration and accessors of this binding.
     fn write_wgsl(&self, out: &mut String, index: u32, vec4: bool) {
         let n = self.name;
@@ -561,7 +457,7 @@ impl Binding {
             Access::Read => "read",
             Access::Write => "read_write",
         };
-        if self.kind == Kind::U32 {
+        if self.kind == Walk::Words {
             let _ = writeln!(
                 out,
                 "@group(0) @binding({index}) var<storage, {access}> {n}_buf: array<u32>;\n\
@@ -569,7 +465,7 @@ impl Binding {
             );
             return;
         }
-        let vec = vec4 && self.kind == Kind::Rows;
+        let vec = vec4 && self.kind == Walk::Rows;
         let elem = match (self.dtype, vec) {
             (DType::F32, false) => "f32",
             (DType::F16, false) => "f16",
@@ -596,10 +492,10 @@ impl Binding {
             ),
         };
         let _ = writeln!(out, "fn load1_{n}(i: u32) -> f32 {{\n    {load1}\n}}");
-        if self.kind == Kind::Rows {
+        if self.kind == Walk::Rows {
             self.write_group_accessors(out, vec);
         }
-        if self.access == Access::Write && self.kind == Kind::Scalars {
+        if self.access == Access::Write && self.kind == Walk::Scalars {
             // Scalars are never vec4-declared.
             if self.dtype != DType::BF16 {
                 let cast = if self.dtype == DType::F16 {
@@ -692,6 +588,7 @@ impl Binding {
 /// Every key the crate can compile for one (op, dtype) at representative shapes: used
 /// by the translation tests and `deltatape msl`.
 pub fn representative_keys(op: Op, dtypes: GdnDtypes, reduction: Reduction) -> Vec<KernelKey> {
+    let class = ShapeClass::default();
     let shapes = [
         GdnShape::new(1, 2, 16, 32, 128, 128),
         GdnShape::new(1, 2, 3, 6, 94, 46),
@@ -701,8 +598,8 @@ pub fn representative_keys(op: Op, dtypes: GdnDtypes, reduction: Reduction) -> V
     for shape in shapes.into_iter().flatten() {
         for masked in [false, true] {
             let key = match op {
-                Op::Record => KernelKey::record(&shape, dtypes, reduction, masked),
-                Op::Replay => KernelKey::replay(&shape, dtypes, masked),
+                Op::Record => KernelKey::record(&shape, dtypes, reduction, masked, &class),
+                Op::Replay => KernelKey::replay(&shape, dtypes, masked, &class),
                 Op::Repeat => KernelKey::repeat(&shape.tape_k_repeat(), dtypes.act),
             };
             if !keys.contains(&key) {

@@ -1,29 +1,37 @@
 //! The wgpu backend: WGSL kernels run through wgpu (Metal, Vulkan, DX12).
 //!
 //! Two ways in, with the same shapes, validation and errors:
-//! - the GPU-resident path ([`GpuBackend::encode_record`] and friends): caller-owned
-//!   buffers, ops encoded into the caller's `CommandEncoder`, validated before anything
-//!   is encoded, no host round trip;
-//! - the host-slices path ([`GpuBackend::record`] and friends, blocking, and `*_async`):
-//!   the same calls and results as the CPU backend.
+//! - the GPU-resident path ([`GpuBackend::prepare_record`] and friends): caller-owned
+//!   buffers, validated once into a [`Prepared`] dispatch that encodes into the
+//!   caller's `CommandEncoder` or compute pass, no host round trip;
+//! - the host-slices path (through [`crate::Backend`]): the same calls and results as
+//!   the CPU backend, blocking or as futures.
 
 mod cache;
-pub mod device;
+mod device;
 mod encode;
 mod host;
-pub mod kernel;
-pub mod rollback;
-pub mod translate;
+mod kernel;
+mod options;
+mod rollback;
+mod translate;
 
-pub use device::{device_requirements, wanted_features, AdapterReport};
-pub use encode::{RecordBuffers, RepeatBuffers, ReplayBuffers};
-pub use kernel::{GdnDtypes, KernelKey, Op, Reduction, MAX_KEY_DIM};
-pub use rollback::{CommitKind, DraftBuffers, GpuRollback};
+pub use device::{
+    choose_adapter, device_requirements, list_adapters, wanted_features, AdapterReport, Chosen,
+};
+pub use encode::{Prepared, RecordBuffers, RepeatBuffers, ReplayBuffers, MAX_GPU_ELEMENTS};
+pub use host::Pending;
+pub use kernel::{
+    representative_keys, KernelKey, Op, Reduction, MAX_KEY_DIM, WORKGROUP_MEMORY_BUDGET,
+};
+pub use options::{GpuOptions, ShapeClass};
+pub use rollback::{DraftBuffers, GpuRollback};
+pub use translate::{translate, validate, Target};
 
 use crate::error::{Error, Result};
+pub(crate) use cache::write_padded;
 use cache::{BufferPool, ParamCache, PipelineCache};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 /// A wgpu device and queue with the crate's kernels, caches and pools.
 ///
@@ -46,46 +54,33 @@ struct Inner {
     /// 16-byte stand-ins for zero-length operands (a binding cannot be empty), one per
     /// binding slot so that no two writable bindings share a buffer.
     placeholders: Mutex<Vec<wgpu::Buffer>>,
-    /// Set by the device-lost callback of a device the crate created.
+    /// Set by the device-lost callback of a device the crate created, or by an error
+    /// that escaped the crate's error scopes: reported by the next call.
     lost: Arc<Mutex<Option<String>>>,
-    timeout: Duration,
-}
-
-/// Default bound on a readback wait; `DELTATAPE_GPU_TIMEOUT_MS` overrides it.
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
-
-fn timeout_from_env() -> Result<Duration> {
-    match std::env::var("DELTATAPE_GPU_TIMEOUT_MS") {
-        Err(_) => Ok(DEFAULT_TIMEOUT),
-        Ok(v) => v
-            .parse::<u64>()
-            .ok()
-            .filter(|&ms| ms > 0)
-            .map(Duration::from_millis)
-            .ok_or(Error::BadEnv {
-                var: "DELTATAPE_GPU_TIMEOUT_MS",
-                value: v,
-                why: "expected a positive number of milliseconds",
-            }),
-    }
+    options: GpuOptions,
 }
 
 impl GpuBackend {
-    /// Pick the best adapter (see [`device::choose_adapter`]) and create a device on it
-    /// with the features and limits the crate wants.
-    pub fn new() -> Result<Self> {
-        let chosen = device::choose_adapter()?;
+    /// Pick the best adapter (see [`choose_adapter`]) and create a device on it with
+    /// the features and limits the crate wants.
+    pub fn new(options: GpuOptions) -> Result<Self> {
+        options.check()?;
+        let chosen = device::choose_adapter(&options)?;
         let (device, queue) = device::create_device(&chosen.adapter)?;
         let lost = Arc::new(Mutex::new(None));
-        let flag = lost.clone();
-        // Errors of the crate's own work are caught by error scopes and returned; an
-        // error that escapes them must not panic the host process either.
-        device.on_uncaptured_error(std::sync::Arc::new(|e: wgpu::Error| {
-            eprintln!("deltatape: uncaptured wgpu error: {e}");
+        let (on_error, on_lost) = (lost.clone(), lost.clone());
+        // Errors of the crate's own work are caught by error scopes and returned; one
+        // that escapes them must not panic the host process either: the next call
+        // reports it.
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            on_error
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get_or_insert_with(|| format!("uncaptured wgpu error: {e}"));
         }));
         device.set_device_lost_callback(move |reason, message| {
-            *flag.lock().unwrap_or_else(PoisonError::into_inner) =
-                Some(format!("{reason:?}: {message}"));
+            *on_lost.lock().unwrap_or_else(PoisonError::into_inner) =
+                Some(format!("device lost ({reason:?}: {message})"));
         });
         Self::build(
             device,
@@ -93,7 +88,13 @@ impl GpuBackend {
             Some(chosen.adapter.get_info()),
             chosen.reason,
             lost,
+            options,
         )
+    }
+
+    /// [`GpuBackend::new`] with [`GpuOptions::from_env`].
+    pub fn from_env() -> Result<Self> {
+        Self::new(GpuOptions::from_env()?)
     }
 
     /// Use a device and queue the caller owns (a GUI application's). The crate uses
@@ -105,13 +106,16 @@ impl GpuBackend {
         device: wgpu::Device,
         queue: wgpu::Queue,
         info: Option<wgpu::AdapterInfo>,
+        options: GpuOptions,
     ) -> Result<Self> {
+        options.check()?;
         Self::build(
             device,
             queue,
             info,
             "device passed in by the caller".into(),
             Arc::new(Mutex::new(None)),
+            options,
         )
     }
 
@@ -121,6 +125,7 @@ impl GpuBackend {
         info: Option<wgpu::AdapterInfo>,
         reason: String,
         lost: Arc<Mutex<Option<String>>>,
+        options: GpuOptions,
     ) -> Result<Self> {
         let reduction = if device.features().contains(wgpu::Features::SUBGROUP) {
             Reduction::Subgroup
@@ -138,7 +143,7 @@ impl GpuBackend {
                 pool: BufferPool::default(),
                 placeholders: Mutex::new(Vec::new()),
                 lost,
-                timeout: timeout_from_env()?,
+                options,
             }),
             reduction,
         })
@@ -204,9 +209,15 @@ impl GpuBackend {
         (self.inner.params.len(), self.inner.pool.bytes())
     }
 
-    /// A storage buffer holding `words` (content-keyed, reused).
-    pub(crate) fn inner_params_buffer(&self, words: &[u32]) -> wgpu::Buffer {
-        self.inner.params.get(
+    /// The options this backend was built with.
+    pub fn options(&self) -> &GpuOptions {
+        &self.inner.options
+    }
+
+    /// A new storage buffer holding `words` (e.g. accepted counts), written before the
+    /// next submission.
+    pub fn words_buffer(&self, words: &[u32]) -> wgpu::Buffer {
+        cache::small_buffer(
             self.device(),
             self.queue(),
             bytemuck::cast_slice(words),
@@ -224,7 +235,7 @@ impl GpuBackend {
             None => Ok(()),
             Some(why) => Err(Error::Gpu {
                 op,
-                message: format!("device lost ({why})"),
+                message: why.clone(),
             }),
         }
     }

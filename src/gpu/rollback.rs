@@ -3,23 +3,12 @@
 //! Nothing goes through the host between draft and commit.
 
 use super::encode::{RecordBuffers, RepeatBuffers, ReplayBuffers};
-use super::kernel::GdnDtypes;
 use super::GpuBackend;
+use crate::dtype::GdnDtypes;
 use crate::error::{Error, Result};
+use crate::rollback::commit::{CommitKind, Drafts, StatePair};
 use crate::shape::{GdnShape, GqaLayout, RepeatShape};
 use wgpu::BufferUsages as U;
-
-/// What a commit did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CommitKind {
-    /// Every sequence accepted the whole draft: the drafted state became the state,
-    /// with no replay.
-    AcceptedAll,
-    /// No sequence accepted anything: the snapshot stays, with no work.
-    RejectedAll,
-    /// The accepted prefixes were replayed onto the snapshot.
-    Replayed,
-}
 
 /// The activations of one layer's draft, as GPU buffers (dtypes: the rollback's).
 #[derive(Clone, Copy, Debug)]
@@ -36,14 +25,12 @@ pub struct DraftBuffers<'a> {
 }
 
 struct Layer {
-    /// `states[current]` is the committed state; the other receives the draft.
-    states: [wgpu::Buffer; 2],
-    current: usize,
+    /// The committed state and the one a draft writes.
+    states: StatePair<wgpu::Buffer>,
     delta: wgpu::Buffer,
     tape_k: wgpu::Buffer,
     tape_g: wgpu::Buffer,
     tape_mask: Option<wgpu::Buffer>,
-    drafted: bool,
 }
 
 /// Resident rollback state of `layers` GDN layers on one GPU.
@@ -53,6 +40,7 @@ pub struct GpuRollback {
     layout: GqaLayout,
     dtypes: GdnDtypes,
     layers: Vec<Layer>,
+    drafts: Drafts,
 }
 
 fn buffer(gpu: &GpuBackend, label: &str, bytes: u64, usage: U) -> wgpu::Buffer {
@@ -74,12 +62,7 @@ impl GpuRollback {
         layout: GqaLayout,
         dtypes: GdnDtypes,
     ) -> Result<Self> {
-        if layers == 0 {
-            return Err(Error::ZeroDim {
-                op: "rollback",
-                arg: "layers",
-            });
-        }
+        crate::rollback::check_layers(layers)?;
         let bytes = |dt: crate::DType, n: usize| {
             dt.buffer_bytes(n).ok_or(Error::Overflow {
                 op: "rollback",
@@ -91,16 +74,14 @@ impl GpuRollback {
         let layers = (0..layers)
             .map(|_| {
                 Ok(Layer {
-                    states: [
+                    states: StatePair::new(
                         buffer(gpu, "state", state_bytes, rw),
                         buffer(gpu, "state", state_bytes, rw),
-                    ],
-                    current: 0,
+                    ),
                     delta: buffer(gpu, "tape delta", bytes(dtypes.tape, shape.v_len())?, rw),
                     tape_k: buffer(gpu, "tape k", bytes(dtypes.act, shape.tape_k_len())?, rw),
                     tape_g: buffer(gpu, "tape g", bytes(dtypes.act, shape.gate_len())?, rw),
                     tape_mask: None,
-                    drafted: false,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -109,6 +90,7 @@ impl GpuRollback {
             shape,
             layout,
             dtypes,
+            drafts: Drafts::new(layers.len()),
             layers,
         })
     }
@@ -131,8 +113,7 @@ impl GpuRollback {
 
     /// The committed state of `layer` (`[B, Hv, Dv, Dk]`, the rollback's state dtype).
     pub fn state_buffer(&self, layer: usize) -> Result<&wgpu::Buffer> {
-        let l = self.layer("state_buffer", layer)?;
-        Ok(&l.states[l.current])
+        Ok(self.layer("state_buffer", layer)?.states.committed())
     }
 
     /// Encode one layer's draft: record from the committed state into the other state
@@ -164,35 +145,38 @@ impl GpuRollback {
                 });
             }
         }
-        let (snapshot, drafted) = (&l.states[l.current], &l.states[1 - l.current]);
-        self.gpu.encode_record(
-            encoder,
-            &shape,
-            layout,
-            dtypes,
-            &RecordBuffers {
-                q: b.q,
-                k: b.k,
-                v: b.v,
-                g: b.g,
-                beta: b.beta,
-                state_in: snapshot,
-                y: b.y,
-                state_out: drafted,
-                delta: &l.delta,
-                mask: b.mask,
-            },
-        )?;
-        self.gpu.encode_repeat(
-            encoder,
-            &shape.tape_k_repeat(),
-            layout,
-            dtypes.act,
-            &RepeatBuffers {
-                src: b.k,
-                dst: &l.tape_k,
-            },
-        )?;
+        let snapshot = l.states.committed();
+        let drafted = l.states.other();
+        self.gpu
+            .prepare_record(
+                &shape,
+                layout,
+                dtypes,
+                &RecordBuffers {
+                    q: b.q,
+                    k: b.k,
+                    v: b.v,
+                    g: b.g,
+                    beta: b.beta,
+                    state_in: snapshot,
+                    y: b.y,
+                    state_out: drafted,
+                    delta: &l.delta,
+                    mask: b.mask,
+                },
+            )?
+            .encode(encoder);
+        self.gpu
+            .prepare_repeat(
+                &shape.tape_k_repeat(),
+                layout,
+                dtypes.act,
+                &RepeatBuffers {
+                    src: b.k,
+                    dst: &l.tape_k,
+                },
+            )?
+            .encode(encoder);
         // g is kept as it is: a repeat with one head per head is a copy that any dtype,
         // bf16 words included, goes through.
         let g_copy = RepeatShape::new(
@@ -201,16 +185,17 @@ impl GpuRollback {
             shape.value_heads(),
             1,
         )?;
-        self.gpu.encode_repeat(
-            encoder,
-            &g_copy,
-            layout,
-            dtypes.act,
-            &RepeatBuffers {
-                src: b.g,
-                dst: &l.tape_g,
-            },
-        )?;
+        self.gpu
+            .prepare_repeat(
+                &g_copy,
+                layout,
+                dtypes.act,
+                &RepeatBuffers {
+                    src: b.g,
+                    dst: &l.tape_g,
+                },
+            )?
+            .encode(encoder);
         let tape_mask = match b.mask {
             None => None,
             Some(m) => {
@@ -225,9 +210,8 @@ impl GpuRollback {
                 Some(keep)
             }
         };
-        let l = &mut self.layers[layer];
-        l.tape_mask = tape_mask;
-        l.drafted = true;
+        self.layers[layer].tape_mask = tape_mask;
+        self.drafts.open(layer);
         Ok(())
     }
 
@@ -239,100 +223,110 @@ impl GpuRollback {
         encoder: &mut wgpu::CommandEncoder,
         accepted: &[u32],
     ) -> Result<CommitKind> {
-        const OP: &str = "commit";
-        self.shape.check_accepted(OP, accepted)?;
-        if let Some(i) = self.layers.iter().position(|l| !l.drafted) {
-            return Err(Error::Order {
-                op: OP,
-                why: if i == 0 {
-                    "no draft since the last commit"
-                } else {
-                    "some layers have no draft since the last commit"
-                },
-            });
-        }
-        let t = self.shape.steps() as u32;
-        let kind = if accepted.iter().all(|&a| a == t) {
-            CommitKind::AcceptedAll
-        } else if accepted.iter().all(|&a| a == 0) {
-            CommitKind::RejectedAll
-        } else {
-            CommitKind::Replayed
-        };
+        let kind = self.drafts.plan("commit", &self.shape, accepted)?;
         if kind == CommitKind::Replayed {
-            let acc = self.gpu.inner_params_buffer(accepted);
-            for l in &self.layers {
-                self.gpu.encode_replay(
-                    encoder,
-                    &self.shape,
-                    self.dtypes,
-                    &ReplayBuffers {
-                        tape_delta: &l.delta,
-                        tape_k: &l.tape_k,
-                        tape_g: &l.tape_g,
-                        snapshot: &l.states[l.current],
-                        accepted: &acc,
-                        state_out: &l.states[1 - l.current],
-                        mask: l.tape_mask.as_ref(),
-                    },
-                )?;
-            }
+            let accepted = self.gpu.words_buffer(accepted);
+            self.encode_replays(encoder, &accepted)?;
         }
-        for l in &mut self.layers {
-            if kind != CommitKind::RejectedAll {
-                l.current = 1 - l.current;
-            }
-            l.drafted = false;
-        }
+        self.drafts
+            .finish(kind, self.layers.iter_mut().map(|l| &mut l.states));
         Ok(kind)
+    }
+
+    /// Encode the commit of every layer with the accepted counts in a GPU buffer
+    /// (`[B]` u32, `STORAGE`; e.g. written by the engine's acceptance kernel): no host
+    /// read and no branch on the counts, so a decode step needs no GPU-to-host round
+    /// trip. Every layer replays its sequences' accepted prefixes onto the snapshots;
+    /// a count above T is clamped to T by the kernel.
+    pub fn encode_commit_from_buffer(
+        &mut self,
+        encoder: &mut wgpu::CommandEncoder,
+        accepted: &wgpu::Buffer,
+    ) -> Result<()> {
+        self.drafts.check_open("commit")?;
+        self.encode_replays(encoder, accepted)?;
+        self.drafts.finish(
+            CommitKind::Replayed,
+            self.layers.iter_mut().map(|l| &mut l.states),
+        );
+        Ok(())
+    }
+
+    /// Replay every layer's tape onto its committed state into the other slot.
+    fn encode_replays(
+        &mut self,
+        encoder: &mut wgpu::CommandEncoder,
+        accepted: &wgpu::Buffer,
+    ) -> Result<()> {
+        // Validate and build every layer's dispatch before encoding any of them, so an
+        // error leaves the encoder untouched.
+        let mut prepared = Vec::with_capacity(self.layers.len());
+        for l in &mut self.layers {
+            let (snapshot, state_out) = l.states.split();
+            prepared.push(self.gpu.prepare_replay(
+                &self.shape,
+                self.dtypes,
+                &ReplayBuffers {
+                    tape_delta: &l.delta,
+                    tape_k: &l.tape_k,
+                    tape_g: &l.tape_g,
+                    snapshot,
+                    accepted,
+                    state_out,
+                    mask: l.tape_mask.as_ref(),
+                },
+            )?);
+        }
+        // One pass for every layer: a pass each costs more than the dispatches here.
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("commit"),
+            timestamp_writes: None,
+        });
+        for p in &prepared {
+            p.encode_in(&mut pass);
+        }
+        Ok(())
     }
 
     /// Forget the open draft of every layer (after an encoder that held it was
     /// dropped unsubmitted): a commit then says there is no draft.
     pub fn abandon_draft(&mut self) {
-        for l in &mut self.layers {
-            l.drafted = false;
+        self.drafts.abandon();
+    }
+
+    fn check_state_dtype<S: crate::Element>(&self, op: &'static str) -> Result<()> {
+        if S::DTYPE == self.dtypes.state {
+            return Ok(());
         }
+        Err(Error::Unsupported {
+            op,
+            arg: "state",
+            why: format!(
+                "the rollback stores its state as {}, not {}",
+                self.dtypes.state,
+                S::DTYPE
+            ),
+        })
     }
 
     /// Overwrite a layer's committed state from the host.
     pub fn write_state<S: crate::Element>(&mut self, layer: usize, state: &[S]) -> Result<()> {
         let l = self.layer("write_state", layer)?;
         crate::error::check_len("write_state", "state", self.shape.state_len(), state.len())?;
-        if S::DTYPE != self.dtypes.state {
-            return Err(Error::Unsupported {
-                op: "write_state",
-                arg: "state",
-                why: format!(
-                    "the rollback stores its state as {}, not {}",
-                    self.dtypes.state,
-                    S::DTYPE
-                ),
-            });
-        }
+        self.check_state_dtype::<S>("write_state")?;
         let mut bytes = bytemuck::cast_slice::<S, u8>(state).to_vec();
         bytes.resize(bytes.len().div_ceil(4) * 4, 0);
         self.gpu
             .queue()
-            .write_buffer(&l.states[l.current], 0, &bytes);
+            .write_buffer(l.states.committed(), 0, &bytes);
         Ok(())
     }
 
     /// Read a layer's committed state back to the host (blocking, bounded).
     pub fn read_state<S: crate::Element>(&self, layer: usize) -> Result<Vec<S>> {
         let l = self.layer("read_state", layer)?;
-        if S::DTYPE != self.dtypes.state {
-            return Err(Error::Unsupported {
-                op: "read_state",
-                arg: "state",
-                why: format!(
-                    "the rollback stores its state as {}, not {}",
-                    self.dtypes.state,
-                    S::DTYPE
-                ),
-            });
-        }
+        self.check_state_dtype::<S>("read_state")?;
         self.gpu
-            .read_buffer("read_state", &l.states[l.current], self.shape.state_len())
+            .read_buffer("read_state", l.states.committed(), self.shape.state_len())
     }
 }

@@ -1,6 +1,10 @@
 //! Helpers shared by the integration tests: seeded inputs, comparisons, backends.
 #![allow(dead_code)]
 
+mod encode;
+#[allow(unused_imports)]
+pub use encode::EncodeOnce;
+
 use deltatape::{Backend, DType, Element, GdnShape, GpuBackend, RecordInputs};
 
 /// SplitMix64: a small seeded generator, so every test draws the same inputs each run.
@@ -147,7 +151,7 @@ pub fn ci() -> bool {
 /// The GPU backend, or `None` (with a loud note) when there is none and CI is not
 /// set. With `CI=true` a missing adapter fails the test.
 pub fn gpu() -> Option<GpuBackend> {
-    match GpuBackend::new() {
+    match GpuBackend::from_env() {
         Ok(g) => Some(g),
         Err(e) if ci() => panic!("CI=true but no GPU backend: {e}"),
         Err(e) => {

@@ -1,12 +1,12 @@
 //! `deltatape demo`: the main job. Several draft / verify / commit rounds on a real
 //! model's GDN shape, every layer, with per-sequence random acceptance; the committed
 //! state of the checked layers is compared each round with the CPU reference's record
-//! over the accepted prefix alone (the rollback invariant, SPEC.md).
+//! over the accepted prefix alone (the rollback invariant, docs/SPEC.md).
 
 use crate::progress::Progress;
 use deltatape::{
-    Backend, BackendChoice, CommitKind, DType, Element, GdnShape, ModelPreset, RecordInputs,
-    Recorded, Rollback,
+    Backend, BackendChoice, CommitKind, Element, GdnShape, ModelPreset, RecordInputs, Recorded,
+    Rollback,
 };
 use half::{bf16, f16};
 use std::process::ExitCode;
@@ -23,15 +23,8 @@ pub struct Args {
     /// Draft length (T).
     #[arg(long, default_value_t = 8)]
     draft: usize,
-    /// Activation dtype: f32, f16, bf16.
-    #[arg(long, default_value = "f32")]
-    dtype: DType,
-    /// State dtype.
-    #[arg(long, default_value = "f32")]
-    state_dtype: DType,
-    /// Tape delta dtype.
-    #[arg(long, default_value = "f32")]
-    tape_dtype: DType,
+    #[command(flatten)]
+    dtypes: crate::dtypes::DtypeArgs,
     /// Draft / verify / commit rounds.
     #[arg(long, default_value_t = 4)]
     rounds: usize,
@@ -154,7 +147,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
         (@a [$($a:ident),*] $ss:tt $ps:tt) => { $( typed!(@s $a $ss $ps); )* };
         (@s $a:ident [$($s:ident),*] $ps:tt) => { $( typed!(@p $a $s $ps); )* };
         (@p $a:ident $s:ident [$($p:ident),*]) => { $(
-            if (args.dtype, args.state_dtype, args.tape_dtype) == (<$a>::DTYPE, <$s>::DTYPE, <$p>::DTYPE) {
+            if args.dtypes.gdn() == deltatape::GdnDtypes::of::<$a, $s, $p>() {
                 return run_typed::<$a, $s, $p>(args);
             }
         )* };

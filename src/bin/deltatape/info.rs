@@ -1,11 +1,12 @@
 //! `deltatape info`: what wgpu sees and what the crate would pick.
 
-use deltatape::gpu::device::{choose_adapter, list_adapters};
-use deltatape::Backend;
+use deltatape::gpu::{choose_adapter, list_adapters};
+use deltatape::{Backend, GpuOptions};
 use std::process::ExitCode;
 
 pub fn run() -> deltatape::Result<ExitCode> {
-    let adapters = list_adapters();
+    let options = GpuOptions::from_env()?;
+    let adapters = list_adapters(wgpu::Backends::all());
     println!("adapters ({}):", adapters.len());
     for a in &adapters {
         let i = &a.info;
@@ -34,7 +35,7 @@ pub fn run() -> deltatape::Result<ExitCode> {
             l.max_compute_workgroup_storage_size
         );
     }
-    match choose_adapter() {
+    match choose_adapter(&options) {
         Ok(c) => println!("chosen: {} ({})", c.adapter.get_info().name, c.reason),
         Err(e) => println!("chosen: none ({e})"),
     }

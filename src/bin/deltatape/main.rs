@@ -2,6 +2,7 @@
 
 mod bench;
 mod demo;
+mod dtypes;
 mod info;
 mod progress;
 mod source;

@@ -1,9 +1,8 @@
 //! `deltatape msl`: the source naga writes for a kernel, for review without a Mac.
 
 use clap::ValueEnum;
-use deltatape::gpu::kernel::{GdnDtypes, KernelKey, Op, Reduction};
-use deltatape::gpu::translate::{translate, Target};
-use deltatape::{DType, GdnShape};
+use deltatape::gpu::{translate, KernelKey, Op, Reduction, ShapeClass, Target};
+use deltatape::GdnShape;
 use std::process::ExitCode;
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -18,15 +17,8 @@ pub enum Lang {
 pub struct Args {
     /// record, replay or repeat.
     kernel: Op,
-    /// Activation dtype (repeat: the element dtype).
-    #[arg(long, default_value = "f32")]
-    dtype: DType,
-    /// State dtype.
-    #[arg(long, default_value = "f32")]
-    state_dtype: DType,
-    /// Tape delta dtype.
-    #[arg(long, default_value = "f32")]
-    tape_dtype: DType,
+    #[command(flatten)]
+    dtypes: crate::dtypes::DtypeArgs,
     /// Key dimension Dk (picks the shape class).
     #[arg(long, default_value_t = 128)]
     dk: usize,
@@ -46,11 +38,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> deltatape::Result<ExitCode> {
     let shape = GdnShape::new(1, 1, 1, 1, args.dk, args.dv)?;
-    let dtypes = GdnDtypes {
-        act: args.dtype,
-        state: args.state_dtype,
-        tape: args.tape_dtype,
-    };
+    let dtypes = args.dtypes.gdn();
     let reduction = match args.reduction.as_str() {
         "subgroup" => Reduction::Subgroup,
         "workgroup" => Reduction::Workgroup,
@@ -59,10 +47,11 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
+    let class = ShapeClass::default();
     let key = match args.kernel {
-        Op::Record => KernelKey::record(&shape, dtypes, reduction, args.masked),
-        Op::Replay => KernelKey::replay(&shape, dtypes, args.masked),
-        Op::Repeat => KernelKey::repeat(&shape.tape_k_repeat(), args.dtype),
+        Op::Record => KernelKey::record(&shape, dtypes, reduction, args.masked, &class),
+        Op::Replay => KernelKey::replay(&shape, dtypes, args.masked, &class),
+        Op::Repeat => KernelKey::repeat(&shape.tape_k_repeat(), args.dtypes.dtype),
     };
     let target = match args.lang {
         Lang::Msl => Target::Msl,

@@ -1,26 +1,18 @@
-//! The CPU reference backend: SPEC.md's record, replay and repeat, line for line.
+//! The CPU reference kernels: docs/SPEC.md's record, replay and repeat, line for line.
 //!
-//! Each function is the CPU twin of the WGSL kernel of the same name: the same
-//! arguments in the same order as the kernel's bindings, so a test can swap one for
-//! the other one stage at a time. Arithmetic is f32 and follows the SPEC's order
+//! Each function is the CPU twin of the WGSL kernel of the same name: after the thread
+//! count, the shape and the layout, the same operands in the same order as the kernel's
+//! bindings (the operand tables of `crate::operand`), so a test can swap one for the
+//! other one stage at a time. Arithmetic is f32 and follows the SPEC's order
 //! (`S*g`, then `S + k*delta`), so on the CPU replaying a f32 tape reproduces record's
 //! state bit for bit. Work is spread over threads by (sequence, value head), which
 //! makes this backend a usable fallback device, not only an oracle.
 //!
-//! These functions validate nothing: [`crate::Backend`] checks lengths first.
+//! These functions validate nothing: the calls of `crate::ops` check lengths first.
 
 use crate::dtype::Element;
 use crate::shape::{GdnShape, GqaLayout, RepeatShape};
 use std::ops::Range;
-
-/// Threads to use: the machine's parallelism, or `DELTATAPE_CPU_THREADS` when set.
-fn thread_count() -> usize {
-    std::env::var("DELTATAPE_CPU_THREADS")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-}
 
 /// Split `out` into consecutive chunks of `chunk_len` ("tasks") and run `work(first
 /// task index, chunks)` on contiguous groups of tasks, one group per thread.
@@ -28,16 +20,14 @@ fn thread_count() -> usize {
 /// caps the threads so that each gets at least [`MIN_WORK_PER_THREAD`]; small calls
 /// run inline on the caller's thread.
 fn par_tasks<T: Send, R: Send>(
+    threads: usize,
     out: &mut [T],
     chunk_len: usize,
     cost: usize,
     work: impl Fn(Range<usize>, &mut [T]) -> R + Sync,
 ) -> Vec<R> {
     let tasks = out.len().checked_div(chunk_len).unwrap_or(0);
-    let threads = thread_count()
-        .min(tasks)
-        .min(cost / MIN_WORK_PER_THREAD)
-        .max(1);
+    let threads = threads.min(tasks).min(cost / MIN_WORK_PER_THREAD).max(1);
     if threads == 1 {
         return vec![work(0..tasks, out)];
     }
@@ -61,6 +51,25 @@ fn par_tasks<T: Send, R: Send>(
             })
             .collect()
     })
+}
+
+/// (T, Hv, Dv, Dk).
+fn dims(shape: &GdnShape) -> (usize, usize, usize, usize) {
+    let s = shape;
+    (s.steps(), s.value_heads(), s.value_dim(), s.key_dim())
+}
+
+/// [`par_tasks`] over the heads `(b, hv)` of a state, each task one head's
+/// `[Dv, Dk]` rows; the cost is the state's elements times the steps.
+fn par_heads<S: Send, R: Send>(
+    threads: usize,
+    shape: &GdnShape,
+    state: &mut [S],
+    work: impl Fn(Range<usize>, &mut [S]) -> R + Sync,
+) -> Vec<R> {
+    let cost = state.len().saturating_mul(shape.steps().max(1));
+    let head_len = shape.value_dim() * shape.key_dim();
+    par_tasks(threads, state, head_len, cost, work)
 }
 
 #[inline(always)]
@@ -91,7 +100,7 @@ const REPLAY_LANES: usize = 32;
 /// Below this many element-steps of work per thread, spawning costs more than it saves.
 const MIN_WORK_PER_THREAD: usize = 1 << 16;
 
-/// `gated_delta_step_record` (SPEC.md, "record").
+/// `gated_delta_step_record` (docs/SPEC.md, "record").
 ///
 /// Per value head, the head's live steps' k and q are widened once; then rows are
 /// advanced [`RECORD_ROWS`] at a time through every step with the block transposed to
@@ -100,7 +109,8 @@ const MIN_WORK_PER_THREAD: usize = 1 << 16;
 /// `delta = (v - kv) * beta`, then `S = S + k*delta; y += S*q` over `Dk` in order. Rows
 /// left over (`Dv % RECORD_ROWS`) take the same steps one row at a time.
 #[allow(clippy::too_many_arguments)]
-pub fn record<A: Element, S: Element, P: Element>(
+pub(crate) fn record<A: Element, S: Element, P: Element>(
+    threads: usize,
     shape: &GdnShape,
     layout: GqaLayout,
     q: &[A],
@@ -108,21 +118,15 @@ pub fn record<A: Element, S: Element, P: Element>(
     v: &[A],
     g: &[A],
     beta: &[A],
-    mask: Option<&[u32]>,
     state_in: &[S],
     y: &mut [A],
     state_out: &mut [S],
     delta: &mut [P],
+    mask: Option<&[u32]>,
 ) {
-    let (t_len, hv_n, dv_n, dk) = (
-        shape.steps(),
-        shape.value_heads(),
-        shape.value_dim(),
-        shape.key_dim(),
-    );
+    let (t_len, hv_n, dv_n, dk) = dims(shape);
     let head_len = dv_n * dk;
-    let work = state_out.len().saturating_mul(t_len.max(1));
-    let groups = par_tasks(state_out, head_len, work, |heads, out| {
+    let groups = par_heads(threads, shape, state_out, |heads, out| {
         let mut kk = vec![0f32; t_len * dk];
         let mut qq = vec![0f32; t_len * dk];
         let mut steps: Vec<RecordStep> = Vec::with_capacity(t_len);
@@ -248,7 +252,7 @@ struct RecordStep {
     v: usize,
 }
 
-/// `state_replay` (SPEC.md, "replay"): fold the first `accepted[b]` steps of the tape
+/// `state_replay` (docs/SPEC.md, "replay"): fold the first `accepted[b]` steps of the tape
 /// onto the snapshot.
 ///
 /// Per value head, the live steps' k, g and delta are gathered (and widened) once; then
@@ -256,25 +260,20 @@ struct RecordStep {
 /// through every live step in registers (`S = S*g + k*delta`, the SPEC's order) and
 /// stored once to `state_out`: the state crosses memory exactly twice, as in a copy.
 #[allow(clippy::too_many_arguments)]
-pub fn replay<A: Element, S: Element, P: Element>(
+pub(crate) fn replay<A: Element, S: Element, P: Element>(
+    threads: usize,
     shape: &GdnShape,
     tape_delta: &[P],
     tape_k: &[A],
     tape_g: &[A],
     snapshot: &[S],
-    mask: Option<&[u32]>,
     accepted: &[u32],
     state_out: &mut [S],
+    mask: Option<&[u32]>,
 ) {
-    let (t_len, hv_n, dv_n, dk) = (
-        shape.steps(),
-        shape.value_heads(),
-        shape.value_dim(),
-        shape.key_dim(),
-    );
+    let (t_len, hv_n, dv_n, dk) = dims(shape);
     let head_len = dv_n * dk;
-    let work = state_out.len().saturating_mul(t_len.max(1));
-    par_tasks(state_out, head_len, work, |heads, out| {
+    par_heads(threads, shape, state_out, |heads, out| {
         let mut kk = vec![0f32; t_len * dk];
         let mut gg = vec![0f32; t_len];
         // The live steps' deltas, `[Dv][live step]`: one row's deltas are contiguous.
@@ -345,11 +344,17 @@ fn replay_row<S: Element>(src: &[S], dst: &mut [S], kk: &[f32], gg: &[f32], dd: 
     }
 }
 
-/// `repeat` (SPEC.md, "repeat"): `dst[n, h, i] = src[n, hk(h), i]`.
-pub fn repeat<E: Element>(shape: &RepeatShape, layout: GqaLayout, src: &[E], dst: &mut [E]) {
+/// `repeat` (docs/SPEC.md, "repeat"): `dst[n, h, i] = src[n, hk(h), i]`.
+pub(crate) fn repeat<E: Element>(
+    threads: usize,
+    shape: &RepeatShape,
+    layout: GqaLayout,
+    src: &[E],
+    dst: &mut [E],
+) {
     let (h_n, k) = (shape.dst_heads(), shape.dim());
     let cost = dst.len();
-    par_tasks(dst, h_n * k, cost, |rows, out| {
+    par_tasks(threads, dst, h_n * k, cost, |rows, out| {
         for (n, out) in rows.zip(out.chunks_mut(h_n * k)) {
             for h in 0..h_n {
                 let from = shape.src_index(layout, n, h, 0);

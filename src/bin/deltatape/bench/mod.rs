@@ -1,8 +1,11 @@
-//! `deltatape bench`: the GPU benchmark (see `deltatape::bench`).
+//! `deltatape bench`: the GPU benchmark (see `run`).
+
+mod report;
+mod run;
 
 use crate::progress::Progress;
-use deltatape::bench::{report, BenchConfig, BenchOp};
 use deltatape::{DType, GpuBackend};
+use run::{BenchConfig, BenchOp};
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
@@ -32,7 +35,7 @@ pub struct Args {
     #[arg(long, default_value_t = 512)]
     copy_mib: u64,
     /// MiB repeat's rotating buffer sets cover together (0: one set, reused, the
-    /// default; see `deltatape::bench` for why).
+    /// default; see the `run` module for why).
     #[arg(long, default_value_t = 0)]
     repeat_rotate_mib: u64,
     /// Print JSON instead of the table.
@@ -88,11 +91,11 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
         copy_bytes: args.copy_mib << 20,
         repeat_rotate_bytes: args.repeat_rotate_mib << 20,
     };
-    let gpu = GpuBackend::new()?;
+    let gpu = GpuBackend::from_env()?;
     eprintln!("bench on {}", gpu.describe());
     let total = cfg.ops.len() * cfg.dtypes.len() * cfg.batches.len() * cfg.steps.len();
     let mut progress = Progress::new("bench", total);
-    let run = deltatape::bench::run(&gpu, &cfg, |done, _, label| progress.update(done, label))?;
+    let run = run::run(&gpu, &cfg, |done, _, label| progress.update(done, label))?;
     progress.finish();
     if args.json {
         print!("{}", report::json(&run));

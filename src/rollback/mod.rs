@@ -10,15 +10,19 @@
 //! each for draft and commit (see [`crate::gpu::GpuRollback`] to encode into your own
 //! command buffers). On the CPU the same calls run the reference.
 
+pub(crate) mod commit;
+
 use crate::backend::Backend;
-use crate::cpu;
-use crate::dtype::Element;
+use crate::cpu::{kernels, CpuBackend};
+use crate::dtype::{Element, GdnDtypes};
 use crate::error::{alloc_vec, check_len, Error, Result};
-use crate::gpu::rollback::{CommitKind, DraftBuffers, GpuRollback};
-use crate::gpu::GdnDtypes;
-use crate::ops::RecordInputs;
+use crate::gpu::{DraftBuffers, GpuRollback};
+use crate::ops::{check_record_inputs, RecordInputs};
 use crate::shape::{GdnShape, GqaLayout};
+use commit::{Drafts, StatePair};
 use std::marker::PhantomData;
+
+pub use commit::CommitKind;
 
 /// Memory a draft's rollback costs, next to what per-step snapshots would cost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,23 +56,34 @@ impl Footprint {
 }
 
 struct CpuLayer<A, S, P> {
-    state: Vec<S>,
-    drafted: Vec<S>,
+    states: StatePair<Vec<S>>,
     delta: Vec<P>,
     tape_k: Vec<A>,
     tape_g: Vec<A>,
     mask: Option<Vec<u32>>,
 }
 
+/// A layer's activations on the GPU, uploaded by `draft`: the operands of record that
+/// come from the caller (q, k, v, g, beta, y and the mask), by name.
+struct GpuInputs {
+    q: wgpu::Buffer,
+    k: wgpu::Buffer,
+    v: wgpu::Buffer,
+    g: wgpu::Buffer,
+    beta: wgpu::Buffer,
+    y: wgpu::Buffer,
+    mask: wgpu::Buffer,
+}
+
 enum Store<A, S, P> {
     Cpu {
+        cpu: CpuBackend,
         layers: Vec<CpuLayer<A, S, P>>,
-        drafted: bool,
+        drafts: Drafts,
     },
     Gpu {
         rollback: GpuRollback,
-        /// Per layer: q, k, v, g, beta, y, mask buffers the host path uploads into.
-        inputs: Vec<[wgpu::Buffer; 7]>,
+        inputs: Vec<GpuInputs>,
     },
 }
 
@@ -82,12 +97,19 @@ pub struct Rollback<A: Element, S: Element, P: Element> {
     _types: PhantomData<(A, S, P)>,
 }
 
-fn dtypes<A: Element, S: Element, P: Element>() -> GdnDtypes {
-    GdnDtypes {
-        act: A::DTYPE,
-        state: S::DTYPE,
-        tape: P::DTYPE,
+/// A rollback needs at least one layer.
+pub(crate) fn check_layers(layers: usize) -> Result<()> {
+    match layers {
+        0 => Err(Error::ZeroDim {
+            op: "rollback",
+            arg: "layers",
+        }),
+        _ => Ok(()),
     }
+}
+
+fn dtypes<A: Element, S: Element, P: Element>() -> GdnDtypes {
+    GdnDtypes::of::<A, S, P>()
 }
 
 impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
@@ -99,19 +121,17 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
         layers: usize,
         layout: GqaLayout,
     ) -> Result<Self> {
-        if layers == 0 {
-            return Err(Error::ZeroDim {
-                op: "rollback",
-                arg: "layers",
-            });
-        }
+        check_layers(layers)?;
         let store = match backend {
-            Backend::Cpu { .. } => Store::Cpu {
+            Backend::Cpu(cpu) => Store::Cpu {
+                cpu: cpu.clone(),
                 layers: (0..layers)
                     .map(|_| {
                         Ok(CpuLayer {
-                            state: alloc_vec("rollback", "state", shape.state_len())?,
-                            drafted: alloc_vec("rollback", "state", shape.state_len())?,
+                            states: StatePair::new(
+                                alloc_vec("rollback", "state", shape.state_len())?,
+                                alloc_vec("rollback", "state", shape.state_len())?,
+                            ),
                             delta: alloc_vec("rollback", "tape_delta", shape.v_len())?,
                             tape_k: alloc_vec("rollback", "tape_k", shape.tape_k_len())?,
                             tape_g: alloc_vec("rollback", "tape_g", shape.gate_len())?,
@@ -119,7 +139,7 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
                         })
                     })
                     .collect::<Result<_>>()?,
-                drafted: false,
+                drafts: Drafts::new(layers),
             },
             Backend::Gpu(gpu) => gpu.guarded("rollback", || {
                 let rollback = GpuRollback::new(gpu, shape, layers, layout, dtypes::<A, S, P>())?;
@@ -134,20 +154,18 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
                 };
                 let none = wgpu::BufferUsages::empty();
                 let inputs = (0..layers)
-                    .map(|_| {
-                        [
-                            input("q", bytes(shape.qk_len()), none),
-                            input("k", bytes(shape.qk_len()), none),
-                            input("v", bytes(shape.v_len()), none),
-                            input("g", bytes(shape.gate_len()), none),
-                            input("beta", bytes(shape.gate_len()), none),
-                            input("y", bytes(shape.v_len()), wgpu::BufferUsages::COPY_SRC),
-                            input(
-                                "mask",
-                                (shape.mask_len() as u64 * 4).max(16),
-                                wgpu::BufferUsages::COPY_SRC,
-                            ),
-                        ]
+                    .map(|_| GpuInputs {
+                        q: input("q", bytes(shape.qk_len()), none),
+                        k: input("k", bytes(shape.qk_len()), none),
+                        v: input("v", bytes(shape.v_len()), none),
+                        g: input("g", bytes(shape.gate_len()), none),
+                        beta: input("beta", bytes(shape.gate_len()), none),
+                        y: input("y", bytes(shape.v_len()), wgpu::BufferUsages::COPY_SRC),
+                        mask: input(
+                            "mask",
+                            (shape.mask_len() as u64 * 4).max(16),
+                            wgpu::BufferUsages::COPY_SRC,
+                        ),
                     })
                     .collect();
                 Ok(Store::Gpu { rollback, inputs })
@@ -192,7 +210,9 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
         self.check_layer("set_state", layer)?;
         check_len("set_state", "state", self.shape.state_len(), state.len())?;
         match &mut self.store {
-            Store::Cpu { layers, .. } => layers[layer].state.copy_from_slice(state),
+            Store::Cpu { layers, .. } => {
+                layers[layer].states.committed_mut().copy_from_slice(state)
+            }
             Store::Gpu { rollback, .. } => rollback.write_state(layer, state)?,
         }
         Ok(())
@@ -202,7 +222,7 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
     pub fn state(&self, layer: usize) -> Result<Vec<S>> {
         self.check_layer("state", layer)?;
         match &self.store {
-            Store::Cpu { layers, .. } => Ok(layers[layer].state.clone()),
+            Store::Cpu { layers, .. } => Ok(layers[layer].states.committed().clone()),
             Store::Gpu { rollback, .. } => rollback.read_state(layer),
         }
     }
@@ -213,15 +233,21 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
         const OP: &str = "draft";
         check_len(OP, "inputs", self.layers, inputs.len())?;
         for i in inputs {
-            crate::ops::check_record_inputs(OP, &self.shape, i)?;
+            check_record_inputs(OP, &self.shape, i)?;
         }
         let (shape, layout) = (self.shape, self.layout);
         match &mut self.store {
-            Store::Cpu { layers, drafted } => {
+            Store::Cpu {
+                cpu,
+                layers,
+                drafts,
+            } => {
                 let repeat = shape.tape_k_repeat();
                 let mut y = alloc_vec(OP, "y", shape.v_len())?;
-                for (l, i) in layers.iter_mut().zip(inputs) {
-                    cpu::record(
+                for (index, (l, i)) in layers.iter_mut().zip(inputs).enumerate() {
+                    let (state, drafted) = l.states.split();
+                    kernels::record(
+                        cpu.threads(),
                         &shape,
                         layout,
                         i.q,
@@ -229,17 +255,17 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
                         i.v,
                         i.g,
                         i.beta,
-                        i.mask,
-                        &l.state,
+                        state,
                         &mut y,
-                        &mut l.drafted,
+                        drafted,
                         &mut l.delta,
+                        i.mask,
                     );
-                    cpu::repeat(&repeat, layout, i.k, &mut l.tape_k);
+                    kernels::repeat(cpu.threads(), &repeat, layout, i.k, &mut l.tape_k);
                     l.tape_g.copy_from_slice(i.g);
                     l.mask = i.mask.map(<[u32]>::to_vec);
+                    drafts.open(index);
                 }
-                *drafted = true;
                 Ok(())
             }
             Store::Gpu {
@@ -248,27 +274,30 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
             } => {
                 let gpu = rollback.backend().clone();
                 let encoded = gpu.guarded(OP, || {
-                    for (b, i) in bufs.iter().zip(inputs) {
-                        for (buf, data) in b.iter().zip([i.q, i.k, i.v, i.g, i.beta]) {
-                            write_padded(&gpu, buf, bytemuck::cast_slice(data));
-                        }
-                        if let Some(m) = i.mask {
-                            write_padded(&gpu, &b[6], bytemuck::cast_slice(m));
-                        }
-                    }
                     let mut encoder = gpu.encoder();
                     for (layer, (b, i)) in bufs.iter().zip(inputs).enumerate() {
+                        let upload = |buf: &wgpu::Buffer, data: &[A]| {
+                            crate::gpu::write_padded(gpu.queue(), buf, bytemuck::cast_slice(data))
+                        };
+                        upload(&b.q, i.q);
+                        upload(&b.k, i.k);
+                        upload(&b.v, i.v);
+                        upload(&b.g, i.g);
+                        upload(&b.beta, i.beta);
+                        if let Some(m) = i.mask {
+                            crate::gpu::write_padded(gpu.queue(), &b.mask, bytemuck::cast_slice(m));
+                        }
                         rollback.encode_draft(
                             &mut encoder,
                             layer,
                             &DraftBuffers {
-                                q: &b[0],
-                                k: &b[1],
-                                v: &b[2],
-                                g: &b[3],
-                                beta: &b[4],
-                                y: &b[5],
-                                mask: i.mask.map(|_| &b[6]),
+                                q: &b.q,
+                                k: &b.k,
+                                v: &b.v,
+                                g: &b.g,
+                                beta: &b.beta,
+                                y: &b.y,
+                                mask: i.mask.map(|_| &b.mask),
                             },
                         )?;
                     }
@@ -296,7 +325,7 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
             Store::Gpu { rollback, inputs } => {
                 rollback
                     .backend()
-                    .read_buffer("draft_y", &inputs[layer][5], self.shape.v_len())
+                    .read_buffer("draft_y", &inputs[layer].y, self.shape.v_len())
             }
         }
     }
@@ -314,40 +343,55 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
                     Ok(kind)
                 })
             }
-            Store::Cpu { layers, drafted } => {
-                self.shape.check_accepted(OP, accepted)?;
-                if !*drafted {
-                    return Err(Error::Order {
-                        op: OP,
-                        why: "no draft since the last commit",
-                    });
-                }
-                *drafted = false;
-                let t = self.shape.steps() as u32;
-                if accepted.iter().all(|&a| a == t) {
+            Store::Cpu {
+                cpu,
+                layers,
+                drafts,
+            } => {
+                let kind = drafts.plan(OP, &self.shape, accepted)?;
+                if kind == CommitKind::Replayed {
                     for l in layers.iter_mut() {
-                        std::mem::swap(&mut l.state, &mut l.drafted);
+                        let (snapshot, state_out) = l.states.split();
+                        kernels::replay(
+                            cpu.threads(),
+                            &self.shape,
+                            &l.delta,
+                            &l.tape_k,
+                            &l.tape_g,
+                            snapshot,
+                            accepted,
+                            state_out,
+                            l.mask.as_deref(),
+                        );
                     }
-                    return Ok(CommitKind::AcceptedAll);
                 }
-                if accepted.iter().all(|&a| a == 0) {
-                    return Ok(CommitKind::RejectedAll);
-                }
-                for l in layers.iter_mut() {
-                    cpu::replay(
-                        &self.shape,
-                        &l.delta,
-                        &l.tape_k,
-                        &l.tape_g,
-                        &l.state,
-                        l.mask.as_deref(),
-                        accepted,
-                        &mut l.drafted,
-                    );
-                    std::mem::swap(&mut l.state, &mut l.drafted);
-                }
-                Ok(CommitKind::Replayed)
+                drafts.finish(kind, layers.iter_mut().map(|l| &mut l.states));
+                Ok(kind)
             }
+        }
+    }
+
+    /// Commit with the accepted counts in a GPU buffer (`[B]` u32 with `STORAGE`, on
+    /// the rollback's device): one submission, no host read of the counts, a count
+    /// above T clamped to T (see [`GpuRollback::encode_commit_from_buffer`]). GPU
+    /// rollbacks only.
+    pub fn commit_from_buffer(&mut self, accepted: &wgpu::Buffer) -> Result<()> {
+        const OP: &str = "commit";
+        match &mut self.store {
+            Store::Gpu { rollback, .. } => {
+                let gpu = rollback.backend().clone();
+                gpu.guarded(OP, || {
+                    let mut encoder = gpu.encoder();
+                    rollback.encode_commit_from_buffer(&mut encoder, accepted)?;
+                    gpu.queue().submit([encoder.finish()]);
+                    Ok(())
+                })
+            }
+            Store::Cpu { .. } => Err(Error::Unsupported {
+                op: OP,
+                arg: "accepted",
+                why: "counts in a GPU buffer need a GPU rollback; use commit".into(),
+            }),
         }
     }
 
@@ -357,18 +401,5 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
             Store::Cpu { .. } => Ok(()),
             Store::Gpu { rollback, .. } => rollback.backend().wait_idle("wait"),
         }
-    }
-}
-
-fn write_padded(gpu: &crate::gpu::GpuBackend, buffer: &wgpu::Buffer, bytes: &[u8]) {
-    if bytes.is_empty() {
-        return;
-    }
-    if bytes.len().is_multiple_of(4) {
-        gpu.queue().write_buffer(buffer, 0, bytes);
-    } else {
-        let mut padded = bytes.to_vec();
-        padded.resize(bytes.len().div_ceil(4) * 4, 0);
-        gpu.queue().write_buffer(buffer, 0, &padded);
     }
 }

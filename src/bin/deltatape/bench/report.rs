@@ -1,12 +1,13 @@
 //! The benchmark's outputs: a text table, JSON, and an SVG chart of GB/s against T per
 //! op with the copy bandwidth drawn as the ceiling.
 
-use super::{BenchOp, BenchRun};
+use super::run::{BenchOp, BenchRun, Cell, BATCH};
 use std::fmt::Write as _;
 
 /// The table: one row per cell, best and median microseconds, GB/s, ratio to the large
 /// copy's bandwidth (`/copy`), and the copy of the cell's own bytes over the op's time
-/// (`copy_us`, `/copy@size`).
+/// (`copy_us`, `/copy@size`), then the op back to back (`BATCH` dispatches in one pass
+/// and one submission) per op: CPU encode, GPU and wall microseconds.
 pub fn table(run: &BenchRun) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "adapter: {}", run.adapter);
@@ -18,28 +19,57 @@ pub fn table(run: &BenchRun) -> String {
         run.copy_bytes >> 20,
         run.copy_gbps
     );
-    let _ = writeln!(
-        s,
-        "{:<7} {:<5} {:>4} {:>3} {:>11} {:>11} {:>8} {:>7} {:>9} {:>10}",
-        "op", "dtype", "B", "T", "best_us", "median_us", "GB/s", "/copy", "copy_us", "/copy@size"
-    );
+    let _ = write!(s, "{:<7} {:<5} {:>4} {:>3}", "op", "dtype", "B", "T");
+    for (_, header, _, _) in columns(None, run.copy_gbps) {
+        let _ = write!(s, " {header:>10}");
+    }
+    s.push('\n');
     for c in &run.cells {
-        let _ = writeln!(
+        let _ = write!(
             s,
-            "{:<7} {:<5} {:>4} {:>3} {:>11.1} {:>11.1} {:>8.0} {:>6.0}% {:>9.1} {:>9.0}%",
+            "{:<7} {:<5} {:>4} {:>3}",
             c.op.name(),
             c.dtype.name(),
             c.batch,
-            c.steps,
-            c.best_us,
-            c.median_us,
-            c.gbps(),
-            100.0 * c.gbps() / run.copy_gbps,
-            c.copy_same_us,
-            100.0 * c.copy_same_ratio()
+            c.steps
         );
+        for (_, _, value, decimals) in columns(Some(c), run.copy_gbps) {
+            let _ = write!(s, " {value:>10.decimals$}");
+        }
+        s.push('\n');
     }
     s
+}
+
+/// A cell's measured numbers, in table order: (JSON key, table header, value, decimals
+/// in the table). `None` gives the headers (values 0).
+type Column = (&'static str, &'static str, f64, usize);
+
+fn columns(c: Option<&Cell>, copy_gbps: f64) -> [Column; 11] {
+    let v = |f: &dyn Fn(&Cell) -> f64| c.map_or(0.0, f);
+    [
+        ("best_us", "best_us", v(&|c| c.best_us), 1),
+        ("median_us", "median_us", v(&|c| c.median_us), 1),
+        ("bytes", "MB", v(&|c| c.bytes as f64 / 1e6), 1),
+        ("gbps", "GB/s", v(&|c| c.gbps()), 0),
+        ("copy_ratio", "/copy", v(&|c| c.gbps() / copy_gbps), 2),
+        ("copy_same_us", "copy_us", v(&|c| c.copy_same_us), 1),
+        (
+            "copy_same_ratio",
+            "/copy@size",
+            v(&|c| c.copy_same_ratio()),
+            2,
+        ),
+        (
+            "batch_encode_us",
+            "b2b_cpu_us",
+            v(&|c| c.batch_encode_us),
+            2,
+        ),
+        ("batch_gpu_us", "b2b_gpu_us", v(&|c| c.batch_gpu_us), 2),
+        ("batch_wall_us", "b2b_wall_us", v(&|c| c.batch_wall_us), 2),
+        ("batch", "b2b_n", v(&|_| BATCH as f64), 0),
+    ]
 }
 
 fn json_str(s: &str) -> String {
@@ -72,20 +102,17 @@ pub fn json(run: &BenchRun) -> String {
     for (i, c) in run.cells.iter().enumerate() {
         let _ = write!(
             s,
-            "{}{{\"op\":\"{}\",\"dtype\":\"{}\",\"batch\":{},\"steps\":{},\"best_us\":{:.2},\"median_us\":{:.2},\"bytes\":{},\"gbps\":{:.1},\"copy_ratio\":{:.4},\"copy_same_us\":{:.2},\"copy_same_ratio\":{:.4}}}",
+            "{}{{\"op\":\"{}\",\"dtype\":\"{}\",\"batch\":{},\"steps\":{}",
             if i == 0 { "" } else { "," },
             c.op.name(),
             c.dtype.name(),
             c.batch,
-            c.steps,
-            c.best_us,
-            c.median_us,
-            c.bytes,
-            c.gbps(),
-            c.gbps() / run.copy_gbps,
-            c.copy_same_us,
-            c.copy_same_ratio()
+            c.steps
         );
+        for (key, _, value, _) in columns(Some(c), run.copy_gbps) {
+            let _ = write!(s, ",\"{key}\":{value:.4}");
+        }
+        s.push('}');
     }
     s.push_str("]}\n");
     s

@@ -1,0 +1,133 @@
+//! Options of the GPU backend, as values: passed at construction, read from the
+//! environment only by [`GpuOptions::from_env`].
+
+use crate::error::{Error, Result};
+use std::time::Duration;
+
+/// Overrides of the shape class a kernel key picks for record or replay (`None`: the
+/// measured default). For benchmarks and tuning; each value is checked when the backend
+/// is built.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ShapeClass {
+    /// Lanes that share one state row: a power of two up to 64.
+    pub lanes: Option<u32>,
+    /// State rows per workgroup: a power of two from 2, `lanes * rows <= 1024`.
+    pub rows: Option<u32>,
+    /// State rows each invocation holds: 1, 2 or 4.
+    pub rows_per_invocation: Option<u32>,
+    /// Steps staged in workgroup memory per barrier pair: 1, 2, 4, 8 or 16.
+    pub chunk: Option<u32>,
+}
+
+impl ShapeClass {
+    fn check(&self, what: &'static str) -> Result<()> {
+        let bad = |arg: &'static str, why: &str| {
+            Err(Error::Unsupported {
+                op: what,
+                arg,
+                why: why.into(),
+            })
+        };
+        if self.lanes.is_some_and(|v| !v.is_power_of_two() || v > 64) {
+            return bad("lanes", "a power of two up to 64");
+        }
+        let lanes = self.lanes.unwrap_or(64);
+        if self
+            .rows
+            .is_some_and(|v| v < 2 || !v.is_power_of_two() || v * lanes > 1024)
+        {
+            return bad("rows", "a power of two from 2, lanes * rows <= 1024");
+        }
+        if self
+            .rows_per_invocation
+            .is_some_and(|v| ![1, 2, 4].contains(&v))
+        {
+            return bad("rows_per_invocation", "1, 2 or 4");
+        }
+        if self.chunk.is_some_and(|v| !v.is_power_of_two() || v > 16) {
+            return bad("chunk", "1, 2, 4, 8 or 16");
+        }
+        Ok(())
+    }
+
+    /// Read `DELTATAPE_<OP>_{LANES,ROWS,RPT,CHUNK}`.
+    fn from_env(op: &str) -> Result<Self> {
+        let read = |what: &str| -> Result<Option<u32>> {
+            let var = format!("DELTATAPE_{op}_{what}");
+            match std::env::var(&var) {
+                Err(_) => Ok(None),
+                Ok(value) => value.parse::<u32>().map(Some).map_err(|_| Error::BadEnv {
+                    var,
+                    value,
+                    why: "expected a whole number",
+                }),
+            }
+        };
+        Ok(ShapeClass {
+            lanes: read("LANES")?,
+            rows: read("ROWS")?,
+            rows_per_invocation: read("RPT")?,
+            chunk: read("CHUNK")?,
+        })
+    }
+}
+
+/// Options of the GPU backend.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GpuOptions {
+    /// Bound on every readback wait (then `Error::Timeout`).
+    pub timeout: Duration,
+    /// Take the first usable adapter whose name contains this (case-insensitive)
+    /// instead of the best-ranked one.
+    pub adapter_name: Option<String>,
+    /// The wgpu backends to look for adapters on (Vulkan, Metal, DX12 by default: GL
+    /// has no subgroups).
+    pub backends: wgpu::Backends,
+    /// Shape-class overrides for record.
+    pub record_class: ShapeClass,
+    /// Shape-class overrides for replay.
+    pub replay_class: ShapeClass,
+}
+
+impl Default for GpuOptions {
+    fn default() -> Self {
+        GpuOptions {
+            timeout: Duration::from_secs(120),
+            adapter_name: None,
+            backends: wgpu::Backends::PRIMARY,
+            record_class: ShapeClass::default(),
+            replay_class: ShapeClass::default(),
+        }
+    }
+}
+
+impl GpuOptions {
+    /// The defaults, overridden by `DELTATAPE_GPU_TIMEOUT_MS`, `WGPU_ADAPTER_NAME`,
+    /// `WGPU_BACKEND` (as wgpu reads it) and the shape-class knobs
+    /// `DELTATAPE_{RECORD,REPLAY}_{LANES,ROWS,RPT,CHUNK}`.
+    pub fn from_env() -> Result<Self> {
+        let mut options = GpuOptions::default();
+        if let Ok(value) = std::env::var("DELTATAPE_GPU_TIMEOUT_MS") {
+            let ms = value.parse::<u64>().ok().filter(|&ms| ms > 0);
+            options.timeout = Duration::from_millis(ms.ok_or(Error::BadEnv {
+                var: "DELTATAPE_GPU_TIMEOUT_MS".into(),
+                value,
+                why: "expected a positive number of milliseconds",
+            })?);
+        }
+        options.adapter_name = std::env::var("WGPU_ADAPTER_NAME").ok();
+        if let Some(backends) = wgpu::Backends::from_env() {
+            options.backends = backends;
+        }
+        options.record_class = ShapeClass::from_env("RECORD")?;
+        options.replay_class = ShapeClass::from_env("REPLAY")?;
+        options.check()?;
+        Ok(options)
+    }
+
+    /// Check the shape-class overrides.
+    pub fn check(&self) -> Result<()> {
+        self.record_class.check("record_class")?;
+        self.replay_class.check("replay_class")
+    }
+}

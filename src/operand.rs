@@ -1,0 +1,282 @@
+//! The operand tables: for each op, every tensor it reads or writes, once.
+//!
+//! One table per op ([`RecordOperands`], [`ReplayOperands`], [`RepeatOperands`]) names
+//! each operand with its role, its dtype slot, whether the kernel reads or writes it, how
+//! the kernel walks it and its element count for a shape. The same table drives host
+//! validation, the WGSL binding declarations and accessors, the bind-group entries, the
+//! host path's uploads and readbacks: the binding order is the table's order, so there is
+//! no second list to keep in step. The struct the table macro generates holds one value
+//! per operand (`&wgpu::Buffer` on the resident path, byte slices on the host path).
+
+use crate::dtype::{DType, GdnDtypes};
+use crate::shape::{GdnShape, RepeatShape};
+
+/// What an operand is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// q, k, v, g, beta (and repeat's rows): the caller's activations.
+    Activation,
+    /// The recurrent state (in, out, snapshot).
+    State,
+    /// The innovation tape (delta, expanded k, g).
+    Tape,
+    /// A result the op computes for the caller (y).
+    Output,
+    /// u32 control data: the step mask, the accepted counts.
+    Control,
+}
+
+/// Which of a call's dtypes an operand is stored in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slot {
+    /// The activation dtype (also the tape's k and g: copies, so no rounding).
+    Act,
+    /// The state dtype.
+    State,
+    /// The tape delta's dtype.
+    Tape,
+    /// Plain `u32` words.
+    U32,
+}
+
+impl Slot {
+    /// The dtype of this slot for a call with `dtypes`; `None` for u32 words.
+    pub fn dtype(self, dtypes: &GdnDtypes) -> Option<DType> {
+        match self {
+            Slot::Act => Some(dtypes.act),
+            Slot::State => Some(dtypes.state),
+            Slot::Tape => Some(dtypes.tape),
+            Slot::U32 => None,
+        }
+    }
+}
+
+/// Whether a kernel reads or writes an operand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+/// How a kernel walks an operand (decides the WGSL accessors it gets).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Walk {
+    /// Rows of Dk values, read and written in groups of 4 (`load_X(base, i, n)`,
+    /// `store_X(base, i, n, v)`), plus single elements (`load1_X(i)`).
+    Rows,
+    /// Single elements: `load1_X(i)`, `store1_X(i, v)` (not bf16) and
+    /// `store2_X(i_even, a, b)` (both halves of a bf16 word).
+    Scalars,
+    /// Plain u32 data (mask, accepted): `load_X(i)`.
+    Words,
+}
+
+/// One row of an operand table.
+#[derive(Clone, Copy, Debug)]
+pub struct OperandSpec<Sh> {
+    /// The argument's name: in errors, in WGSL (`<name>_buf`, `load_<name>`), in labels.
+    pub name: &'static str,
+    pub role: Role,
+    pub slot: Slot,
+    pub access: Access,
+    pub walk: Walk,
+    /// Element count for a shape (the shape's own formula: one source of truth).
+    pub len: fn(&Sh) -> usize,
+    /// Absent unless the call gives it (the mask).
+    pub optional: bool,
+}
+
+impl<Sh> OperandSpec<Sh> {
+    /// The dtype this operand has in a call with `dtypes` (`None`: u32 words).
+    pub fn dtype(&self, dtypes: &GdnDtypes) -> Option<DType> {
+        self.slot.dtype(dtypes)
+    }
+
+    /// Bytes a buffer needs for this operand (16-bit tensors padded to whole words);
+    /// `None` on overflow.
+    pub fn bytes(&self, shape: &Sh, dtypes: &GdnDtypes) -> Option<u64> {
+        let len = (self.len)(shape);
+        match self.dtype(dtypes) {
+            Some(dt) => dt.buffer_bytes(len),
+            None => (len as u64).checked_mul(4),
+        }
+    }
+}
+
+/// Declares an op's operand struct and its table from one list.
+///
+/// Each line is `name: field type, Role Slot Access Walk = length_fn`, with `, optional`
+/// for an operand the caller may leave out (its field type is then `Option<T>`).
+macro_rules! operand_table {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident for $shape:ty {
+            $(
+                $(#[$fmeta:meta])*
+                $field:ident: $fty:ty, $role:ident $slot:ident $access:ident $walk:ident = $len:path $(, $opt:ident)?;
+            )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug)]
+        pub struct $name<T> {
+            $( $(#[$fmeta])* pub $field: $fty, )*
+        }
+
+        impl<T> $name<T> {
+            /// The table: one row per operand, in binding order.
+            pub const SPECS: &'static [OperandSpec<$shape>] = &[$(
+                OperandSpec {
+                    name: stringify!($field),
+                    role: Role::$role,
+                    slot: Slot::$slot,
+                    access: Access::$access,
+                    walk: Walk::$walk,
+                    len: $len,
+                    optional: operand_table!(@opt $($opt)?),
+                },
+            )*];
+
+            /// Each operand's value in table order (`None`: an optional one left out).
+            pub fn slots(&self) -> Vec<Option<&T>> {
+                vec![$( operand_table!(@slot [$($opt)?] self.$field) ),*]
+            }
+
+            /// Borrow every value.
+            pub fn as_ref(&self) -> $name<&T> {
+                $name { $( $field: operand_table!(@as_ref [$($opt)?] self.$field), )* }
+            }
+
+            /// Turn each value into another, with its table row.
+            pub fn map<U>(self, mut f: impl FnMut(&OperandSpec<$shape>, T) -> U) -> $name<U> {
+                let mut specs = Self::SPECS.iter();
+                let $name { $( $field, )* } = self;
+                $(
+                    let spec = specs.next().expect("one row per field");
+                    let $field = operand_table!(@map [$($opt)?] f spec $field);
+                )*
+                $name { $( $field, )* }
+            }
+        }
+    };
+    (@opt) => { false };
+    (@opt optional) => { true };
+    (@slot [] $v:expr) => { Some(&$v) };
+    (@slot [optional] $v:expr) => { $v.as_ref() };
+    (@as_ref [] $v:expr) => { &$v };
+    (@as_ref [optional] $v:expr) => { $v.as_ref() };
+    (@map [] $f:ident $spec:ident $v:ident) => { $f($spec, $v) };
+    (@map [optional] $f:ident $spec:ident $v:ident) => { $v.map(|x| $f($spec, x)) };
+}
+
+operand_table! {
+    /// record's operands (docs/SPEC.md "record"), in binding order.
+    pub struct RecordOperands for GdnShape {
+        /// `[B, T, Hk, Dk]`.
+        q: T, Activation Act Read Rows = GdnShape::qk_len;
+        /// `[B, T, Hk, Dk]`.
+        k: T, Activation Act Read Rows = GdnShape::qk_len;
+        /// `[B, T, Hv, Dv]`.
+        v: T, Activation Act Read Scalars = GdnShape::v_len;
+        /// `[B, T, Hv]`, the decay, already exponentiated.
+        g: T, Activation Act Read Scalars = GdnShape::gate_len;
+        /// `[B, T, Hv]`, already sigmoid'ed.
+        beta: T, Activation Act Read Scalars = GdnShape::gate_len;
+        /// `[B, Hv, Dv, Dk]`: the state before the draft.
+        state_in: T, State State Read Rows = GdnShape::state_len;
+        /// `[B, T, Hv, Dv]`.
+        y: T, Output Act Write Scalars = GdnShape::v_len;
+        /// `[B, Hv, Dv, Dk]`: the state after the draft.
+        state_out: T, State State Write Rows = GdnShape::state_len;
+        /// `[B, T, Hv, Dv]`: the tape's innovations.
+        delta: T, Tape Tape Write Scalars = GdnShape::v_len;
+        /// `[B, T]` u32, non-zero = live; `None`: every step is live.
+        mask: Option<T>, Control U32 Read Words = GdnShape::mask_len, optional;
+    }
+}
+
+operand_table! {
+    /// replay's operands (docs/SPEC.md "replay"), in binding order.
+    pub struct ReplayOperands for GdnShape {
+        /// `[B, T, Hv, Dv]`.
+        tape_delta: T, Tape Tape Read Scalars = GdnShape::v_len;
+        /// `[B, T, Hv, Dk]`: k expanded to value heads.
+        tape_k: T, Tape Act Read Rows = GdnShape::tape_k_len;
+        /// `[B, T, Hv]`.
+        tape_g: T, Tape Act Read Scalars = GdnShape::gate_len;
+        /// `[B, Hv, Dv, Dk]`: the state before the draft.
+        snapshot: T, State State Read Rows = GdnShape::state_len;
+        /// `[B]` u32. On the GPU a count above T is clamped to T (data on the device
+        /// cannot be checked before the dispatch); the host paths refuse it.
+        accepted: T, Control U32 Read Words = GdnShape::batch;
+        /// `[B, Hv, Dv, Dk]`: the committed state.
+        state_out: T, State State Write Rows = GdnShape::state_len;
+        /// `[B, T]` u32, as given to record.
+        mask: Option<T>, Control U32 Read Words = GdnShape::mask_len, optional;
+    }
+}
+
+operand_table! {
+    /// repeat's operands (docs/SPEC.md "repeat"), in binding order; both in one dtype.
+    pub struct RepeatOperands for RepeatShape {
+        /// `[N, Hg, K]`.
+        src: T, Activation Act Read Rows = RepeatShape::src_len;
+        /// `[N, H, K]`.
+        dst: T, Output Act Write Rows = RepeatShape::dst_len;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_follow_the_struct_fields() {
+        let names: Vec<_> = RecordOperands::<()>::SPECS.iter().map(|s| s.name).collect();
+        assert_eq!(
+            names,
+            [
+                "q",
+                "k",
+                "v",
+                "g",
+                "beta",
+                "state_in",
+                "y",
+                "state_out",
+                "delta",
+                "mask"
+            ]
+        );
+        let shape = GdnShape::new(2, 3, 1, 2, 4, 5).unwrap();
+        let lens: Vec<_> = ReplayOperands::<()>::SPECS
+            .iter()
+            .map(|s| (s.name, (s.len)(&shape)))
+            .collect();
+        assert_eq!(
+            lens,
+            [
+                ("tape_delta", 60),
+                ("tape_k", 48),
+                ("tape_g", 12),
+                ("snapshot", 80),
+                ("accepted", 2),
+                ("state_out", 80),
+                ("mask", 6)
+            ]
+        );
+        let ops = ReplayOperands {
+            tape_delta: 0,
+            tape_k: 1,
+            tape_g: 2,
+            snapshot: 3,
+            accepted: 4,
+            state_out: 5,
+            mask: None,
+        };
+        assert_eq!(ops.slots().iter().filter(|s| s.is_some()).count(), 6);
+        let named = ops.map(|spec, v| format!("{}={v}", spec.name));
+        assert_eq!(named.snapshot, "snapshot=3");
+        assert!(named.mask.is_none());
+    }
+}
