@@ -13,14 +13,13 @@
 //! run. The seed is printed at the start and in every failure message.
 
 mod common;
-use common::Rng;
+use common::{no_panic, Rng};
 use deltatape::dtype::cast_from_f32;
 use deltatape::gpu::MAX_KEY_DIM;
 use deltatape::{
     Backend, DType, Element, Error, GdnShape, GqaLayout, RecordInputs, RepeatShape, TapeRef,
 };
 use half::{bf16, f16};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 /// Slices longer than this are never built (a huge shape gets wrong, short slices).
@@ -134,21 +133,6 @@ impl Ctx {
             "DELTATAPE_FUZZ_SEED={} iteration {}: {detail:?}",
             self.seed, self.iter
         )
-    }
-}
-
-#[track_caller]
-fn no_panic<R>(what: &str, f: impl FnOnce() -> R) -> R {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(r) => r,
-        Err(p) => {
-            let msg = p
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
-            panic!("{what}: PANICKED: {msg}")
-        }
     }
 }
 
