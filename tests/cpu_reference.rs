@@ -17,8 +17,6 @@ use deltatape::{
 };
 use half::{bf16, f16};
 
-const LAYOUTS: [GqaLayout; 2] = [GqaLayout::Blocked, GqaLayout::Tiled];
-
 fn other(layout: GqaLayout) -> GqaLayout {
     match layout {
         GqaLayout::Blocked => GqaLayout::Tiled,
@@ -396,6 +394,15 @@ fn check_rollback<A: Element, S: Element, P: Element>(
         );
     }
 
+    // Bit for bit when `exact`, else within `tolerance`.
+    let check = |what: &str, got: &[S], want: &[S]| {
+        if exact {
+            assert_same(what, got, want);
+        } else {
+            assert_close(what, got, want, tolerance);
+        }
+    };
+
     // Every shift gives a different accepted count per sequence; over all shifts every
     // sequence sees every a in 0..=T.
     for shift in 0..=tn {
@@ -406,11 +413,7 @@ fn check_rollback<A: Element, S: Element, P: Element>(
             let got = block(&out, seq_state, b, 1);
             let want = &expected[b][a];
             let what = format!("{ctx}: sequence {b}, accepted {a} (of {accepted:?})");
-            if exact {
-                assert_same(&what, &got, want);
-            } else {
-                assert_close(&what, &got, want, tolerance);
-            }
+            check(&what, &got, want);
         }
     }
     // And every sequence at the same a.
@@ -420,21 +423,13 @@ fn check_rollback<A: Element, S: Element, P: Element>(
         for b in 0..bn {
             let got = block(&out, seq_state, b, 1);
             let what = format!("{ctx}: sequence {b}, all accepted {a}");
-            if exact {
-                assert_same(&what, &got, &expected[b][a]);
-            } else {
-                assert_close(&what, &got, &expected[b][a], tolerance);
-            }
+            check(&what, &got, &expected[b][a]);
         }
     }
     // accepted = T is the full record's own state.
     let accepted = vec![tn as u32; bn];
     let out = cpu().replay(shape, &tape, &state, &accepted, mk).unwrap();
-    if exact {
-        assert_same(&format!("{ctx}: full replay"), &out, &full.state);
-    } else {
-        assert_close(&format!("{ctx}: full replay"), &out, &full.state, tolerance);
-    }
+    check(&format!("{ctx}: full replay"), &out, &full.state);
 }
 
 fn rollback_all(shape: &GdnShape, seed: u64) {

@@ -3,8 +3,9 @@
 //! answer within the dtype tolerance or a typed `deltatape::Error`, and never panics.
 //!
 //! - the CPU backend is checked against an f64 implementation written from SPEC.md
-//!   (`common/f64ref.rs`, the tests' one f64 reference), including the rollback invariant (replay of the tape over
-//!   `accepted[b]` steps = record over the first `accepted[b]` steps);
+//!   (`common/f64ref.rs`, the tests' one f64 reference), including the rollback
+//!   invariant (replay of the tape over `accepted[b]` steps = record over the first
+//!   `accepted[b]` steps);
 //! - the GPU backend (when there is one; with `CI=true` there must be) is checked
 //!   against the CPU backend, with the documented GPU refusals (bf16 state with odd Dk,
 //!   bf16 y / delta with odd Dv) expected as `Error::Unsupported`.

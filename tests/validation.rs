@@ -11,8 +11,6 @@ use deltatape::{
 use half::{bf16, f16};
 use std::fmt::Debug;
 
-const LAYOUTS: [GqaLayout; 2] = [GqaLayout::Blocked, GqaLayout::Tiled];
-
 // ---------------------------------------------------------------------------------
 // Matchers: each checks the variant, `op`, `err.arg()` and the Display text.
 // ---------------------------------------------------------------------------------

@@ -9,7 +9,10 @@ mod rng;
 
 pub use rng::Rng;
 
-use deltatape::{Backend, DType, Element, GdnShape, GpuBackend, RecordInputs, Recorded};
+use deltatape::{Backend, DType, Element, GdnShape, GpuBackend, GqaLayout, RecordInputs, Recorded};
+
+/// Both GQA layouts of SPEC.md.
+pub const LAYOUTS: [GqaLayout; 2] = [GqaLayout::Blocked, GqaLayout::Tiled];
 
 /// Inputs of one record call in f32, drawn like a real layer's: unit-norm k, small q,
 /// g in (0.5, 1], beta in (0, 1).
