@@ -48,21 +48,13 @@ fn case_id(b: usize, t: usize) -> String {
     format!("B{b}_T{t}")
 }
 
-/// SplitMix64, so every run draws the same inputs.
-struct Rng(u64);
+#[path = "../tests/common/rng.rs"]
+mod rng;
+use rng::Rng;
 
-impl Rng {
-    fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        lo + (hi - lo) * ((z >> 40) as f32 / (1u64 << 24) as f32)
-    }
-    fn vec<E: Element>(&mut self, n: usize, lo: f32, hi: f32) -> Vec<E> {
-        (0..n).map(|_| E::from_f32(self.uniform(lo, hi))).collect()
-    }
+/// `n` draws of the tests' generator in [lo, hi), stored as `E`.
+fn draws<E: Element>(rng: &mut Rng, n: usize, lo: f32, hi: f32) -> Vec<E> {
+    rng.vec(n, lo, hi).into_iter().map(E::from_f32).collect()
 }
 
 /// One layer's record inputs drawn like a real layer's (unit-norm k, small q, g in
@@ -83,19 +75,19 @@ struct Case<A> {
 impl<A: Element> Case<A> {
     fn new(b: usize, t: usize) -> Self {
         let shape = shape(b, t);
-        let mut rng = Rng(0x5eed ^ ((b as u64) << 8) ^ t as u64);
-        let mut k: Vec<f32> = rng.vec(shape.qk_len(), -1.0, 1.0);
+        let mut rng = Rng::new(0x5eed ^ ((b as u64) << 8) ^ t as u64);
+        let mut k = rng.vec(shape.qk_len(), -1.0, 1.0);
         for row in k.chunks_mut(DK) {
             let n = row.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-6);
             row.iter_mut().for_each(|x| *x /= n);
         }
         let k: Vec<A> = k.into_iter().map(A::from_f32).collect();
         let scale = 1.0 / (DK as f32).sqrt();
-        let q = rng.vec(shape.qk_len(), -scale, scale);
-        let v = rng.vec(shape.v_len(), -1.0, 1.0);
-        let g = rng.vec(shape.gate_len(), 0.5, 1.0);
-        let beta = rng.vec(shape.gate_len(), 0.05, 1.0);
-        let state = rng.vec(shape.state_len(), -0.5, 0.5);
+        let q = draws(&mut rng, shape.qk_len(), -scale, scale);
+        let v = draws(&mut rng, shape.v_len(), -1.0, 1.0);
+        let g = draws(&mut rng, shape.gate_len(), 0.5, 1.0);
+        let beta = draws(&mut rng, shape.gate_len(), 0.05, 1.0);
+        let state = draws(&mut rng, shape.state_len(), -0.5, 0.5);
         let inputs = RecordInputs {
             q: &q,
             k: &k,
@@ -165,7 +157,7 @@ fn bench_memcpy(c: &mut Criterion) {
     for b in BATCHES {
         let len = shape(b, 1).state_len();
         let mib = (len * 4) >> 20;
-        let src: Vec<f32> = Rng(1).vec(len, -1.0, 1.0);
+        let src: Vec<f32> = Rng::new(1).vec(len, -1.0, 1.0);
         let mut dst = vec![0f32; len];
         group.throughput(Throughput::Bytes(2 * 4 * len as u64));
         group.bench_function(BenchmarkId::new("1thread", format!("{mib}MiB")), |bch| {
@@ -269,7 +261,7 @@ fn bench_repeat(c: &mut Criterion) {
     for b in BATCHES {
         for t in STEPS {
             let shape = RepeatShape::new(b * t, HK, HV, DK).expect("repeat shape");
-            let src: Vec<f32> = Rng(7).vec(shape.src_len(), -1.0, 1.0);
+            let src: Vec<f32> = Rng::new(7).vec(shape.src_len(), -1.0, 1.0);
             group.throughput(Throughput::Bytes(
                 4 * (shape.src_len() + shape.dst_len()) as u64,
             ));

@@ -1,22 +1,21 @@
-//! The CPU backend against an independent, naive f64 implementation of SPEC.md.
+//! The CPU backend against an independent, naive f64 implementation of docs/SPEC.md.
 //!
-//! The reference below (`ref_record`, `ref_replay`, `ref_repeat`) is written from
-//! SPEC.md alone: plain nested loops, f64 arithmetic and its own row-major index
-//! arithmetic. It does not call deltatape's shape index methods nor its `cpu` module;
-//! it takes the inputs after rounding to their storage dtypes (widened to f64), so the
-//! only differences it can see are f32-vs-f64 arithmetic and the single rounding of
-//! each output to its storage dtype.
+//! The reference is the tests' one f64 reference, `common/f64ref.rs` (`f64ref::record`,
+//! `replay`, `repeat`): written from docs/SPEC.md alone, plain nested loops, f64 arithmetic
+//! and its own row-major index arithmetic. It does not call deltatape's shape index
+//! methods nor its `cpu` module; it takes the inputs after rounding to their storage
+//! dtypes (widened to f64), so the only differences it can see are f32-vs-f64
+//! arithmetic and the single rounding of each output to its storage dtype.
 #![allow(clippy::needless_range_loop, clippy::too_many_arguments)]
 
 mod common;
+use common::f64ref::{self, assert_close64, assert_record_close64, widen};
 use common::*;
 use deltatape::dtype::cast_from_f32;
 use deltatape::{
     DType, Element, GdnShape, GqaLayout, RecordInputs, Recorded, RepeatShape, TapeRef,
 };
 use half::{bf16, f16};
-
-const LAYOUTS: [GqaLayout; 2] = [GqaLayout::Blocked, GqaLayout::Tiled];
 
 fn other(layout: GqaLayout) -> GqaLayout {
     match layout {
@@ -26,198 +25,11 @@ fn other(layout: GqaLayout) -> GqaLayout {
 }
 
 // ---------------------------------------------------------------------------------
-// The naive f64 reference, from SPEC.md.
-// ---------------------------------------------------------------------------------
-
-/// The dimensions as plain numbers, for the reference's own index arithmetic.
-#[derive(Clone, Copy, Debug)]
-struct Dims {
-    b: usize,
-    t: usize,
-    hk: usize,
-    hv: usize,
-    dk: usize,
-    dv: usize,
-}
-
-impl Dims {
-    fn of(s: &GdnShape) -> Self {
-        Dims {
-            b: s.batch(),
-            t: s.steps(),
-            hk: s.key_heads(),
-            hv: s.value_heads(),
-            dk: s.key_dim(),
-            dv: s.value_dim(),
-        }
-    }
-}
-
-/// SPEC.md, "GQA layout": the source head serving destination head `h`.
-fn ref_head(layout: GqaLayout, h: usize, src_heads: usize, dst_heads: usize) -> usize {
-    match layout {
-        GqaLayout::Blocked => h / (dst_heads / src_heads),
-        GqaLayout::Tiled => h % src_heads,
-    }
-}
-
-struct RefRecord {
-    y: Vec<f64>,
-    state: Vec<f64>,
-    delta: Vec<f64>,
-}
-
-/// SPEC.md, "record", in f64.
-fn ref_record(
-    d: Dims,
-    layout: GqaLayout,
-    q: &[f64],
-    k: &[f64],
-    v: &[f64],
-    g: &[f64],
-    beta: &[f64],
-    mask: Option<&[u32]>,
-    state_in: &[f64],
-) -> RefRecord {
-    assert_eq!(q.len(), d.b * d.t * d.hk * d.dk);
-    assert_eq!(k.len(), d.b * d.t * d.hk * d.dk);
-    assert_eq!(v.len(), d.b * d.t * d.hv * d.dv);
-    assert_eq!(g.len(), d.b * d.t * d.hv);
-    assert_eq!(beta.len(), d.b * d.t * d.hv);
-    assert_eq!(state_in.len(), d.b * d.hv * d.dv * d.dk);
-    let mut y = vec![0.0; d.b * d.t * d.hv * d.dv];
-    let mut delta = vec![0.0; d.b * d.t * d.hv * d.dv];
-    let mut state = state_in.to_vec();
-    for b in 0..d.b {
-        for hv in 0..d.hv {
-            let hk = ref_head(layout, hv, d.hk, d.hv);
-            for dv in 0..d.dv {
-                let s0 = ((b * d.hv + hv) * d.dv + dv) * d.dk;
-                let s = &mut state[s0..s0 + d.dk];
-                for t in 0..d.t {
-                    if let Some(m) = mask {
-                        if m[b * d.t + t] == 0 {
-                            continue; // y, delta stay 0; S unchanged
-                        }
-                    }
-                    let row = ((b * d.t + t) * d.hk + hk) * d.dk;
-                    let gi = (b * d.t + t) * d.hv + hv;
-                    let vi = ((b * d.t + t) * d.hv + hv) * d.dv + dv;
-                    for i in 0..d.dk {
-                        s[i] *= g[gi];
-                    }
-                    let mut kv = 0.0;
-                    for i in 0..d.dk {
-                        kv += s[i] * k[row + i];
-                    }
-                    let dl = (v[vi] - kv) * beta[gi];
-                    for i in 0..d.dk {
-                        s[i] += k[row + i] * dl;
-                    }
-                    let mut out = 0.0;
-                    for i in 0..d.dk {
-                        out += s[i] * q[row + i];
-                    }
-                    y[vi] = out;
-                    delta[vi] = dl;
-                }
-            }
-        }
-    }
-    RefRecord { y, state, delta }
-}
-
-/// SPEC.md, "replay", in f64.
-fn ref_replay(
-    d: Dims,
-    tape_delta: &[f64],
-    tape_k: &[f64],
-    tape_g: &[f64],
-    snapshot: &[f64],
-    accepted: &[u32],
-    mask: Option<&[u32]>,
-) -> Vec<f64> {
-    assert_eq!(tape_delta.len(), d.b * d.t * d.hv * d.dv);
-    assert_eq!(tape_k.len(), d.b * d.t * d.hv * d.dk);
-    assert_eq!(tape_g.len(), d.b * d.t * d.hv);
-    assert_eq!(snapshot.len(), d.b * d.hv * d.dv * d.dk);
-    assert_eq!(accepted.len(), d.b);
-    let mut state = snapshot.to_vec();
-    for b in 0..d.b {
-        assert!(accepted[b] as usize <= d.t);
-        for hv in 0..d.hv {
-            for dv in 0..d.dv {
-                let s0 = ((b * d.hv + hv) * d.dv + dv) * d.dk;
-                for t in 0..accepted[b] as usize {
-                    if let Some(m) = mask {
-                        if m[b * d.t + t] == 0 {
-                            continue;
-                        }
-                    }
-                    let gt = tape_g[(b * d.t + t) * d.hv + hv];
-                    let dl = tape_delta[((b * d.t + t) * d.hv + hv) * d.dv + dv];
-                    let row = ((b * d.t + t) * d.hv + hv) * d.dk;
-                    for i in 0..d.dk {
-                        state[s0 + i] = state[s0 + i] * gt + tape_k[row + i] * dl;
-                    }
-                }
-            }
-        }
-    }
-    state
-}
-
-/// SPEC.md, "repeat": `dst[n, h, i] = src[n, hk(h), i]`.
-fn ref_repeat<E: Copy>(
-    n: usize,
-    src_heads: usize,
-    dst_heads: usize,
-    dim: usize,
-    layout: GqaLayout,
-    src: &[E],
-) -> Vec<E> {
-    assert_eq!(src.len(), n * src_heads * dim);
-    let mut dst = Vec::with_capacity(n * dst_heads * dim);
-    for r in 0..n {
-        for h in 0..dst_heads {
-            let hs = ref_head(layout, h, src_heads, dst_heads);
-            for i in 0..dim {
-                dst.push(src[(r * src_heads + hs) * dim + i]);
-            }
-        }
-    }
-    dst
-}
-
-// ---------------------------------------------------------------------------------
 // Helpers.
 // ---------------------------------------------------------------------------------
 
-fn wide<E: Element>(x: &[E]) -> Vec<f64> {
-    x.iter().map(|v| v.to_f32() as f64).collect()
-}
-
 fn bits<E: Element>(x: &[E]) -> Vec<u8> {
     bytemuck::cast_slice::<E, u8>(x).to_vec()
-}
-
-/// ||got - want|| / ||want|| against an f64 reference; every value must be finite.
-fn rel_err_ref<E: Element>(got: &[E], want: &[f64]) -> f64 {
-    assert_eq!(got.len(), want.len(), "length mismatch");
-    let (mut num, mut den) = (0f64, 0f64);
-    for (x, y) in got.iter().zip(want) {
-        let x = x.to_f32() as f64;
-        assert!(x.is_finite(), "non-finite output {x}");
-        num += (x - y) * (x - y);
-        den += y * y;
-    }
-    num.sqrt() / den.sqrt().max(1e-30)
-}
-
-#[track_caller]
-fn assert_ref<E: Element>(what: &str, got: &[E], want: &[f64], tol: f64) {
-    let e = rel_err_ref(got, want);
-    assert!(e <= tol, "{what}: relative error {e:.3e} > {tol:.1e}");
 }
 
 /// Bitwise equality, with the first differing element in the message.
@@ -265,7 +77,6 @@ fn reference_matches_hand_computed_step() {
     // S = 0.5*0.5 = 0.25; delta = (1 - 0.25*1)*0.5 = 0.375; S = 0.25 + 1*0.375 = 0.625;
     // y = 0.625 * 2 = 1.25. Then a masked second step leaves everything alone.
     let shape = GdnShape::new(1, 2, 1, 1, 1, 1).unwrap();
-    let d = Dims::of(&shape);
     let (q, k, v, g, beta) = (
         [2.0f32, 7.0],
         [1.0f32, 3.0],
@@ -275,16 +86,14 @@ fn reference_matches_hand_computed_step() {
     );
     let state = [0.5f32];
     let mask = [1u32, 0];
-    let r = ref_record(
-        d,
+    let x = f64ref::Inputs64::widen(&q, &k, &v, &g, &beta);
+    let r = f64ref::record(
+        &shape,
         GqaLayout::Blocked,
-        &wide(&q),
-        &wide(&k),
-        &wide(&v),
-        &wide(&g),
-        &wide(&beta),
+        &x,
         Some(&mask),
-        &wide(&state),
+        &widen(&state),
+        None,
     );
     assert_eq!(r.y, [1.25, 0.0]);
     assert_eq!(r.delta, [0.375, 0.0]);
@@ -304,32 +113,73 @@ fn reference_matches_hand_computed_step() {
     assert_eq!(c.delta, [0.375, 0.0]);
     assert_eq!(c.state, [0.625]);
     // Replay: 0.5 * 0.5 + 1 * 0.375.
-    let rs = ref_replay(
-        d,
+    let rs = f64ref::replay(
+        &shape,
         &r.delta,
-        &wide(&k),
-        &wide(&g),
-        &wide(&state),
+        &widen(&k),
+        &widen(&g),
+        &widen(&state),
         &[2],
         Some(&mask),
     );
     assert_eq!(rs, [0.625]);
     // Without the mask the second step runs: S = 0.625*0.25 = 0.15625;
     // delta = (9 - 0.15625*3)*0.75 = 6.3984375; S += 3*delta = 19.35156250.
-    let r2 = ref_record(
-        d,
-        GqaLayout::Blocked,
-        &wide(&q),
-        &wide(&k),
-        &wide(&v),
-        &wide(&g),
-        &wide(&beta),
-        None,
-        &wide(&state),
-    );
+    let r2 = f64ref::record(&shape, GqaLayout::Blocked, &x, None, &widen(&state), None);
     assert_eq!(r2.delta, [0.375, 6.3984375]);
     assert_eq!(r2.state, [19.3515625]);
     assert_eq!(r2.y, [1.25, 19.3515625 * 7.0]);
+}
+
+#[test]
+fn reference_steps_limit_each_sequence_to_its_prefix() {
+    // Two sequences of the two-step row above, unmasked: sequence 0 stops after one
+    // step, sequence 1 runs both; y and delta past a sequence's limit stay 0.
+    let shape = GdnShape::new(2, 2, 1, 1, 1, 1).unwrap();
+    let x = f64ref::Inputs64 {
+        q: vec![2.0, 7.0, 2.0, 7.0],
+        k: vec![1.0, 3.0, 1.0, 3.0],
+        v: vec![1.0, 9.0, 1.0, 9.0],
+        g: vec![0.5, 0.25, 0.5, 0.25],
+        beta: vec![0.5, 0.75, 0.5, 0.75],
+    };
+    let r = f64ref::record(
+        &shape,
+        GqaLayout::Blocked,
+        &x,
+        None,
+        &[0.5, 0.5],
+        Some(&[1, 2]),
+    );
+    assert_eq!(r.y, [1.25, 0.0, 1.25, 19.3515625 * 7.0]);
+    assert_eq!(r.delta, [0.375, 0.0, 0.375, 6.3984375]);
+    assert_eq!(r.state, [0.625, 19.3515625]);
+    // A limit of 0 is the input state.
+    let r0 = f64ref::record(
+        &shape,
+        GqaLayout::Tiled,
+        &x,
+        None,
+        &[0.5, 0.5],
+        Some(&[0, 0]),
+    );
+    assert_eq!(r0.state, [0.5, 0.5]);
+    assert!(r0.y.iter().chain(&r0.delta).all(|&v| v == 0.0));
+}
+
+#[test]
+fn rng_stream_is_pinned() {
+    // The shared generator is SplitMix64: its published first outputs for seed 0 and
+    // seed 1234567, so every seed in the tests and benches keeps drawing the same inputs.
+    let mut r = Rng::new(0);
+    assert_eq!(r.next_u64(), 0xe220_a839_7b1d_cdaf);
+    assert_eq!(r.next_u64(), 0x6e78_9e6a_a1b9_65f4);
+    let mut r = Rng::new(1_234_567);
+    assert_eq!(r.next_u64(), 6_457_827_717_110_365_317);
+    assert_eq!(r.next_u64(), 3_203_168_211_198_807_973);
+    // uniform takes the top 24 bits: 0xe220a8 / 2^24 for the first draw of seed 0.
+    let u = Rng::new(0).uniform(0.0, 1.0);
+    assert_eq!(u, 0xe2_20a8 as f32 / (1u32 << 24) as f32);
 }
 
 #[test]
@@ -337,11 +187,11 @@ fn reference_repeat_matches_spec_example() {
     // Hg = 2, H = 6, K = 1: blocked groups 3 consecutive heads, tiled cycles.
     let src = [10u32, 20, 30, 40]; // N = 2 rows
     assert_eq!(
-        ref_repeat(2, 2, 6, 1, GqaLayout::Blocked, &src),
+        f64ref::repeat(2, 2, 6, 1, GqaLayout::Blocked, &src),
         [10, 10, 10, 20, 20, 20, 30, 30, 30, 40, 40, 40]
     );
     assert_eq!(
-        ref_repeat(2, 2, 6, 1, GqaLayout::Tiled, &src),
+        f64ref::repeat(2, 2, 6, 1, GqaLayout::Tiled, &src),
         [10, 20, 10, 20, 10, 20, 30, 40, 30, 40, 30, 40]
     );
 }
@@ -362,42 +212,26 @@ fn check_against_reference<A: Element, S: Element, P: Element>(
         "{shape:?} {} {layout:?} masked={masked}",
         combo::<A, S, P>()
     );
-    let dims = Dims::of(shape);
     let d = draw(shape, seed);
     let t = d.typed::<A>();
     let state: Vec<S> = cast_from_f32(&d.state);
     let m = mask(shape, seed);
     let mk = masked.then_some(&m[..]);
 
-    let want = ref_record(
-        dims,
-        layout,
-        &wide(&t.q),
-        &wide(&t.k),
-        &wide(&t.v),
-        &wide(&t.g),
-        &wide(&t.beta),
-        mk,
-        &wide(&state),
-    );
+    let want = f64ref::record(shape, layout, &t.wide(), mk, &widen(&state), None);
     let got: Recorded<A, S, P> = cpu().record(shape, layout, &t.inputs(mk), &state).unwrap();
-    assert_ref(&format!("{ctx}: record y"), &got.y, &want.y, tol(A::DTYPE));
-    assert_ref(
-        &format!("{ctx}: record state"),
-        &got.state,
-        &want.state,
-        tol(S::DTYPE),
-    );
-    assert_ref(
-        &format!("{ctx}: record delta"),
-        &got.delta,
-        &want.delta,
-        tol(P::DTYPE),
-    );
+    assert_record_close64(&ctx, &got, &want);
 
     // The tape: k expanded with the model's layout (checked against the reference
     // repeat, bit for bit), g itself, and the recorded delta.
-    let tape_k = ref_repeat(dims.b * dims.t, dims.hk, dims.hv, dims.dk, layout, &t.k[..]);
+    let tape_k = f64ref::repeat(
+        shape.batch() * shape.steps(),
+        shape.key_heads(),
+        shape.value_heads(),
+        shape.key_dim(),
+        layout,
+        &t.k[..],
+    );
     let cpu_k = cpu().repeat(&shape.tape_k_repeat(), layout, &t.k).unwrap();
     assert_same(&format!("{ctx}: tape k"), &cpu_k, &tape_k);
     let tape = TapeRef {
@@ -410,17 +244,17 @@ fn check_against_reference<A: Element, S: Element, P: Element>(
     // a different accepted count per sequence.
     for shift in [0, seed as usize % 5 + 1] {
         let accepted = accepted_for(shape, shift);
-        let want_s = ref_replay(
-            dims,
-            &wide(&got.delta),
-            &wide(&tape_k),
-            &wide(&t.g),
-            &wide(&state),
+        let want_s = f64ref::replay(
+            shape,
+            &widen(&got.delta),
+            &widen(&tape_k),
+            &widen(&t.g),
+            &widen(&state),
             &accepted,
             mk,
         );
         let got_s = cpu().replay(shape, &tape, &state, &accepted, mk).unwrap();
-        assert_ref(
+        assert_close64(
             &format!("{ctx}: replay accepted={accepted:?}"),
             &got_s,
             &want_s,
@@ -432,7 +266,7 @@ fn check_against_reference<A: Element, S: Element, P: Element>(
     // rounding of delta adds at most its own dtype's tolerance).
     let all = vec![shape.steps() as u32; shape.batch()];
     let got_s = cpu().replay(shape, &tape, &state, &all, mk).unwrap();
-    assert_ref(
+    assert_close64(
         &format!("{ctx}: full replay vs reference record state"),
         &got_s,
         &want.state,
@@ -560,6 +394,15 @@ fn check_rollback<A: Element, S: Element, P: Element>(
         );
     }
 
+    // Bit for bit when `exact`, else within `tolerance`.
+    let check = |what: &str, got: &[S], want: &[S]| {
+        if exact {
+            assert_same(what, got, want);
+        } else {
+            assert_close(what, got, want, tolerance);
+        }
+    };
+
     // Every shift gives a different accepted count per sequence; over all shifts every
     // sequence sees every a in 0..=T.
     for shift in 0..=tn {
@@ -570,11 +413,7 @@ fn check_rollback<A: Element, S: Element, P: Element>(
             let got = block(&out, seq_state, b, 1);
             let want = &expected[b][a];
             let what = format!("{ctx}: sequence {b}, accepted {a} (of {accepted:?})");
-            if exact {
-                assert_same(&what, &got, want);
-            } else {
-                assert_close(&what, &got, want, tolerance);
-            }
+            check(&what, &got, want);
         }
     }
     // And every sequence at the same a.
@@ -584,21 +423,13 @@ fn check_rollback<A: Element, S: Element, P: Element>(
         for b in 0..bn {
             let got = block(&out, seq_state, b, 1);
             let what = format!("{ctx}: sequence {b}, all accepted {a}");
-            if exact {
-                assert_same(&what, &got, &expected[b][a]);
-            } else {
-                assert_close(&what, &got, &expected[b][a], tolerance);
-            }
+            check(&what, &got, &expected[b][a]);
         }
     }
     // accepted = T is the full record's own state.
     let accepted = vec![tn as u32; bn];
     let out = cpu().replay(shape, &tape, &state, &accepted, mk).unwrap();
-    if exact {
-        assert_same(&format!("{ctx}: full replay"), &out, &full.state);
-    } else {
-        assert_close(&format!("{ctx}: full replay"), &out, &full.state, tolerance);
-    }
+    check(&format!("{ctx}: full replay"), &out, &full.state);
 }
 
 fn rollback_all(shape: &GdnShape, seed: u64) {
@@ -996,7 +827,7 @@ fn check_repeat<E: Element>(n: usize, hg: usize, h: usize, dim: usize, seed: u64
     let mut outs = Vec::new();
     for layout in LAYOUTS {
         let what = format!("repeat {} N={n} Hg={hg} H={h} K={dim} {layout:?}", E::DTYPE);
-        let want = ref_repeat(n, hg, h, dim, layout, &src);
+        let want = f64ref::repeat(n, hg, h, dim, layout, &src);
         let got = cpu().repeat(&shape, layout, &src).unwrap();
         assert_eq!(got.len(), n * h * dim, "{what}: length");
         assert_same(&what, &got, &want);
@@ -1061,14 +892,14 @@ fn repeat_copies_bit_patterns() {
         assert_same(
             &format!("f16 {layout:?}"),
             &got,
-            &ref_repeat(1 << 12, 4, 8, 4, layout, &f),
+            &f64ref::repeat(1 << 12, 4, 8, 4, layout, &f),
         );
         let bf: Vec<bf16> = src.iter().map(|&b| bf16::from_bits(b)).collect();
         let got = cpu().repeat(&shape, layout, &bf).unwrap();
         assert_same(
             &format!("bf16 {layout:?}"),
             &got,
-            &ref_repeat(1 << 12, 4, 8, 4, layout, &bf),
+            &f64ref::repeat(1 << 12, 4, 8, 4, layout, &bf),
         );
     }
     let src: Vec<f32> = [f32::NAN, -0.0, f32::INFINITY, f32::MIN_POSITIVE / 4.0]
@@ -1081,7 +912,7 @@ fn repeat_copies_bit_patterns() {
         assert_same(
             &format!("f32 {layout:?}"),
             &got,
-            &ref_repeat(8, 2, 6, 4, layout, &src),
+            &f64ref::repeat(8, 2, 6, 4, layout, &src),
         );
     }
 }

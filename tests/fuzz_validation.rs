@@ -4,7 +4,7 @@
 //! random bit patterns as values, through `GdnShape::new`, `RepeatShape::new` and the
 //! backends' record / replay / repeat.
 //!
-//! Properties: nothing panics; a shape is accepted exactly when SPEC.md's rules hold
+//! Properties: nothing panics; a shape is accepted exactly when docs/SPEC.md's rules hold
 //! (checked here with u128 arithmetic, independently of the crate); a call with a
 //! valid shape and right lengths succeeds with outputs of the right lengths, and a
 //! wrong one is refused with the typed error naming a wrong argument and its sizes.
@@ -13,14 +13,13 @@
 //! run. The seed is printed at the start and in every failure message.
 
 mod common;
-use common::Rng;
+use common::{no_panic, Rng};
 use deltatape::dtype::cast_from_f32;
 use deltatape::gpu::MAX_KEY_DIM;
 use deltatape::{
     Backend, DType, Element, Error, GdnShape, GqaLayout, RecordInputs, RepeatShape, TapeRef,
 };
 use half::{bf16, f16};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 /// Slices longer than this are never built (a huge shape gets wrong, short slices).
@@ -137,21 +136,6 @@ impl Ctx {
     }
 }
 
-#[track_caller]
-fn no_panic<R>(what: &str, f: impl FnOnce() -> R) -> R {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(r) => r,
-        Err(p) => {
-            let msg = p
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
-            panic!("{what}: PANICKED: {msg}")
-        }
-    }
-}
-
 /// Check `err` is `Length` for one of `wrong`: (arg, expected, actual).
 #[track_caller]
 fn check_length_error(what: &str, op: &str, err: &Error, wrong: &[(&str, usize, usize)]) {
@@ -177,7 +161,7 @@ fn check_length_error(what: &str, op: &str, err: &Error, wrong: &[(&str, usize, 
     }
 }
 
-/// The dims of a GdnShape and whether SPEC.md's rules accept them.
+/// The dims of a GdnShape and whether docs/SPEC.md's rules accept them.
 fn expect_shape(d: [usize; 6]) -> Result<(), Vec<&'static str>> {
     let [b, t, hk, hv, dk, dv] = d;
     let zero: Vec<_> = [
@@ -422,7 +406,7 @@ fn ops<A: Element, S: Element, P: Element>(
             assert!(too_many.is_none(), "{what}: accepted > T");
             assert_eq!(s.len(), shape.state_len(), "{what}: output length");
         }
-        // SPEC.md fixes no order between the checks: either refusal may come first.
+        // docs/SPEC.md fixes no order between the checks: either refusal may come first.
         Err(Error::AcceptedOutOfRange {
             op,
             arg,
@@ -623,7 +607,7 @@ fn fuzz_harness_predicates() {
 // ---------------------------------------------------------------------------------
 // Regressions for what the loop found: repeat is the one op whose output is larger
 // than its input, so a valid one-element `src` can ask for an output no machine holds.
-// SPEC.md: that is a typed error, never a panic or an abort.
+// docs/SPEC.md: that is a typed error, never a panic or an abort.
 // ---------------------------------------------------------------------------------
 
 /// `dst` of 2^61 elements from a one-element `src`.

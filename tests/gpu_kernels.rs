@@ -79,19 +79,7 @@ fn check_gdn<A: Element, S: Element, P: Element>(gpu: &GpuBackend) {
                     );
                 } else {
                     let got = got.unwrap_or_else(|e| panic!("{what}: {e}"));
-                    assert_close(&format!("record y {what}"), &got.y, &want.y, tol(A::DTYPE));
-                    assert_close(
-                        &format!("record state {what}"),
-                        &got.state,
-                        &want.state,
-                        tol(S::DTYPE),
-                    );
-                    assert_close(
-                        &format!("record delta {what}"),
-                        &got.delta,
-                        &want.delta,
-                        tol(P::DTYPE),
-                    );
+                    assert_record_close(&what, &got, &want);
                     if let Some(m) = mask {
                         for (i, &live) in m.iter().enumerate() {
                             if live == 0 {
@@ -164,19 +152,7 @@ fn record_large_grid_class_matches_cpu() {
             .record(shape, GqaLayout::Tiled, &inputs, &d.state)
             .unwrap();
         let what = format!("{:?}", A::DTYPE);
-        assert_close(&format!("y {what}"), &got.y, &want.y, tol(A::DTYPE));
-        assert_close(
-            &format!("state {what}"),
-            &got.state,
-            &want.state,
-            tol(DType::F32),
-        );
-        assert_close(
-            &format!("delta {what}"),
-            &got.delta,
-            &want.delta,
-            tol(A::DTYPE),
-        );
+        assert_record_close(&what, &got, &want);
     }
     one::<f32>(&gpu_backend, &shape, &d, &m);
     one::<bf16>(&gpu_backend, &shape, &d, &m);

@@ -2,9 +2,10 @@
 //! occasionally wrong-length slices: every backend either returns the CPU reference's
 //! answer within the dtype tolerance or a typed `deltatape::Error`, and never panics.
 //!
-//! - the CPU backend is checked against an f64 implementation written from SPEC.md
-//!   (`support/f64ref.rs`), including the rollback invariant (replay of the tape over
-//!   `accepted[b]` steps = record over the first `accepted[b]` steps);
+//! - the CPU backend is checked against an f64 implementation written from docs/SPEC.md
+//!   (`common/f64ref.rs`, the tests' one f64 reference), including the rollback
+//!   invariant (replay of the tape over `accepted[b]` steps = record over the first
+//!   `accepted[b]` steps);
 //! - the GPU backend (when there is one; with `CI=true` there must be) is checked
 //!   against the CPU backend, with the documented GPU refusals (bf16 state with odd Dk,
 //!   bf16 y / delta with odd Dv) expected as `Error::Unsupported`.
@@ -13,10 +14,9 @@
 //! cases, `DELTATAPE_PROPTEST_CASES=<n>` runs more of them.
 
 mod common;
-#[path = "support/f64ref.rs"]
-mod f64ref;
 
-use common::{cpu, draw, mask, rel_err};
+use common::f64ref::{self, assert_close64, assert_record_close64, widen};
+use common::{assert_close, assert_record_close, cpu, draw, mask, no_panic, tol};
 use deltatape::dtype::cast_from_f32;
 use deltatape::gpu::Reduction;
 use deltatape::{
@@ -25,7 +25,6 @@ use deltatape::{
 use half::{bf16, f16};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestRunner};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Operands a case may hand over with a wrong length, in one list across the ops.
 const OPERANDS: [(&str, &str); 14] = [
@@ -155,23 +154,6 @@ fn config(default_cases: u32) -> Config {
     }
 }
 
-/// Run `f`, failing the test with `what` if it panics (the contract: nothing reachable
-/// from the public API panics).
-#[track_caller]
-fn no_panic<R>(what: &str, f: impl FnOnce() -> R) -> R {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(r) => r,
-        Err(p) => {
-            let msg = p
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
-            panic!("{what}: PANICKED instead of returning a Result: {msg}")
-        }
-    }
-}
-
 impl Case {
     fn shape(&self) -> GdnShape {
         GdnShape::new(
@@ -250,25 +232,6 @@ fn expect_unsupported<T: std::fmt::Debug>(what: &str, got: deltatape::Result<T>)
     }
 }
 
-#[track_caller]
-fn close<E: Element, F: Element>(what: &str, got: &[E], want: &[F], tol: f64) {
-    let e = rel_err(got, want);
-    assert!(e <= tol, "{what}: relative error {e:.3e} > {tol:.1e}");
-}
-
-#[track_caller]
-fn close64<E: Element>(what: &str, got: &[E], want: &[f64], tol: f64) {
-    let e = f64ref::rel_err64(got, want);
-    assert!(
-        e <= tol,
-        "{what}: relative error to f64 {e:.3e} > {tol:.1e}"
-    );
-}
-
-fn tol(d: DType) -> f64 {
-    d.tolerance() as f64
-}
-
 /// One case on the CPU (against f64) and, if given, on a GPU backend (against the CPU).
 fn check<A: Element, S: Element, P: Element>(c: &Case, gpu: Option<&Backend>) {
     let what = format!("{c:?}");
@@ -314,36 +277,9 @@ fn check<A: Element, S: Element, P: Element>(c: &Case, gpu: Option<&Backend>) {
     let want: Recorded<A, S, P> =
         no_panic(&what, || cpu().record(&shape, c.layout, &clean, &state))
             .unwrap_or_else(|e| panic!("{what}: CPU refused a valid record: {e}"));
-    let r64 = f64ref::record(
-        &shape,
-        c.layout,
-        &f64ref::widen(&t.q),
-        &f64ref::widen(&t.k),
-        &f64ref::widen(&t.v),
-        &f64ref::widen(&t.g),
-        &f64ref::widen(&t.beta),
-        m,
-        &f64ref::widen(&state),
-        None,
-    );
-    close64(
-        &format!("cpu record y {what}"),
-        &want.y,
-        &r64.y,
-        tol(A::DTYPE),
-    );
-    close64(
-        &format!("cpu record state {what}"),
-        &want.state,
-        &r64.state,
-        tol(S::DTYPE),
-    );
-    close64(
-        &format!("cpu record delta {what}"),
-        &want.delta,
-        &r64.delta,
-        tol(P::DTYPE),
-    );
+    let x64 = t.wide();
+    let r64 = f64ref::record(&shape, c.layout, &x64, m, &widen(&state), None);
+    assert_record_close64(&format!("cpu {what}"), &want, &r64);
     let cpu_got = no_panic(&what, || {
         cpu().record::<A, S, P>(&shape, c.layout, &inputs, &state_in)
     });
@@ -362,19 +298,7 @@ fn check<A: Element, S: Element, P: Element>(c: &Case, gpu: Option<&Backend>) {
             expect_unsupported(&what, got);
         } else {
             let got = got.unwrap_or_else(|e| panic!("{what}: {e}"));
-            close(&format!("y {what}"), &got.y, &want.y, tol(A::DTYPE));
-            close(
-                &format!("state {what}"),
-                &got.state,
-                &want.state,
-                tol(S::DTYPE),
-            );
-            close(
-                &format!("delta {what}"),
-                &got.delta,
-                &want.delta,
-                tol(P::DTYPE),
-            );
+            assert_record_close(&what, &got, &want);
             if let Some(m) = m {
                 let row = shape.value_heads() * shape.value_dim();
                 for (i, _) in m.iter().enumerate().filter(|(_, &live)| live == 0) {
@@ -486,29 +410,25 @@ fn check<A: Element, S: Element, P: Element>(c: &Case, gpu: Option<&Backend>) {
                     // invariant against an f64 record over each accepted prefix.
                     let s64 = f64ref::replay(
                         &shape,
-                        &f64ref::widen(&tape.delta),
-                        &f64ref::widen(&tape.k),
-                        &f64ref::widen(&tape.g),
-                        &f64ref::widen(&state),
+                        &widen(&tape.delta),
+                        &widen(&tape.k),
+                        &widen(&tape.g),
+                        &widen(&state),
                         &c.accepted,
                         m,
                     );
-                    close64(&what, &got, &s64, tol(S::DTYPE));
+                    assert_close64(&what, &got, &s64, tol(S::DTYPE));
                     let prefix = f64ref::record(
                         &shape,
                         c.layout,
-                        &f64ref::widen(&t.q),
-                        &f64ref::widen(&t.k),
-                        &f64ref::widen(&t.v),
-                        &f64ref::widen(&t.g),
-                        &f64ref::widen(&t.beta),
+                        &x64,
                         m,
-                        &f64ref::widen(&state),
+                        &widen(&state),
                         Some(&c.accepted),
                     );
                     // delta was rounded to P once per step.
                     let inv_tol = 2.0 * (tol(S::DTYPE) + tol(P::DTYPE));
-                    close64(
+                    assert_close64(
                         &format!("rollback invariant {what}"),
                         &got,
                         &prefix.state,
@@ -519,7 +439,7 @@ fn check<A: Element, S: Element, P: Element>(c: &Case, gpu: Option<&Backend>) {
                     }
                     replayed = Some(got);
                 }
-                Some(reference) => close(&what, &got, reference, tol(S::DTYPE)),
+                Some(reference) => assert_close(&what, &got, reference, tol(S::DTYPE)),
             }
         }
     }

@@ -7,10 +7,9 @@
 //! `shared()`, so no other test of this file allocates while one measures.
 
 mod common;
-#[path = "support/f64ref.rs"]
-mod f64ref;
 
-use common::{cpu, draw, gpu, mask, rel_err, EncodeOnce, Rng};
+use common::f64ref::{self, assert_close64, widen};
+use common::{assert_close, cpu, draw, gpu, mask, rel_err, tol, EncodeOnce, Rng};
 use deltatape::dtype::cast_from_f32;
 use deltatape::gpu::{
     GpuRollback, KernelKey, RecordBuffers, Reduction, RepeatBuffers, ReplayBuffers,
@@ -51,10 +50,6 @@ fn rss_bytes() -> u64 {
 
 fn shape(b: usize, t: usize, hk: usize, hv: usize, dk: usize, dv: usize) -> GdnShape {
     GdnShape::new(b, t, hk, hv, dk, dv).unwrap()
-}
-
-fn tol(d: DType) -> f64 {
-    d.tolerance() as f64
 }
 
 fn bits<E: Element>(v: &[E]) -> Vec<u32> {
@@ -521,14 +516,8 @@ fn nan_in_a_masked_step_changes_nothing() {
             .replay(&s, &tape, &d.state, &full, Some(&m))
             .unwrap();
         assert!(non_finite(&r).is_empty(), "{name}: NaN leaked into replay");
-        close(&format!("{name}: replay = record"), &r, &want.state, 1e-5);
+        assert_close(&format!("{name}: replay = record"), &r, &want.state, 1e-5);
     }
-}
-
-#[track_caller]
-fn close<E: Element, F: Element>(what: &str, got: &[E], want: &[F], tol: f64) {
-    let e = rel_err(got, want);
-    assert!(e <= tol, "{what}: relative error {e:.3e} > {tol:.1e}");
 }
 
 // =====================================================================================
@@ -562,15 +551,11 @@ fn chain(rounds: usize) -> Chain {
         let d = draw(&s, 10_000 + r as u64);
         let accepted: Vec<u32> = (0..b).map(|_| rng.below(t as u64 + 1) as u32).collect();
         let m = (rng.below(4) == 0).then(|| mask(&s, r as u64));
-        let w = |x: &[f32]| -> Vec<f64> { x.iter().map(|&v| v as f64).collect() };
+        let x = f64ref::Inputs64::widen(&d.q, &d.k, &d.v, &d.g, &d.beta);
         state64 = f64ref::record(
             &s,
             GqaLayout::Blocked,
-            &w(&d.q),
-            &w(&d.k),
-            &w(&d.v),
-            &w(&d.g),
-            &w(&d.beta),
+            &x,
             m.as_deref(),
             &state64,
             Some(&accepted),
@@ -835,7 +820,7 @@ fn accepted_zero_gives_the_snapshot_and_accepted_t_the_drafted_state() {
                     "{name}: accepted = T, bitwise"
                 );
             } else {
-                close(&format!("{name}: accepted = T"), &all, &rec.state, 1e-5);
+                assert_close(&format!("{name}: accepted = T"), &all, &rec.state, 1e-5);
             }
             // Mixed: sequence 0 rejects all, sequence 1 accepts all.
             let mixed = b.replay(&s, &tape, &d.state, &[0, 5], m).unwrap();
@@ -845,7 +830,7 @@ fn accepted_zero_gives_the_snapshot_and_accepted_t_the_drafted_state() {
                 bits(&d.state[..half]),
                 "{name}: mixed, seq 0"
             );
-            close(
+            assert_close(
                 &format!("{name}: mixed, seq 1"),
                 &mixed[half..],
                 &rec.state[half..],
@@ -865,37 +850,14 @@ fn check_against_f64(s: &GdnShape, seed: u64) {
             let rec: Recorded<f32, f32, f32> = b
                 .record(s, layout, &t.inputs(None), &d.state)
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
-            let w = f64ref::widen::<f32>;
             let accepted: Vec<u32> = (0..s.batch() as u32)
                 .map(|i| i % (s.steps() as u32 + 1))
                 .collect();
-            let full = f64ref::record(
-                s,
-                layout,
-                &w(&d.q),
-                &w(&d.k),
-                &w(&d.v),
-                &w(&d.g),
-                &w(&d.beta),
-                None,
-                &w(&d.state),
-                None,
-            );
-            let prefix = f64ref::record(
-                s,
-                layout,
-                &w(&d.q),
-                &w(&d.k),
-                &w(&d.v),
-                &w(&d.g),
-                &w(&d.beta),
-                None,
-                &w(&d.state),
-                Some(&accepted),
-            );
+            let (x64, s64) = (t.wide(), widen(&d.state));
+            let full = f64ref::record(s, layout, &x64, None, &s64, None);
+            let prefix = f64ref::record(s, layout, &x64, None, &s64, Some(&accepted));
             let c = |x: &str, got: &[f32], want: &[f64]| {
-                let e = f64ref::rel_err64(got, want);
-                assert!(e <= 2e-5, "{what}: {x}: relative error to f64 {e:.3e}");
+                assert_close64(&format!("{what}: {x}"), got, want, 2e-5);
             };
             c("y", &rec.y, &full.y);
             c("delta", &rec.delta, &full.delta);

@@ -1,4 +1,4 @@
-//! Every "Bad input" of SPEC.md, on the CPU backend: each is refused with a typed
+//! Every "Bad input" of docs/SPEC.md, on the CPU backend: each is refused with a typed
 //! error naming the argument (and, for lengths, the expected and actual sizes), and
 //! the degenerate-but-valid inputs (T = 0, N = 0) are accepted.
 
@@ -10,8 +10,6 @@ use deltatape::{
 };
 use half::{bf16, f16};
 use std::fmt::Debug;
-
-const LAYOUTS: [GqaLayout; 2] = [GqaLayout::Blocked, GqaLayout::Tiled];
 
 // ---------------------------------------------------------------------------------
 // Matchers: each checks the variant, `op`, `err.arg()` and the Display text.
@@ -343,7 +341,7 @@ fn record_rejects_each_wrong_length() {
         ("beta", s.gate_len()),
         ("state_in", s.state_len()),
     ];
-    // The lengths SPEC.md's table gives, written out.
+    // The lengths docs/SPEC.md's table gives, written out.
     assert_eq!(
         expected.map(|(_, n)| n),
         [

@@ -1,38 +1,22 @@
 //! Helpers shared by the integration tests: seeded inputs, comparisons, backends.
+//!
+//! - `rng.rs`: the one seeded generator (SplitMix64), also used by `benches/cpu.rs`;
+//! - `f64ref.rs`: the one f64 reference of docs/SPEC.md (record, replay, repeat).
 #![allow(dead_code)]
 
 mod encode;
+pub mod f64ref;
+mod rng;
+
 #[allow(unused_imports)]
 pub use encode::EncodeOnce;
 
-use deltatape::{Backend, DType, Element, GdnShape, GpuBackend, RecordInputs};
+pub use rng::Rng;
 
-/// SplitMix64: a small seeded generator, so every test draws the same inputs each run.
-pub struct Rng(u64);
+use deltatape::{Backend, DType, Element, GdnShape, GpuBackend, GqaLayout, RecordInputs, Recorded};
 
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [lo, hi).
-    pub fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
-        let u = (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
-        lo + (hi - lo) * u
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-    pub fn vec(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
-        (0..n).map(|_| self.uniform(lo, hi)).collect()
-    }
-}
+/// Both GQA layouts of docs/SPEC.md.
+pub const LAYOUTS: [GqaLayout; 2] = [GqaLayout::Blocked, GqaLayout::Tiled];
 
 /// Inputs of one record call in f32, drawn like a real layer's: unit-norm k, small q,
 /// g in (0.5, 1], beta in (0, 1).
@@ -138,6 +122,21 @@ pub fn assert_close<E: Element, F: Element>(what: &str, a: &[E], b: &[F], tol: f
     assert!(e <= tol, "{what}: relative error {e:.3e} > {tol:.1e}");
 }
 
+/// Assert record's outputs `got` match `want`'s: y, state and delta each within its
+/// storage dtype's tolerance (`A`, `S`, `P`).
+#[track_caller]
+pub fn assert_record_close<A: Element, S: Element, P: Element>(
+    what: &str,
+    got: &Recorded<A, S, P>,
+    want: &Recorded<A, S, P>,
+) {
+    assert_close(&format!("{what}: record y"), &got.y, &want.y, tol(A::DTYPE));
+    let state = format!("{what}: record state");
+    assert_close(&state, &got.state, &want.state, tol(S::DTYPE));
+    let delta = format!("{what}: record delta");
+    assert_close(&delta, &got.delta, &want.delta, tol(P::DTYPE));
+}
+
 /// Tolerance for comparing two backends' outputs stored in `dtype`.
 pub fn tol(dtype: DType) -> f64 {
     dtype.tolerance() as f64
@@ -163,4 +162,21 @@ pub fn gpu() -> Option<GpuBackend> {
 
 pub fn cpu() -> Backend {
     Backend::cpu()
+}
+
+/// Run `f`, failing the test with `what` if it panics (the contract: nothing reachable
+/// from the public API panics).
+#[track_caller]
+pub fn no_panic<R>(what: &str, f: impl FnOnce() -> R) -> R {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            panic!("{what}: PANICKED instead of returning a Result: {msg}")
+        }
+    }
 }
