@@ -222,6 +222,12 @@ fn footprint_is_the_tape_not_per_step_snapshots() {
     assert_eq!(fp.per_step_snapshot_bytes, 8 * fp.state_bytes);
     assert_eq!(fp.tape_bytes, 2 * 4 * 8 * 32 * (128 + 128 + 1) * 4);
     assert!((63.0..65.0).contains(&fp.saving()), "{}", fp.saving());
+    // What is really allocated: two states per layer (committed and drafted).
+    assert_eq!(fp.allocated_state_bytes, 2 * fp.state_bytes);
+    let (states, tape) = fp.per_sequence_layer();
+    assert_eq!(states, 2 * (2 << 20));
+    assert_eq!(tape, 8 * 32 * (128 + 128 + 1) * 4);
+    assert_eq!(fp.per_sequence_layer_with_snapshots(), 9 * (2 << 20));
 }
 
 /// The commit an engine runs: accepted counts written on the GPU into a buffer the crate

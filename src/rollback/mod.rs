@@ -33,6 +33,12 @@ pub struct Footprint {
     pub per_step_snapshot_bytes: u64,
     /// Bytes of one copy of every layer's state.
     pub state_bytes: u64,
+    /// Bytes of state this rollback allocates: two copies per layer (the committed
+    /// state, which is the snapshot while a draft is open, and the drafted one).
+    pub allocated_state_bytes: u64,
+    /// Sequences and layers, for the per-sequence, per-layer figures.
+    pub sequences: u64,
+    pub layers: u64,
 }
 
 impl Footprint {
@@ -46,7 +52,23 @@ impl Footprint {
             tape_bytes: tape as u64 * l,
             per_step_snapshot_bytes: state * shape.steps() as u64 * l,
             state_bytes: state * l,
+            allocated_state_bytes: 2 * state * l,
+            sequences: shape.batch() as u64,
+            layers: l,
         }
+    }
+
+    /// Bytes per sequence per layer, as allocated: (states, tape).
+    pub fn per_sequence_layer(&self) -> (u64, u64) {
+        let n = (self.sequences * self.layers).max(1);
+        (self.allocated_state_bytes / n, self.tape_bytes / n)
+    }
+
+    /// Bytes per sequence per layer with a state snapshot after every draft step (and
+    /// the state itself) instead of a tape: what the snapshot peers allocate.
+    pub fn per_sequence_layer_with_snapshots(&self) -> u64 {
+        let n = (self.sequences * self.layers).max(1);
+        (self.state_bytes + self.per_step_snapshot_bytes) / n
     }
 
     /// How many times smaller the tape is than per-step snapshots.

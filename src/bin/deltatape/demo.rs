@@ -183,12 +183,20 @@ fn run_typed<A: Element, S: Element, P: Element>(args: Args) -> deltatape::Resul
     }
     let mut rollback = Rollback::<A, S, P>::new(&backend, shape, layers, layout)?;
     let fp = rollback.footprint();
+    let (state_per, tape_per) = fp.per_sequence_layer();
     println!(
-        "memory: state {} | tape {} vs per-step snapshots {} ({:.1}x less)",
-        mib(fp.state_bytes),
+        "memory: states {} allocated (committed + drafted) | tape {} vs per-step snapshots {} ({:.1}x less)",
+        mib(fp.allocated_state_bytes),
         mib(fp.tape_bytes),
         mib(fp.per_step_snapshot_bytes),
         fp.saving()
+    );
+    println!(
+        "  per sequence per layer: states {} + tape {} = {}, against state + per-step snapshots {}",
+        mib(state_per),
+        mib(tape_per),
+        mib(state_per + tape_per),
+        mib(fp.per_sequence_layer_with_snapshots())
     );
 
     let mut rng = Rng(args.seed);

@@ -1,0 +1,109 @@
+//! An engine's decode loop with deltatape, all on the GPU: each round drafts T tokens
+//! through every layer, a GPU kernel (here a toy) decides how many drafted tokens each
+//! sequence keeps, and the commit folds exactly those into every layer's state. The
+//! counts never reach the host. Run: `cargo run --example engine_loop`.
+use deltatape::gpu::DraftBuffers;
+use deltatape::wgpu::{self, util::DeviceExt};
+use deltatape::{GdnDtypes, GdnShape, GpuBackend, GpuRollback, GqaLayout};
+
+/// The toy acceptance kernel: sequence b keeps (b + round) % (T + 1) drafted tokens (a
+/// real engine compares draft and target tokens here).
+const ACCEPT: &str = "
+@group(0) @binding(0) var<storage, read_write> accepted: array<u32>;
+@group(0) @binding(1) var<uniform> round_and_steps: vec2<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if id.x < arrayLength(&accepted) {
+        accepted[id.x] = (id.x + round_and_steps.x) % (round_and_steps.y + 1u);
+    }
+}";
+
+pub fn main() -> deltatape::Result<()> {
+    let gpu = GpuBackend::from_env()?;
+    let (layers, rounds) = (3, 4);
+    let shape = GdnShape::new(4, 4, 2, 4, 32, 16)?; // B, T, Hk, Hv, Dk, Dv
+    let mut rollback = GpuRollback::new(&gpu, shape, layers, GqaLayout::Blocked, GdnDtypes::F32)?;
+    let device = gpu.device();
+    // The activations the engine's layers would produce on the GPU (one set for all).
+    let activation = |len: usize, value: f32| {
+        device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: None,
+            contents: bytemuck::cast_slice(&vec![value; len]),
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+        })
+    };
+    let k_norm = 1.0 / (shape.key_dim() as f32).sqrt(); // unit-norm k rows
+    let (q, k, v) = (
+        activation(shape.qk_len(), 0.1),
+        activation(shape.qk_len(), k_norm),
+        activation(shape.v_len(), 1.0),
+    );
+    let (g, beta, y) = (
+        activation(shape.gate_len(), 0.9),
+        activation(shape.gate_len(), 0.5),
+        activation(shape.v_len(), 0.0),
+    );
+    let accepted = activation(shape.batch(), 0.0);
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("accept"),
+        source: wgpu::ShaderSource::Wgsl(ACCEPT.into()),
+    });
+    let accept = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some("accept"),
+        layout: None,
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    for round in 0..rounds {
+        let params = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: None,
+            contents: bytemuck::cast_slice(&[round, shape.steps() as u32]),
+            usage: wgpu::BufferUsages::UNIFORM,
+        });
+        let bind = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &accept.get_bind_group_layout(0),
+            entries: &[
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: accepted.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 1,
+                    resource: params.as_entire_binding(),
+                },
+            ],
+        });
+        let mut encoder = gpu.encoder();
+        for layer in 0..layers {
+            let draft = DraftBuffers {
+                q: &q,
+                k: &k,
+                v: &v,
+                g: &g,
+                beta: &beta,
+                y: &y,
+                mask: None,
+            };
+            rollback.encode_draft(&mut encoder, layer, &draft)?;
+        }
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            pass.set_pipeline(&accept);
+            pass.set_bind_group(0, &bind, &[]);
+            pass.dispatch_workgroups(1, 1, 1);
+        }
+        rollback.encode_commit_from_buffer(&mut encoder, &accepted)?;
+        gpu.queue().submit([encoder.finish()]);
+    }
+    // Only now, for the printout: one layer's committed state.
+    let state: Vec<f32> = rollback.read_state(0)?;
+    let norm = state.iter().map(|x| x * x).sum::<f32>().sqrt();
+    assert!(norm.is_finite() && norm > 0.0, "state norm {norm}");
+    println!(
+        "{rounds} rounds x {layers} layers committed on the GPU; layer 0 state norm {norm:.4}"
+    );
+    Ok(())
+}
