@@ -77,3 +77,51 @@ fn demo_refuses_bad_arguments() {
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("batch"), "{out}");
 }
+
+/// `deltatape round` runs a small resident round and prints one timed row per cell.
+#[test]
+fn round_prints_a_row_per_cell() {
+    if common::gpu().is_none() {
+        return;
+    }
+    let bin = std::env::var("DELTATAPE_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_deltatape").to_string());
+    let out = Command::new(bin)
+        .args([
+            "round",
+            "--batches",
+            "1,2",
+            "--steps",
+            "2",
+            "--layers",
+            "2",
+            "--rounds",
+            "1",
+        ])
+        .output()
+        .expect("run deltatape round");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<&str> = stdout
+        .lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .next()
+                .is_some_and(|w| w.parse::<usize>().is_ok())
+        })
+        .collect();
+    assert_eq!(rows.len(), 2, "{stdout}");
+    for row in rows {
+        let cols: Vec<f64> = row
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        // B, T, wall, gpu, encode, wall/gpu, MiB per sequence and layer, snapshots.
+        assert_eq!(cols.len(), 8, "{row}");
+        assert!(cols[2] > 0.0 && cols[3] > 0.0 && cols[6] < cols[7], "{row}");
+    }
+}

@@ -2,7 +2,7 @@
 //! which is the snapshot while a draft is open, and the drafted state) and a tape.
 //! Nothing goes through the host between draft and commit.
 
-use super::encode::{RecordBuffers, RepeatBuffers, ReplayBuffers};
+use super::encode::{Prepared, RecordBuffers, RepeatBuffers, ReplayBuffers};
 use super::GpuBackend;
 use crate::dtype::GdnDtypes;
 use crate::error::{Error, Result};
@@ -31,6 +31,32 @@ struct Layer {
     tape_k: wgpu::Buffer,
     tape_g: wgpu::Buffer,
     tape_mask: Option<wgpu::Buffer>,
+    /// The prepared dispatches of recent drafts and commits, by the buffers they bind:
+    /// an engine drafts from the same activation buffers every step, so after the first
+    /// step of each state slot a draft or a commit is encoded without validation,
+    /// bind-group creation or any allocation.
+    drafts_prepared: Vec<(Vec<wgpu::Buffer>, Vec<Prepared>)>,
+    commits_prepared: Vec<(Vec<wgpu::Buffer>, Prepared)>,
+}
+
+/// Prepared dispatches kept per layer: two state slots, a few input sets.
+const PREPARED_PER_LAYER: usize = 4;
+
+/// The cached value for `key`, or `build()` cached (the oldest dropped when full).
+fn cached<T: Clone>(
+    cache: &mut Vec<(Vec<wgpu::Buffer>, T)>,
+    key: Vec<wgpu::Buffer>,
+    build: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    if let Some((_, v)) = cache.iter().find(|(k, _)| *k == key) {
+        return Ok(v.clone());
+    }
+    let v = build()?;
+    if cache.len() >= PREPARED_PER_LAYER {
+        cache.remove(0);
+    }
+    cache.push((key, v.clone()));
+    Ok(v)
 }
 
 /// Resident rollback state of `layers` GDN layers on one GPU.
@@ -82,6 +108,8 @@ impl GpuRollback {
                     tape_k: buffer(gpu, "tape k", bytes(dtypes.act, shape.tape_k_len())?, rw),
                     tape_g: buffer(gpu, "tape g", bytes(dtypes.act, shape.gate_len())?, rw),
                     tape_mask: None,
+                    drafts_prepared: Vec::new(),
+                    commits_prepared: Vec::new(),
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -145,72 +173,83 @@ impl GpuRollback {
                 });
             }
         }
-        let snapshot = l.states.committed();
-        let drafted = l.states.other();
-        self.gpu
-            .prepare_record(
-                &shape,
-                layout,
-                dtypes,
-                &RecordBuffers {
-                    q: b.q,
-                    k: b.k,
-                    v: b.v,
-                    g: b.g,
-                    beta: b.beta,
-                    state_in: snapshot,
-                    y: b.y,
-                    state_out: drafted,
-                    delta: &l.delta,
-                    mask: b.mask,
-                },
-            )?
-            .encode(encoder);
-        self.gpu
-            .prepare_repeat(
-                &shape.tape_k_repeat(),
-                layout,
-                dtypes.act,
-                &RepeatBuffers {
-                    src: b.k,
-                    dst: &l.tape_k,
-                },
-            )?
-            .encode(encoder);
-        // g is kept as it is: a repeat with one head per head is a copy that any dtype,
-        // bf16 words included, goes through.
-        let g_copy = RepeatShape::new(
-            shape.batch() * shape.steps(),
-            shape.value_heads(),
-            shape.value_heads(),
-            1,
-        )?;
-        self.gpu
-            .prepare_repeat(
-                &g_copy,
-                layout,
-                dtypes.act,
-                &RepeatBuffers {
-                    src: b.g,
-                    dst: &l.tape_g,
-                },
-            )?
-            .encode(encoder);
         let tape_mask = match b.mask {
             None => None,
-            Some(m) => {
+            Some(_) => {
                 let bytes = shape.mask_len() as u64 * 4;
-                let keep = match &l.tape_mask {
+                Some(match &l.tape_mask {
                     Some(t) if t.size() >= bytes => t.clone(),
                     _ => buffer(&self.gpu, "tape mask", bytes, U::STORAGE | U::COPY_DST),
-                };
-                if bytes > 0 {
-                    encoder.copy_buffer_to_buffer(m, 0, &keep, 0, bytes);
-                }
-                Some(keep)
+                })
             }
         };
-        self.layers[layer].tape_mask = tape_mask;
+        let gpu = self.gpu.clone();
+        let l = &mut self.layers[layer];
+        let key: Vec<wgpu::Buffer> = [b.q, b.k, b.v, b.g, b.beta, b.y, l.states.committed()]
+            .into_iter()
+            .chain(b.mask)
+            .cloned()
+            .collect();
+        let (states, delta, tape_k, tape_g) = (&l.states, &l.delta, &l.tape_k, &l.tape_g);
+        let prepared = cached(&mut l.drafts_prepared, key, || {
+            // g is kept as it is: a repeat with one head per head is a copy that any
+            // dtype, bf16 words included, goes through.
+            let g_copy = RepeatShape::new(
+                shape.batch() * shape.steps(),
+                shape.value_heads(),
+                shape.value_heads(),
+                1,
+            )?;
+            let record = RecordBuffers {
+                q: b.q,
+                k: b.k,
+                v: b.v,
+                g: b.g,
+                beta: b.beta,
+                state_in: states.committed(),
+                y: b.y,
+                state_out: states.other(),
+                delta,
+                mask: b.mask,
+            };
+            Ok(vec![
+                gpu.prepare_record(&shape, layout, dtypes, &record)?,
+                gpu.prepare_repeat(
+                    &shape.tape_k_repeat(),
+                    layout,
+                    dtypes.act,
+                    &RepeatBuffers {
+                        src: b.k,
+                        dst: tape_k,
+                    },
+                )?,
+                gpu.prepare_repeat(
+                    &g_copy,
+                    layout,
+                    dtypes.act,
+                    &RepeatBuffers {
+                        src: b.g,
+                        dst: tape_g,
+                    },
+                )?,
+            ])
+        })?;
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("draft"),
+                timestamp_writes: None,
+            });
+            for p in &prepared {
+                p.encode_in(&mut pass);
+            }
+        }
+        if let (Some(m), Some(keep)) = (b.mask, &tape_mask) {
+            let bytes = shape.mask_len() as u64 * 4;
+            if bytes > 0 {
+                encoder.copy_buffer_to_buffer(m, 0, keep, 0, bytes);
+            }
+        }
+        l.tape_mask = tape_mask;
         self.drafts.open(layer);
         Ok(())
     }
@@ -225,8 +264,9 @@ impl GpuRollback {
     ) -> Result<CommitKind> {
         let kind = self.drafts.plan("commit", &self.shape, accepted)?;
         if kind == CommitKind::Replayed {
+            // A fresh buffer per call (two commits may share an encoder): not cached.
             let accepted = self.gpu.words_buffer(accepted);
-            self.encode_replays(encoder, &accepted)?;
+            self.encode_replays(encoder, &accepted, false)?;
         }
         self.drafts
             .finish(kind, self.layers.iter_mut().map(|l| &mut l.states));
@@ -244,7 +284,7 @@ impl GpuRollback {
         accepted: &wgpu::Buffer,
     ) -> Result<()> {
         self.drafts.check_open("commit")?;
-        self.encode_replays(encoder, accepted)?;
+        self.encode_replays(encoder, accepted, true)?;
         self.drafts.finish(
             CommitKind::Replayed,
             self.layers.iter_mut().map(|l| &mut l.states),
@@ -252,30 +292,51 @@ impl GpuRollback {
         Ok(())
     }
 
-    /// Replay every layer's tape onto its committed state into the other slot.
+    /// Replay every layer's tape onto its committed state into the other slot, with
+    /// the dispatches cached by their buffers when `cache` (a buffer the caller keeps).
     fn encode_replays(
         &mut self,
         encoder: &mut wgpu::CommandEncoder,
         accepted: &wgpu::Buffer,
+        cache: bool,
     ) -> Result<()> {
         // Validate and build every layer's dispatch before encoding any of them, so an
         // error leaves the encoder untouched.
         let mut prepared = Vec::with_capacity(self.layers.len());
         for l in &mut self.layers {
-            let (snapshot, state_out) = l.states.split();
-            prepared.push(self.gpu.prepare_replay(
-                &self.shape,
-                self.dtypes,
-                &ReplayBuffers {
-                    tape_delta: &l.delta,
-                    tape_k: &l.tape_k,
-                    tape_g: &l.tape_g,
-                    snapshot,
-                    accepted,
-                    state_out,
-                    mask: l.tape_mask.as_ref(),
-                },
-            )?);
+            let key: Vec<wgpu::Buffer> = [accepted, l.states.committed()]
+                .into_iter()
+                .chain(&l.tape_mask)
+                .cloned()
+                .collect();
+            let (states, l_delta, l_k, l_g, l_mask) = (
+                &l.states,
+                &l.delta,
+                &l.tape_k,
+                &l.tape_g,
+                l.tape_mask.as_ref(),
+            );
+            let mut scratch = Vec::new();
+            let store = if cache {
+                &mut l.commits_prepared
+            } else {
+                &mut scratch
+            };
+            prepared.push(cached(store, key, || {
+                self.gpu.prepare_replay(
+                    &self.shape,
+                    self.dtypes,
+                    &ReplayBuffers {
+                        tape_delta: l_delta,
+                        tape_k: l_k,
+                        tape_g: l_g,
+                        snapshot: states.committed(),
+                        accepted,
+                        state_out: states.other(),
+                        mask: l_mask,
+                    },
+                )
+            })?);
         }
         // One pass for every layer: a pass each costs more than the dispatches here.
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {

@@ -211,7 +211,12 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
 
     /// Tape bytes next to per-step snapshot bytes.
     pub fn footprint(&self) -> Footprint {
-        Footprint::new(&self.shape, self.layers, dtypes::<A, S, P>())
+        Self::footprint_of(&self.shape, self.layers)
+    }
+
+    /// The footprint a rollback of `layers` layers of `shape` would have.
+    pub fn footprint_of(shape: &GdnShape, layers: usize) -> Footprint {
+        Footprint::new(shape, layers, dtypes::<A, S, P>())
     }
 
     fn check_layer(&self, op: &'static str, layer: usize) -> Result<()> {

@@ -5,6 +5,7 @@ mod demo;
 mod dtypes;
 mod info;
 mod progress;
+mod round;
 mod source;
 
 use clap::{Parser, Subcommand};
@@ -27,6 +28,8 @@ enum Command {
     Demo(demo::Args),
     /// Time record, replay and repeat on the GPU next to a copy kernel's bandwidth.
     Bench(bench::Args),
+    /// A whole model's resident round (draft, GPU acceptance, commit) timed as an engine runs it.
+    Round(round::Args),
     /// Adapters wgpu sees, the one chosen and why, features, subgroup sizes, limits.
     Info,
     /// The Metal source naga writes for a kernel (or SPIR-V / HLSL / WGSL).
@@ -38,6 +41,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Demo(args) => demo::run(args),
         Command::Info => info::run(),
+        Command::Round(args) => round::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Msl(args) => source::run(args),
     };

@@ -1,0 +1,227 @@
+//! `deltatape round`: the speculative-decoding round of a whole model, resident, as an
+//! engine runs it: every layer's draft, a GPU kernel that writes each sequence's
+//! accepted count (partial acceptance), and the commit from that device buffer, in one
+//! submission with no host read. Reports wall time and GPU time per round, the CPU time
+//! to encode it, and the memory per sequence per layer next to per-step snapshots.
+
+use crate::progress::Progress;
+use deltatape::gpu::DraftBuffers;
+use deltatape::wgpu::{self, util::DeviceExt};
+use deltatape::{GdnDtypes, GpuBackend, GpuRollback, ModelPreset, Rollback};
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Model preset (its GDN layer count and shape).
+    #[arg(long, default_value = "qwen3-next")]
+    model: String,
+    /// Batch sizes (B), comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,8,64")]
+    batches: Vec<usize>,
+    /// Draft lengths (T), comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "4,8,16")]
+    steps: Vec<usize>,
+    /// Timed rounds per cell (best reported).
+    #[arg(long, default_value_t = 10)]
+    rounds: usize,
+    /// Layers (default: the model's GDN layer count).
+    #[arg(long)]
+    layers: Option<usize>,
+}
+
+/// Sequence b keeps (3b + round) % (T + 1) drafted tokens: partial acceptance that
+/// changes every round.
+const ACCEPT: &str = "
+@group(0) @binding(0) var<storage, read_write> accepted: array<u32>;
+@group(0) @binding(1) var<uniform> round_and_steps: vec2<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if id.x < arrayLength(&accepted) {
+        accepted[id.x] = (3u * id.x + round_and_steps.x) % (round_and_steps.y + 1u);
+    }
+}";
+
+pub fn run(args: Args) -> deltatape::Result<ExitCode> {
+    let Some(model) = ModelPreset::by_name(&args.model) else {
+        eprintln!("unknown model `{}`", args.model);
+        return Ok(ExitCode::from(2));
+    };
+    let layers = args.layers.unwrap_or(model.layers);
+    let gpu = GpuBackend::from_env()?;
+    let device = gpu.device();
+    let has_ts = gpu.features().contains(wgpu::Features::TIMESTAMP_QUERY);
+    eprintln!("round on {}", gpu.describe());
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("accept"),
+        source: wgpu::ShaderSource::Wgsl(ACCEPT.into()),
+    });
+    let accept = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some("accept"),
+        layout: None,
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    let query = device.create_query_set(&wgpu::QuerySetDescriptor {
+        label: Some("round"),
+        ty: wgpu::QueryType::Timestamp,
+        count: 2,
+    });
+    let resolve = |usage| {
+        device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: 16,
+            usage,
+            mapped_at_creation: false,
+        })
+    };
+    let (resolved, readback) = (
+        resolve(wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC),
+        resolve(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST),
+    );
+    println!(
+        "{} x {layers} layers, f32; per round: draft every layer, GPU acceptance kernel, commit from the device buffer (one submission, no host read)",
+        model.model
+    );
+    println!(
+        "{:>4} {:>3} {:>10} {:>10} {:>10} {:>9} {:>14} {:>14}",
+        "B", "T", "wall_us", "gpu_us", "encode_us", "wall/gpu", "MiB/seq/layer", "snapshots"
+    );
+    let cells = args.batches.len() * args.steps.len();
+    let mut progress = Progress::new("round", cells);
+    for &b in &args.batches {
+        for &t in &args.steps {
+            let shape = model.shape(b, t)?;
+            let mut rollback = GpuRollback::new(&gpu, shape, layers, model.layout, GdnDtypes::F32)?;
+            let fill = |len: usize, v: f32, usage| {
+                device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                    label: None,
+                    contents: bytemuck::cast_slice(&vec![v; len.max(4)]),
+                    usage: wgpu::BufferUsages::STORAGE | usage,
+                })
+            };
+            let none = wgpu::BufferUsages::empty();
+            let k_norm = 1.0 / (shape.key_dim() as f32).sqrt();
+            let (q, k, v) = (
+                fill(shape.qk_len(), 0.05, none),
+                fill(shape.qk_len(), k_norm, none),
+                fill(shape.v_len(), 0.5, none),
+            );
+            let (g, beta, y) = (
+                fill(shape.gate_len(), 0.95, none),
+                fill(shape.gate_len(), 0.5, none),
+                fill(shape.v_len(), 0.0, none),
+            );
+            let accepted = fill(b, 0.0, none);
+            let draft = DraftBuffers {
+                q: &q,
+                k: &k,
+                v: &v,
+                g: &g,
+                beta: &beta,
+                y: &y,
+                mask: None,
+            };
+            let (mut best_wall, mut best_gpu, mut best_encode) = (f64::MAX, f64::MAX, f64::MAX);
+            for round in 0..args.rounds + 2 {
+                let params = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                    label: None,
+                    contents: bytemuck::cast_slice(&[round as u32, t as u32]),
+                    usage: wgpu::BufferUsages::UNIFORM,
+                });
+                let bind = device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: None,
+                    layout: &accept.get_bind_group_layout(0),
+                    entries: &[
+                        wgpu::BindGroupEntry {
+                            binding: 0,
+                            resource: accepted.as_entire_binding(),
+                        },
+                        wgpu::BindGroupEntry {
+                            binding: 1,
+                            resource: params.as_entire_binding(),
+                        },
+                    ],
+                });
+                gpu.wait_idle("round")?;
+                let t0 = Instant::now();
+                let mut encoder = gpu.encoder();
+                let marker = |encoder: &mut wgpu::CommandEncoder, index: u32| {
+                    if has_ts {
+                        // An empty pass whose timestamp marks the round's start or end.
+                        encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                            label: Some("round marker"),
+                            timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                                query_set: &query,
+                                beginning_of_pass_write_index: Some(index),
+                                end_of_pass_write_index: None,
+                            }),
+                        });
+                    }
+                };
+                marker(&mut encoder, 0);
+                for layer in 0..layers {
+                    rollback.encode_draft(&mut encoder, layer, &draft)?;
+                }
+                {
+                    let mut pass = encoder.begin_compute_pass(&Default::default());
+                    pass.set_pipeline(&accept);
+                    pass.set_bind_group(0, &bind, &[]);
+                    pass.dispatch_workgroups(b.div_ceil(64) as u32, 1, 1);
+                }
+                rollback.encode_commit_from_buffer(&mut encoder, &accepted)?;
+                marker(&mut encoder, 1);
+                let encode = t0.elapsed().as_secs_f64() * 1e6;
+                gpu.queue().submit([encoder.finish()]);
+                gpu.wait_idle("round")?;
+                let wall = t0.elapsed().as_secs_f64() * 1e6;
+                let gpu_us = if has_ts {
+                    let mut e = gpu.encoder();
+                    e.resolve_query_set(&query, 0..2, &resolved, 0);
+                    e.copy_buffer_to_buffer(&resolved, 0, &readback, 0, 16);
+                    gpu.queue().submit([e.finish()]);
+                    readback.map_async(wgpu::MapMode::Read, .., |_| {});
+                    gpu.wait_idle("round")?;
+                    let ticks: Vec<u64> =
+                        bytemuck::pod_collect_to_vec(&readback.get_mapped_range(..).map_err(
+                            |e| deltatape::Error::Gpu {
+                                op: "round",
+                                message: e.to_string(),
+                            },
+                        )?);
+                    readback.unmap();
+                    ticks[1].saturating_sub(ticks[0]) as f64
+                        * gpu.queue().get_timestamp_period() as f64
+                        / 1e3
+                } else {
+                    wall
+                };
+                if round >= 2 {
+                    best_wall = best_wall.min(wall);
+                    best_gpu = best_gpu.min(gpu_us);
+                    best_encode = best_encode.min(encode);
+                }
+            }
+            let fp = Rollback::<f32, f32, f32>::footprint_of(&shape, layers);
+            let (states, tape) = fp.per_sequence_layer();
+            let mib = |x: u64| x as f64 / (1u64 << 20) as f64;
+            println!(
+                "{b:>4} {t:>3} {best_wall:>10.1} {best_gpu:>10.1} {best_encode:>10.1} {:>9.2} {:>14.2} {:>14.2}",
+                best_wall / best_gpu,
+                mib(states + tape),
+                mib(fp.per_sequence_layer_with_snapshots())
+            );
+            progress.update(progress_done(&args, b, t), "");
+        }
+    }
+    progress.finish();
+    Ok(ExitCode::SUCCESS)
+}
+
+fn progress_done(args: &Args, b: usize, t: usize) -> usize {
+    let bi = args.batches.iter().position(|&x| x == b).unwrap_or(0);
+    let ti = args.steps.iter().position(|&x| x == t).unwrap_or(0);
+    bi * args.steps.len() + ti + 1
+}
