@@ -1,3 +1,22 @@
+#import shape
+#if HAS_BF16
+#import bf16
+#endif
+#if SUBGROUP
+#import entry_subgroup
+#import row_sum_subgroup
+#else
+#import entry
+#import row_sum_workgroup
+#endif
+#if PAIRS_OUTPUTS
+#import record_emit_pairs
+#else
+#import record_emit_direct
+#endif
+#provides kernel_main, params
+#requires load_k, load_q, load1_v, load1_g, load1_beta, load_state_in, store_state_out, load_mask
+#requires row_sum3, emit_row, row_tile, lane_col, state_row, qk_row, v_index, gate_index
 // gated_delta_step_record (SPEC.md "record"): the GatedDeltaNet forward step that also
 // writes each step's delta to the innovation tape.
 //
@@ -37,6 +56,7 @@ var<private> next_gate: vec4<f32>;
 // Issue the global loads of the chunk of steps t0 .. t0 + CHUNK (t0 < steps).
 fn fetch_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li: u32) {
     let n = min(CHUNK, d.steps - t0);
+    #unroll
     for (var j = 0u; j < KQ_ITEMS; j++) {
         let i = li + j * WG_SIZE;
         if i / STAGED < n {
@@ -45,6 +65,7 @@ fn fetch_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
             next_q[j] = load_q(kq, (i % STAGED) * 4u, d.key_dim);
         }
     }
+    #unroll
     for (var j = 0u; j < V_ITEMS; j++) {
         let i = li + j * WG_SIZE;
         if i / ROWS < n {
@@ -60,6 +81,7 @@ fn fetch_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
 }
 
 fn stage_chunk(li: u32) {
+    #unroll
     for (var j = 0u; j < KQ_ITEMS; j++) {
         let i = li + j * WG_SIZE;
         if i < CHUNK * STAGED {
@@ -67,6 +89,7 @@ fn stage_chunk(li: u32) {
             q_stage[i] = next_q[j];
         }
     }
+    #unroll
     for (var j = 0u; j < V_ITEMS; j++) {
         let i = li + j * WG_SIZE;
         if i < CHUNK * ROWS {
@@ -93,8 +116,10 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
     let first_dv = row_base + first_row;
 
     var s: array<vec4<f32>, GROUPS * RPT>;
+    #unroll
     for (var rr = 0u; rr < RPT; rr++) {
         let srow = state_row(d, b, hv, min(first_dv + rr, d.value_dim - 1u));
+        #unroll
         for (var m = 0u; m < GROUPS; m++) {
             s[rr * GROUPS + m] = load_state_in(srow, lane_col(m, lane), d.key_dim);
         }
@@ -121,20 +146,24 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
             var kk: array<vec4<f32>, GROUPS>;
             var part: array<vec2<f32>, RPT>;
             var kq = 0.0;
+            #unroll
             for (var m = 0u; m < GROUPS; m++) {
                 kk[m] = k_stage[c * STAGED + m * LANES + lane];
                 let qq = q_stage[c * STAGED + m * LANES + lane];
                 kq += dot(kk[m], qq);
+                #unroll
                 for (var rr = 0u; rr < RPT; rr++) {
                     s[rr * GROUPS + m] = s[rr * GROUPS + m] * g;
                     part[rr] += vec2<f32>(dot(s[rr * GROUPS + m], kk[m]), dot(s[rr * GROUPS + m], qq));
                 }
             }
+            #unroll
             for (var rr = 0u; rr < RPT; rr++) {
                 let sums = row_sum3(vec3<f32>(part[rr], kq), li, sg);
                 let dv_unclamped = first_dv + rr;
                 let delta = (v_stage[c * ROWS + first_row + rr] - sums.x) * beta;
                 let y = sums.y + delta * sums.z;
+                #unroll
                 for (var m = 0u; m < GROUPS; m++) {
                     s[rr * GROUPS + m] = s[rr * GROUPS + m] + select(vec4<f32>(0.0), kk[m] * delta, live);
                 }
@@ -145,9 +174,12 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
         }
     }
 
+    #unroll
+
     for (var rr = 0u; rr < RPT; rr++) {
         if first_dv + rr < d.value_dim {
             let srow = state_row(d, b, hv, first_dv + rr);
+            #unroll
             for (var m = 0u; m < GROUPS; m++) {
                 store_state_out(srow, lane_col(m, lane), d.key_dim, s[rr * GROUPS + m]);
             }

@@ -1,3 +1,11 @@
+#import shape
+#if HAS_BF16
+#import bf16
+#endif
+#import entry
+#provides kernel_main, params
+#requires load_tape_k, load1_tape_delta, load1_tape_g, load_snapshot, load_accepted, store_state_out
+#requires load_mask, row_tile, lane_col, state_row, tape_k_row, v_index, gate_index
 // state_replay (SPEC.md "replay"): fold the first accepted[b] steps of the innovation
 // tape onto the pre-draft snapshot, S = S * g_t + k_t delta_t. No reduction: as in
 // record.wgsl, LANES lanes share a row, each invocation holds RPT rows and lane j keeps
@@ -26,12 +34,14 @@ var<private> next_gate: vec2<f32>;
 // Issue the global loads of the chunk of steps t0 .. t0 + CHUNK (t0 < steps).
 fn fetch_chunk(d: GdnDims, b: u32, hv: u32, row_base: u32, t0: u32, steps: u32, li: u32) {
     let n = min(CHUNK, steps - t0);
+    #unroll
     for (var j = 0u; j < KQ_ITEMS; j++) {
         let i = li + j * WG_SIZE;
         if i / STAGED < n {
             next_k[j] = load_tape_k(tape_k_row(d, b, t0 + i / STAGED, hv), (i % STAGED) * 4u, d.key_dim);
         }
     }
+    #unroll
     for (var j = 0u; j < V_ITEMS; j++) {
         let i = li + j * WG_SIZE;
         if i / ROWS < n {
@@ -46,12 +56,14 @@ fn fetch_chunk(d: GdnDims, b: u32, hv: u32, row_base: u32, t0: u32, steps: u32, 
 }
 
 fn stage_chunk(li: u32) {
+    #unroll
     for (var j = 0u; j < KQ_ITEMS; j++) {
         let i = li + j * WG_SIZE;
         if i < CHUNK * STAGED {
             k_stage[i] = next_k[j];
         }
     }
+    #unroll
     for (var j = 0u; j < V_ITEMS; j++) {
         let i = li + j * WG_SIZE;
         if i < CHUNK * ROWS {
@@ -77,8 +89,10 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
     let first_dv = row_base + first_row;
 
     var s: array<vec4<f32>, GROUPS * RPT>;
+    #unroll
     for (var rr = 0u; rr < RPT; rr++) {
         let srow = state_row(d, b, hv, min(first_dv + rr, d.value_dim - 1u));
+        #unroll
         for (var m = 0u; m < GROUPS; m++) {
             s[rr * GROUPS + m] = load_snapshot(srow, lane_col(m, lane), d.key_dim);
         }
@@ -103,11 +117,14 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
             // Unmasked kernels know every step is live: the select folds away.
             let live = !MASKED || gate.y != 0.0;
             var delta: array<f32, RPT>;
+            #unroll
             for (var rr = 0u; rr < RPT; rr++) {
                 delta[rr] = delta_stage[c * ROWS + first_row + rr];
             }
+            #unroll
             for (var m = 0u; m < GROUPS; m++) {
                 let kk = k_stage[c * STAGED + m * LANES + lane];
+                #unroll
                 for (var rr = 0u; rr < RPT; rr++) {
                     s[rr * GROUPS + m] = select(s[rr * GROUPS + m], s[rr * GROUPS + m] * gate.x + kk * delta[rr], live);
                 }
@@ -115,9 +132,12 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
         }
     }
 
+    #unroll
+
     for (var rr = 0u; rr < RPT; rr++) {
         if first_dv + rr < d.value_dim {
             let srow = state_row(d, b, hv, first_dv + rr);
+            #unroll
             for (var m = 0u; m < GROUPS; m++) {
                 store_state_out(srow, lane_col(m, lane), d.key_dim, s[rr * GROUPS + m]);
             }

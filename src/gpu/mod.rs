@@ -14,6 +14,7 @@ mod host;
 pub mod kernel;
 pub mod rollback;
 pub mod translate;
+pub mod wgsl;
 
 pub use device::{device_requirements, wanted_features, AdapterReport};
 pub use encode::{RecordBuffers, RepeatBuffers, ReplayBuffers};
