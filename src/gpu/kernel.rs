@@ -433,9 +433,6 @@ impl KernelKey {
         for (i, b) in self.bindings().iter().enumerate() {
             b.write_wgsl(&mut src, i as u32 + 1, self.vec4);
         }
-        if self.op != Op::Repeat && !self.masked {
-            src.push_str("fn load_mask(i: u32) -> u32 {\n    return 1u;\n}\n\n");
-        }
         let names = wgsl::defined_names(&src).into_iter().collect();
         (src, names)
     }

@@ -475,6 +475,9 @@ fn unroll(file: &str, text: &str, defines: &[(&str, Value)]) -> Result<String, W
             line,
             found: found.clone(),
         };
+        if !loop_text.starts_with("for") {
+            return Err(bad());
+        }
         let open = loop_text.find('{').ok_or_else(bad)?;
         let (var, bound) = parse_for_header(&loop_text[..open]).ok_or_else(bad)?;
         let count = match defines.iter().find(|(n, _)| *n == bound) {
@@ -535,7 +538,11 @@ fn parse_for_header(header: &str) -> Option<(&str, &str)> {
         && is_ident(t[9])
         && t[10] == ";"
         && t[t.len() - 1] == ")";
-    ok.then_some((t[3], t[9]))
+    if ok {
+        Some((t[3], t[9]))
+    } else {
+        None
+    }
 }
 
 /// Offset of the `}` closing a block whose `{` precedes `text`, skipping comments.
@@ -567,4 +574,267 @@ fn matching_brace(text: &str) -> Option<usize> {
         i += 1;
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEFINES: &[(&str, Value)] = &[
+        ("N", Value::U32(2)),
+        ("ZERO", Value::U32(0)),
+        ("ON", Value::Bool(true)),
+        ("OFF", Value::Bool(false)),
+    ];
+
+    fn asm(sources: &[(&str, &str)]) -> Result<String, WgslError> {
+        assemble_from(sources, "main", DEFINES, "", &["gen".to_string()])
+    }
+
+    /// The code of an assembly: no comments or blank lines, white space folded.
+    fn code(text: &str) -> Vec<String> {
+        text.lines()
+            .map(|l| l.split("//").next().unwrap_or("").trim().to_string())
+            .filter(|l| !l.is_empty())
+            .collect()
+    }
+
+    #[test]
+    fn defines_become_constants() {
+        let out = asm(&[("main", "fn f() {}\n")]).unwrap();
+        assert!(out.starts_with(
+            "const N: u32 = 2u;\nconst ZERO: u32 = 0u;\nconst ON: bool = true;\nconst OFF: bool = false;\n"
+        ));
+    }
+
+    #[test]
+    fn imports_are_included_once_before_the_importer() {
+        let sources = [
+            ("main", "#import a\n#import b\n#import a\nfn m() {}\n"),
+            ("a", "fn a() {}\n"),
+            ("b", "#import a\nfn b() {}\n"),
+        ];
+        let out = asm(&sources).unwrap();
+        assert_eq!(out.matches("fn a()").count(), 1);
+        let (a, b, m) = (
+            out.find("fn a").unwrap(),
+            out.find("fn b").unwrap(),
+            out.find("fn m").unwrap(),
+        );
+        assert!(a < b && b < m);
+        assert!(!out.contains('#'));
+        let err = asm(&[("main", "\n#import nope\n")]).unwrap_err();
+        assert_eq!(
+            err,
+            WgslError::UnknownImport {
+                file: "main".into(),
+                line: 2,
+                name: "nope".into()
+            }
+        );
+        assert_eq!(err.to_string(), "main.wgsl:2: unknown import `nope`");
+    }
+
+    #[test]
+    fn conditionals_nest() {
+        let src = "#if ON\nfn a() {}\n#if !OFF\nfn b() {}\n#else\nfn c() {}\n#endif\n#else\nfn d() {}\n#if ON\nfn e() {}\n#endif\n#endif\n#if ZERO\nfn f() {}\n#else // comment\nfn g() {}\n#endif\n";
+        let out = asm(&[("main", src)]).unwrap();
+        let fns: Vec<_> = ["a", "b", "c", "d", "e", "f", "g"]
+            .into_iter()
+            .filter(|f| out.contains(&format!("fn {f}()")))
+            .collect();
+        assert_eq!(fns, ["a", "b", "g"]);
+    }
+
+    #[test]
+    fn conditional_errors() {
+        let err = |src| asm(&[("main", src)]).unwrap_err();
+        assert!(
+            matches!(err("#if NOPE\n#endif\n"), WgslError::UnknownDefine { name, .. } if name == "NOPE")
+        );
+        assert!(matches!(
+            err("#if ON\n"),
+            WgslError::Unbalanced { line: 1, .. }
+        ));
+        assert!(matches!(
+            err("#endif\n"),
+            WgslError::Unbalanced { line: 1, .. }
+        ));
+        assert!(matches!(
+            err("#if ON\n#else\n#else\n#endif\n"),
+            WgslError::Unbalanced { line: 3, .. }
+        ));
+        assert!(matches!(
+            err("#if\n#endif\n"),
+            WgslError::BadDirective { .. }
+        ));
+        assert!(matches!(err("#define X\n"), WgslError::BadDirective { .. }));
+        // Errors inside a branch not taken count too.
+        assert!(matches!(
+            err("#if OFF\n#if NOPE\n#endif\n#endif\n"),
+            WgslError::UnknownDefine { .. }
+        ));
+    }
+
+    #[test]
+    fn unroll_copies_the_body_with_constant_indices() {
+        let src = "fn f() {\n    #unroll\n    for (var m = 0u; m < N; m++) {\n        a[m] = 1.0; // {\n        #unroll\n        for(var  r=0u;r<N;r+=1u){ /* } */ b[m * N + r] = 0.0; }\n    }\n}\n";
+        let out = asm(&[("main", src)]).unwrap();
+        assert!(!out.contains("for"), "{out}");
+        assert_eq!(out.matches("let m = 0u;").count(), 1);
+        assert_eq!(out.matches("let m = 1u;").count(), 1);
+        assert_eq!(out.matches("let r = 1u;").count(), 2);
+        assert_eq!(out.matches("a[m] = 1.0;").count(), 2);
+        assert_eq!(out.matches("b[m * N + r] = 0.0;").count(), 4);
+        let plain = out.replace("// {", "").replace("/* } */", "");
+        assert_eq!(plain.matches('{').count(), plain.matches('}').count());
+        let zero = asm(&[(
+            "main",
+            "#unroll\nfor (var m = 0u; m < ZERO; m++) {\n    x();\n}\ny();\n",
+        )])
+        .unwrap();
+        assert!(!zero.contains("x()") && zero.contains("y()"));
+    }
+
+    #[test]
+    fn unroll_errors() {
+        let err = |src| asm(&[("main", src)]).unwrap_err();
+        for src in [
+            "#unroll\nfn f() {}\n",
+            "#unroll\nfor (var m = 0u; m < N; m = m + 1u) {\n}\n",
+            "#unroll\nfor (var m = 1u; m < N; m++) {\n}\n",
+            "#unroll\nfor (var m = 0u; m <= N; m++) {\n}\n",
+            "#unroll\nfor (var m = 0u; m < N; m++) {\n",
+            "#unroll\n",
+        ] {
+            assert!(
+                matches!(err(src), WgslError::BadUnroll { line: 1, .. }),
+                "{src}"
+            );
+        }
+        assert!(matches!(
+            err("\n#unroll\nfor (var m = 0u; m < ON; m++) {\n}\n"),
+            WgslError::UnknownBound { line: 2, name, .. } if name == "ON"
+        ));
+        assert!(matches!(
+            err("#unroll\nfor (var m = 0u; m < M; m++) {\n}\n"),
+            WgslError::UnknownBound { .. }
+        ));
+    }
+
+    #[test]
+    fn interfaces_are_checked() {
+        let ok = [
+            (
+                "main",
+                "#import lib\n#requires f, x, gen, N, T\nfn main() {}\n",
+            ),
+            (
+                "lib",
+                "#provides f, x, T\nfn  f (a: u32) {}\nvar<workgroup> x: u32;\nalias T = u32;\n",
+            ),
+        ];
+        asm(&ok).unwrap();
+        let missing = [("main", "#import lib\n#requires f, y\n"), ok[1]];
+        assert_eq!(
+            asm(&missing).unwrap_err().to_string(),
+            "main.wgsl: #requires `y`, which no included file provides"
+        );
+        let undefined = [ok[0], ("lib", "#provides f, x\n// fn x() {}\nfn f() {}\n")];
+        assert_eq!(
+            asm(&undefined).unwrap_err(),
+            WgslError::NotDefined {
+                file: "lib".into(),
+                symbol: "x".into()
+            }
+        );
+        // A branch not taken neither provides nor requires.
+        let branch = [("main", "#if OFF\n#requires nope\n#provides g\n#endif\n")];
+        asm(&branch).unwrap();
+    }
+
+    /// Defines of a record kernel (as `KernelKey::source` computes them).
+    fn record_defines() -> Vec<(&'static str, Value)> {
+        let mut d = vec![];
+        for (n, v) in [
+            ("LANES", 4),
+            ("ROWS", 64),
+            ("GROUPS", 8),
+            ("RPT", 2),
+            ("WG_SIZE", 128),
+        ] {
+            d.push((n, Value::U32(v)));
+        }
+        d.push(("VEC4", Value::Bool(true)));
+        d.push(("MASKED", Value::Bool(false)));
+        for (n, v) in [("CHUNK", 4), ("KQ_ITEMS", 1), ("V_ITEMS", 2)] {
+            d.push((n, Value::U32(v)));
+        }
+        for n in ["HAS_BF16", "SUBGROUP", "PAIRS_OUTPUTS"] {
+            d.push((n, Value::Bool(false)));
+        }
+        d.push(("STAGE_Q", Value::Bool(true)));
+        d
+    }
+
+    fn assemble_record(record: &str) -> Result<String, WgslError> {
+        let sources: Vec<(&str, &str)> = SOURCES
+            .iter()
+            .map(|&(n, s)| (n, if n == "record" { record } else { s }))
+            .collect();
+        let names: Vec<String> = [
+            "load_k",
+            "load_q",
+            "load1_v",
+            "load1_g",
+            "load1_beta",
+            "load_state_in",
+            "store_state_out",
+            "store1_y",
+            "store1_delta",
+        ]
+        .map(String::from)
+        .to_vec();
+        assemble_from(&sources, "record", &record_defines(), "", &names)
+    }
+
+    /// A kernel's loops unroll whatever their header's white space, and a header that
+    /// `#unroll` cannot read is an error, not a loop left rolled.
+    #[test]
+    fn a_kernel_loop_reformatted_still_unrolls_or_fails() {
+        let record = SOURCES.iter().find(|(n, _)| *n == "record").unwrap().1;
+        let header = "for (var m = 0u; m < GROUPS; m++) {";
+        assert!(record.contains(header));
+        let original = assemble_record(record).unwrap();
+        assert!(code(&original).iter().all(|l| !l.starts_with("for (var m")));
+        let spaced =
+            assemble_record(&record.replacen(header, "for ( var m=0u ;m<GROUPS;\n m += 1u){", 1))
+                .unwrap();
+        assert_eq!(code(&spaced), code(&original));
+        let err = assemble_record(&record.replacen(
+            header,
+            "for (var m = 0u; m < GROUPS; m = m + 1u) {",
+            1,
+        ))
+        .unwrap_err();
+        assert!(
+            matches!(err, WgslError::BadUnroll { ref file, .. } if file == "record"),
+            "{err}"
+        );
+        let no_loop = record.replacen("#unroll\n", "#unroll\n// the loop below\n", 1);
+        assert!(matches!(
+            assemble_record(&no_loop),
+            Err(WgslError::BadUnroll { .. })
+        ));
+        let missing =
+            assemble_record(&record.replacen("#requires ", "#requires load_nothing, ", 1))
+                .unwrap_err();
+        assert_eq!(
+            missing,
+            WgslError::NotProvided {
+                file: "record".into(),
+                symbol: "load_nothing".into()
+            }
+        );
+    }
 }
