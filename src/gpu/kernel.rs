@@ -2,9 +2,10 @@
 //!
 //! A [`KernelKey`] names one compiled pipeline: the op, its dtypes, the reduction
 //! variant and the shape class (lanes per row, rows per workgroup, element groups per
-//! lane, vector access). [`KernelKey::source`] assembles the WGSL: a generated prelude
-//! (constants, bindings and typed accessors, all from this file's binding tables) and
-//! the files of `wgsl/`, which hold the kernels themselves.
+//! lane, vector access). [`KernelKey::source`] computes the key's defines and a
+//! generated prelude (bindings and typed accessors, from this file's binding tables)
+//! and has [`super::wgsl`] assemble the op's file of `wgsl/` with them; the files hold
+//! the kernels and declare what they import, provide and require.
 
 use super::wgsl::{self, Value, WgslError};
 use crate::dtype::DType;
