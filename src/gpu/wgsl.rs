@@ -322,7 +322,7 @@ impl Assembler<'_> {
                 }
                 "#unroll" if rest.is_empty() => {
                     if active {
-                        out.push_str("#unroll");
+                        out.push_str(raw.trim_end());
                     }
                 }
                 "#import" | "#provides" | "#requires" => {
@@ -681,6 +681,10 @@ mod tests {
         let src = "fn f() {\n    #unroll\n    for (var m = 0u; m < N; m++) {\n        a[m] = 1.0; // {\n        #unroll\n        for(var  r=0u;r<N;r+=1u){ /* } */ b[m * N + r] = 0.0; }\n    }\n}\n";
         let out = asm(&[("main", src)]).unwrap();
         assert!(!out.contains("for"), "{out}");
+        assert!(
+            out.contains("fn f() {\n    {\n        let m = 0u;"),
+            "{out}"
+        );
         assert_eq!(out.matches("let m = 0u;").count(), 1);
         assert_eq!(out.matches("let m = 1u;").count(), 1);
         assert_eq!(out.matches("let r = 1u;").count(), 2);
