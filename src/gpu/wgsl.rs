@@ -258,8 +258,8 @@ impl Assembler<'_> {
     }
 
     /// Resolve `#if` blocks, imports and interface lines of one file. Removed lines stay
-    /// as blank lines (so that later errors keep their line numbers); `#unroll` lines
-    /// are kept for [`unroll`].
+    /// as [`REMOVED`] lines until the file is unrolled (so that errors keep their line
+    /// numbers); `#unroll` lines are kept for [`unroll`].
     fn conditionals(&mut self, file: &str, text: &str) -> Result<String, WgslError> {
         // One entry per open #if: (line, this branch kept, parent kept, seen #else).
         let mut stack: Vec<(usize, bool, bool, bool)> = Vec::new();
@@ -270,9 +270,7 @@ impl Assembler<'_> {
             let active = stack.last().is_none_or(|s| s.1);
             let trimmed = raw.trim();
             if !trimmed.starts_with('#') {
-                if active {
-                    out.push_str(raw);
-                }
+                out.push_str(if active { raw } else { REMOVED });
                 out.push('\n');
                 continue;
             }
@@ -320,11 +318,8 @@ impl Assembler<'_> {
                         });
                     }
                 }
-                "#unroll" if rest.is_empty() => {
-                    if active {
-                        out.push_str(raw.trim_end());
-                    }
-                }
+                "#unroll" if rest.is_empty() && active => out.push_str(raw.trim_end()),
+                "#unroll" if rest.is_empty() => out.push_str(REMOVED),
                 "#import" | "#provides" | "#requires" => {
                     let names: Vec<&str> = rest.split(',').map(str::trim).collect();
                     if names.iter().any(|n| !is_ident(n)) || (word == "#import" && names.len() != 1)
@@ -342,6 +337,9 @@ impl Assembler<'_> {
                     }
                 }
                 _ => return Err(bad()),
+            }
+            if word != "#unroll" {
+                out.push_str(REMOVED);
             }
             out.push('\n');
         }
@@ -374,11 +372,14 @@ fn is_ident(s: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// Collapse runs of blank lines (left by removed directives) into one.
+/// What a directive or a line of a branch not taken leaves until unrolling is done.
+const REMOVED: &str = "\u{1}";
+
+/// Drop [`REMOVED`] lines and collapse runs of blank lines into one.
 fn squeeze_blank_lines(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut blank = true;
-    for line in text.lines() {
+    for line in text.lines().filter(|l| *l != REMOVED) {
         let is_blank = line.trim().is_empty();
         if is_blank && blank {
             continue;
