@@ -240,7 +240,7 @@ impl Assembler<'_> {
             });
         };
         let kept = self.conditionals(name, text)?;
-        let out = unroll(name, &kept, self.defines)?;
+        let out = unroll(name, &kept, self.defines, 1)?;
         self.parts.push(squeeze_blank_lines(&out));
         Ok(())
     }
@@ -452,18 +452,24 @@ pub fn defined_names(text: &str) -> BTreeSet<String> {
 }
 
 /// Replace every `#unroll` loop of `text` (see the module documentation).
-fn unroll(file: &str, text: &str, defines: &[(&str, Value)]) -> Result<String, WgslError> {
+/// `first_line`: the line of the file `text` starts on.
+fn unroll(
+    file: &str,
+    text: &str,
+    defines: &[(&str, Value)],
+    first_line: usize,
+) -> Result<String, WgslError> {
     let mut out = String::with_capacity(text.len() * 2);
     let mut rest = text;
-    // Line number of `rest`'s start within `text`.
-    let line_of = |rest: &str| text[..text.len() - rest.len()].matches('\n').count() + 1;
+    // Line number (in the file) of byte `offset` of `text`.
+    let line_at = |offset: usize| first_line + text[..offset].matches('\n').count();
     loop {
         let Some(at) = find_unroll(rest) else {
             out.push_str(rest);
             return Ok(out);
         };
         out.push_str(&rest[..at]);
-        let line = line_of(&rest[at..]);
+        let line = line_at(text.len() - rest.len() + at);
         let after = &rest[at + "#unroll".len()..];
         // The loop header: from the next non-blank line up to its first `{`.
         let start = after.len() - after.trim_start().len();
@@ -493,7 +499,9 @@ fn unroll(file: &str, text: &str, defines: &[(&str, Value)]) -> Result<String, W
         };
         let body_start = open + 1;
         let close = matching_brace(&loop_text[body_start..]).ok_or_else(bad)? + body_start;
-        let body = unroll(file, &loop_text[body_start..close], defines)?;
+        let body_text = &loop_text[body_start..close];
+        let body_line = line_at(text.len() - loop_text.len() + body_start);
+        let body = unroll(file, body_text, defines, body_line)?;
         // The first block stands where `#unroll` stood (after its indent); the others
         // follow on lines of their own.
         for k in 0..count {
@@ -552,14 +560,19 @@ fn matching_brace(text: &str) -> Option<usize> {
     let mut depth = 1;
     let mut i = 0;
     while i < bytes.len() {
-        if text[i..].starts_with("//") {
-            i = text[i..].find('\n').map_or(bytes.len(), |e| i + e);
+        if bytes[i..].starts_with(b"//") {
+            i += bytes[i..]
+                .iter()
+                .position(|&c| c == b'\n')
+                .unwrap_or(bytes.len() - i);
             continue;
         }
-        if text[i..].starts_with("/*") {
-            i = text[i + 2..]
-                .find("*/")
-                .map_or(bytes.len(), |e| i + 2 + e + 2);
+        if bytes[i..].starts_with(b"/*") {
+            i += bytes[i..]
+                .windows(2)
+                .skip(2)
+                .position(|w| w == b"*/")
+                .map_or(bytes.len() - i, |e| e + 4);
             continue;
         }
         match bytes[i] {
@@ -693,6 +706,12 @@ mod tests {
         assert_eq!(out.matches("b[m * N + r] = 0.0;").count(), 4);
         let plain = out.replace("// {", "").replace("/* } */", "");
         assert_eq!(plain.matches('{').count(), plain.matches('}').count());
+        let accents = asm(&[(
+            "main",
+            "#unroll\nfor (var m = 0u; m < N; m++) {\n    x(); // – é {\n}\n",
+        )])
+        .unwrap();
+        assert_eq!(accents.matches("x();").count(), 2);
         let zero = asm(&[(
             "main",
             "#unroll\nfor (var m = 0u; m < ZERO; m++) {\n    x();\n}\ny();\n",
@@ -724,6 +743,11 @@ mod tests {
         assert!(matches!(
             err("#unroll\nfor (var m = 0u; m < M; m++) {\n}\n"),
             WgslError::UnknownBound { .. }
+        ));
+        // Inside an unrolled body, lines still count from the top of the file.
+        assert!(matches!(
+            err("#unroll\nfor (var m = 0u; m < N; m++) {\n    x();\n    #unroll\n    y();\n}\n"),
+            WgslError::BadUnroll { line: 4, .. }
         ));
     }
 
