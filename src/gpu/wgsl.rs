@@ -31,36 +31,28 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::fmt::Write as _;
 
+/// `(name, wgsl/name.wgsl)` for each name.
+macro_rules! sources {
+    ($($name:literal),* $(,)?) => {
+        &[$(($name, include_str!(concat!("../../wgsl/", $name, ".wgsl")))),*]
+    };
+}
+
 /// The files of `wgsl/`, by the name `#import` uses.
-pub const SOURCES: &[(&str, &str)] = &[
-    ("bf16", include_str!("../../wgsl/bf16.wgsl")),
-    ("entry", include_str!("../../wgsl/entry.wgsl")),
-    (
-        "entry_subgroup",
-        include_str!("../../wgsl/entry_subgroup.wgsl"),
-    ),
-    ("record", include_str!("../../wgsl/record.wgsl")),
-    (
-        "record_emit_direct",
-        include_str!("../../wgsl/record_emit_direct.wgsl"),
-    ),
-    (
-        "record_emit_pairs",
-        include_str!("../../wgsl/record_emit_pairs.wgsl"),
-    ),
-    ("repeat", include_str!("../../wgsl/repeat.wgsl")),
-    ("replay", include_str!("../../wgsl/replay.wgsl")),
-    (
-        "row_sum_subgroup",
-        include_str!("../../wgsl/row_sum_subgroup.wgsl"),
-    ),
-    (
-        "row_sum_workgroup",
-        include_str!("../../wgsl/row_sum_workgroup.wgsl"),
-    ),
-    ("shape", include_str!("../../wgsl/shape.wgsl")),
-    ("stage", include_str!("../../wgsl/stage.wgsl")),
-    ("state_rows", include_str!("../../wgsl/state_rows.wgsl")),
+pub const SOURCES: &[(&str, &str)] = sources![
+    "bf16",
+    "entry",
+    "entry_subgroup",
+    "record",
+    "record_emit_direct",
+    "record_emit_pairs",
+    "repeat",
+    "replay",
+    "row_sum_subgroup",
+    "row_sum_workgroup",
+    "shape",
+    "stage",
+    "state_rows",
 ];
 
 /// A define's value.
