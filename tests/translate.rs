@@ -86,7 +86,7 @@ fn kernels_without_reductions_use_no_subgroup_operations() {
 #[test]
 fn f16_is_enabled_only_where_used() {
     for key in all_keys() {
-        let src = key.source();
+        let src = key.source().unwrap();
         assert_eq!(
             src.contains("enable f16;"),
             key.needs_f16(),

@@ -1,3 +1,4 @@
+#provides bf16_lo, bf16_hi, bf16_bits, bf16_pack2
 // bf16 does not exist in WGSL: two values share one u32, the even element in the low
 // half. Unpacking is exact; packing rounds to nearest even, NaN stays NaN (as `half`).
 

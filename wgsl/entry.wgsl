@@ -1,3 +1,5 @@
+#provides main
+#requires kernel_main, WG_SIZE
 // Entry point for kernels that use no subgroup operations (and for devices without
 // Features::SUBGROUP). Large grids are folded into two dimensions; `wg` is the linear
 // workgroup index.

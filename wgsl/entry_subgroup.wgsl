@@ -1,3 +1,5 @@
+#provides main, subgroup_width
+#requires kernel_main, WG_SIZE
 // Entry point for kernels that reduce with subgroup operations. The subgroup size is
 // read at run time (Metal reports 4..64, lavapipe runs 4, 8 or 16, AMD 64) and made
 // uniform through workgroupUniformLoad, so that row_sum3 may branch on it around

@@ -1,3 +1,5 @@
+#provides emit_row
+#requires LANES, store1_y, store1_delta
 // record's per-step outputs when neither y nor delta is bf16: lane 0 of the invocations
 // holding row r (local to the workgroup) writes its element of each.
 

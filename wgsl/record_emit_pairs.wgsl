@@ -1,3 +1,5 @@
+#provides emit_row, emit_stage
+#requires LANES, ROWS, store2_y, store2_delta
 // record's per-step outputs when y or delta is bf16. Rows dv and dv + 1 (dv even) share
 // a u32 word, and one word must have one writer: the two values meet in workgroup
 // memory and the odd row's lane 0 writes both halves, after both were staged (with RPT

@@ -1,3 +1,10 @@
+#import shape
+#if HAS_BF16
+#import bf16
+#endif
+#import entry
+#provides kernel_main, params, RepeatParams
+#requires load_src, load1_src, store_dst, key_head
 // repeat (SPEC.md "repeat"): the GQA head broadcast dst[n, h, i] = src[n, hk(h), i].
 // Each invocation writes GROUPS groups of 4 consecutive dst elements (group m of
 // workgroup w at ((w * GROUPS + m) * WG_SIZE + li) * 4, so every load and store of a
@@ -31,7 +38,8 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
         return;
     }
     // All loads first: GROUPS loads in flight per invocation keep the memory busy.
-    var v: array<vec4<f32>, GROUPS>;
+    var v = array<vec4<f32>, GROUPS>();
+    #unroll
     for (var m = 0u; m < GROUPS; m++) {
         let e = ((wg * GROUPS + m) * WG_SIZE + li) * 4u;
         if e < params.dst_len {
@@ -44,6 +52,7 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
             }
         }
     }
+    #unroll
     for (var m = 0u; m < GROUPS; m++) {
         let e = ((wg * GROUPS + m) * WG_SIZE + li) * 4u;
         store_dst(0u, e, params.dst_len, v[m]);

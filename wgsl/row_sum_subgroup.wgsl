@@ -1,3 +1,5 @@
+#provides row_sum3, row_partials
+#requires LANES, WG_SIZE
 // Sum over the LANES lanes of one row (lanes li - li % LANES .. + LANES), returned to
 // every lane of the row. Assumes what Metal guarantees and Vulkan drivers do: subgroups
 // are consecutive runs of local_invocation_index of `sg` lanes (sg a power of two).

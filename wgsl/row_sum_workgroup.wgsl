@@ -1,3 +1,5 @@
+#provides row_sum3, row_partials
+#requires LANES, WG_SIZE
 // Sum over the LANES lanes of one row through workgroup memory alone: the variant for
 // devices without Features::SUBGROUP (a host application's device, the GL backend).
 

@@ -1,3 +1,6 @@
+#provides GdnDims, GdnParams, key_head, qk_row, v_index, gate_index, mask_index
+#provides state_row, tape_k_row, RowTile, row_tile, lane_col
+#requires LANES, ROWS, RPT
 // Index formulas of SPEC.md: the WGSL twin of src/shape.rs (row-major, last index
 // contiguous). The GPU tests against the CPU reference keep the two in step.
 

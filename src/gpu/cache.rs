@@ -52,10 +52,14 @@ impl PipelineCache {
 
 fn compile(device: &wgpu::Device, key: &KernelKey) -> Result<wgpu::ComputePipeline> {
     let label = key.label();
+    let source = key.source().map_err(|e| Error::Gpu {
+        op: "compile",
+        message: format!("{label}: {e}"),
+    })?;
     let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
     let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some(&label),
-        source: wgpu::ShaderSource::Wgsl(key.source().into()),
+        source: wgpu::ShaderSource::Wgsl(source.into()),
     });
     let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
         label: Some(&label),

@@ -2,11 +2,13 @@
 //!
 //! A [`KernelKey`] names one compiled pipeline: the op, its dtypes, the reduction
 //! variant and the shape class (lanes per row, rows per workgroup, element groups per
-//! lane, vector access). [`KernelKey::source`] assembles the WGSL: a generated prelude
-//! (constants, bindings and typed accessors, all from this file's binding tables) and
-//! the files of `wgsl/`, which hold the kernels themselves.
+//! lane, vector access). [`KernelKey::source`] computes the key's defines and a
+//! generated prelude (bindings and typed accessors, from this file's binding tables)
+//! and has [`super::wgsl`] assemble the op's file of `wgsl/` with them; the files hold
+//! the kernels and declare what they import, provide and require.
 
 use super::options::ShapeClass;
+use super::wgsl::{self, Value, WgslError};
 use crate::dtype::{DType, GdnDtypes};
 use crate::operand::{Access, OperandSpec, RecordOperands, RepeatOperands, ReplayOperands, Walk};
 use crate::shape::{GdnShape, RepeatShape};
@@ -30,13 +32,6 @@ impl Op {
             Op::Record => "record",
             Op::Replay => "replay",
             Op::Repeat => "repeat",
-        }
-    }
-    fn source_file(self) -> &'static str {
-        match self {
-            Op::Record => include_str!("../../wgsl/record.wgsl"),
-            Op::Replay => include_str!("../../wgsl/replay.wgsl"),
-            Op::Repeat => include_str!("../../wgsl/repeat.wgsl"),
         }
     }
 }
@@ -332,112 +327,59 @@ impl KernelKey {
             .collect()
     }
 
-    /// The complete WGSL module for this key.
-    pub fn source(&self) -> String {
+    /// The defines the files of `wgsl/` see (as WGSL constants, in `#if` and as
+    /// `#unroll` bounds).
+    fn defines(&self) -> Vec<(&'static str, Value)> {
+        let (kq_items, v_items) = self.stage_items();
+        vec![
+            ("LANES", Value::U32(self.lanes)),
+            ("ROWS", Value::U32(self.rows)),
+            ("GROUPS", Value::U32(self.groups)),
+            ("RPT", Value::U32(self.rows_per_thread)),
+            ("WG_SIZE", Value::U32(self.workgroup_size())),
+            ("VEC4", Value::Bool(self.vec4)),
+            ("MASKED", Value::Bool(self.masked)),
+            ("CHUNK", Value::U32(self.chunk)),
+            ("KQ_ITEMS", Value::U32(kq_items)),
+            ("V_ITEMS", Value::U32(v_items)),
+            ("HAS_BF16", Value::Bool(self.dtypes.any(DType::BF16))),
+            (
+                "SUBGROUP",
+                Value::Bool(self.reduction == Reduction::Subgroup),
+            ),
+            ("PAIRS_OUTPUTS", Value::Bool(self.pairs_outputs())),
+            ("STAGE_Q", Value::Bool(self.op == Op::Record)),
+        ]
+    }
+
+    /// The generated prelude (bindings and their typed accessors) and the names it
+    /// declares, which the files of `wgsl/` may `#requires`.
+    pub fn prelude(&self) -> (String, Vec<String>) {
+        let mut src = String::new();
+        for (i, b) in self.bindings().iter().enumerate() {
+            b.write_wgsl(&mut src, i as u32 + 1, self.vec4);
+        }
+        let names = wgsl::defined_names(&src).into_iter().collect();
+        (src, names)
+    }
+
+    /// The complete WGSL module for this key: the op's file of `wgsl/` assembled (see
+    /// [`wgsl`]) with this key's defines and prelude.
+    pub fn source(&self) -> Result<String, WgslError> {
         let mut src = String::new();
         if self.needs_f16() {
             src.push_str("enable f16;\n\n");
         }
         let _ = writeln!(src, "// deltatape kernel {}", self.label());
-        let _ = writeln!(src, "const LANES: u32 = {}u;", self.lanes);
-        let _ = writeln!(src, "const ROWS: u32 = {}u;", self.rows);
-        let _ = writeln!(src, "const GROUPS: u32 = {}u;", self.groups);
-        let _ = writeln!(src, "const RPT: u32 = {}u;", self.rows_per_thread);
-        let _ = writeln!(src, "const WG_SIZE: u32 = {}u;", self.workgroup_size());
-        let _ = writeln!(src, "const VEC4: bool = {};", self.vec4);
-        let (kq_items, v_items) = self.stage_items();
-        if self.op != Op::Repeat {
-            let _ = writeln!(src, "const MASKED: bool = {};", self.masked);
-            let _ = writeln!(src, "const CHUNK: u32 = {}u;", self.chunk);
-            let _ = writeln!(src, "const KQ_ITEMS: u32 = {kq_items}u;");
-            let _ = writeln!(src, "const V_ITEMS: u32 = {v_items}u;");
-        }
-        src.push('\n');
-        for (i, b) in self.bindings().iter().enumerate() {
-            b.write_wgsl(&mut src, i as u32 + 1, self.vec4);
-        }
-        if self.op != Op::Repeat && !self.masked {
-            src.push_str("fn load_mask(i: u32) -> u32 {\n    return 1u;\n}\n\n");
-        }
-        let mut parts = vec![include_str!("../../wgsl/shape.wgsl")];
-        if self.dtypes.any(DType::BF16) {
-            parts.push(include_str!("../../wgsl/bf16.wgsl"));
-        }
-        match (self.op, self.reduction) {
-            (Op::Record, Reduction::Subgroup) => {
-                parts.push(include_str!("../../wgsl/entry_subgroup.wgsl"));
-                parts.push(include_str!("../../wgsl/row_sum_subgroup.wgsl"));
-            }
-            (Op::Record, Reduction::Workgroup) => {
-                parts.push(include_str!("../../wgsl/entry.wgsl"));
-                parts.push(include_str!("../../wgsl/row_sum_workgroup.wgsl"));
-            }
-            _ => parts.push(include_str!("../../wgsl/entry.wgsl")),
-        }
-        if self.op == Op::Record {
-            parts.push(if self.pairs_outputs() {
-                include_str!("../../wgsl/record_emit_pairs.wgsl")
-            } else {
-                include_str!("../../wgsl/record_emit_direct.wgsl")
-            });
-        }
-        parts.push(self.op.source_file());
-        for p in parts {
-            src.push('\n');
-            src.push_str(&unroll(
-                p,
-                &[
-                    ("m", "GROUPS", self.groups),
-                    ("rr", "RPT", self.rows_per_thread),
-                    ("j", "KQ_ITEMS", kq_items),
-                    ("j", "V_ITEMS", v_items),
-                ],
-            ));
-        }
-        src
+        let (prelude, names) = self.prelude();
+        src.push_str(&wgsl::assemble(
+            self.op.name(),
+            &self.defines(),
+            &prelude,
+            &names,
+        )?);
+        Ok(src)
     }
-}
-
-/// Unroll every `for (var X = 0u; X < N; X++) { .. }` of a kernel, for each
-/// (X, N, count) of `loops` (a lane's element groups `m < GROUPS`, an invocation's rows
-/// `rr < RPT`), into `count` blocks `{ let X = K; .. }`, nested loops included. naga
-/// emits loops as they are (with a loop-bound guard), and a driver that keeps the loop
-/// indexes the lane's state array dynamically, which puts it in local memory; unrolled,
-/// every index is a constant and the state lives in registers.
-fn unroll(src: &str, loops: &[(&str, &str, u32)]) -> String {
-    let lines: Vec<&str> = src.lines().collect();
-    let mut out = String::with_capacity(src.len());
-    let mut i = 0;
-    while i < lines.len() {
-        let header = loops.iter().find(|(var, bound, _)| {
-            lines[i].trim() == format!("for (var {var} = 0u; {var} < {bound}; {var}++) {{")
-        });
-        let Some(&(var, _, count)) = header else {
-            out.push_str(lines[i]);
-            out.push('\n');
-            i += 1;
-            continue;
-        };
-        let indent = &lines[i][..lines[i].len() - lines[i].trim_start().len()];
-        let mut depth = 1;
-        let mut end = i + 1;
-        while end < lines.len() {
-            depth +=
-                lines[end].matches('{').count() as i32 - lines[end].matches('}').count() as i32;
-            if depth == 0 {
-                break;
-            }
-            end += 1;
-        }
-        let body = unroll(&lines[i + 1..end].join("\n"), loops);
-        for k in 0..count {
-            let _ = writeln!(out, "{indent}{{\n{indent}    let {var} = {k}u;");
-            out.push_str(&body);
-            let _ = writeln!(out, "{indent}}}");
-        }
-        i = end + 1;
-    }
-    out
 }
 
 /// One storage binding of a kernel.

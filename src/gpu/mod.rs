@@ -15,6 +15,7 @@ mod kernel;
 mod options;
 mod rollback;
 mod translate;
+mod wgsl;
 
 pub use device::{
     choose_adapter, device_requirements, list_adapters, wanted_features, AdapterReport, Chosen,
@@ -27,6 +28,7 @@ pub use kernel::{
 pub use options::{GpuOptions, ShapeClass};
 pub use rollback::{DraftBuffers, GpuRollback};
 pub use translate::{translate, validate, Target};
+pub use wgsl::WgslError;
 
 use crate::error::{Error, Result};
 pub(crate) use cache::write_padded;

@@ -15,7 +15,7 @@ pub enum Target {
 
 /// Parse and validate a key's WGSL with the capabilities it needs.
 pub fn validate(key: &KernelKey) -> Result<(naga::Module, ModuleInfo), String> {
-    let source = key.source();
+    let source = key.source().map_err(|e| format!("{}: {e}", key.label()))?;
     let module = naga::front::wgsl::parse_str(&source)
         .map_err(|e| format!("{}: {}", key.label(), e.emit_to_string(&source)))?;
     let mut caps = Capabilities::SUBGROUP;

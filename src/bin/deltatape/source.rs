@@ -58,8 +58,16 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
         Lang::Spirv => Target::SpirV,
         Lang::Hlsl => Target::Hlsl,
         Lang::Wgsl => {
-            print!("{}", key.source());
-            return Ok(ExitCode::SUCCESS);
+            return Ok(match key.source() {
+                Ok(src) => {
+                    print!("{src}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("{}: {e}", key.label());
+                    ExitCode::FAILURE
+                }
+            });
         }
     };
     match translate(&key, target) {
