@@ -8,10 +8,12 @@
 //! and names in `.ci/dawn/mesa/lvp_icd.json`. With `CI=true` anything missing fails the
 //! test; without it the test prints SKIPPED and passes.
 //!
-//! Knobs: `DELTATAPE_NODE` (node binary), `DELTATAPE_DAWN_ICD` (a Vulkan ICD JSON for
-//! `VK_DRIVER_FILES`, or `system` for the system's drivers), `DELTATAPE_DAWN_BATCH`
-//! (modules per node process, default 64), `DELTATAPE_DAWN_JOBS` (node processes at
-//! once, default 2).
+//! Knobs: `DELTATAPE_NODE` (node binary), `DELTATAPE_DAWN_DIR` (in place of `.ci/dawn`:
+//! the scripts and node_modules, for a test executable moved to another machine),
+//! `DELTATAPE_DAWN_ICD` (a Vulkan ICD JSON for `VK_DRIVER_FILES`, or `system` for the
+//! system's drivers), `DELTATAPE_DAWN_BATCH` (modules per node process, default 64),
+//! `DELTATAPE_DAWN_JOBS` (node processes at once, default 2), `DELTATAPE_DAWN_ZERO_INIT`
+//! (see `dawn_runs_record`).
 
 mod common;
 use common::{cpu, draw, mask, rel_err};
@@ -119,7 +121,9 @@ struct Verdict {
 
 impl Dawn {
     fn find() -> Option<Dawn> {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/dawn");
+        let dir = std::env::var_os("DELTATAPE_DAWN_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/dawn"));
         let node = PathBuf::from(std::env::var("DELTATAPE_NODE").unwrap_or("node".into()));
         match Command::new(&node).arg("--version").output() {
             Ok(o) if o.status.success() => {}
@@ -138,7 +142,13 @@ impl Dawn {
                 return unavailable(&format!("no Vulkan ICD file {}", icd.display()));
             }
         }
-        Some(Dawn { node, dir, icd })
+        let dawn = Dawn { node, dir, icd };
+        // check.mjs with no modules: does Dawn find an adapter with the features?
+        match dawn.check(&[]) {
+            Ok(_) => Some(dawn),
+            Err((2, why)) => unavailable(&format!("Dawn finds no usable adapter: {why}")),
+            Err((_, why)) => panic!("{why}"),
+        }
     }
 
     /// Runs `check.mjs` over `files` in one node process. `Err` carries what went
@@ -906,4 +916,22 @@ fn run_on_dawn(name: &str, ops: &[Op]) {
     }
     assert!(failures.is_empty(), "{} Dawn runs failed", failures.len());
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Subgroup operations inside a `switch` return lane 0's value on every lane on Metal
+/// (PLATFORM.md). No kernel variant uses `switch` at all (if / else and select only).
+/// Needs no Dawn.
+#[test]
+fn no_variant_uses_switch() {
+    for (label, src) in all_kernels() {
+        let code: String = src
+            .lines()
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let uses_switch = code
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .any(|w| w == "switch");
+        assert!(!uses_switch, "{label}: uses switch");
+    }
 }
