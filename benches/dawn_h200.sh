@@ -11,7 +11,7 @@ if [ "${1:-}" = prepare ]; then
   mkdir -p .dev/dawn
   exe=$(cargo test --test dawn --no-run --message-format=json 2>/dev/null \
     | grep -o '"executable":"[^"]*"' | tail -1 | cut -d'"' -f4)
-  cp "$exe" .dev/dawn/dawn-test
+  cp "$exe" .dev/dawn/dawn-test && strip .dev/dawn/dawn-test
   bash .ci/dawn/install.sh >/dev/null
   tar -C .ci/dawn -cJf .dev/dawn/webgpu.tar.xz --exclude='node_modules/webgpu/dist/[dw]*' \
     --exclude='node_modules/webgpu/dist/linux-arm64' check.mjs run.mjs package.json node_modules
