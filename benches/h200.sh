@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The H200 run of the README's performance section, in one command on the device
 # machine: the crate's tests, demo and GPU bench, then fla's Triton kernel and torch's
-# copy bandwidth (shared/bench/fla_bench.py), side by side. Expects .dev/ to hold the
+# copy bandwidth (shared/bench/fla_bench.py: CUDA-graph GPU time, and the per-step
+# snapshot verify that is the rollback peer of `deltatape round`), side by side. Expects .dev/ to hold the
 # deltatape binary, the test executables, fla_bench.py and the fla wheels, and .gl/ the
 # Vulkan loader with libglvnd (see shared/gpu/README.md; the NVIDIA ICD also needs
 # libegl1 libglvnd0 libgl1 libglx0). SKIP_TESTS, SKIP_BENCH, SKIP_FLA=1 leave parts out.
@@ -16,7 +17,8 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,no
 status=0
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   for t in .dev/*-*; do
-    case "$t" in *.whl|*.py|*.d) continue;; esac
+    # dawn-*: Dawn for node is installed by .ci/run in CI, not carried here.
+    case "$t" in *.whl|*.py|*.d|.dev/dawn-*) continue;; esac
     echo "== $t" | tee -a "$OUT/tests.txt"
     "$t" > "$OUT/test.log" 2>&1 || status=1
     grep -E "^test result|panicked|FAILED" "$OUT/test.log" | tee -a "$OUT/tests.txt"
@@ -24,7 +26,9 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   .dev/deltatape demo 2>&1 | tee "$OUT/demo.txt" || status=1
 fi
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
-  .dev/deltatape bench ${BENCH_ARGS:-} --svg "$OUT/bench.svg" 2>/dev/null | tee "$OUT/bench.txt"
+  # A whole model's resident round (draft, GPU acceptance, commit), as an engine runs it.
+  .dev/deltatape round 2>/dev/null | tee "$OUT/round.txt"
+  .dev/deltatape bench ${BENCH_ARGS:---dtypes f32,bf16} --svg "$OUT/bench.svg" 2>/dev/null | tee "$OUT/bench.txt"
 fi
 # SWEEP: shape classes to try, e.g. SWEEP="RECORD_LANES=8,RECORD_RPT=4 REPLAY_CHUNK=16";
 # each entry's variables get the DELTATAPE_ prefix, the op is the first one's.

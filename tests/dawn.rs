@@ -22,7 +22,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use deltatape::gpu::kernel::{representative_keys, GdnDtypes, KernelKey, Op, Reduction};
+use deltatape::gpu::{representative_keys, KernelKey, Op, Reduction, ShapeClass};
+use deltatape::GdnDtypes;
 use deltatape::{DType, Element, GdnShape, GqaLayout, RecordInputs, Recorded, RepeatShape, Tape};
 use half::{bf16, f16};
 
@@ -53,7 +54,10 @@ fn all_kernels() -> Vec<(String, String)> {
     keys.iter()
         .map(|key| {
             let subgroups = key.op == Op::Record && key.reduction == Reduction::Subgroup;
-            (key.label(), for_tint(&key.source(), subgroups))
+            (
+                key.label(),
+                for_tint(&key.source().expect("assemble"), subgroups),
+            )
         })
         .collect()
 }
@@ -496,7 +500,7 @@ fn write_case(
     let bindings = key.bindings();
     assert_eq!(bindings.len(), operands.len(), "{name}: binding count");
     let subgroups = key.op == Op::Record && key.reduction == Reduction::Subgroup;
-    let mut wgsl = for_tint(&key.source(), subgroups);
+    let mut wgsl = for_tint(&key.source().expect("assemble"), subgroups);
     if std::env::var_os("DELTATAPE_DAWN_ZERO_INIT").is_some() {
         wgsl = zero_init(&wgsl);
     }
@@ -604,7 +608,7 @@ fn gdn_cases<A: Element, S: Element, P: Element>(
     );
     let mut cases = Vec::new();
     for reduction in [Reduction::Subgroup, Reduction::Workgroup] {
-        let key = KernelKey::record(shape, dt, reduction, masked);
+        let key = KernelKey::record(shape, dt, reduction, masked, &ShapeClass::default());
         let wg = key.workgroups_gdn(shape);
         let mut ops = vec![
             ("q", Ok(upload(&typed.q)), bytes_of(A::DTYPE, typed.q.len())),
@@ -661,7 +665,7 @@ fn gdn_cases<A: Element, S: Element, P: Element>(
     let want_s: Vec<S> = cpu()
         .replay(shape, &tape.as_ref(), &state, &accepted, mask_opt)
         .unwrap();
-    let key = KernelKey::replay(shape, dt, masked);
+    let key = KernelKey::replay(shape, dt, masked, &ShapeClass::default());
     let wg = key.workgroups_gdn(shape);
     let mut ops = vec![
         (
@@ -833,14 +837,12 @@ fn dawn_runs_replay_and_repeat() {
     run_on_dawn("run", &[Op::Replay, Op::Repeat]);
 }
 
-/// Record on Dawn. Fails today: `var part: array<vec2<f32>, RPT>;` inside the step loop
-/// of wgsl/record.wgsl is zero-initialized once by Tint's SPIR-V writer, not once per
-/// step as WGSL says (naga re-zeroes it: wgpu's Vulkan and Metal output are right), so
-/// from the second step on the dot products accumulate. With
-/// `DELTATAPE_DAWN_ZERO_INIT=1` (explicit `= T()` on every such `var`) it passes.
-/// Un-ignore once wgsl/record.wgsl writes `var part = array<vec2<f32>, RPT>();`.
+/// Record on Dawn. It guards a Tint bug found here: a `var part: array<vec2<f32>, RPT>;`
+/// declared inside record's step loop was zero-initialized once by Tint's SPIR-V writer,
+/// not once per step as WGSL says (naga re-zeroes it), so from the second step on the
+/// dot products accumulated. The kernels now initialize such arrays explicitly
+/// (`var part = array<vec2<f32>, RPT>();`).
 #[test]
-#[ignore = "Tint's SPIR-V writer does not re-zero `var part` per loop iteration (see doc)"]
 fn dawn_runs_record() {
     run_on_dawn("run-record", &[Op::Record]);
 }
