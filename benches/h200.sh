@@ -20,7 +20,10 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
     # dawn-*: Dawn for node is installed by .ci/run in CI, not carried here.
     case "$t" in *.whl|*.py|*.d|.dev/dawn-*) continue;; esac
     echo "== $t" | tee -a "$OUT/tests.txt"
-    "$t" > "$OUT/test.log" 2>&1 || status=1
+    # A bound per test binary, so that a hang shows as a failure and the bench still runs.
+    timeout "${TEST_TIMEOUT:-240}" "$t" > "$OUT/test.log" 2>&1
+    rc=$?
+    [ "$rc" = 0 ] || { status=1; echo "exit $rc" | tee -a "$OUT/tests.txt"; }
     grep -E "^test result|panicked|FAILED" "$OUT/test.log" | tee -a "$OUT/tests.txt"
   done
   .dev/deltatape demo 2>&1 | tee "$OUT/demo.txt" || status=1

@@ -37,7 +37,7 @@ fn demo_passes_on_the_cpu() {
 
 #[test]
 fn demo_passes_on_the_gpu() {
-    if common::gpu().is_none() {
+    if !common::has_gpu() {
         return;
     }
     for extra in [
@@ -81,7 +81,7 @@ fn demo_refuses_bad_arguments() {
 /// `deltatape round` runs a small resident round and prints one timed row per cell.
 #[test]
 fn round_prints_a_row_per_cell() {
-    if common::gpu().is_none() {
+    if !common::has_gpu() {
         return;
     }
     let bin = std::env::var("DELTATAPE_BIN")

@@ -38,7 +38,7 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
         return;
     }
     // All loads first: GROUPS loads in flight per invocation keep the memory busy.
-    var v = array<vec4<f32>, GROUPS>();
+    var v: array<vec4<f32>, GROUPS>;
     #unroll
     for (var m = 0u; m < GROUPS; m++) {
         let e = ((wg * GROUPS + m) * WG_SIZE + li) * 4u;

@@ -51,8 +51,6 @@ pub const SOURCES: &[(&str, &str)] = sources![
     "row_sum_subgroup",
     "row_sum_workgroup",
     "shape",
-    "stage",
-    "state_rows",
 ];
 
 /// A define's value.

@@ -119,6 +119,21 @@ pub struct Rollback<A: Element, S: Element, P: Element> {
     _types: PhantomData<(A, S, P)>,
 }
 
+/// Encode `f` into a new encoder and submit it, inside the backend's error scopes.
+fn submit<T>(
+    op: &'static str,
+    rollback: &mut GpuRollback,
+    f: impl FnOnce(&mut GpuRollback, &mut wgpu::CommandEncoder) -> Result<T>,
+) -> Result<T> {
+    let gpu = rollback.backend().clone();
+    gpu.guarded(op, || {
+        let mut encoder = gpu.encoder();
+        let out = f(rollback, &mut encoder)?;
+        gpu.queue().submit([encoder.finish()]);
+        Ok(out)
+    })
+}
+
 /// A rollback needs at least one layer.
 pub(crate) fn check_layers(layers: usize) -> Result<()> {
     match layers {
@@ -362,13 +377,7 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
         const OP: &str = "commit";
         match &mut self.store {
             Store::Gpu { rollback, .. } => {
-                let gpu = rollback.backend().clone();
-                gpu.guarded(OP, || {
-                    let mut encoder = gpu.encoder();
-                    let kind = rollback.encode_commit(&mut encoder, accepted)?;
-                    gpu.queue().submit([encoder.finish()]);
-                    Ok(kind)
-                })
+                submit(OP, rollback, |r, e| r.encode_commit(e, accepted))
             }
             Store::Cpu {
                 cpu,
@@ -405,15 +414,9 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
     pub fn commit_from_buffer(&mut self, accepted: &wgpu::Buffer) -> Result<()> {
         const OP: &str = "commit";
         match &mut self.store {
-            Store::Gpu { rollback, .. } => {
-                let gpu = rollback.backend().clone();
-                gpu.guarded(OP, || {
-                    let mut encoder = gpu.encoder();
-                    rollback.encode_commit_from_buffer(&mut encoder, accepted)?;
-                    gpu.queue().submit([encoder.finish()]);
-                    Ok(())
-                })
-            }
+            Store::Gpu { rollback, .. } => submit(OP, rollback, |r, e| {
+                r.encode_commit_from_buffer(e, accepted)
+            }),
             Store::Cpu { .. } => Err(Error::Unsupported {
                 op: OP,
                 arg: "accepted",

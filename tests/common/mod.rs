@@ -160,6 +160,15 @@ pub fn gpu() -> Option<GpuBackend> {
     }
 }
 
+/// Whether the GPU tests run (the same rule as [`gpu`]), for tests whose GPU work
+/// happens in a child process. The probe's device is created once per process and kept:
+/// on the H200's NVIDIA driver, test threads that each created and dropped a device at
+/// once crashed the test process (SIGSEGV, 2 of 3 runs, 2026-11-30).
+pub fn has_gpu() -> bool {
+    static PROBE: std::sync::OnceLock<Option<GpuBackend>> = std::sync::OnceLock::new();
+    PROBE.get_or_init(gpu).is_some()
+}
+
 pub fn cpu() -> Backend {
     Backend::cpu()
 }
