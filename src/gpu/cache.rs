@@ -70,24 +70,26 @@ fn compile(device: &wgpu::Device, key: &KernelKey) -> Result<wgpu::ComputePipeli
         op: "compile",
         message: format!("{label}: {e}"),
     })?;
-    let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label: Some(&label),
-        source: wgpu::ShaderSource::Wgsl(source.into()),
-    });
-    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-        label: Some(&label),
-        layout: None,
-        module: &module,
-        entry_point: Some("main"),
-        compilation_options: wgpu::PipelineCompilationOptions {
-            // Every kernel writes its workgroup memory before reading it.
-            zero_initialize_workgroup_memory: false,
-            ..Default::default()
-        },
-        cache: None,
-    });
-    match pollster::block_on(scope.pop()) {
+    let (pipeline, caught) =
+        super::scope::catching(device, &[wgpu::ErrorFilter::Validation], || {
+            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(&label),
+                source: wgpu::ShaderSource::Wgsl(source.into()),
+            });
+            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(&label),
+                layout: None,
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    // Every kernel writes its workgroup memory before reading it.
+                    zero_initialize_workgroup_memory: false,
+                    ..Default::default()
+                },
+                cache: None,
+            })
+        });
+    match caught {
         None => Ok(pipeline),
         Some(e) => Err(Error::Gpu {
             op: "compile",

@@ -383,13 +383,15 @@ impl GpuBackend {
                 },
             });
         }
-        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(op),
-            layout: &pipeline.get_bind_group_layout(0),
-            entries: &entries,
-        });
-        if let Some(e) = pollster::block_on(scope.pop()) {
+        let (bind_group, caught) =
+            super::scope::catching(device, &[wgpu::ErrorFilter::Validation], || {
+                device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: Some(op),
+                    layout: &pipeline.get_bind_group_layout(0),
+                    entries: &entries,
+                })
+            });
+        if let Some(e) = caught {
             return Err(Error::Gpu {
                 op,
                 message: e.to_string(),

@@ -115,6 +115,14 @@ fn poll_until_done(
     timeout: std::time::Duration,
     op: &'static str,
 ) -> Result<()> {
+    // A browser's one thread cannot block on the GPU: the async calls work there.
+    if cfg!(target_arch = "wasm32") {
+        return Err(Error::Unsupported {
+            op,
+            arg: "wait",
+            why: "blocking waits are not possible on wasm32; use the *_async calls".into(),
+        });
+    }
     match device.poll(wgpu::PollType::Wait {
         submission_index: Some(submission),
         timeout: Some(timeout),
@@ -272,13 +280,8 @@ impl GpuBackend {
     /// validation error scopes, so that a failed allocation is an `Error::Gpu`, not an
     /// uncaptured error.
     pub(crate) fn guarded<T>(&self, op: &'static str, f: impl FnOnce() -> Result<T>) -> Result<T> {
-        let device = self.device();
-        let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let result = f();
-        let v = pollster::block_on(validation.pop());
-        let o = pollster::block_on(oom.pop());
-        match (result, v.or(o)) {
+        use wgpu::ErrorFilter::{OutOfMemory, Validation};
+        match super::scope::catching(self.device(), &[OutOfMemory, Validation], f) {
             (_, Some(e)) => Err(Error::Gpu {
                 op,
                 message: e.to_string(),

@@ -14,6 +14,7 @@ mod host;
 mod kernel;
 mod options;
 mod rollback;
+mod scope;
 mod translate;
 mod wgsl;
 
