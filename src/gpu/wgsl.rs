@@ -74,7 +74,7 @@ impl Value {
 /// Why a kernel could not be assembled.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WgslError {
-    /// `#import` (or the root) names no file of [`SOURCES`].
+    /// `#import` (or the root) names no file of `wgsl/` the crate knows.
     UnknownImport {
         file: String,
         line: usize,
