@@ -22,35 +22,15 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use deltatape::gpu::{representative_keys, KernelKey, Op, Reduction, ShapeClass};
+use deltatape::gpu::{KernelKey, Op, Reduction, ShapeClass};
 use deltatape::GdnDtypes;
 use deltatape::{DType, Element, GdnShape, GqaLayout, RecordInputs, Recorded, RepeatShape, Tape};
 use half::{bf16, f16};
 
-/// Every (op, dtype triple, reduction) the crate can compile, at representative shapes
-/// (as `tests/translate.rs`). The one place to re-point when the kernel API moves.
+/// Every kernel variant the crate can compile (`deltatape::gpu::all_variants`, the
+/// enumeration `tests/translate.rs` walks too), as Tint wants it.
 fn all_kernels() -> Vec<(String, String)> {
-    let mut keys: Vec<KernelKey> = Vec::new();
-    for op in Op::ALL {
-        for act in DType::ALL {
-            for state in DType::ALL {
-                for tape in DType::ALL {
-                    for reduction in [Reduction::Subgroup, Reduction::Workgroup] {
-                        if op == Op::Repeat && (state != act || tape != act) {
-                            continue;
-                        }
-                        for key in
-                            representative_keys(op, GdnDtypes { act, state, tape }, reduction)
-                        {
-                            if !keys.contains(&key) {
-                                keys.push(key);
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
+    let keys = deltatape::gpu::all_variants();
     keys.iter()
         .map(|key| {
             let subgroups = key.op == Op::Record && key.reduction == Reduction::Subgroup;

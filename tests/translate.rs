@@ -1,33 +1,11 @@
 //! Every shader variant translated by naga to MSL, SPIR-V and HLSL and validated, with
 //! no GPU needed: what Metal and DX12 users would compile, checked on every run.
 
-use deltatape::gpu::{representative_keys, translate, validate, KernelKey, Op, Reduction, Target};
-use deltatape::{DType, GdnDtypes};
+use deltatape::gpu::{all_variants, translate, validate, KernelKey, Op, Reduction, Target};
 
 /// Every (op, dtype triple, reduction) the crate can compile, at representative shapes.
 fn all_keys() -> Vec<KernelKey> {
-    let mut keys = Vec::new();
-    for op in Op::ALL {
-        for act in DType::ALL {
-            for state in DType::ALL {
-                for tape in DType::ALL {
-                    for reduction in [Reduction::Subgroup, Reduction::Workgroup] {
-                        if op == Op::Repeat && (state != act || tape != act) {
-                            continue;
-                        }
-                        for key in
-                            representative_keys(op, GdnDtypes { act, state, tape }, reduction)
-                        {
-                            if !keys.contains(&key) {
-                                keys.push(key);
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-    keys
+    all_variants()
 }
 
 #[test]

@@ -527,8 +527,36 @@ impl Binding {
     }
 }
 
+/// Every kernel variant the crate can compile: each (op, dtype triple, reduction) at
+/// representative shapes, each key once. The one enumeration the translation tests
+/// (naga) and the Dawn tests (Tint) walk.
+pub fn all_variants() -> Vec<KernelKey> {
+    let mut keys = Vec::new();
+    for op in Op::ALL {
+        for act in DType::ALL {
+            for state in DType::ALL {
+                for tape in DType::ALL {
+                    // repeat has one dtype.
+                    if op == Op::Repeat && (state != act || tape != act) {
+                        continue;
+                    }
+                    for reduction in [Reduction::Subgroup, Reduction::Workgroup] {
+                        let dtypes = GdnDtypes { act, state, tape };
+                        for key in representative_keys(op, dtypes, reduction) {
+                            if !keys.contains(&key) {
+                                keys.push(key);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    keys
+}
+
 /// Every key the crate can compile for one (op, dtype) at representative shapes: used
-/// by the translation tests and `deltatape msl`.
+/// by [`all_variants`] and `deltatape msl`.
 pub fn representative_keys(op: Op, dtypes: GdnDtypes, reduction: Reduction) -> Vec<KernelKey> {
     let class = ShapeClass::default();
     let shapes = [

@@ -24,7 +24,8 @@ pub use device::{
 pub use encode::{Prepared, RecordBuffers, RepeatBuffers, ReplayBuffers, MAX_GPU_ELEMENTS};
 pub use host::Pending;
 pub use kernel::{
-    representative_keys, KernelKey, Op, Reduction, MAX_KEY_DIM, WORKGROUP_MEMORY_BUDGET,
+    all_variants, representative_keys, KernelKey, Op, Reduction, MAX_KEY_DIM,
+    WORKGROUP_MEMORY_BUDGET,
 };
 pub use options::{GpuOptions, ShapeClass};
 pub use rollback::{DraftBuffers, GpuRollback};
