@@ -19,6 +19,9 @@
 //! behind a square matrix; ggml's op needs Dk = Dv, so its test uses 8 and 8).
 #![allow(clippy::needless_range_loop, clippy::too_many_arguments)]
 
+mod common;
+
+use common::Rng;
 use deltatape::{Backend, GdnShape, GqaLayout, RecordInputs, Recorded};
 
 // ---------------------------------------------------------------------------------
@@ -136,28 +139,6 @@ impl Dims {
     }
 }
 
-/// SplitMix64, so each test draws the same inputs on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [lo, hi), an f32 value (both sides read the same numbers).
-    fn vec(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
-        (0..n)
-            .map(|_| {
-                let u = (self.next() >> 40) as f32 / (1u64 << 24) as f32;
-                lo + (hi - lo) * u
-            })
-            .collect()
-    }
-}
-
 /// Inputs in the common "log-space g, raw q/k" form most libraries take.
 struct Draw {
     q: Vec<f32>,
@@ -172,7 +153,7 @@ struct Draw {
 }
 
 fn draw(d: Dims, seed: u64) -> Draw {
-    let mut r = Rng(seed);
+    let mut r = Rng::new(seed);
     Draw {
         q: r.vec(d.qk(), -1.0, 1.0),
         k: r.vec(d.qk(), -1.0, 1.0),
@@ -675,7 +656,7 @@ fn mlx_gated_delta_update(
 fn mlx_lm_gated_delta_update() {
     let d = DIMS;
     let x = draw(d, 0x6d6c78);
-    let mut r = Rng(0x6d6c78 + 1);
+    let mut r = Rng::new(0x6d6c78 + 1);
     // The raw gate inputs mlx-lm's layer hands to gated_delta_update.
     let a = r.vec(d.gate(), -3.0, 3.0);
     let b = r.vec(d.gate(), -3.0, 3.0);
