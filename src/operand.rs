@@ -103,6 +103,15 @@ impl<Sh> OperandSpec<Sh> {
     }
 }
 
+/// Bit i set when slot i holds a value (tables have at most 16 rows).
+pub fn rows_bound<T>(slots: &[Option<T>]) -> u16 {
+    slots
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.is_some())
+        .fold(0, |bits, (i, _)| bits | 1 << i)
+}
+
 /// Declares an op's operand struct and its table from one list.
 ///
 /// Each line is `name: field type, Role Slot Access Walk = length_fn`, with `, optional`
@@ -140,6 +149,12 @@ macro_rules! operand_table {
             /// Each operand's value in table order (`None`: an optional one left out).
             pub fn slots(&self) -> Vec<Option<&T>> {
                 vec![$( operand_table!(@slot [$($opt)?] self.$field) ),*]
+            }
+
+            /// The bound rows: bit i set when row i of the table has a value (every
+            /// required row, and the optional ones given).
+            pub fn bound(&self) -> u16 {
+                rows_bound(&self.slots())
             }
 
             /// Borrow every value.
@@ -186,33 +201,47 @@ operand_table! {
         state_in: T, State State Read Rows = GdnShape::state_len;
         /// `[B, T, Hv, Dv]`.
         y: T, Output Act Write Scalars = GdnShape::v_len;
-        /// `[B, Hv, Dv, Dk]`: the state after the draft.
-        state_out: T, State State Write Rows = GdnShape::state_len;
+        /// `[B, Hv, Dv, Dk]`: the state after the draft; `None`: not written (a
+        /// rollback that keeps one state per layer replays the accepted prefix instead).
+        state_out: Option<T>, State State Write Rows = GdnShape::state_len, optional;
         /// `[B, T, Hv, Dv]`: the tape's innovations.
         delta: T, Tape Tape Write Scalars = GdnShape::v_len;
         /// `[B, T]` u32, non-zero = live; `None`: every step is live.
         mask: Option<T>, Control U32 Read Words = GdnShape::mask_len, optional;
+        /// `[B, T, Hk, Dk]`: the tape's k, a copy of k at key heads (replay reads it
+        /// through the GQA layout); `None`: not written.
+        tape_k_grouped: Option<T>, Tape Act Write Rows = GdnShape::qk_len, optional;
+        /// `[B, T, Hv]`: the tape's g, a copy of g; `None`: not written.
+        tape_g: Option<T>, Tape Act Write Scalars = GdnShape::gate_len, optional;
     }
 }
 
 operand_table! {
-    /// replay's operands (docs/SPEC.md "replay"), in binding order.
+    /// replay's operands (docs/SPEC.md "replay"), in binding order. The tape's k comes
+    /// either expanded to value heads (`tape_k`) or as record read it, at key heads
+    /// (`tape_k_grouped`): exactly one of the two.
     pub struct ReplayOperands for GdnShape {
         /// `[B, T, Hv, Dv]`.
         tape_delta: T, Tape Tape Read Scalars = GdnShape::v_len;
         /// `[B, T, Hv, Dk]`: k expanded to value heads.
-        tape_k: T, Tape Act Read Rows = GdnShape::tape_k_len;
+        tape_k: Option<T>, Tape Act Read Rows = GdnShape::tape_k_len, optional;
+        /// `[B, T, Hk, Dk]`: k at key heads, read through the GQA layout.
+        tape_k_grouped: Option<T>, Tape Act Read Rows = GdnShape::qk_len, optional;
         /// `[B, T, Hv]`.
         tape_g: T, Tape Act Read Scalars = GdnShape::gate_len;
-        /// `[B, Hv, Dv, Dk]`: the state before the draft.
-        snapshot: T, State State Read Rows = GdnShape::state_len;
+        /// `[B, Hv, Dv, Dk]`: the state before the draft; `None`: replay in place,
+        /// starting from `state_out` (each row is read and written by one invocation).
+        snapshot: Option<T>, State State Read Rows = GdnShape::state_len, optional;
         /// `[B]` u32. On the GPU a count above T is clamped to T (data on the device
-        /// cannot be checked before the dispatch); the host paths refuse it.
+        /// cannot be checked before the dispatch) and flagged in `status`; the host
+        /// paths refuse it.
         accepted: T, Control U32 Read Words = GdnShape::batch;
         /// `[B, Hv, Dv, Dk]`: the committed state.
         state_out: T, State State Write Rows = GdnShape::state_len;
         /// `[B, T]` u32, as given to record.
         mask: Option<T>, Control U32 Read Words = GdnShape::mask_len, optional;
+        /// `[B]` u32: where a count was clamped, the count as given (else untouched).
+        status: Option<T>, Control U32 Write Words = GdnShape::batch, optional;
     }
 }
 
@@ -245,7 +274,9 @@ mod tests {
                 "y",
                 "state_out",
                 "delta",
-                "mask"
+                "mask",
+                "tape_k_grouped",
+                "tape_g"
             ]
         );
         let shape = GdnShape::new(2, 3, 1, 2, 4, 5).unwrap();
@@ -258,25 +289,30 @@ mod tests {
             [
                 ("tape_delta", 60),
                 ("tape_k", 48),
+                ("tape_k_grouped", 24),
                 ("tape_g", 12),
                 ("snapshot", 80),
                 ("accepted", 2),
                 ("state_out", 80),
-                ("mask", 6)
+                ("mask", 6),
+                ("status", 2)
             ]
         );
         let ops = ReplayOperands {
             tape_delta: 0,
-            tape_k: 1,
+            tape_k: Some(1),
+            tape_k_grouped: None,
             tape_g: 2,
-            snapshot: 3,
+            snapshot: Some(3),
             accepted: 4,
             state_out: 5,
             mask: None,
+            status: None,
         };
         assert_eq!(ops.slots().iter().filter(|s| s.is_some()).count(), 6);
+        assert_eq!(ops.bound(), 0b0111_1011);
         let named = ops.map(|spec, v| format!("{}={v}", spec.name));
-        assert_eq!(named.snapshot, "snapshot=3");
+        assert_eq!(named.snapshot.as_deref(), Some("snapshot=3"));
         assert!(named.mask.is_none());
     }
 }

@@ -159,9 +159,11 @@ impl<'a, A: Element, S: Element, P: Element> Record<'a, A, S, P> {
             beta: HostSide::input(i.beta),
             state_in: HostSide::input(self.state_in),
             y: HostSide::Out(None),
-            state_out: HostSide::Out(None),
+            state_out: Some(HostSide::Out(None)),
             delta: HostSide::Out(None),
             mask: i.mask.map(HostSide::input),
+            tape_k_grouped: None,
+            tape_g: None,
         }
     }
 }
@@ -198,9 +200,11 @@ impl<'a, A: Element, S: Element, P: Element> HostCall<'a> for Record<'a, A, S, P
             i.beta,
             self.state_in,
             &mut out.y,
-            &mut out.state,
+            Some(&mut out.state),
             &mut out.delta,
             i.mask,
+            None,
+            None,
         );
         Ok(out)
     }
@@ -244,12 +248,14 @@ impl<'a, A: Element, S: Element, P: Element> Replay<'a, A, S, P> {
     fn sides(&self) -> ReplayOperands<HostSide<'a>> {
         ReplayOperands {
             tape_delta: HostSide::input(self.tape.delta),
-            tape_k: HostSide::input(self.tape.k),
+            tape_k: Some(HostSide::input(self.tape.k)),
+            tape_k_grouped: None,
             tape_g: HostSide::input(self.tape.g),
-            snapshot: HostSide::input(self.snapshot),
+            snapshot: Some(HostSide::input(self.snapshot)),
             accepted: HostSide::input(self.accepted),
             state_out: HostSide::Out(self.out.as_ref().map(|o| o.len())),
             mask: self.mask.map(HostSide::input),
+            status: None,
         }
     }
 }
@@ -274,16 +280,20 @@ impl<'a, A: Element, S: Element, P: Element> HostCall<'a> for Replay<'a, A, S, P
         let shape = self.shape;
         let t = &self.tape;
         let run = |out: &mut [S]| {
+            // The host tape's k is expanded: the layout is not used.
             kernels::replay(
                 cpu.threads(),
                 shape,
+                GqaLayout::Blocked,
                 t.delta,
-                t.k,
+                Some(t.k),
+                None,
                 t.g,
-                self.snapshot,
+                Some(self.snapshot),
                 self.accepted,
                 out,
                 self.mask,
+                None,
             )
         };
         match self.out {
@@ -310,7 +320,7 @@ impl<'a, A: Element, S: Element, P: Element> HostCall<'a> for Replay<'a, A, S, P
             ReplayOperands::<()>::SPECS,
             bufs.slots(),
             |e| {
-                gpu.prepare_replay(&shape, dtypes, &bufs.as_ref())
+                gpu.prepare_replay(&shape, GqaLayout::Blocked, dtypes, &bufs.as_ref())
                     .map(|p| p.encode(e))
             },
             move |bytes| match out {

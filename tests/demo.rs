@@ -33,6 +33,9 @@ fn demo_passes_on_the_cpu() {
         "{out}"
     );
     assert_eq!(out.matches("check: max rel err").count(), 3, "{out}");
+    let (code, out) = demo(&["--backend", "cpu", "--keep-drafted"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("accept-all: drafted state kept"), "{out}");
 }
 
 #[test]
@@ -42,7 +45,7 @@ fn demo_passes_on_the_gpu() {
     }
     for extra in [
         &["--dtype", "f32"][..],
-        &["--dtype", "bf16", "--mask"],
+        &["--dtype", "bf16", "--mask", "--keep-drafted"],
         &[
             "--dtype",
             "f16",
@@ -108,13 +111,11 @@ fn round_prints_a_row_per_cell() {
     );
     let rows: Vec<&str> = stdout
         .lines()
-        .filter(|l| {
-            l.split_whitespace()
-                .next()
-                .is_some_and(|w| w.parse::<usize>().is_ok())
-        })
+        .filter(|l| l.starts_with("single") || l.starts_with("keep"))
         .collect();
-    assert_eq!(rows.len(), 2, "{stdout}");
+    // Two modes by default, two batches each.
+    assert_eq!(rows.len(), 4, "{stdout}");
+    let mut per_mode = Vec::new();
     for row in rows {
         let cols: Vec<f64> = row
             .split_whitespace()
@@ -123,5 +124,8 @@ fn round_prints_a_row_per_cell() {
         // B, T, wall, gpu, encode, wall/gpu, MiB per sequence and layer, snapshots.
         assert_eq!(cols.len(), 8, "{row}");
         assert!(cols[2] > 0.0 && cols[3] > 0.0 && cols[6] < cols[7], "{row}");
+        per_mode.push(cols[6]);
     }
+    // Keeping the drafted state costs memory: one state per layer is less.
+    assert!(per_mode[0] < per_mode[2], "{stdout}");
 }

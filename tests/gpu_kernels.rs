@@ -480,9 +480,11 @@ fn resident_path_rolls_back_in_one_submission() {
             beta: &beta,
             state_in: &s_in,
             y: &y,
-            state_out: &s_out,
+            state_out: Some(&s_out),
             delta: &delta,
             mask: None,
+            tape_k_grouped: None,
+            tape_g: None,
         },
     )
     .unwrap();
@@ -500,15 +502,18 @@ fn resident_path_rolls_back_in_one_submission() {
     g.encode_replay(
         &mut enc,
         &shape,
+        GqaLayout::Blocked,
         dt,
         &ReplayBuffers {
             tape_delta: &delta,
-            tape_k: &tape_k,
+            tape_k: Some(&tape_k),
             tape_g: &gg,
-            snapshot: &s_in,
+            snapshot: Some(&s_in),
             accepted: &acc,
             state_out: &committed,
             mask: None,
+            tape_k_grouped: None,
+            status: None,
         },
     )
     .unwrap();
@@ -556,9 +561,11 @@ fn resident_path_rejects_bad_buffers_before_encoding() {
         beta: &beta,
         state_in: &s_in,
         y: &y,
-        state_out: &s_out,
+        state_out: Some(&s_out),
         delta: &delta,
         mask: None,
+        tape_k_grouped: None,
+        tape_g: None,
     };
     let mut enc = g.device().create_command_encoder(&Default::default());
     let run = |enc: &mut wgpu::CommandEncoder, b: RecordBuffers<'_>| {
@@ -567,7 +574,7 @@ fn resident_path_rejects_bad_buffers_before_encoding() {
     match run(
         &mut enc,
         RecordBuffers {
-            state_out: &small,
+            state_out: Some(&small),
             ..base
         },
     ) {
@@ -596,7 +603,7 @@ fn resident_path_rejects_bad_buffers_before_encoding() {
         run(
             &mut enc,
             RecordBuffers {
-                state_out: &s_in,
+                state_out: Some(&s_in),
                 ..base
             }
         ),

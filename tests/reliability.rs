@@ -969,9 +969,11 @@ fn resident_state_over_the_binding_limit_is_a_device_limit_error() {
             beta: &beta,
             state_in: &big_in,
             y: &y,
-            state_out: &big_out,
+            state_out: Some(&big_out),
             delta: &delta,
             mask: None,
+            tape_k_grouped: None,
+            tape_g: None,
         },
     );
     let want = Error::DeviceLimit {
@@ -1003,15 +1005,18 @@ fn resident_state_over_the_binding_limit_is_a_device_limit_error() {
     let r = g.encode_replay(
         &mut enc,
         &s,
+        GqaLayout::Blocked,
         GdnDtypes::F32,
         &ReplayBuffers {
             tape_delta: &delta,
-            tape_k: &tape_k,
+            tape_k: Some(&tape_k),
             tape_g: &gg,
-            snapshot: &big_in,
+            snapshot: Some(&big_in),
             accepted: &acc,
             state_out: &big_out,
             mask: None,
+            tape_k_grouped: None,
+            status: None,
         },
     );
     assert!(
@@ -1117,9 +1122,11 @@ fn resident_path_names_every_bad_buffer() {
                     beta: bufs[4],
                     state_in: bufs[5],
                     y: bufs[6],
-                    state_out: bufs[7],
+                    state_out: Some(bufs[7]),
                     delta: bufs[8],
                     mask: Some(bufs[9]),
+                    tape_k_grouped: None,
+                    tape_g: None,
                 },
             );
             check_bad_buffer(&r, "record", arg, *need, want_usage);
@@ -1138,15 +1145,18 @@ fn resident_path_names_every_bad_buffer() {
             let r = g.encode_replay(
                 &mut enc,
                 &a.shape,
+                GqaLayout::Blocked,
                 a.dtypes,
                 &ReplayBuffers {
                     tape_delta: bufs[0],
-                    tape_k: bufs[1],
+                    tape_k: Some(bufs[1]),
                     tape_g: bufs[2],
-                    snapshot: bufs[3],
+                    snapshot: Some(bufs[3]),
                     accepted: bufs[4],
                     state_out: bufs[5],
                     mask: Some(bufs[6]),
+                    tape_k_grouped: None,
+                    status: None,
                 },
             );
             check_bad_buffer(&r, "replay", arg, *need, want_usage);

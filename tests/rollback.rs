@@ -5,8 +5,8 @@
 mod common;
 use common::*;
 use deltatape::{
-    Backend, CommitKind, Element, Error, GdnShape, GqaLayout, ModelPreset, RecordInputs, Recorded,
-    Rollback,
+    Backend, CommitKind, Element, Error, Footprint, GdnDtypes, GdnShape, GqaLayout, ModelPreset,
+    RecordInputs, Recorded, Rollback, RollbackMode, RollbackOptions,
 };
 use half::bf16;
 
@@ -40,9 +40,12 @@ fn run_rounds<A: Element>(
     layers: usize,
     layout: GqaLayout,
     masked: bool,
+    mode: RollbackMode,
     seed: u64,
 ) -> Vec<Vec<f32>> {
-    let mut rb = Rollback::<A, f32, f32>::new(backend, shape, layers, layout).unwrap();
+    let options = RollbackOptions { mode };
+    let mut rb =
+        Rollback::<A, f32, f32>::with_options(backend, shape, layers, layout, options).unwrap();
     let mut rng = Rng::new(seed);
     for l in 0..layers {
         rb.set_state(l, &rng.vec(shape.state_len(), -0.3, 0.3))
@@ -74,7 +77,9 @@ fn run_rounds<A: Element>(
             .collect();
         rb.draft(&inputs).unwrap();
         let kind = rb.commit(accepted).unwrap();
-        let expect_kind = if accepted.iter().all(|&a| a == t) {
+        // With one state, accept-all replays every step.
+        let keeps_drafted = mode == RollbackMode::KeepDrafted;
+        let expect_kind = if keeps_drafted && accepted.iter().all(|&a| a == t) {
             CommitKind::AcceptedAll
         } else if accepted.iter().all(|&a| a == 0) {
             CommitKind::RejectedAll
@@ -111,35 +116,52 @@ fn run_rounds<A: Element>(
 #[test]
 fn cpu_rollback_keeps_the_accepted_prefix() {
     let shape = GdnShape::new(4, 5, 2, 4, 24, 6).unwrap();
-    for layout in [GqaLayout::Blocked, GqaLayout::Tiled] {
-        for masked in [false, true] {
-            run_rounds::<f32>(&Backend::cpu(), shape, 3, layout, masked, 1);
+    for mode in MODES {
+        for layout in [GqaLayout::Blocked, GqaLayout::Tiled] {
+            for masked in [false, true] {
+                run_rounds::<f32>(&Backend::cpu(), shape, 3, layout, masked, mode, 1);
+            }
         }
+        run_rounds::<bf16>(&Backend::cpu(), shape, 2, GqaLayout::Blocked, true, mode, 2);
     }
-    run_rounds::<bf16>(&Backend::cpu(), shape, 2, GqaLayout::Blocked, true, 2);
 }
+
+const MODES: [RollbackMode; 2] = [RollbackMode::SingleState, RollbackMode::KeepDrafted];
 
 #[test]
 fn gpu_rollback_keeps_the_accepted_prefix_and_matches_the_cpu() {
     let Some(g) = gpu() else { return };
     let gpu = Backend::Gpu(g);
     let shape = GdnShape::new(4, 5, 2, 4, 24, 6).unwrap();
-    for layout in [GqaLayout::Blocked, GqaLayout::Tiled] {
-        for masked in [false, true] {
-            let on_gpu = run_rounds::<f32>(&gpu, shape, 3, layout, masked, 3);
-            let on_cpu = run_rounds::<f32>(&Backend::cpu(), shape, 3, layout, masked, 3);
-            for (l, (a, b)) in on_gpu.iter().zip(&on_cpu).enumerate() {
-                assert_close(&format!("gpu vs cpu layer {l}"), a, b, 1e-5);
+    for mode in MODES {
+        for layout in [GqaLayout::Blocked, GqaLayout::Tiled] {
+            for masked in [false, true] {
+                let on_gpu = run_rounds::<f32>(&gpu, shape, 3, layout, masked, mode, 3);
+                let on_cpu = run_rounds::<f32>(&Backend::cpu(), shape, 3, layout, masked, mode, 3);
+                for (l, (a, b)) in on_gpu.iter().zip(&on_cpu).enumerate() {
+                    assert_close(&format!("{mode:?} gpu vs cpu layer {l}"), a, b, 1e-5);
+                }
             }
         }
+        run_rounds::<bf16>(&gpu, shape, 2, GqaLayout::Tiled, true, mode, 4);
+        // bf16 with an odd Hv * T: the tape's g words pair gates of two heads or steps.
+        let odd = GdnShape::new(3, 3, 1, 3, 8, 4).unwrap();
+        run_rounds::<bf16>(&gpu, odd, 1, GqaLayout::Blocked, false, mode, 6);
     }
-    run_rounds::<bf16>(&gpu, shape, 2, GqaLayout::Tiled, true, 4);
     // The real shape, one layer.
     let real = ModelPreset::by_name("qwen3-next")
         .unwrap()
         .shape(2, 3)
         .unwrap();
-    run_rounds::<f32>(&gpu, real, 1, GqaLayout::Blocked, false, 5);
+    run_rounds::<f32>(
+        &gpu,
+        real,
+        1,
+        GqaLayout::Blocked,
+        false,
+        RollbackMode::default(),
+        5,
+    );
 }
 
 #[test]
@@ -217,17 +239,36 @@ fn footprint_is_the_tape_not_per_step_snapshots() {
     let shape = preset.shape(4, 8).unwrap();
     let rb = Rollback::<f32, f32, f32>::new(&Backend::cpu(), shape, 2, preset.layout).unwrap();
     let fp = rb.footprint();
-    // Per layer and sequence: state 32*128*128*4 B = 2 MiB; a tape step 32*(128+128+1)*4 B.
+    assert_eq!(fp.mode, RollbackMode::SingleState);
+    // Per layer and sequence: state 32*128*128*4 B = 2 MiB; a tape step holds delta
+    // (Hv*Dv), k at key heads (Hk*Dk) and g (Hv), f32.
+    let step = (32 * 128 + 16 * 128 + 32) * 4;
     assert_eq!(fp.state_bytes, 2 * 4 * (2 << 20));
     assert_eq!(fp.per_step_snapshot_bytes, 8 * fp.state_bytes);
-    assert_eq!(fp.tape_bytes, 2 * 4 * 8 * 32 * (128 + 128 + 1) * 4);
-    assert!((63.0..65.0).contains(&fp.saving()), "{}", fp.saving());
-    // What is really allocated: two states per layer (committed and drafted).
-    assert_eq!(fp.allocated_state_bytes, 2 * fp.state_bytes);
+    assert_eq!(fp.tape_bytes, 2 * 4 * 8 * step);
+    assert_eq!(fp.tape_bytes_per_step(8), step);
+    assert!((84.0..86.0).contains(&fp.saving()), "{}", fp.saving());
+    // One state per layer is what is allocated by default ...
+    assert_eq!(fp.allocated_state_bytes, fp.state_bytes);
     let (states, tape) = fp.per_sequence_layer();
-    assert_eq!(states, 2 * (2 << 20));
-    assert_eq!(tape, 8 * 32 * (128 + 128 + 1) * 4);
+    assert_eq!(states, 2 << 20);
+    assert_eq!(tape, 8 * step);
     assert_eq!(fp.per_sequence_layer_with_snapshots(), 9 * (2 << 20));
+    // ... and two when the drafted state is kept.
+    let kept = Footprint::new(&shape, 2, GdnDtypes::F32, RollbackMode::KeepDrafted);
+    assert_eq!(kept.allocated_state_bytes, 2 * fp.state_bytes);
+    assert_eq!(kept.per_sequence_layer(), (2 * (2 << 20), 8 * step));
+    let rb = Rollback::<f32, f32, f32>::with_options(
+        &Backend::cpu(),
+        shape,
+        2,
+        preset.layout,
+        RollbackOptions {
+            mode: RollbackMode::KeepDrafted,
+        },
+    )
+    .unwrap();
+    assert_eq!(rb.footprint(), kept);
 }
 
 /// The commit an engine runs: accepted counts written on the GPU into a buffer the crate
@@ -275,6 +316,8 @@ fn gpu_commit_from_a_device_buffer_needs_no_host_read() {
         rb_gpu.commit_from_buffer(&counts).unwrap();
         let clamped: Vec<u32> = device_counts.iter().map(|&a| a.min(t)).collect();
         rb_cpu.commit(&clamped).unwrap();
+        // The count above T (9, in round 0) is flagged and stays flagged.
+        assert_eq!(rb_gpu.read_status().unwrap(), [0, 0, 0, 9], "round {round}");
         for l in 0..layers {
             assert_close(
                 &format!("round {round} layer {l} counts {device_counts:?}"),
@@ -284,6 +327,8 @@ fn gpu_commit_from_a_device_buffer_needs_no_host_read() {
             );
         }
     }
+    rb_gpu.clear_status().unwrap();
+    assert_eq!(rb_gpu.read_status().unwrap(), [0; 4]);
     // The order rules hold: no draft, no commit.
     assert!(matches!(
         rb_gpu.commit_from_buffer(&counts),

@@ -1,4 +1,4 @@
-#provides GdnDims, GdnParams, key_head, qk_row, v_index, gate_index, mask_index
+#provides GdnDims, GdnParams, key_head, first_value_head, qk_row, v_index, gate_index, mask_index
 #provides state_row, tape_k_row, RowTile, row_tile, lane_col
 #requires LANES, ROWS, RPT
 // Index formulas of SPEC.md: the WGSL twin of src/shape.rs (row-major, last index
@@ -30,7 +30,13 @@ fn key_head(gqa_layout: u32, hv: u32, key_heads: u32, value_heads: u32) -> u32 {
     return select(hv / (value_heads / key_heads), hv % key_heads, gqa_layout == 1u);
 }
 
-// Start of q[b, t, hk, :] and k[b, t, hk, :].
+// The first value head that key head `hk` serves (the inverse of key_head's grouping):
+// blocked hk * (Hv / Hk), tiled hk.
+fn first_value_head(gqa_layout: u32, hk: u32, key_heads: u32, value_heads: u32) -> u32 {
+    return select(hk * (value_heads / key_heads), hk, gqa_layout == 1u);
+}
+
+// Start of q[b, t, hk, :] and k[b, t, hk, :] (and of the tape's k at key heads).
 fn qk_row(d: GdnDims, b: u32, t: u32, hk: u32) -> u32 {
     return ((b * d.steps + t) * d.key_heads + hk) * d.key_dim;
 }

@@ -120,20 +120,40 @@ pub(crate) fn record<A: Element, S: Element, P: Element>(
     beta: &[A],
     state_in: &[S],
     y: &mut [A],
-    state_out: &mut [S],
+    state_out: Option<&mut [S]>,
     delta: &mut [P],
     mask: Option<&[u32]>,
+    tape_k_grouped: Option<&mut [A]>,
+    tape_g: Option<&mut [A]>,
 ) {
+    if let Some(tape_k) = tape_k_grouped {
+        tape_k.copy_from_slice(k);
+    }
+    if let Some(tape_g) = tape_g {
+        tape_g.copy_from_slice(g);
+    }
     let (t_len, hv_n, dv_n, dk) = dims(shape);
     let head_len = dv_n * dk;
-    let groups = par_heads(threads, shape, state_out, |heads, out| {
+    // Without state_out, the heads are split the same way over nothing (each head's
+    // final state is dropped).
+    let mut no_state = Vec::new();
+    let writes_state = state_out.is_some();
+    let (out_state, out_len) = match state_out {
+        Some(out) => (out, head_len),
+        None => {
+            no_state.resize(shape.batch() * hv_n, S::default());
+            (&mut no_state[..], 1)
+        }
+    };
+    let cost = (shape.batch() * hv_n * head_len).saturating_mul(t_len.max(1));
+    let groups = par_tasks(threads, out_state, out_len, cost, |heads, out| {
         let mut kk = vec![0f32; t_len * dk];
         let mut qq = vec![0f32; t_len * dk];
         let mut steps: Vec<RecordStep> = Vec::with_capacity(t_len);
         let mut block = vec![[0f32; RECORD_ROWS]; dk];
         let mut row = vec![0f32; dk];
         let mut results = Vec::with_capacity(heads.len());
-        for (head, out) in heads.zip(out.chunks_mut(head_len)) {
+        for (head, out) in heads.zip(out.chunks_mut(out_len)) {
             let (b, hv) = (head / hv_n, head % hv_n);
             let hk = shape.key_head(layout, hv);
             // The head's live steps, their k and q widened once.
@@ -196,9 +216,11 @@ pub(crate) fn record<A: Element, S: Element, P: Element>(
                         *o = P::from_f32(*x);
                     }
                 }
-                for (r, out_row) in out[rows].chunks_exact_mut(dk).enumerate() {
-                    for (o, lanes) in out_row.iter_mut().zip(&block) {
-                        *o = S::from_f32(lanes[r]);
+                if writes_state {
+                    for (r, out_row) in out[rows].chunks_exact_mut(dk).enumerate() {
+                        for (o, lanes) in out_row.iter_mut().zip(&block) {
+                            *o = S::from_f32(lanes[r]);
+                        }
                     }
                 }
             }
@@ -222,8 +244,10 @@ pub(crate) fn record<A: Element, S: Element, P: Element>(
                     ys[st.t * dv_n + dv] = A::from_f32(out_y);
                     ds[st.t * dv_n + dv] = P::from_f32(d);
                 }
-                for (o, si) in out[dv * dk..][..dk].iter_mut().zip(&row) {
-                    *o = S::from_f32(*si);
+                if writes_state {
+                    for (o, si) in out[dv * dk..][..dk].iter_mut().zip(&row) {
+                        *o = S::from_f32(*si);
+                    }
                 }
             }
             results.push(HeadOutputs {
@@ -256,23 +280,41 @@ struct RecordStep {
 /// onto the snapshot.
 ///
 /// Per value head, the live steps' k, g and delta are gathered (and widened) once; then
-/// each state row is read from the snapshot [`REPLAY_LANES`] elements at a time, taken
-/// through every live step in registers (`S = S*g + k*delta`, the SPEC's order) and
-/// stored once to `state_out`: the state crosses memory exactly twice, as in a copy.
+/// each state row is read from the snapshot (or, with none, from `state_out`: in place)
+/// [`REPLAY_LANES`] elements at a time, taken through every live step in registers
+/// (`S = S*g + k*delta`, the SPEC's order) and stored once to `state_out`: the state
+/// crosses memory exactly twice, as in a copy. The tape's k is `tape_k` (expanded) or
+/// `tape_k_grouped` (key heads, through `layout`); the ops give exactly one. As on the
+/// GPU, a count above T is clamped and recorded in `status`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn replay<A: Element, S: Element, P: Element>(
     threads: usize,
     shape: &GdnShape,
+    layout: GqaLayout,
     tape_delta: &[P],
-    tape_k: &[A],
+    tape_k: Option<&[A]>,
+    tape_k_grouped: Option<&[A]>,
     tape_g: &[A],
-    snapshot: &[S],
+    snapshot: Option<&[S]>,
     accepted: &[u32],
     state_out: &mut [S],
     mask: Option<&[u32]>,
+    status: Option<&mut [u32]>,
 ) {
     let (t_len, hv_n, dv_n, dk) = dims(shape);
     let head_len = dv_n * dk;
+    if let Some(status) = status {
+        for (flag, &a) in status.iter_mut().zip(accepted) {
+            if a as usize > t_len {
+                *flag = a;
+            }
+        }
+    }
+    let k_row = |b: usize, t: usize, hv: usize| match (tape_k, tape_k_grouped) {
+        (Some(k), _) => &k[shape.tape_k_row(b, t, hv)..][..dk],
+        (None, Some(k)) => &k[shape.qk_row(b, t, shape.key_head(layout, hv))..][..dk],
+        (None, None) => unreachable!("the ops give one of tape_k and tape_k_grouped"),
+    };
     par_heads(threads, shape, state_out, |heads, out| {
         let mut kk = vec![0f32; t_len * dk];
         let mut gg = vec![0f32; t_len];
@@ -283,14 +325,11 @@ pub(crate) fn replay<A: Element, S: Element, P: Element>(
         for (head, out) in heads.zip(out.chunks_mut(head_len)) {
             let (b, hv) = (head / hv_n, head % hv_n);
             let mut n = 0;
-            for t in 0..accepted[b] as usize {
+            for t in 0..(accepted[b] as usize).min(t_len) {
                 if !is_live(mask, shape.mask_index(b, t)) {
                     continue;
                 }
-                widen_into(
-                    &mut kk[n * dk..][..dk],
-                    &tape_k[shape.tape_k_row(b, t, hv)..][..dk],
-                );
+                widen_into(&mut kk[n * dk..][..dk], k_row(b, t, hv));
                 gg[n] = tape_g[shape.gate_index(b, t, hv)].to_f32();
                 let ds = &tape_delta[shape.v_index(b, t, hv, 0)..][..dv_n];
                 for (dv, x) in ds.iter().enumerate() {
@@ -299,12 +338,13 @@ pub(crate) fn replay<A: Element, S: Element, P: Element>(
                 n += 1;
             }
             let (kk, gg) = (&kk[..n * dk], &gg[..n]);
-            let src = &snapshot[shape.state_row(b, hv, 0)..][..head_len];
-            for ((src_row, dst_row), dd) in src
-                .chunks_exact(dk)
-                .zip(out.chunks_exact_mut(dk))
+            let src = snapshot.map(|s| &s[shape.state_row(b, hv, 0)..][..head_len]);
+            for (row, (dst_row, dd)) in out
+                .chunks_exact_mut(dk)
                 .zip(dd.chunks_exact(stride))
+                .enumerate()
             {
+                let src_row = src.map(|s| &s[row * dk..][..dk]);
                 replay_row(src_row, dst_row, kk, gg, &dd[..n]);
             }
         }
@@ -312,18 +352,22 @@ pub(crate) fn replay<A: Element, S: Element, P: Element>(
 }
 
 /// One row of replay: `dst = fold over steps i of (S = S*gg[i] + kk[i, :]*dd[i])`
-/// starting from `src`. `kk` is `[steps][Dk]`.
+/// starting from `src`, or from `dst` itself when there is no `src` (in place).
+/// `kk` is `[steps][Dk]`.
 #[inline(always)]
-fn replay_row<S: Element>(src: &[S], dst: &mut [S], kk: &[f32], gg: &[f32], dd: &[f32]) {
-    let dk = src.len();
+fn replay_row<S: Element>(src: Option<&[S]>, dst: &mut [S], kk: &[f32], gg: &[f32], dd: &[f32]) {
+    let dk = dst.len();
     let full = dk - dk % REPLAY_LANES;
-    for ((src, dst), c) in src[..full]
-        .chunks_exact(REPLAY_LANES)
-        .zip(dst[..full].chunks_exact_mut(REPLAY_LANES))
+    for (dst, c) in dst[..full]
+        .chunks_exact_mut(REPLAY_LANES)
         .zip((0..full).step_by(REPLAY_LANES))
     {
         let mut acc = [0f32; REPLAY_LANES];
-        for (a, x) in acc.iter_mut().zip(src) {
+        let from: &[S] = match src {
+            Some(src) => &src[c..c + REPLAY_LANES],
+            None => dst,
+        };
+        for (a, x) in acc.iter_mut().zip(from) {
             *a = x.to_f32();
         }
         for ((k_t, &g), &d) in kk.chunks_exact(dk).zip(gg).zip(dd) {
@@ -336,7 +380,7 @@ fn replay_row<S: Element>(src: &[S], dst: &mut [S], kk: &[f32], gg: &[f32], dd: 
         }
     }
     for i in full..dk {
-        let mut a = src[i].to_f32();
+        let mut a = src.map_or(dst[i], |s| s[i]).to_f32();
         for ((k_t, &g), &d) in kk.chunks_exact(dk).zip(gg).zip(dd) {
             a = a * g + k_t[i] * d;
         }

@@ -137,12 +137,8 @@ fn check_key_dim(op: &'static str, shape: &GdnShape) -> Result<()> {
 
 /// bf16 words pair neighbouring elements: where two rows of different invocations
 /// would share a word, refuse rather than race.
-fn check_bf16_pairs(
-    op: &'static str,
-    shape: &GdnShape,
-    dtypes: &GdnDtypes,
-    record: bool,
-) -> Result<()> {
+fn check_bf16_pairs(op: &'static str, shape: &GdnShape, key: &KernelKey) -> Result<()> {
+    let (dtypes, record) = (&key.dtypes, key.op == Op::Record);
     if dtypes.state == DType::BF16 && shape.key_dim() % 2 == 1 {
         return Err(Error::Unsupported {
             op,
@@ -162,11 +158,26 @@ fn check_bf16_pairs(
                 .into(),
         });
     }
+    if record
+        && key.binds("tape_k_grouped")
+        && dtypes.act == DType::BF16
+        && shape.key_dim() % 2 == 1
+    {
+        return Err(Error::Unsupported {
+            op,
+            arg: "key_dim",
+            why: "a bf16 tape k on the GPU needs an even Dk (two heads would share a u32 word)"
+                .into(),
+        });
+    }
     Ok(())
 }
 
 impl GpuBackend {
-    /// Validate record's buffers (docs/SPEC.md "record") and build its dispatch.
+    /// Validate record's buffers (docs/SPEC.md "record") and build its dispatch. The
+    /// optional outputs are written when given: `state_out`, and the tape's copies of
+    /// k (`tape_k_grouped`, at key heads) and g (`tape_g`), which make a rollback's draft
+    /// one dispatch.
     pub fn prepare_record(
         &self,
         shape: &GdnShape,
@@ -175,29 +186,34 @@ impl GpuBackend {
         buffers: &RecordBuffers<'_>,
     ) -> Result<Prepared> {
         let class = &self.inner.options.record_class;
-        let key = KernelKey::record(shape, dtypes, self.reduction, buffers.mask.is_some(), class);
+        let key = KernelKey::record(shape, dtypes, self.reduction, false, class)
+            .with_bound(buffers.bound());
         let slots = buffers.slots().into_iter().map(|b| b.copied()).collect();
         self.prepare_gdn(shape, layout, key, RecordOperands::<()>::SPECS, slots)
     }
 
     /// Validate replay's buffers (docs/SPEC.md "replay") and build its dispatch.
+    /// Exactly one of `tape_k` (expanded) and `tape_k_grouped` (at key heads, read
+    /// through `layout`) must be given; without a `snapshot` the replay runs in place
+    /// on `state_out`; `status` (when given) flags counts above T.
     pub fn prepare_replay(
         &self,
         shape: &GdnShape,
+        layout: GqaLayout,
         dtypes: GdnDtypes,
         buffers: &ReplayBuffers<'_>,
     ) -> Result<Prepared> {
+        if buffers.tape_k.is_some() == buffers.tape_k_grouped.is_some() {
+            return Err(Error::Unsupported {
+                op: "replay",
+                arg: "tape_k",
+                why: "give exactly one of tape_k (expanded) and tape_k_grouped (key heads)".into(),
+            });
+        }
         let class = &self.inner.options.replay_class;
-        let key = KernelKey::replay(shape, dtypes, buffers.mask.is_some(), class);
+        let key = KernelKey::replay(shape, dtypes, false, class).with_bound(buffers.bound());
         let slots = buffers.slots().into_iter().map(|b| b.copied()).collect();
-        // replay reads the tape's k already expanded: the layout is not used.
-        self.prepare_gdn(
-            shape,
-            GqaLayout::Blocked,
-            key,
-            ReplayOperands::<()>::SPECS,
-            slots,
-        )
+        self.prepare_gdn(shape, layout, key, ReplayOperands::<()>::SPECS, slots)
     }
 
     /// The checks and parameters record and replay share.
@@ -211,7 +227,7 @@ impl GpuBackend {
     ) -> Result<Prepared> {
         let op = key.op.name();
         check_key_dim(op, shape)?;
-        check_bf16_pairs(op, shape, &key.dtypes, key.op == Op::Record)?;
+        check_bf16_pairs(op, shape, &key)?;
         let workgroups = key.workgroups_gdn(shape);
         self.prepare(Plan {
             op,

@@ -77,8 +77,10 @@ pub struct KernelKey {
     pub chunk: u32,
     /// Rows of Dk (or repeat's rows) are whole vec4s: vector loads and stores.
     pub vec4: bool,
-    /// A step mask is bound.
-    pub masked: bool,
+    /// The rows of the op's operand table that are bound (bit i: row i; see
+    /// [`crate::operand::rows_bound`]): which optional operands the kernel reads or
+    /// writes. Each optional row is a `HAS_<NAME>` define of the WGSL.
+    pub bound: u16,
 }
 
 /// Workgroup memory a record / replay kernel may declare: the WebGPU default of
@@ -99,7 +101,9 @@ const REPEAT_WG: u32 = 256;
 const REPEAT_GROUPS: u32 = 4;
 
 impl KernelKey {
-    /// The record kernel for `shape`, with the shape class `class` overrides.
+    /// The record kernel for `shape`, with the shape class `class` overrides: the plain
+    /// op (state_out written, no tape k or g; a mask when `masked`). See
+    /// [`KernelKey::with_bound`] for the other variants.
     pub fn record(
         shape: &GdnShape,
         dtypes: GdnDtypes,
@@ -110,7 +114,9 @@ impl KernelKey {
         Self::gdn(Op::Record, shape, dtypes, reduction, masked, class)
     }
 
-    /// The replay kernel for `shape`, with the shape class `class` overrides.
+    /// The replay kernel for `shape`, with the shape class `class` overrides: the plain
+    /// op (from a snapshot, k expanded; a mask when `masked`). See
+    /// [`KernelKey::with_bound`] for the other variants.
     pub fn replay(shape: &GdnShape, dtypes: GdnDtypes, masked: bool, class: &ShapeClass) -> Self {
         Self::gdn(
             Op::Replay,
@@ -171,8 +177,10 @@ impl KernelKey {
             rows_per_thread,
             chunk: 1,
             vec4: dk.is_multiple_of(4),
-            masked,
+            bound: 0,
         };
+        let mask = if masked { key.row_bit("mask") } else { 0 };
+        key.bound = key.required_rows() | key.plain_rows() | mask;
         // Every chunk step's gate is staged by its own invocation.
         let mut chunk = tuning
             .chunk
@@ -211,7 +219,63 @@ impl KernelKey {
             rows_per_thread: 1,
             chunk: 1,
             vec4: shape.dim().is_multiple_of(4),
-            masked: false,
+            bound: 0,
+        }
+        .with_bound(0)
+    }
+
+    /// This kernel with exactly the operand rows `bound` bound (the required rows are
+    /// always bound).
+    pub fn with_bound(mut self, bound: u16) -> Self {
+        self.bound = bound | self.required_rows();
+        self
+    }
+
+    /// Whether the operand `name` is bound.
+    pub fn binds(&self, name: &str) -> bool {
+        self.bound & self.row_bit(name) != 0
+    }
+
+    /// Whether a step mask is bound.
+    pub fn masked(&self) -> bool {
+        self.binds("mask")
+    }
+
+    /// The op's operand rows: (name, optional), in table order.
+    fn rows(&self) -> Vec<(&'static str, bool)> {
+        fn of<Sh>(specs: &[OperandSpec<Sh>]) -> Vec<(&'static str, bool)> {
+            specs.iter().map(|s| (s.name, s.optional)).collect()
+        }
+        match self.op {
+            Op::Record => of(RecordOperands::<()>::SPECS),
+            Op::Replay => of(ReplayOperands::<()>::SPECS),
+            Op::Repeat => of(RepeatOperands::<()>::SPECS),
+        }
+    }
+
+    /// The bit of the op's operand row `name` (0 if the op has none).
+    pub fn row_bit(&self, name: &str) -> u16 {
+        self.rows()
+            .iter()
+            .position(|(n, _)| *n == name)
+            .map_or(0, |i| 1 << i)
+    }
+
+    fn required_rows(&self) -> u16 {
+        self.rows()
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, optional))| !optional)
+            .fold(0, |bits, (i, _)| bits | 1 << i)
+    }
+
+    /// The optional rows the plain op binds (record: state_out; replay: the snapshot
+    /// and the expanded k).
+    fn plain_rows(&self) -> u16 {
+        match self.op {
+            Op::Record => self.row_bit("state_out"),
+            Op::Replay => self.row_bit("snapshot") | self.row_bit("tape_k"),
+            Op::Repeat => 0,
         }
     }
 
@@ -255,7 +319,7 @@ impl KernelKey {
                 };
                 staged + reduction + pairs
             }
-            Op::Replay => chunk * self.staged_row() * VEC4 + chunk * rows * 4 + chunk * 8 + 4,
+            Op::Replay => chunk * self.staged_row() * VEC4 + chunk * rows * 4 + chunk * VEC4 + 4,
             Op::Repeat => 0,
         }
     }
@@ -299,8 +363,30 @@ impl KernelKey {
             self.rows_per_thread,
             self.chunk,
             if self.vec4 { ".v4" } else { "" },
-            if self.masked { ".m" } else { "" },
+            self.variant_suffix(),
         )
+    }
+
+    /// `.m` when masked, then `+name` for each optional operand bound beyond the plain
+    /// op's and `-name` for each of the plain op's left out.
+    fn variant_suffix(&self) -> String {
+        let plain = self.plain_rows();
+        let mut out = String::new();
+        if self.masked() {
+            out.push_str(".m");
+        }
+        for (i, (name, optional)) in self.rows().into_iter().enumerate() {
+            let bit = 1u16 << i;
+            if name == "mask" || !optional {
+                continue;
+            }
+            match (self.bound & bit != 0, plain & bit != 0) {
+                (true, false) => out.push_str(&format!("+{name}")),
+                (false, true) => out.push_str(&format!("-{name}")),
+                _ => {}
+            }
+        }
+        out
     }
 
     /// The storage bindings, in binding order from 1 (0 is the uniform parameters):
@@ -316,8 +402,9 @@ impl KernelKey {
     fn bindings_of<Sh>(&self, specs: &[OperandSpec<Sh>]) -> Vec<Binding> {
         specs
             .iter()
-            .filter(|s| !s.optional || self.masked)
-            .map(|s| Binding {
+            .enumerate()
+            .filter(|(i, _)| self.bound & 1 << i != 0)
+            .map(|(_, s)| Binding {
                 name: s.name,
                 // u32 words are declared as such whatever the dtype says.
                 dtype: s.dtype(&self.dtypes).unwrap_or(DType::F32),
@@ -329,16 +416,25 @@ impl KernelKey {
 
     /// The defines the files of `wgsl/` see (as WGSL constants, in `#if` and as
     /// `#unroll` bounds).
-    fn defines(&self) -> Vec<(&'static str, Value)> {
+    pub(crate) fn defines(&self) -> Vec<(String, Value)> {
         let (kq_items, v_items) = self.stage_items();
-        vec![
+        // HAS_<NAME> for every operand of the op's table (true for the required ones).
+        let mut defines: Vec<(String, Value)> = self
+            .rows()
+            .into_iter()
+            .enumerate()
+            .map(|(i, (name, _))| {
+                let bound = self.bound & 1 << i != 0;
+                (format!("HAS_{}", name.to_uppercase()), Value::Bool(bound))
+            })
+            .collect();
+        let fixed = [
             ("LANES", Value::U32(self.lanes)),
             ("ROWS", Value::U32(self.rows)),
             ("GROUPS", Value::U32(self.groups)),
             ("RPT", Value::U32(self.rows_per_thread)),
             ("WG_SIZE", Value::U32(self.workgroup_size())),
             ("VEC4", Value::Bool(self.vec4)),
-            ("MASKED", Value::Bool(self.masked)),
             ("CHUNK", Value::U32(self.chunk)),
             ("KQ_ITEMS", Value::U32(kq_items)),
             ("V_ITEMS", Value::U32(v_items)),
@@ -348,8 +444,13 @@ impl KernelKey {
                 Value::Bool(self.reduction == Reduction::Subgroup),
             ),
             ("PAIRS_OUTPUTS", Value::Bool(self.pairs_outputs())),
+            // The tape's g is written in bf16 words: one writer per word.
+            ("ACT_BF16", Value::Bool(self.dtypes.act == DType::BF16)),
+            // record stages q beside k; replay has no q.
             ("STAGE_Q", Value::Bool(self.op == Op::Record)),
-        ]
+        ];
+        defines.extend(fixed.into_iter().map(|(n, v)| (n.to_string(), v)));
+        defines
     }
 
     /// The generated prelude (bindings and their typed accessors) and the names it
@@ -372,12 +473,9 @@ impl KernelKey {
         }
         let _ = writeln!(src, "// deltatape kernel {}", self.label());
         let (prelude, names) = self.prelude();
-        src.push_str(&wgsl::assemble(
-            self.op.name(),
-            &self.defines(),
-            &prelude,
-            &names,
-        )?);
+        let defines = self.defines();
+        let defines: Vec<(&str, Value)> = defines.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        src.push_str(&wgsl::assemble(self.op.name(), &defines, &prelude, &names)?);
         Ok(src)
     }
 }
@@ -403,8 +501,15 @@ impl Binding {
             let _ = writeln!(
                 out,
                 "@group(0) @binding({index}) var<storage, {access}> {n}_buf: array<u32>;\n\
-                 fn load_{n}(i: u32) -> u32 {{\n    return {n}_buf[i];\n}}\n"
+                 fn load_{n}(i: u32) -> u32 {{\n    return {n}_buf[i];\n}}"
             );
+            if self.access == Access::Write {
+                let _ = writeln!(
+                    out,
+                    "fn store_{n}(i: u32, v: u32) {{\n    {n}_buf[i] = v;\n}}"
+                );
+            }
+            out.push('\n');
             return;
         }
         let vec = vec4 && self.kind == Walk::Rows;
@@ -572,8 +677,29 @@ pub fn representative_keys(op: Op, dtypes: GdnDtypes, reduction: Reduction) -> V
                 Op::Replay => KernelKey::replay(&shape, dtypes, masked, &class),
                 Op::Repeat => KernelKey::repeat(&shape.tape_k_repeat(), dtypes.act),
             };
-            if !keys.contains(&key) {
-                keys.push(key);
+            // The rollback's variants: record writing the tape's k and g, with and
+            // without the drafted state; replay from k at key heads, in place or
+            // from a snapshot, flagging clamped counts.
+            let bits = |names: &[&str]| names.iter().fold(0, |b, n| b | key.row_bit(n));
+            let variants = match op {
+                Op::Record => vec![
+                    bits(&["mask", "tape_k_grouped", "tape_g"]),
+                    bits(&["mask", "tape_k_grouped", "tape_g", "state_out"]),
+                ],
+                Op::Replay => vec![
+                    bits(&["mask", "tape_k_grouped", "status"]),
+                    bits(&["mask", "tape_k_grouped", "status", "snapshot"]),
+                ],
+                Op::Repeat => vec![],
+            };
+            let mask = key.bound & key.row_bit("mask");
+            let rollback = variants
+                .into_iter()
+                .map(|v| key.with_bound(v & !key.row_bit("mask") | mask));
+            for key in std::iter::once(key).chain(rollback) {
+                if !keys.contains(&key) {
+                    keys.push(key);
+                }
             }
         }
     }

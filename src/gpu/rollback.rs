@@ -1,13 +1,15 @@
-//! Rollback on the GPU, resident: per layer, two state buffers (the committed state,
-//! which is the snapshot while a draft is open, and the drafted state) and a tape.
-//! Nothing goes through the host between draft and commit.
+//! Rollback on the GPU, resident: per layer the committed state (the snapshot while a
+//! draft is open; in [`RollbackMode::KeepDrafted`] also a drafted state) and a tape of
+//! delta, k at key heads and g, all written by record in one dispatch. Nothing goes
+//! through the host between draft and commit.
 
-use super::encode::{Prepared, RecordBuffers, RepeatBuffers, ReplayBuffers};
+use super::encode::{Prepared, RecordBuffers, ReplayBuffers};
 use super::GpuBackend;
 use crate::dtype::GdnDtypes;
 use crate::error::{Error, Result};
-use crate::rollback::commit::{CommitKind, Drafts, StatePair};
-use crate::shape::{GdnShape, GqaLayout, RepeatShape};
+use crate::rollback::commit::{CommitKind, Drafts, RollbackMode, States};
+use crate::rollback::RollbackOptions;
+use crate::shape::{GdnShape, GqaLayout};
 use wgpu::BufferUsages as U;
 
 /// The activations of one layer's draft, as GPU buffers (dtypes: the rollback's).
@@ -25,9 +27,10 @@ pub struct DraftBuffers<'a> {
 }
 
 struct Layer {
-    /// The committed state and the one a draft writes.
-    states: StatePair<wgpu::Buffer>,
+    /// The committed state (and the one a draft writes, when kept).
+    states: States<wgpu::Buffer>,
     delta: wgpu::Buffer,
+    /// `[B, T, Hk, Dk]`: k as record read it (replay maps heads with the GQA layout).
     tape_k: wgpu::Buffer,
     tape_g: wgpu::Buffer,
     tape_mask: Option<wgpu::Buffer>,
@@ -35,8 +38,14 @@ struct Layer {
     /// an engine drafts from the same activation buffers every step, so after the first
     /// step of each state slot a draft or a commit is encoded without validation,
     /// bind-group creation or any allocation.
-    drafts_prepared: Vec<(Vec<wgpu::Buffer>, Vec<Prepared>)>,
+    drafts_prepared: Vec<(Vec<wgpu::Buffer>, Prepared)>,
     commits_prepared: Vec<(Vec<wgpu::Buffer>, Prepared)>,
+}
+
+/// One layer's draft, validated: its record dispatch and (mask, the tape's copy of it).
+struct LayerDraft {
+    record: Prepared,
+    mask: Option<(wgpu::Buffer, wgpu::Buffer)>,
 }
 
 /// Prepared dispatches kept per layer: two state slots, a few input sets.
@@ -60,13 +69,22 @@ fn cached<T: Clone>(
 }
 
 /// Resident rollback state of `layers` GDN layers on one GPU.
+///
+/// A draft is one record dispatch per layer (y, the tape's delta, k and g; the drafted
+/// state only in [`RollbackMode::KeepDrafted`]); a commit is one replay dispatch per
+/// layer, all layers in one compute pass. Accepted counts may come from a GPU buffer
+/// ([`GpuRollback::encode_commit_from_buffer`]): counts above T are clamped and flagged
+/// in [`GpuRollback::status_buffer`].
 pub struct GpuRollback {
     gpu: GpuBackend,
     shape: GdnShape,
     layout: GqaLayout,
     dtypes: GdnDtypes,
+    mode: RollbackMode,
     layers: Vec<Layer>,
     drafts: Drafts,
+    /// `[B]` u32: 0, or the count a commit was given for sequence b where it was above T.
+    status: wgpu::Buffer,
 }
 
 fn buffer(gpu: &GpuBackend, label: &str, bytes: u64, usage: U) -> wgpu::Buffer {
@@ -80,7 +98,7 @@ fn buffer(gpu: &GpuBackend, label: &str, bytes: u64, usage: U) -> wgpu::Buffer {
 
 impl GpuRollback {
     /// Allocate states (zeroed) and tapes for `layers` layers of `shape` (T = the
-    /// draft length).
+    /// draft length), one state per layer ([`RollbackMode::SingleState`]).
     pub fn new(
         gpu: &GpuBackend,
         shape: GdnShape,
@@ -88,7 +106,27 @@ impl GpuRollback {
         layout: GqaLayout,
         dtypes: GdnDtypes,
     ) -> Result<Self> {
+        Self::with_options(
+            gpu,
+            shape,
+            layers,
+            layout,
+            dtypes,
+            RollbackOptions::default(),
+        )
+    }
+
+    /// [`GpuRollback::new`] with `options` (the state mode).
+    pub fn with_options(
+        gpu: &GpuBackend,
+        shape: GdnShape,
+        layers: usize,
+        layout: GqaLayout,
+        dtypes: GdnDtypes,
+        options: RollbackOptions,
+    ) -> Result<Self> {
         crate::rollback::check_layers(layers)?;
+        let mode = options.mode;
         let bytes = |dt: crate::DType, n: usize| {
             dt.buffer_bytes(n).ok_or(Error::Overflow {
                 op: "rollback",
@@ -100,12 +138,9 @@ impl GpuRollback {
         let layers = (0..layers)
             .map(|_| {
                 Ok(Layer {
-                    states: StatePair::new(
-                        buffer(gpu, "state", state_bytes, rw),
-                        buffer(gpu, "state", state_bytes, rw),
-                    ),
+                    states: States::new(mode, || Ok(buffer(gpu, "state", state_bytes, rw)))?,
                     delta: buffer(gpu, "tape delta", bytes(dtypes.tape, shape.v_len())?, rw),
-                    tape_k: buffer(gpu, "tape k", bytes(dtypes.act, shape.tape_k_len())?, rw),
+                    tape_k: buffer(gpu, "tape k", bytes(dtypes.act, shape.qk_len())?, rw),
                     tape_g: buffer(gpu, "tape g", bytes(dtypes.act, shape.gate_len())?, rw),
                     tape_mask: None,
                     drafts_prepared: Vec::new(),
@@ -113,14 +148,44 @@ impl GpuRollback {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        let status = buffer(gpu, "commit status", shape.batch() as u64 * 4, rw);
         Ok(GpuRollback {
             gpu: gpu.clone(),
             shape,
             layout,
             dtypes,
+            mode,
             drafts: Drafts::new(layers.len()),
             layers,
+            status,
         })
+    }
+
+    /// How many states this rollback keeps per layer.
+    pub fn mode(&self) -> RollbackMode {
+        self.mode
+    }
+
+    /// `[B]` u32: for each sequence, 0, or the count a commit from a buffer was given
+    /// where it was above T (and was clamped to T). Commits never clear it: read it when
+    /// you choose ([`GpuRollback::read_status`]), clear it with
+    /// [`GpuRollback::encode_clear_status`].
+    pub fn status_buffer(&self) -> &wgpu::Buffer {
+        &self.status
+    }
+
+    /// Read the status buffer (blocking, bounded): see [`GpuRollback::status_buffer`].
+    pub fn read_status(&self) -> Result<Vec<u32>> {
+        // u32 words read through the 4-byte element reader, bits unchanged.
+        let words: Vec<f32> =
+            self.gpu
+                .read_buffer("read_status", &self.status, self.shape.batch())?;
+        Ok(words.into_iter().map(f32::to_bits).collect())
+    }
+
+    /// Encode zeroing the status buffer.
+    pub fn encode_clear_status(&self, encoder: &mut wgpu::CommandEncoder) {
+        encoder.clear_buffer(&self.status, 0, None);
     }
 
     pub fn shape(&self) -> &GdnShape {
@@ -144,14 +209,63 @@ impl GpuRollback {
         Ok(self.layer("state_buffer", layer)?.states.committed())
     }
 
-    /// Encode one layer's draft: record from the committed state into the other state
-    /// buffer, k expanded into the tape, g (and the mask) kept with it.
+    /// Encode one layer's draft: one record dispatch reading the committed state and
+    /// writing y and the tape (delta, k at key heads, g; and the drafted state in
+    /// [`RollbackMode::KeepDrafted`]); the mask, if any, is copied with the tape.
     pub fn encode_draft(
         &mut self,
         encoder: &mut wgpu::CommandEncoder,
         layer: usize,
         b: &DraftBuffers<'_>,
     ) -> Result<()> {
+        let draft = self.prepare_draft(layer, b)?;
+        self.encode_prepared_drafts(encoder, &[(layer, draft)]);
+        Ok(())
+    }
+
+    /// Encode the drafts of layers `0..drafts.len()` (`drafts[layer]` its activations)
+    /// in one compute pass: what a decode step with every layer's inputs on the GPU
+    /// does. Every layer is validated before anything is encoded.
+    pub fn encode_drafts(
+        &mut self,
+        encoder: &mut wgpu::CommandEncoder,
+        drafts: &[DraftBuffers<'_>],
+    ) -> Result<()> {
+        let prepared = drafts
+            .iter()
+            .enumerate()
+            .map(|(layer, b)| Ok((layer, self.prepare_draft(layer, b)?)))
+            .collect::<Result<Vec<_>>>()?;
+        self.encode_prepared_drafts(encoder, &prepared);
+        Ok(())
+    }
+
+    fn encode_prepared_drafts(
+        &mut self,
+        encoder: &mut wgpu::CommandEncoder,
+        drafts: &[(usize, LayerDraft)],
+    ) {
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("draft"),
+                timestamp_writes: None,
+            });
+            for (_, d) in drafts {
+                d.record.encode_in(&mut pass);
+            }
+        }
+        let bytes = self.shape.mask_len() as u64 * 4;
+        for (layer, d) in drafts {
+            if let (Some((mask, keep)), true) = (&d.mask, bytes > 0) {
+                encoder.copy_buffer_to_buffer(mask, 0, keep, 0, bytes);
+            }
+            self.layers[*layer].tape_mask = d.mask.as_ref().map(|(_, keep)| keep.clone());
+            self.drafts.open(*layer);
+        }
+    }
+
+    /// Validate one layer's draft and build (or find) its record dispatch.
+    fn prepare_draft(&mut self, layer: usize, b: &DraftBuffers<'_>) -> Result<LayerDraft> {
         const OP: &str = "draft";
         let (shape, layout, dtypes) = (self.shape, self.layout, self.dtypes);
         let l = self.layer(OP, layer)?;
@@ -173,14 +287,15 @@ impl GpuRollback {
                 });
             }
         }
-        let tape_mask = match b.mask {
+        let mask = match b.mask {
             None => None,
-            Some(_) => {
+            Some(m) => {
                 let bytes = shape.mask_len() as u64 * 4;
-                Some(match &l.tape_mask {
+                let keep = match &l.tape_mask {
                     Some(t) if t.size() >= bytes => t.clone(),
                     _ => buffer(&self.gpu, "tape mask", bytes, U::STORAGE | U::COPY_DST),
-                })
+                };
+                Some((m.clone(), keep))
             }
         };
         let gpu = self.gpu.clone();
@@ -191,15 +306,7 @@ impl GpuRollback {
             .cloned()
             .collect();
         let (states, delta, tape_k, tape_g) = (&l.states, &l.delta, &l.tape_k, &l.tape_g);
-        let prepared = cached(&mut l.drafts_prepared, key, || {
-            // g is kept as it is: a repeat with one head per head is a copy that any
-            // dtype, bf16 words included, goes through.
-            let g_copy = RepeatShape::new(
-                shape.batch() * shape.steps(),
-                shape.value_heads(),
-                shape.value_heads(),
-                1,
-            )?;
+        let record = cached(&mut l.drafts_prepared, key, || {
             let record = RecordBuffers {
                 q: b.q,
                 k: b.k,
@@ -208,61 +315,29 @@ impl GpuRollback {
                 beta: b.beta,
                 state_in: states.committed(),
                 y: b.y,
-                state_out: states.other(),
+                state_out: states.drafted(),
                 delta,
                 mask: b.mask,
+                tape_k_grouped: Some(tape_k),
+                tape_g: Some(tape_g),
             };
-            Ok(vec![
-                gpu.prepare_record(&shape, layout, dtypes, &record)?,
-                gpu.prepare_repeat(
-                    &shape.tape_k_repeat(),
-                    layout,
-                    dtypes.act,
-                    &RepeatBuffers {
-                        src: b.k,
-                        dst: tape_k,
-                    },
-                )?,
-                gpu.prepare_repeat(
-                    &g_copy,
-                    layout,
-                    dtypes.act,
-                    &RepeatBuffers {
-                        src: b.g,
-                        dst: tape_g,
-                    },
-                )?,
-            ])
+            gpu.prepare_record(&shape, layout, dtypes, &record)
         })?;
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("draft"),
-                timestamp_writes: None,
-            });
-            for p in &prepared {
-                p.encode_in(&mut pass);
-            }
-        }
-        if let (Some(m), Some(keep)) = (b.mask, &tape_mask) {
-            let bytes = shape.mask_len() as u64 * 4;
-            if bytes > 0 {
-                encoder.copy_buffer_to_buffer(m, 0, keep, 0, bytes);
-            }
-        }
-        l.tape_mask = tape_mask;
-        self.drafts.open(layer);
-        Ok(())
+        Ok(LayerDraft { record, mask })
     }
 
     /// Encode the commit of every layer: `accepted[b]` steps of sequence b's draft
-    /// become its state. Accept-all swaps buffers and reject-all does nothing (neither
-    /// encodes work); otherwise the prefixes are replayed onto the snapshots.
+    /// become its state. Reject-all does nothing, and in [`RollbackMode::KeepDrafted`]
+    /// accept-all swaps buffers (neither encodes work); otherwise the prefixes are
+    /// replayed onto the snapshots.
     pub fn encode_commit(
         &mut self,
         encoder: &mut wgpu::CommandEncoder,
         accepted: &[u32],
     ) -> Result<CommitKind> {
-        let kind = self.drafts.plan("commit", &self.shape, accepted)?;
+        let kind = self
+            .drafts
+            .plan("commit", &self.shape, self.mode, accepted)?;
         if kind == CommitKind::Replayed {
             // A fresh buffer per call (two commits may share an encoder): not cached.
             let accepted = self.gpu.words_buffer(accepted);
@@ -277,7 +352,8 @@ impl GpuRollback {
     /// (`[B]` u32, `STORAGE`; e.g. written by the engine's acceptance kernel): no host
     /// read and no branch on the counts, so a decode step needs no GPU-to-host round
     /// trip. Every layer replays its sequences' accepted prefixes onto the snapshots;
-    /// a count above T is clamped to T by the kernel.
+    /// a count above T is clamped to T by the kernel and flagged in
+    /// [`GpuRollback::status_buffer`].
     pub fn encode_commit_from_buffer(
         &mut self,
         encoder: &mut wgpu::CommandEncoder,
@@ -292,8 +368,9 @@ impl GpuRollback {
         Ok(())
     }
 
-    /// Replay every layer's tape onto its committed state into the other slot, with
-    /// the dispatches cached by their buffers when `cache` (a buffer the caller keeps).
+    /// Replay every layer's tape onto its committed state (in place, or into the
+    /// drafted slot when kept), with the dispatches cached by their buffers when
+    /// `cache` (a buffer the caller keeps).
     fn encode_replays(
         &mut self,
         encoder: &mut wgpu::CommandEncoder,
@@ -316,6 +393,12 @@ impl GpuRollback {
                 &l.tape_g,
                 l.tape_mask.as_ref(),
             );
+            // In place on the committed state, or from it into the drafted slot.
+            let (snapshot, state_out) = match states.drafted() {
+                None => (None, states.committed()),
+                Some(drafted) => (Some(states.committed()), drafted),
+            };
+            let status = &self.status;
             let mut scratch = Vec::new();
             let store = if cache {
                 &mut l.commits_prepared
@@ -325,15 +408,18 @@ impl GpuRollback {
             prepared.push(cached(store, key, || {
                 self.gpu.prepare_replay(
                     &self.shape,
+                    self.layout,
                     self.dtypes,
                     &ReplayBuffers {
                         tape_delta: l_delta,
-                        tape_k: l_k,
+                        tape_k: None,
+                        tape_k_grouped: Some(l_k),
                         tape_g: l_g,
-                        snapshot: states.committed(),
+                        snapshot,
                         accepted,
-                        state_out: states.other(),
+                        state_out,
                         mask: l_mask,
+                        status: Some(status),
                     },
                 )
             })?);

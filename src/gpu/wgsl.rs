@@ -51,6 +51,8 @@ pub const SOURCES: &[(&str, &str)] = sources![
     "row_sum_subgroup",
     "row_sum_workgroup",
     "shape",
+    "staging",
+    "state_rows",
 ];
 
 /// A define's value.
@@ -772,49 +774,22 @@ mod tests {
         asm(&branch).unwrap();
     }
 
-    /// Defines of a record kernel (as `KernelKey::source` computes them).
-    fn record_defines() -> Vec<(&'static str, Value)> {
-        let mut d = vec![];
-        for (n, v) in [
-            ("LANES", 4),
-            ("ROWS", 64),
-            ("GROUPS", 8),
-            ("RPT", 2),
-            ("WG_SIZE", 128),
-        ] {
-            d.push((n, Value::U32(v)));
-        }
-        d.push(("VEC4", Value::Bool(true)));
-        d.push(("MASKED", Value::Bool(false)));
-        for (n, v) in [("CHUNK", 4), ("KQ_ITEMS", 1), ("V_ITEMS", 2)] {
-            d.push((n, Value::U32(v)));
-        }
-        for n in ["HAS_BF16", "SUBGROUP", "PAIRS_OUTPUTS"] {
-            d.push((n, Value::Bool(false)));
-        }
-        d.push(("STAGE_Q", Value::Bool(true)));
-        d
-    }
-
     fn assemble_record(record: &str) -> Result<String, WgslError> {
         let sources: Vec<(&str, &str)> = SOURCES
             .iter()
             .map(|&(n, s)| (n, if n == "record" { record } else { s }))
             .collect();
-        let names: Vec<String> = [
-            "load_k",
-            "load_q",
-            "load1_v",
-            "load1_g",
-            "load1_beta",
-            "load_state_in",
-            "store_state_out",
-            "store1_y",
-            "store1_delta",
-        ]
-        .map(String::from)
-        .to_vec();
-        assemble_from(&sources, "record", &record_defines(), "", &names)
+        let shape = crate::shape::GdnShape::new(1, 2, 16, 32, 128, 128).unwrap();
+        let key = super::super::kernel::KernelKey::record(
+            &shape,
+            crate::dtype::GdnDtypes::uniform(crate::DType::F32),
+            super::super::kernel::Reduction::Subgroup,
+            false,
+            &Default::default(),
+        );
+        let defines = key.defines();
+        let defines: Vec<(&str, Value)> = defines.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        assemble_from(&sources, "record", &defines, "", &key.prelude().1)
     }
 
     /// A kernel's loops unroll whatever their header's white space, and a header that

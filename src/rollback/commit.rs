@@ -1,58 +1,88 @@
 //! The commit state machine, written once for the CPU and the GPU rollbacks: which
-//! layers hold an open draft, what a commit does with given accepted counts, and which
-//! of a layer's two state slots is the committed one.
+//! layers hold an open draft, what a commit does with given accepted counts, and (in
+//! [`RollbackMode::KeepDrafted`]) which of a layer's two state slots is the committed one.
 
 use crate::error::{Error, Result};
 use crate::shape::GdnShape;
 
+/// How many states a rollback keeps per layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum RollbackMode {
+    /// One state per layer (the default): a draft reads it and writes only y and the
+    /// tape; a commit replays each sequence's accepted prefix into it in place (even
+    /// accept-all replays every step). The memory an engine budgets per sequence.
+    #[default]
+    SingleState,
+    /// Two states per layer: a draft also writes the drafted state, so accept-all is a
+    /// swap with no replay and a partial commit replays from the kept snapshot into the
+    /// other slot. Twice the state memory, for callers with memory to spare.
+    KeepDrafted,
+}
+
+impl RollbackMode {
+    /// State copies per layer.
+    pub const fn state_copies(self) -> u64 {
+        match self {
+            RollbackMode::SingleState => 1,
+            RollbackMode::KeepDrafted => 2,
+        }
+    }
+}
+
 /// What a commit did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CommitKind {
-    /// Every sequence accepted the whole draft: the drafted state became the state,
-    /// with no replay.
+    /// Every sequence accepted the whole draft and the drafted state became the state,
+    /// with no replay ([`RollbackMode::KeepDrafted`] only).
     AcceptedAll,
     /// No sequence accepted anything: the snapshot stays, with no work.
     RejectedAll,
-    /// The accepted prefixes were replayed onto the snapshot.
+    /// The accepted prefixes were replayed onto the snapshot (in place in
+    /// [`RollbackMode::SingleState`]).
     Replayed,
 }
 
-/// A layer's two states: the committed one (the snapshot while a draft is open) and
-/// the one a draft writes. Commits swap them instead of copying.
+/// A layer's states: the committed one (the snapshot while a draft is open) and, in
+/// [`RollbackMode::KeepDrafted`], the one a draft writes. Commits swap them instead of
+/// copying.
 #[derive(Debug)]
-pub(crate) struct StatePair<T> {
-    slots: [T; 2],
-    current: usize,
+pub(crate) struct States<T> {
+    committed: T,
+    drafted: Option<T>,
 }
 
-impl<T> StatePair<T> {
-    pub(crate) fn new(committed: T, drafted: T) -> Self {
-        StatePair {
-            slots: [committed, drafted],
-            current: 0,
-        }
+impl<T> States<T> {
+    /// `make()` once per state copy of `mode`.
+    pub(crate) fn new<E>(
+        mode: RollbackMode,
+        mut make: impl FnMut() -> Result<T, E>,
+    ) -> Result<Self, E> {
+        Ok(States {
+            committed: make()?,
+            drafted: match mode {
+                RollbackMode::SingleState => None,
+                RollbackMode::KeepDrafted => Some(make()?),
+            },
+        })
     }
     pub(crate) fn committed(&self) -> &T {
-        &self.slots[self.current]
+        &self.committed
     }
-    /// The slot a draft writes.
-    pub(crate) fn other(&self) -> &T {
-        &self.slots[1 - self.current]
+    /// The slot a draft writes, if this layer keeps one.
+    pub(crate) fn drafted(&self) -> Option<&T> {
+        self.drafted.as_ref()
     }
     pub(crate) fn committed_mut(&mut self) -> &mut T {
-        &mut self.slots[self.current]
+        &mut self.committed
     }
-    /// (committed, the other slot).
-    pub(crate) fn split(&mut self) -> (&T, &mut T) {
-        let [a, b] = &mut self.slots;
-        if self.current == 0 {
-            (a, b)
-        } else {
-            (b, a)
-        }
+    /// (committed, the drafted slot if kept).
+    pub(crate) fn split(&mut self) -> (&mut T, Option<&mut T>) {
+        (&mut self.committed, self.drafted.as_mut())
     }
     fn swap(&mut self) {
-        self.current = 1 - self.current;
+        if let Some(d) = &mut self.drafted {
+            std::mem::swap(&mut self.committed, d);
+        }
     }
 }
 
@@ -82,12 +112,14 @@ impl Drafts {
         &self,
         op: &'static str,
         shape: &GdnShape,
+        mode: RollbackMode,
         accepted: &[u32],
     ) -> Result<CommitKind> {
         shape.check_accepted(op, accepted)?;
         self.check_open(op)?;
         let t = shape.steps() as u32;
-        Ok(if accepted.iter().all(|&a| a == t) {
+        let keeps_drafted = mode == RollbackMode::KeepDrafted;
+        Ok(if keeps_drafted && accepted.iter().all(|&a| a == t) {
             CommitKind::AcceptedAll
         } else if accepted.iter().all(|&a| a == 0) {
             CommitKind::RejectedAll
@@ -111,15 +143,15 @@ impl Drafts {
         }
     }
 
-    /// After the commit's work (a replay into each pair's other slot, or none): the
-    /// new committed slots, and no open drafts.
+    /// After the commit's work (a replay into the drafted slot or in place, or none):
+    /// the new committed slots, and no open drafts.
     pub(crate) fn finish<'a, T: 'a>(
         &mut self,
         kind: CommitKind,
-        pairs: impl IntoIterator<Item = &'a mut StatePair<T>>,
+        states: impl IntoIterator<Item = &'a mut States<T>>,
     ) {
         if kind != CommitKind::RejectedAll {
-            pairs.into_iter().for_each(StatePair::swap);
+            states.into_iter().for_each(States::swap);
         }
         self.abandon();
     }

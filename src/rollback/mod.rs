@@ -1,10 +1,11 @@
 //! Speculative-decoding rollback as one API over every backend.
 //!
-//! A round: [`Rollback::draft`] records T drafted tokens for every layer (y, the
-//! drafted state, and a tape of delta, k expanded with the model's GQA layout, and g),
-//! keeping the pre-draft state as the snapshot; [`Rollback::commit`] then makes the
-//! accepted prefix of each sequence's draft its state. Accept-all takes the drafted
-//! state, reject-all keeps the snapshot, anything else replays the tape.
+//! A round: [`Rollback::draft`] records T drafted tokens for every layer (y and a tape
+//! of delta, k at key heads and g), keeping the pre-draft state as the snapshot;
+//! [`Rollback::commit`] then makes the accepted prefix of each sequence's draft its
+//! state: reject-all keeps the snapshot, anything else replays the tape into it in place.
+//! [`RollbackMode::KeepDrafted`] also keeps the drafted state (twice the state memory),
+//! so that accept-all is a swap.
 //!
 //! On the GPU everything stays resident and a round's layers go in one submission
 //! each for draft and commit (see [`crate::gpu::GpuRollback`] to encode into your own
@@ -19,43 +20,59 @@ use crate::error::{alloc_vec, check_len, Error, Result};
 use crate::gpu::{DraftBuffers, GpuRollback};
 use crate::ops::{check_record_inputs, RecordInputs};
 use crate::shape::{GdnShape, GqaLayout};
-use commit::{Drafts, StatePair};
+use commit::{Drafts, States};
 use std::marker::PhantomData;
 
-pub use commit::CommitKind;
+pub use commit::{CommitKind, RollbackMode};
+
+/// What a rollback keeps beyond the default (one state per layer).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RollbackOptions {
+    /// How many states per layer.
+    pub mode: RollbackMode,
+}
 
 /// Memory a draft's rollback costs, next to what per-step snapshots would cost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Footprint {
-    /// Bytes of all layers' tapes (delta, expanded k, g; the mask if any is extra).
+    /// Bytes of all layers' tapes (delta, k at key heads, g; the mask if any is extra).
     pub tape_bytes: u64,
     /// Bytes of a state snapshot after every draft step, all layers.
     pub per_step_snapshot_bytes: u64,
     /// Bytes of one copy of every layer's state.
     pub state_bytes: u64,
-    /// Bytes of state this rollback allocates: two copies per layer (the committed
-    /// state, which is the snapshot while a draft is open, and the drafted one).
+    /// Bytes of state this rollback allocates: one copy per layer, or two in
+    /// [`RollbackMode::KeepDrafted`].
     pub allocated_state_bytes: u64,
+    /// The mode the allocation is for.
+    pub mode: RollbackMode,
     /// Sequences and layers, for the per-sequence, per-layer figures.
     pub sequences: u64,
     pub layers: u64,
 }
 
 impl Footprint {
-    fn new(shape: &GdnShape, layers: usize, dtypes: GdnDtypes) -> Self {
+    /// The footprint of a rollback of `layers` layers of `shape` with `dtypes` in `mode`.
+    pub fn new(shape: &GdnShape, layers: usize, dtypes: GdnDtypes, mode: RollbackMode) -> Self {
         let l = layers as u64;
         let tape = shape.v_len() * dtypes.tape.size_bytes()
-            + shape.tape_k_len() * dtypes.act.size_bytes()
+            + shape.qk_len() * dtypes.act.size_bytes()
             + shape.gate_len() * dtypes.act.size_bytes();
         let state = (shape.state_len() * dtypes.state.size_bytes()) as u64;
         Footprint {
             tape_bytes: tape as u64 * l,
             per_step_snapshot_bytes: state * shape.steps() as u64 * l,
             state_bytes: state * l,
-            allocated_state_bytes: 2 * state * l,
+            allocated_state_bytes: mode.state_copies() * state * l,
+            mode,
             sequences: shape.batch() as u64,
             layers: l,
         }
+    }
+
+    /// Tape bytes per draft step per sequence per layer.
+    pub fn tape_bytes_per_step(&self, steps: usize) -> u64 {
+        self.tape_bytes / (self.sequences * self.layers * steps as u64).max(1)
     }
 
     /// Bytes per sequence per layer, as allocated: (states, tape).
@@ -78,7 +95,7 @@ impl Footprint {
 }
 
 struct CpuLayer<A, S, P> {
-    states: StatePair<Vec<S>>,
+    states: States<Vec<S>>,
     delta: Vec<P>,
     tape_k: Vec<A>,
     tape_g: Vec<A>,
@@ -115,6 +132,7 @@ pub struct Rollback<A: Element, S: Element, P: Element> {
     shape: GdnShape,
     layout: GqaLayout,
     layers: usize,
+    options: RollbackOptions,
     store: Store<A, S, P>,
     _types: PhantomData<(A, S, P)>,
 }
@@ -151,26 +169,37 @@ fn dtypes<A: Element, S: Element, P: Element>() -> GdnDtypes {
 
 impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
     /// Rollback state for `layers` layers of `shape` (T = the draft length), zeroed,
-    /// on `backend`. `layout` is the model's GQA layout.
+    /// on `backend`, one state per layer. `layout` is the model's GQA layout.
     pub fn new(
         backend: &Backend,
         shape: GdnShape,
         layers: usize,
         layout: GqaLayout,
     ) -> Result<Self> {
+        Self::with_options(backend, shape, layers, layout, RollbackOptions::default())
+    }
+
+    /// [`Rollback::new`] with `options` (the state mode).
+    pub fn with_options(
+        backend: &Backend,
+        shape: GdnShape,
+        layers: usize,
+        layout: GqaLayout,
+        options: RollbackOptions,
+    ) -> Result<Self> {
         check_layers(layers)?;
+        let mode = options.mode;
         let store = match backend {
             Backend::Cpu(cpu) => Store::Cpu {
                 cpu: cpu.clone(),
                 layers: (0..layers)
                     .map(|_| {
                         Ok(CpuLayer {
-                            states: StatePair::new(
-                                alloc_vec("rollback", "state", shape.state_len())?,
-                                alloc_vec("rollback", "state", shape.state_len())?,
-                            ),
+                            states: States::new(mode, || {
+                                alloc_vec("rollback", "state", shape.state_len())
+                            })?,
                             delta: alloc_vec("rollback", "tape_delta", shape.v_len())?,
-                            tape_k: alloc_vec("rollback", "tape_k", shape.tape_k_len())?,
+                            tape_k: alloc_vec("rollback", "tape_k", shape.qk_len())?,
                             tape_g: alloc_vec("rollback", "tape_g", shape.gate_len())?,
                             mask: None,
                         })
@@ -179,7 +208,14 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
                 drafts: Drafts::new(layers),
             },
             Backend::Gpu(gpu) => gpu.guarded("rollback", || {
-                let rollback = GpuRollback::new(gpu, shape, layers, layout, dtypes::<A, S, P>())?;
+                let rollback = GpuRollback::with_options(
+                    gpu,
+                    shape,
+                    layers,
+                    layout,
+                    dtypes::<A, S, P>(),
+                    options,
+                )?;
                 let bytes = |n: usize| A::DTYPE.buffer_bytes(n).unwrap_or(0).max(16);
                 let input = |label: &str, size: u64, extra: wgpu::BufferUsages| {
                     gpu.device().create_buffer(&wgpu::BufferDescriptor {
@@ -212,6 +248,7 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
             shape,
             layout,
             layers,
+            options,
             store,
             _types: PhantomData,
         })
@@ -224,14 +261,20 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
         self.layers
     }
 
-    /// Tape bytes next to per-step snapshot bytes.
+    /// Tape and state bytes of this rollback, next to per-step snapshot bytes.
     pub fn footprint(&self) -> Footprint {
-        Self::footprint_of(&self.shape, self.layers)
+        Footprint::new(
+            &self.shape,
+            self.layers,
+            dtypes::<A, S, P>(),
+            self.options.mode,
+        )
     }
 
-    /// The footprint a rollback of `layers` layers of `shape` would have.
+    /// The footprint a rollback of `layers` layers of `shape` would have in the default
+    /// mode (see [`Footprint::new`] for the others).
     pub fn footprint_of(shape: &GdnShape, layers: usize) -> Footprint {
-        Footprint::new(shape, layers, dtypes::<A, S, P>())
+        Footprint::new(shape, layers, dtypes::<A, S, P>(), RollbackMode::default())
     }
 
     fn check_layer(&self, op: &'static str, layer: usize) -> Result<()> {
@@ -284,7 +327,6 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
                 layers,
                 drafts,
             } => {
-                let repeat = shape.tape_k_repeat();
                 let mut y = alloc_vec(OP, "y", shape.v_len())?;
                 for (index, (l, i)) in layers.iter_mut().zip(inputs).enumerate() {
                     let (state, drafted) = l.states.split();
@@ -299,12 +341,12 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
                         i.beta,
                         state,
                         &mut y,
-                        drafted,
+                        drafted.map(|d| &mut d[..]),
                         &mut l.delta,
                         i.mask,
+                        Some(&mut l.tape_k),
+                        Some(&mut l.tape_g),
                     );
-                    kernels::repeat(cpu.threads(), &repeat, layout, i.k, &mut l.tape_k);
-                    l.tape_g.copy_from_slice(i.g);
                     l.mask = i.mask.map(<[u32]>::to_vec);
                     drafts.open(index);
                 }
@@ -316,8 +358,8 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
             } => {
                 let gpu = rollback.backend().clone();
                 let encoded = gpu.guarded(OP, || {
-                    let mut encoder = gpu.encoder();
-                    for (layer, (b, i)) in bufs.iter().zip(inputs).enumerate() {
+                    let mut drafts = Vec::with_capacity(inputs.len());
+                    for (b, i) in bufs.iter().zip(inputs) {
                         let upload = |buf: &wgpu::Buffer, data: &[A]| {
                             crate::gpu::write_padded(gpu.queue(), buf, bytemuck::cast_slice(data))
                         };
@@ -329,20 +371,18 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
                         if let Some(m) = i.mask {
                             crate::gpu::write_padded(gpu.queue(), &b.mask, bytemuck::cast_slice(m));
                         }
-                        rollback.encode_draft(
-                            &mut encoder,
-                            layer,
-                            &DraftBuffers {
-                                q: &b.q,
-                                k: &b.k,
-                                v: &b.v,
-                                g: &b.g,
-                                beta: &b.beta,
-                                y: &b.y,
-                                mask: i.mask.map(|_| &b.mask),
-                            },
-                        )?;
+                        drafts.push(DraftBuffers {
+                            q: &b.q,
+                            k: &b.k,
+                            v: &b.v,
+                            g: &b.g,
+                            beta: &b.beta,
+                            y: &b.y,
+                            mask: i.mask.map(|_| &b.mask),
+                        });
                     }
+                    let mut encoder = gpu.encoder();
+                    rollback.encode_drafts(&mut encoder, &drafts)?;
                     gpu.queue().submit([encoder.finish()]);
                     Ok(())
                 });
@@ -384,20 +424,27 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
                 layers,
                 drafts,
             } => {
-                let kind = drafts.plan(OP, &self.shape, accepted)?;
+                let kind = drafts.plan(OP, &self.shape, self.options.mode, accepted)?;
                 if kind == CommitKind::Replayed {
                     for l in layers.iter_mut() {
-                        let (snapshot, state_out) = l.states.split();
+                        // In place on the committed state, or from it into the drafted slot.
+                        let (snapshot, state_out) = match l.states.split() {
+                            (committed, None) => (None, committed),
+                            (committed, Some(drafted)) => (Some(&committed[..]), drafted),
+                        };
                         kernels::replay(
                             cpu.threads(),
                             &self.shape,
+                            self.layout,
                             &l.delta,
-                            &l.tape_k,
+                            None,
+                            Some(&l.tape_k),
                             &l.tape_g,
                             snapshot,
                             accepted,
                             state_out,
                             l.mask.as_deref(),
+                            None,
                         );
                     }
                 }
@@ -421,6 +468,27 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
                 op: OP,
                 arg: "accepted",
                 why: "counts in a GPU buffer need a GPU rollback; use commit".into(),
+            }),
+        }
+    }
+
+    /// Per sequence: 0, or the count a commit from a buffer was given where it was
+    /// above T (it was clamped to T); kept until [`Rollback::clear_status`]. The CPU
+    /// rollback refuses such counts instead, so its status is all zeros.
+    pub fn read_status(&self) -> Result<Vec<u32>> {
+        match &self.store {
+            Store::Cpu { .. } => Ok(vec![0; self.shape.batch()]),
+            Store::Gpu { rollback, .. } => rollback.read_status(),
+        }
+    }
+
+    /// Zero the status (see [`Rollback::read_status`]).
+    pub fn clear_status(&mut self) -> Result<()> {
+        match &mut self.store {
+            Store::Cpu { .. } => Ok(()),
+            Store::Gpu { rollback, .. } => submit("clear_status", rollback, |r, e| {
+                r.encode_clear_status(e);
+                Ok(())
             }),
         }
     }

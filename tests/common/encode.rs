@@ -16,6 +16,7 @@ pub trait EncodeOnce {
         &self,
         encoder: &mut wgpu::CommandEncoder,
         shape: &GdnShape,
+        layout: GqaLayout,
         dtypes: GdnDtypes,
         buffers: &ReplayBuffers<'_>,
     ) -> Result<()>;
@@ -45,10 +46,11 @@ impl EncodeOnce for GpuBackend {
         &self,
         encoder: &mut wgpu::CommandEncoder,
         shape: &GdnShape,
+        layout: GqaLayout,
         dtypes: GdnDtypes,
         buffers: &ReplayBuffers<'_>,
     ) -> Result<()> {
-        self.prepare_replay(shape, dtypes, buffers)
+        self.prepare_replay(shape, layout, dtypes, buffers)
             .map(|p| p.encode(encoder))
     }
     fn encode_repeat(

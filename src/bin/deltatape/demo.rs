@@ -5,8 +5,8 @@
 
 use crate::progress::Progress;
 use deltatape::{
-    Backend, BackendChoice, CommitKind, Element, GdnShape, ModelPreset, RecordInputs, Recorded,
-    Rollback,
+    Backend, BackendChoice, CommitKind, Element, Footprint, GdnShape, ModelPreset, RecordInputs,
+    Recorded, Rollback, RollbackMode, RollbackOptions,
 };
 use half::{bf16, f16};
 use std::process::ExitCode;
@@ -40,6 +40,9 @@ pub struct Args {
     /// Mask out about one step in eight.
     #[arg(long)]
     mask: bool,
+    /// Keep the drafted state too (two states per layer; accept-all is then a swap).
+    #[arg(long)]
+    keep_drafted: bool,
     /// Corrupt one checked value per round before the check, to see the check fail
     /// (for the tests of the demo itself).
     #[arg(long, hide = true)]
@@ -181,23 +184,51 @@ fn run_typed<A: Element, S: Element, P: Element>(args: Args) -> deltatape::Resul
     if let Some(g) = backend.as_gpu() {
         println!("  chosen because: {}", g.reason());
     }
-    let mut rollback = Rollback::<A, S, P>::new(&backend, shape, layers, layout)?;
+    let mode = if args.keep_drafted {
+        RollbackMode::KeepDrafted
+    } else {
+        RollbackMode::SingleState
+    };
+    let options = RollbackOptions { mode };
+    let mut rollback = Rollback::<A, S, P>::with_options(&backend, shape, layers, layout, options)?;
     let fp = rollback.footprint();
-    let (state_per, tape_per) = fp.per_sequence_layer();
     println!(
-        "memory: states {} allocated (committed + drafted) | tape {} vs per-step snapshots {} ({:.1}x less)",
+        "memory ({mode:?}): states {} allocated | tape {} vs per-step snapshots {} ({:.1}x less)",
         mib(fp.allocated_state_bytes),
         mib(fp.tape_bytes),
         mib(fp.per_step_snapshot_bytes),
         fp.saving()
     );
+    println!("  per sequence per layer:");
+    let dtypes = deltatape::GdnDtypes::of::<A, S, P>();
+    for m in [RollbackMode::SingleState, RollbackMode::KeepDrafted] {
+        let (state_per, tape_per) = Footprint::new(&shape, layers, dtypes, m).per_sequence_layer();
+        println!(
+            "    {:<30} states {} + tape {} = {}{}",
+            format!("{m:?}"),
+            mib(state_per),
+            mib(tape_per),
+            mib(state_per + tape_per),
+            if m == mode { "  (this run)" } else { "" }
+        );
+    }
     println!(
-        "  per sequence per layer: states {} + tape {} = {}, against state + per-step snapshots {}",
-        mib(state_per),
-        mib(tape_per),
-        mib(state_per + tape_per),
+        "    {:<30} {}",
+        "state + per-step snapshots",
         mib(fp.per_sequence_layer_with_snapshots())
     );
+    // On the GPU the counts go to the commit in a device buffer, as an engine's
+    // acceptance kernel leaves them: the commit reads nothing back.
+    let counts = backend.as_gpu().map(|g| {
+        g.device()
+            .create_buffer(&deltatape::wgpu::BufferDescriptor {
+                label: Some("accepted counts"),
+                size: (shape.batch() as u64 * 4).max(16),
+                usage: deltatape::wgpu::BufferUsages::STORAGE
+                    | deltatape::wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+    });
 
     let mut rng = Rng(args.seed);
     for layer in 0..layers {
@@ -242,7 +273,15 @@ fn run_typed<A: Element, S: Element, P: Element>(args: Args) -> deltatape::Resul
         rollback.wait()?;
         let draft_ms = t0.elapsed().as_secs_f64() * 1e3;
         let t1 = Instant::now();
-        let kind = rollback.commit(&accepted)?;
+        let kind = match (&counts, backend.as_gpu()) {
+            (Some(counts), Some(g)) => {
+                g.queue()
+                    .write_buffer(counts, 0, bytemuck::cast_slice(&accepted));
+                rollback.commit_from_buffer(counts)?;
+                None
+            }
+            _ => Some(rollback.commit(&accepted)?),
+        };
         rollback.wait()?;
         let commit_ms = t1.elapsed().as_secs_f64() * 1e3;
         draft_total += draft_ms;
@@ -272,10 +311,19 @@ fn run_typed<A: Element, S: Element, P: Element>(args: Args) -> deltatape::Resul
         if !ok {
             failures += 1;
         }
+        let t = shape.steps() as u32;
+        let pattern = if accepted.iter().all(|&a| a == t) {
+            "accept-all"
+        } else if accepted.iter().all(|&a| a == 0) {
+            "reject-all"
+        } else {
+            "partial"
+        };
         let kind = match kind {
-            CommitKind::AcceptedAll => "accept-all: drafted state kept",
-            CommitKind::RejectedAll => "reject-all: snapshot kept",
-            CommitKind::Replayed => "replayed",
+            Some(CommitKind::AcceptedAll) => format!("{pattern}: drafted state kept"),
+            Some(CommitKind::RejectedAll) => format!("{pattern}: snapshot kept"),
+            Some(CommitKind::Replayed) => format!("{pattern}: replayed"),
+            None => format!("{pattern}: replayed, counts from a GPU buffer, no host read"),
         };
         progress.finish();
         println!(

@@ -7,7 +7,9 @@
 use crate::progress::Progress;
 use deltatape::gpu::DraftBuffers;
 use deltatape::wgpu::{self, util::DeviceExt};
-use deltatape::{GdnDtypes, GpuBackend, GpuRollback, ModelPreset, Rollback};
+use deltatape::{
+    Footprint, GdnDtypes, GpuBackend, GpuRollback, ModelPreset, RollbackMode, RollbackOptions,
+};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -28,6 +30,25 @@ pub struct Args {
     /// Layers (default: the model's GDN layer count).
     #[arg(long)]
     layers: Option<usize>,
+    /// State modes, comma separated: single (one state per layer, the default) and
+    /// keep (the drafted state kept too).
+    #[arg(long, value_delimiter = ',', default_value = "single,keep")]
+    modes: Vec<Mode>,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum Mode {
+    Single,
+    Keep,
+}
+
+impl Mode {
+    fn rollback(self) -> RollbackMode {
+        match self {
+            Mode::Single => RollbackMode::SingleState,
+            Mode::Keep => RollbackMode::KeepDrafted,
+        }
+    }
 }
 
 /// Sequence b keeps (3b + round) % (T + 1) drafted tokens: partial acceptance that
@@ -86,142 +107,157 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
         model.model
     );
     println!(
-        "{:>4} {:>3} {:>10} {:>10} {:>10} {:>9} {:>14} {:>14}",
-        "B", "T", "wall_us", "gpu_us", "encode_us", "wall/gpu", "MiB/seq/layer", "snapshots"
+        "{:>6} {:>4} {:>3} {:>10} {:>10} {:>10} {:>9} {:>14} {:>14}",
+        "mode",
+        "B",
+        "T",
+        "wall_us",
+        "gpu_us",
+        "encode_us",
+        "wall/gpu",
+        "MiB/seq/layer",
+        "snapshots"
     );
-    let cells = args.batches.len() * args.steps.len();
+    let cells = args.modes.len() * args.batches.len() * args.steps.len();
     let mut progress = Progress::new("round", cells);
-    for &b in &args.batches {
-        for &t in &args.steps {
-            let shape = model.shape(b, t)?;
-            let mut rollback = GpuRollback::new(&gpu, shape, layers, model.layout, GdnDtypes::F32)?;
-            let fill = |len: usize, v: f32, usage| {
-                device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                    label: None,
-                    contents: bytemuck::cast_slice(&vec![v; len.max(4)]),
-                    usage: wgpu::BufferUsages::STORAGE | usage,
-                })
-            };
-            let none = wgpu::BufferUsages::empty();
-            let k_norm = 1.0 / (shape.key_dim() as f32).sqrt();
-            let (q, k, v) = (
-                fill(shape.qk_len(), 0.05, none),
-                fill(shape.qk_len(), k_norm, none),
-                fill(shape.v_len(), 0.5, none),
-            );
-            let (g, beta, y) = (
-                fill(shape.gate_len(), 0.95, none),
-                fill(shape.gate_len(), 0.5, none),
-                fill(shape.v_len(), 0.0, none),
-            );
-            let accepted = fill(b, 0.0, none);
-            let draft = DraftBuffers {
-                q: &q,
-                k: &k,
-                v: &v,
-                g: &g,
-                beta: &beta,
-                y: &y,
-                mask: None,
-            };
-            let (mut best_wall, mut best_gpu, mut best_encode) = (f64::MAX, f64::MAX, f64::MAX);
-            for round in 0..args.rounds + 2 {
-                let params = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                    label: None,
-                    contents: bytemuck::cast_slice(&[round as u32, t as u32]),
-                    usage: wgpu::BufferUsages::UNIFORM,
-                });
-                let bind = device.create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: None,
-                    layout: &accept.get_bind_group_layout(0),
-                    entries: &[
-                        wgpu::BindGroupEntry {
-                            binding: 0,
-                            resource: accepted.as_entire_binding(),
-                        },
-                        wgpu::BindGroupEntry {
-                            binding: 1,
-                            resource: params.as_entire_binding(),
-                        },
-                    ],
-                });
-                gpu.wait_idle("round")?;
-                let t0 = Instant::now();
-                let mut encoder = gpu.encoder();
-                let marker = |encoder: &mut wgpu::CommandEncoder, index: u32| {
-                    if has_ts {
-                        // An empty pass whose timestamp marks the round's start or end.
-                        encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                            label: Some("round marker"),
-                            timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                                query_set: &query,
-                                beginning_of_pass_write_index: Some(index),
-                                end_of_pass_write_index: None,
-                            }),
-                        });
-                    }
+    let mut done = 0;
+    for &mode in &args.modes {
+        for &b in &args.batches {
+            for &t in &args.steps {
+                let shape = model.shape(b, t)?;
+                let options = RollbackOptions {
+                    mode: mode.rollback(),
                 };
-                marker(&mut encoder, 0);
-                for layer in 0..layers {
-                    rollback.encode_draft(&mut encoder, layer, &draft)?;
-                }
-                {
-                    let mut pass = encoder.begin_compute_pass(&Default::default());
-                    pass.set_pipeline(&accept);
-                    pass.set_bind_group(0, &bind, &[]);
-                    pass.dispatch_workgroups(b.div_ceil(64) as u32, 1, 1);
-                }
-                rollback.encode_commit_from_buffer(&mut encoder, &accepted)?;
-                marker(&mut encoder, 1);
-                let encode = t0.elapsed().as_secs_f64() * 1e6;
-                gpu.queue().submit([encoder.finish()]);
-                gpu.wait_idle("round")?;
-                let wall = t0.elapsed().as_secs_f64() * 1e6;
-                let gpu_us = if has_ts {
-                    let mut e = gpu.encoder();
-                    e.resolve_query_set(&query, 0..2, &resolved, 0);
-                    e.copy_buffer_to_buffer(&resolved, 0, &readback, 0, 16);
-                    gpu.queue().submit([e.finish()]);
-                    readback.map_async(wgpu::MapMode::Read, .., |_| {});
-                    gpu.wait_idle("round")?;
-                    let ticks: Vec<u64> =
-                        bytemuck::pod_collect_to_vec(&readback.get_mapped_range(..).map_err(
-                            |e| deltatape::Error::Gpu {
-                                op: "round",
-                                message: e.to_string(),
+                let mut rollback = GpuRollback::with_options(
+                    &gpu,
+                    shape,
+                    layers,
+                    model.layout,
+                    GdnDtypes::F32,
+                    options,
+                )?;
+                let fill = |len: usize, v: f32, usage| {
+                    device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                        label: None,
+                        contents: bytemuck::cast_slice(&vec![v; len.max(4)]),
+                        usage: wgpu::BufferUsages::STORAGE | usage,
+                    })
+                };
+                let none = wgpu::BufferUsages::empty();
+                let k_norm = 1.0 / (shape.key_dim() as f32).sqrt();
+                let (q, k, v) = (
+                    fill(shape.qk_len(), 0.05, none),
+                    fill(shape.qk_len(), k_norm, none),
+                    fill(shape.v_len(), 0.5, none),
+                );
+                let (g, beta, y) = (
+                    fill(shape.gate_len(), 0.95, none),
+                    fill(shape.gate_len(), 0.5, none),
+                    fill(shape.v_len(), 0.0, none),
+                );
+                let accepted = fill(b, 0.0, none);
+                let draft = DraftBuffers {
+                    q: &q,
+                    k: &k,
+                    v: &v,
+                    g: &g,
+                    beta: &beta,
+                    y: &y,
+                    mask: None,
+                };
+                let (mut best_wall, mut best_gpu, mut best_encode) = (f64::MAX, f64::MAX, f64::MAX);
+                for round in 0..args.rounds + 2 {
+                    let params = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                        label: None,
+                        contents: bytemuck::cast_slice(&[round as u32, t as u32]),
+                        usage: wgpu::BufferUsages::UNIFORM,
+                    });
+                    let bind = device.create_bind_group(&wgpu::BindGroupDescriptor {
+                        label: None,
+                        layout: &accept.get_bind_group_layout(0),
+                        entries: &[
+                            wgpu::BindGroupEntry {
+                                binding: 0,
+                                resource: accepted.as_entire_binding(),
                             },
-                        )?);
-                    readback.unmap();
-                    ticks[1].saturating_sub(ticks[0]) as f64
-                        * gpu.queue().get_timestamp_period() as f64
-                        / 1e3
-                } else {
-                    wall
-                };
-                if round >= 2 {
-                    best_wall = best_wall.min(wall);
-                    best_gpu = best_gpu.min(gpu_us);
-                    best_encode = best_encode.min(encode);
+                            wgpu::BindGroupEntry {
+                                binding: 1,
+                                resource: params.as_entire_binding(),
+                            },
+                        ],
+                    });
+                    gpu.wait_idle("round")?;
+                    let t0 = Instant::now();
+                    let mut encoder = gpu.encoder();
+                    let marker = |encoder: &mut wgpu::CommandEncoder, index: u32| {
+                        if has_ts {
+                            // An empty pass whose timestamp marks the round's start or end.
+                            encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                                label: Some("round marker"),
+                                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                                    query_set: &query,
+                                    beginning_of_pass_write_index: Some(index),
+                                    end_of_pass_write_index: None,
+                                }),
+                            });
+                        }
+                    };
+                    marker(&mut encoder, 0);
+                    rollback.encode_drafts(&mut encoder, &vec![draft; layers])?;
+                    {
+                        let mut pass = encoder.begin_compute_pass(&Default::default());
+                        pass.set_pipeline(&accept);
+                        pass.set_bind_group(0, &bind, &[]);
+                        pass.dispatch_workgroups(b.div_ceil(64) as u32, 1, 1);
+                    }
+                    rollback.encode_commit_from_buffer(&mut encoder, &accepted)?;
+                    marker(&mut encoder, 1);
+                    let encode = t0.elapsed().as_secs_f64() * 1e6;
+                    gpu.queue().submit([encoder.finish()]);
+                    gpu.wait_idle("round")?;
+                    let wall = t0.elapsed().as_secs_f64() * 1e6;
+                    let gpu_us = if has_ts {
+                        let mut e = gpu.encoder();
+                        e.resolve_query_set(&query, 0..2, &resolved, 0);
+                        e.copy_buffer_to_buffer(&resolved, 0, &readback, 0, 16);
+                        gpu.queue().submit([e.finish()]);
+                        readback.map_async(wgpu::MapMode::Read, .., |_| {});
+                        gpu.wait_idle("round")?;
+                        let ticks: Vec<u64> =
+                            bytemuck::pod_collect_to_vec(&readback.get_mapped_range(..).map_err(
+                                |e| deltatape::Error::Gpu {
+                                    op: "round",
+                                    message: e.to_string(),
+                                },
+                            )?);
+                        readback.unmap();
+                        ticks[1].saturating_sub(ticks[0]) as f64
+                            * gpu.queue().get_timestamp_period() as f64
+                            / 1e3
+                    } else {
+                        wall
+                    };
+                    if round >= 2 {
+                        best_wall = best_wall.min(wall);
+                        best_gpu = best_gpu.min(gpu_us);
+                        best_encode = best_encode.min(encode);
+                    }
                 }
-            }
-            let fp = Rollback::<f32, f32, f32>::footprint_of(&shape, layers);
-            let (states, tape) = fp.per_sequence_layer();
-            let mib = |x: u64| x as f64 / (1u64 << 20) as f64;
-            println!(
-                "{b:>4} {t:>3} {best_wall:>10.1} {best_gpu:>10.1} {best_encode:>10.1} {:>9.2} {:>14.2} {:>14.2}",
+                let fp = Footprint::new(&shape, layers, GdnDtypes::F32, options.mode);
+                let (states, tape) = fp.per_sequence_layer();
+                let mib = |x: u64| x as f64 / (1u64 << 20) as f64;
+                println!(
+                "{:>6} {b:>4} {t:>3} {best_wall:>10.1} {best_gpu:>10.1} {best_encode:>10.1} {:>9.2} {:>14.2} {:>14.2}",
+                format!("{mode:?}").to_lowercase(),
                 best_wall / best_gpu,
                 mib(states + tape),
                 mib(fp.per_sequence_layer_with_snapshots())
             );
-            progress.update(progress_done(&args, b, t), "");
+                done += 1;
+                progress.update(done, "");
+            }
         }
     }
     progress.finish();
     Ok(ExitCode::SUCCESS)
-}
-
-fn progress_done(args: &Args, b: usize, t: usize) -> usize {
-    let bi = args.batches.iter().position(|&x| x == b).unwrap_or(0);
-    let ti = args.steps.iter().position(|&x| x == t).unwrap_or(0);
-    bi * args.steps.len() + ti + 1
 }
