@@ -1,7 +1,7 @@
 //! # deltatape: the map
 //!
-//! - [`GdnShape`], [`RepeatShape`], [`GqaLayout`] (`shape.rs`): the dimensions, every
-//!   index formula and size of the contract (`docs/SPEC.md`).
+//! - [`GdnShape`], [`RepeatShape`], [`ConvShape`], [`GqaLayout`] (`shape.rs`): the
+//!   dimensions, every index formula and size of the contract (`docs/SPEC.md`).
 //! - [`DType`], [`Element`], [`GdnDtypes`] (`dtype.rs`); [`Error`] (`error.rs`).
 //! - [`operand`]: one table per op (record, replay, repeat) naming every operand; it
 //!   drives validation, WGSL bindings, bind groups, uploads and readbacks.
@@ -39,6 +39,6 @@ pub use gpu::{GpuBackend, GpuOptions, GpuRollback};
 pub use models::ModelPreset;
 pub use ops::{RecordInputs, Recorded, Tape, TapeRef};
 pub use rollback::{CommitKind, Footprint, Rollback};
-pub use shape::{GdnShape, GqaLayout, RepeatShape};
+pub use shape::{ConvShape, GdnShape, GqaLayout, RepeatShape, MAX_CONV_KERNEL};
 /// The wgpu this crate is built on, for callers that pass in their own device.
 pub use wgpu;
