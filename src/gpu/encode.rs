@@ -7,7 +7,7 @@ use super::kernel::{KernelKey, Op, Reduction, MAX_KEY_DIM};
 use super::GpuBackend;
 use crate::dtype::{DType, GdnDtypes};
 use crate::error::{Error, Result};
-use crate::operand::{Access, OperandSpec, RecordOperands, RepeatOperands, ReplayOperands};
+use crate::operand::{OperandSpec, RecordOperands, RepeatOperands, ReplayOperands};
 use crate::shape::{GdnShape, GqaLayout, RepeatShape};
 use std::sync::Arc;
 
@@ -325,7 +325,7 @@ impl GpuBackend {
             }
             bound.push((spec, *buffer, bytes));
         }
-        for (written, wbuf, _) in bound.iter().filter(|(s, ..)| s.access == Access::Write) {
+        for (written, wbuf, _) in bound.iter().filter(|(s, ..)| s.access.writes()) {
             if let Some((other, ..)) = bound
                 .iter()
                 .find(|(s, b, _)| s.name != written.name && b == wbuf)

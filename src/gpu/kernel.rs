@@ -395,9 +395,10 @@ impl Binding {
     /// Append the declaration and accessors of this binding.
     fn write_wgsl(&self, out: &mut String, index: u32, vec4: bool) {
         let n = self.name;
-        let access = match self.access {
-            Access::Read => "read",
-            Access::Write => "read_write",
+        let access = if self.access.writes() {
+            "read_write"
+        } else {
+            "read"
         };
         if self.kind == Walk::Words {
             let _ = writeln!(
@@ -437,7 +438,7 @@ impl Binding {
         if self.kind == Walk::Rows {
             self.write_group_accessors(out, vec);
         }
-        if self.access == Access::Write && self.kind == Walk::Scalars {
+        if self.access.writes() && self.kind == Walk::Scalars {
             // Scalars are never vec4-declared.
             if self.dtype != DType::BF16 {
                 let cast = if self.dtype == DType::F16 {
@@ -483,7 +484,7 @@ impl Binding {
                  let x = {n}_buf[(base + i) >> 2u];\n    \
                  return select(vec4<f32>(0.0), {load}, i < n);\n}}"
             );
-            if self.access == Access::Write {
+            if self.access.writes() {
                 let _ = writeln!(
                     out,
                     "fn store_{n}(base: u32, i: u32, n: u32, v: vec4<f32>) {{\n    \
@@ -500,7 +501,7 @@ impl Binding {
              if i + c < n {{\n            v[c] = load1_{n}(base + i + c);\n        }}\n    }}\n    \
              return v;\n}}"
         );
-        if self.access == Access::Write {
+        if self.access.writes() {
             let body = match self.dtype {
                 DType::BF16 => format!(
                     "let w = (base + i) >> 1u;\n    \
