@@ -3,8 +3,8 @@
 //! - [`GdnShape`], [`RepeatShape`], [`ConvShape`], [`GqaLayout`] (`shape.rs`): the
 //!   dimensions, every index formula and size of the contract (`docs/SPEC.md`).
 //! - [`DType`], [`Element`], [`GdnDtypes`] (`dtype.rs`); [`Error`] (`error.rs`).
-//! - [`operand`]: one table per op (record, replay, repeat) naming every operand; it
-//!   drives validation, WGSL bindings, bind groups, uploads and readbacks.
+//! - [`operand`]: one table per op (record, replay, repeat, conv_commit) naming every
+//!   operand; it drives validation, WGSL bindings, bind groups, uploads and readbacks.
 //! - [`Backend`] (`backend.rs`): the device-agnostic calls on host slices, over
 //!   [`CpuBackend`] (`cpu/`: the reference kernels, the oracle of every test) and
 //!   [`GpuBackend`] (`gpu/`: WGSL kernels from `wgsl/` on wgpu).

@@ -10,28 +10,33 @@
 use super::options::ShapeClass;
 use super::wgsl::{self, Value, WgslError};
 use crate::dtype::{DType, GdnDtypes};
-use crate::operand::{Access, OperandSpec, RecordOperands, RepeatOperands, ReplayOperands, Walk};
-use crate::shape::{GdnShape, RepeatShape};
+use crate::operand::{
+    Access, ConvOperands, OperandSpec, RecordOperands, RepeatOperands, ReplayOperands, Walk,
+};
+use crate::shape::{GdnShape, RepeatShape, MAX_CONV_KERNEL};
 use std::fmt::Write as _;
 
 /// Largest key dimension (Dk) the record and replay kernels take.
 pub const MAX_KEY_DIM: usize = 256;
 
-/// The three kernel families of `wgsl/`.
+/// The kernel families of `wgsl/` (each one file, named by [`Op::name`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Op {
     Record,
     Replay,
     Repeat,
+    /// conv_commit: the conv window rolled forward in place.
+    Conv,
 }
 
 impl Op {
-    pub const ALL: [Op; 3] = [Op::Record, Op::Replay, Op::Repeat];
+    pub const ALL: [Op; 4] = [Op::Record, Op::Replay, Op::Repeat, Op::Conv];
     pub const fn name(self) -> &'static str {
         match self {
             Op::Record => "record",
             Op::Replay => "replay",
             Op::Repeat => "repeat",
+            Op::Conv => "conv",
         }
     }
 }
@@ -42,7 +47,9 @@ impl std::str::FromStr for Op {
         Op::ALL
             .into_iter()
             .find(|op| op.name() == s)
-            .ok_or_else(|| format!("unknown kernel `{s}` (expected record, replay or repeat)"))
+            .ok_or_else(|| {
+                format!("unknown kernel `{s}` (expected record, replay, repeat or conv)")
+            })
     }
 }
 
@@ -60,7 +67,7 @@ pub enum Reduction {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct KernelKey {
     pub op: Op,
-    /// For repeat, all three are the element dtype.
+    /// For repeat and conv, all three are the element dtype.
     pub dtypes: GdnDtypes,
     pub reduction: Reduction,
     /// Lanes that share one state row (a power of two).
@@ -97,6 +104,8 @@ const MAX_STAGE_ITEMS: u32 = 4;
 const REPEAT_WG: u32 = 256;
 /// Groups of 4 elements each repeat invocation copies (loads in flight per invocation).
 const REPEAT_GROUPS: u32 = 4;
+/// Window rows per conv_commit workgroup: two per invocation (see `wgsl/conv.wgsl`).
+const CONV_ROWS: u32 = 128;
 
 impl KernelKey {
     /// The record kernel for `shape`, with the shape class `class` overrides.
@@ -201,16 +210,36 @@ impl KernelKey {
 
     /// The repeat kernel for `shape` and element dtype `dtype`.
     pub fn repeat(shape: &RepeatShape, dtype: DType) -> Self {
+        let vec4 = shape.dim().is_multiple_of(4);
+        Self::one_dtype(Op::Repeat, dtype, REPEAT_WG, REPEAT_GROUPS, 1, vec4)
+    }
+
+    /// The conv_commit kernel for element dtype `dtype` (any shape): two window rows
+    /// per invocation, so that every u32 word of a 16-bit window has one writer.
+    pub fn conv(dtype: DType) -> Self {
+        Self::one_dtype(Op::Conv, dtype, CONV_ROWS, 1, 2, false)
+    }
+
+    /// A kernel of one dtype with no reductions and no staging (repeat, conv):
+    /// `rows` per workgroup, `rows_per_thread` per invocation.
+    fn one_dtype(
+        op: Op,
+        dtype: DType,
+        rows: u32,
+        groups: u32,
+        rows_per_thread: u32,
+        vec4: bool,
+    ) -> Self {
         KernelKey {
-            op: Op::Repeat,
+            op,
             dtypes: GdnDtypes::uniform(dtype),
             reduction: Reduction::Workgroup,
             lanes: 1,
-            rows: REPEAT_WG,
-            groups: REPEAT_GROUPS,
-            rows_per_thread: 1,
+            rows,
+            groups,
+            rows_per_thread,
             chunk: 1,
-            vec4: shape.dim().is_multiple_of(4),
+            vec4,
             masked: false,
         }
     }
@@ -256,7 +285,7 @@ impl KernelKey {
                 staged + reduction + pairs
             }
             Op::Replay => chunk * self.staged_row() * VEC4 + chunk * rows * 4 + chunk * 8 + 4,
-            Op::Repeat => 0,
+            Op::Repeat | Op::Conv => 0,
         }
     }
 
@@ -310,6 +339,7 @@ impl KernelKey {
             Op::Record => self.bindings_of(RecordOperands::<()>::SPECS),
             Op::Replay => self.bindings_of(ReplayOperands::<()>::SPECS),
             Op::Repeat => self.bindings_of(RepeatOperands::<()>::SPECS),
+            Op::Conv => self.bindings_of(ConvOperands::<()>::SPECS),
         }
     }
 
@@ -349,6 +379,8 @@ impl KernelKey {
             ),
             ("PAIRS_OUTPUTS", Value::Bool(self.pairs_outputs())),
             ("STAGE_Q", Value::Bool(self.op == Op::Record)),
+            // conv_commit: the most window values an invocation holds (two rows).
+            ("CONV_SPAN", Value::U32(2 * (MAX_CONV_KERNEL as u32 - 1))),
         ]
     }
 
@@ -537,8 +569,8 @@ pub fn all_variants() -> Vec<KernelKey> {
         for act in DType::ALL {
             for state in DType::ALL {
                 for tape in DType::ALL {
-                    // repeat has one dtype.
-                    if op == Op::Repeat && (state != act || tape != act) {
+                    // repeat and conv have one dtype.
+                    if matches!(op, Op::Repeat | Op::Conv) && (state != act || tape != act) {
                         continue;
                     }
                     for reduction in [Reduction::Subgroup, Reduction::Workgroup] {
@@ -572,6 +604,7 @@ pub fn representative_keys(op: Op, dtypes: GdnDtypes, reduction: Reduction) -> V
                 Op::Record => KernelKey::record(&shape, dtypes, reduction, masked, &class),
                 Op::Replay => KernelKey::replay(&shape, dtypes, masked, &class),
                 Op::Repeat => KernelKey::repeat(&shape.tape_k_repeat(), dtypes.act),
+                Op::Conv => KernelKey::conv(dtypes.act),
             };
             if !keys.contains(&key) {
                 keys.push(key);
