@@ -2,11 +2,12 @@
 //!
 //! One table per op ([`RecordOperands`], [`ReplayOperands`], [`RepeatOperands`],
 //! [`ConvOperands`]) names each operand with its role, its dtype slot, whether the kernel
-//! reads or writes it, how the kernel walks it and its element count for a shape. The same table drives host
-//! validation, the WGSL binding declarations and accessors, the bind-group entries, the
-//! host path's uploads and readbacks: the binding order is the table's order, so there is
-//! no second list to keep in step. The struct the table macro generates holds one value
-//! per operand (`&wgpu::Buffer` on the resident path, byte slices on the host path).
+//! reads or writes it, how the kernel walks it and its element count for a shape. The
+//! same table drives host validation, the WGSL binding declarations and accessors, the
+//! bind-group entries, the host path's uploads and readbacks: the binding order is the
+//! table's order, so there is no second list to keep in step. The struct the table macro
+//! generates holds one value per operand (`&wgpu::Buffer` on the resident path, byte
+//! slices on the host path).
 
 use crate::dtype::{DType, GdnDtypes};
 use crate::shape::{ConvShape, GdnShape, RepeatShape};
