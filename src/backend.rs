@@ -6,8 +6,8 @@ use crate::cpu::{CpuBackend, CpuOptions};
 use crate::dtype::Element;
 use crate::error::{Error, Result};
 use crate::gpu::{GpuBackend, GpuOptions};
-use crate::ops::{HostCall, Record, RecordInputs, Recorded, Repeat, Replay, TapeRef};
-use crate::shape::{GdnShape, GqaLayout, RepeatShape};
+use crate::ops::{ConvCommit, HostCall, Record, RecordInputs, Recorded, Repeat, Replay, TapeRef};
+use crate::shape::{ConvShape, GdnShape, GqaLayout, RepeatShape};
 use std::marker::PhantomData;
 
 /// Which backend to create.
@@ -215,5 +215,18 @@ host_ops! {
     /// repeat (docs/SPEC.md): the GQA head broadcast `dst[n, h, i] = src[n, hk(h), i]`.
     fn repeat / repeat_async<E>(shape: &RepeatShape, layout: GqaLayout, src: &[E]) -> Vec<E>
         = Repeat { shape, layout, src },
+          |out| out;
+
+    /// conv_commit (docs/SPEC.md): the conv window `[B, C, K-1]` rolled forward to each
+    /// sequence's accepted prefix of the draft's conv inputs `x` `[B, T, C]`: row
+    /// `(b, c)` becomes the last `K - 1` values of `window[b, c, :] ++ x[b, 0..a, c]`,
+    /// `a = accepted[b] <= T`. Returns the new window; it only moves values.
+    fn conv_commit / conv_commit_async<E>(
+        shape: &ConvShape,
+        window: &[E],
+        x: &[E],
+        accepted: &[u32]
+    ) -> Vec<E>
+        = ConvCommit { shape, window, x, accepted },
           |out| out;
 }

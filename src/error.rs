@@ -78,6 +78,15 @@ pub enum Error {
         max: u64,
     },
 
+    /// A dimension is below the smallest the op takes (a conv of one tap has no window).
+    #[error("{op}: `{arg}` = {actual} is below the minimum of {min}")]
+    DimTooSmall {
+        op: &'static str,
+        arg: &'static str,
+        actual: u64,
+        min: u64,
+    },
+
     /// The device cannot run this op with these dtypes or this shape.
     #[error("{op}: `{arg}`: {why}")]
     Unsupported {
@@ -151,6 +160,7 @@ impl Error {
             | Error::AcceptedOutOfRange { arg, .. }
             | Error::Overflow { arg, .. }
             | Error::DimTooLarge { arg, .. }
+            | Error::DimTooSmall { arg, .. }
             | Error::Unsupported { arg, .. }
             | Error::IndexOutOfRange { arg, .. }
             | Error::HostAlloc { arg, .. } => Some(arg),

@@ -1,10 +1,10 @@
 //! # deltatape: the map
 //!
-//! - [`GdnShape`], [`RepeatShape`], [`GqaLayout`] (`shape.rs`): the dimensions, every
-//!   index formula and size of the contract (`docs/SPEC.md`).
+//! - [`GdnShape`], [`RepeatShape`], [`ConvShape`], [`GqaLayout`] (`shape.rs`): the
+//!   dimensions, every index formula and size of the contract (`docs/SPEC.md`).
 //! - [`DType`], [`Element`], [`GdnDtypes`] (`dtype.rs`); [`Error`] (`error.rs`).
-//! - [`operand`]: one table per op (record, replay, repeat) naming every operand; it
-//!   drives validation, WGSL bindings, bind groups, uploads and readbacks.
+//! - [`operand`]: one table per op (record, replay, repeat, conv_commit) naming every
+//!   operand; it drives validation, WGSL bindings, bind groups, uploads and readbacks.
 //! - [`Backend`] (`backend.rs`): the device-agnostic calls on host slices, over
 //!   [`CpuBackend`] (`cpu/`: the reference kernels, the oracle of every test) and
 //!   [`GpuBackend`] (`gpu/`: WGSL kernels from `wgsl/` on wgpu).
@@ -39,6 +39,6 @@ pub use gpu::{GpuBackend, GpuOptions, GpuRollback};
 pub use models::ModelPreset;
 pub use ops::{RecordInputs, Recorded, Tape, TapeRef};
 pub use rollback::{CommitKind, Footprint, Rollback, RollbackMode, RollbackOptions};
-pub use shape::{GdnShape, GqaLayout, RepeatShape};
+pub use shape::{ConvShape, GdnShape, GqaLayout, RepeatShape, MAX_CONV_KERNEL};
 /// The wgpu this crate is built on, for callers that pass in their own device.
 pub use wgpu;

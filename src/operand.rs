@@ -1,22 +1,23 @@
 //! The operand tables: for each op, every tensor it reads or writes, once.
 //!
-//! One table per op ([`RecordOperands`], [`ReplayOperands`], [`RepeatOperands`]) names
-//! each operand with its role, its dtype slot, whether the kernel reads or writes it, how
-//! the kernel walks it and its element count for a shape. The same table drives host
-//! validation, the WGSL binding declarations and accessors, the bind-group entries, the
-//! host path's uploads and readbacks: the binding order is the table's order, so there is
-//! no second list to keep in step. The struct the table macro generates holds one value
-//! per operand (`&wgpu::Buffer` on the resident path, byte slices on the host path).
+//! One table per op ([`RecordOperands`], [`ReplayOperands`], [`RepeatOperands`],
+//! [`ConvOperands`]) names each operand with its role, its dtype slot, whether the kernel
+//! reads or writes it, how the kernel walks it and its element count for a shape. The
+//! same table drives host validation, the WGSL binding declarations and accessors, the
+//! bind-group entries, the host path's uploads and readbacks: the binding order is the
+//! table's order, so there is no second list to keep in step. The struct the table macro
+//! generates holds one value per operand (`&wgpu::Buffer` on the resident path, byte
+//! slices on the host path).
 
 use crate::dtype::{DType, GdnDtypes};
-use crate::shape::{GdnShape, RepeatShape};
+use crate::shape::{ConvShape, GdnShape, RepeatShape};
 
 /// What an operand is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
     /// q, k, v, g, beta (and repeat's rows): the caller's activations.
     Activation,
-    /// The recurrent state (in, out, snapshot).
+    /// The recurrent state (in, out, snapshot) and the conv window.
     State,
     /// The innovation tape (delta, expanded k, g).
     Tape,
@@ -56,6 +57,17 @@ impl Slot {
 pub enum Access {
     Read,
     Write,
+    /// Read, then updated in place (conv_commit's window): declared `read_write` with
+    /// loads and stores, uploaded and read back on the host path, and a written operand
+    /// to the resident path's alias check.
+    ReadWrite,
+}
+
+impl Access {
+    /// Whether the kernel writes the operand (its buffer must alias no other).
+    pub fn writes(self) -> bool {
+        matches!(self, Access::Write | Access::ReadWrite)
+    }
 }
 
 /// How a kernel walks an operand (decides the WGSL accessors it gets).
@@ -255,6 +267,20 @@ operand_table! {
     }
 }
 
+operand_table! {
+    /// conv_commit's operands (docs/SPEC.md "conv_commit"), in binding order; x and the
+    /// window in one dtype.
+    pub struct ConvOperands for ConvShape {
+        /// `[B, T, C]`: the drafted conv inputs.
+        x: T, Activation Act Read Scalars = ConvShape::x_len;
+        /// `[B]` u32. On the GPU a count above T is clamped to T (data on the device
+        /// cannot be checked before the dispatch); the host paths refuse it.
+        accepted: T, Control U32 Read Words = ConvShape::batch;
+        /// `[B, C, K-1]`: the conv window, rolled forward in place.
+        window: T, State State ReadWrite Scalars = ConvShape::window_len;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,5 +340,21 @@ mod tests {
         let named = ops.map(|spec, v| format!("{}={v}", spec.name));
         assert_eq!(named.snapshot.as_deref(), Some("snapshot=3"));
         assert!(named.mask.is_none());
+    }
+
+    #[test]
+    fn the_conv_window_is_updated_in_place() {
+        let shape = ConvShape::new(2, 3, 5, 4).unwrap();
+        let rows: Vec<_> = ConvOperands::<()>::SPECS
+            .iter()
+            .map(|s| (s.name, s.access.writes(), (s.len)(&shape)))
+            .collect();
+        let expect = [
+            ("x", false, 30),
+            ("accepted", false, 2),
+            ("window", true, 30),
+        ];
+        assert_eq!(rows, expect);
+        assert_eq!(ConvOperands::<()>::SPECS[2].access, Access::ReadWrite);
     }
 }

@@ -55,11 +55,11 @@ impl std::str::FromStr for GqaLayout {
     }
 }
 
-fn nonzero(op: &'static str, arg: &'static str, v: usize) -> Result<()> {
-    if v == 0 {
-        Err(Error::ZeroDim { op, arg })
-    } else {
-        Ok(())
+/// `Err(ZeroDim)` for the first (name, value) of `dims` that is 0.
+fn nonzero(op: &'static str, dims: &[(&'static str, usize)]) -> Result<()> {
+    match dims.iter().find(|(_, v)| *v == 0) {
+        Some(&(arg, _)) => Err(Error::ZeroDim { op, arg }),
+        None => Ok(()),
     }
 }
 
@@ -122,16 +122,16 @@ impl GdnShape {
         value_dim: usize,
     ) -> Result<Self> {
         const OP: &str = "shape";
-        let dims = [
-            ("batch", batch),
-            ("key_heads", key_heads),
-            ("value_heads", value_heads),
-            ("key_dim", key_dim),
-            ("value_dim", value_dim),
-        ];
-        for (arg, v) in dims {
-            nonzero(OP, arg, v)?;
-        }
+        nonzero(
+            OP,
+            &[
+                ("batch", batch),
+                ("key_heads", key_heads),
+                ("value_heads", value_heads),
+                ("key_dim", key_dim),
+                ("value_dim", value_dim),
+            ],
+        )?;
         heads_divide(OP, ("value_heads", value_heads), ("key_heads", key_heads))?;
         let s = GdnShape {
             batch,
@@ -284,19 +284,122 @@ impl GdnShape {
 
     /// Check `accepted[b] <= T` for every sequence.
     pub fn check_accepted(&self, op: &'static str, accepted: &[u32]) -> Result<()> {
-        crate::error::check_len(op, "accepted", self.batch, accepted.len())?;
-        for (index, &a) in accepted.iter().enumerate() {
-            if a as usize > self.steps {
-                return Err(Error::AcceptedOutOfRange {
-                    op,
-                    arg: "accepted",
-                    index,
-                    actual: a as u64,
-                    max: self.steps as u64,
-                });
-            }
+        check_accepted(op, accepted, self.batch, self.steps)
+    }
+}
+
+/// The one check of accepted counts on the host: `batch` of them, each `<= steps` (T).
+/// (On the GPU a count above T is clamped to T: device data cannot be checked.)
+fn check_accepted(op: &'static str, accepted: &[u32], batch: usize, steps: usize) -> Result<()> {
+    crate::error::check_len(op, "accepted", batch, accepted.len())?;
+    for (index, &a) in accepted.iter().enumerate() {
+        if a as usize > steps {
+            return Err(Error::AcceptedOutOfRange {
+                op,
+                arg: "accepted",
+                index,
+                actual: a as u64,
+                max: steps as u64,
+            });
         }
-        Ok(())
+    }
+    Ok(())
+}
+
+/// The most taps a conv window may have (K). GatedDeltaNet layers use K = 4 (Qwen3-Next's
+/// `linear_conv_kernel_dim`, like Mamba's `d_conv`); 8 leaves twice that, and keeps the
+/// GPU kernel's registers small: each invocation holds two rows of `K - 1` values.
+pub const MAX_CONV_KERNEL: usize = 8;
+
+/// The dimensions of one conv-window commit (docs/SPEC.md, "conv_commit"): `B`
+/// sequences, a draft of `T` steps, `C` channels, a causal conv1d of `K` taps.
+///
+/// Built only through [`ConvShape::new`], which checks every dimension, so every length
+/// method below is exact and cannot overflow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ConvShape {
+    batch: usize,
+    steps: usize,
+    channels: usize,
+    kernel: usize,
+}
+
+impl ConvShape {
+    /// Check and build: every dimension at least 1, and `kernel` (K) in
+    /// `2..=`[`MAX_CONV_KERNEL`] (K = 1 has no window to keep).
+    pub fn new(batch: usize, steps: usize, channels: usize, kernel: usize) -> Result<Self> {
+        const OP: &str = "conv_commit";
+        let dims = [
+            ("batch", batch),
+            ("steps", steps),
+            ("channels", channels),
+            ("kernel", kernel),
+        ];
+        nonzero(OP, &dims)?;
+        if kernel < 2 {
+            return Err(Error::DimTooSmall {
+                op: OP,
+                arg: "kernel",
+                actual: kernel as u64,
+                min: 2,
+            });
+        }
+        if kernel > MAX_CONV_KERNEL {
+            return Err(Error::DimTooLarge {
+                op: OP,
+                arg: "kernel",
+                actual: kernel as u64,
+                max: MAX_CONV_KERNEL as u64,
+            });
+        }
+        product(OP, "window", &[batch, channels, kernel - 1])?;
+        product(OP, "x", &[batch, steps, channels])?;
+        Ok(ConvShape {
+            batch,
+            steps,
+            channels,
+            kernel,
+        })
+    }
+
+    pub fn batch(&self) -> usize {
+        self.batch
+    }
+    pub fn steps(&self) -> usize {
+        self.steps
+    }
+    pub fn channels(&self) -> usize {
+        self.channels
+    }
+    pub fn kernel(&self) -> usize {
+        self.kernel
+    }
+    /// Values a window row keeps: `K - 1`.
+    pub fn window_width(&self) -> usize {
+        self.kernel - 1
+    }
+    /// window: `[B, C, K-1]`.
+    pub fn window_len(&self) -> usize {
+        self.batch * self.channels * self.window_width()
+    }
+    /// x, the drafted conv inputs: `[B, T, C]`.
+    pub fn x_len(&self) -> usize {
+        self.batch * self.steps * self.channels
+    }
+    /// Start of `window[b, c, :]` (`j = 0` the oldest value).
+    #[inline(always)]
+    pub fn window_row(&self, b: usize, c: usize) -> usize {
+        (b * self.channels + c) * self.window_width()
+    }
+    /// Index of `x[b, t, c]`.
+    #[inline(always)]
+    pub fn x_index(&self, b: usize, t: usize, c: usize) -> usize {
+        (b * self.steps + t) * self.channels + c
+    }
+
+    /// Check `accepted[b] <= T` for every sequence.
+    pub fn check_accepted(&self, op: &'static str, accepted: &[u32]) -> Result<()> {
+        check_accepted(op, accepted, self.batch, self.steps)
     }
 }
 
@@ -314,9 +417,14 @@ impl RepeatShape {
     /// `dst_heads` and `dim` must be at least 1, and `dst_heads % src_heads == 0`.
     pub fn new(rows: usize, src_heads: usize, dst_heads: usize, dim: usize) -> Result<Self> {
         const OP: &str = "repeat";
-        nonzero(OP, "src_heads", src_heads)?;
-        nonzero(OP, "dst_heads", dst_heads)?;
-        nonzero(OP, "dim", dim)?;
+        nonzero(
+            OP,
+            &[
+                ("src_heads", src_heads),
+                ("dst_heads", dst_heads),
+                ("dim", dim),
+            ],
+        )?;
         heads_divide(OP, ("dst_heads", dst_heads), ("src_heads", src_heads))?;
         // Per row too: with rows = 0 the totals are 0 whatever the row size.
         product(OP, "src", &[src_heads, dim])?;
@@ -387,5 +495,45 @@ mod tests {
         assert_eq!(s.qk_row(1, 2, 1) + s.key_dim(), s.qk_len());
         assert_eq!(s.tape_k_row(1, 2, 3) + s.key_dim(), s.tape_k_len());
         assert_eq!(s.gate_index(1, 2, 3) + 1, s.gate_len());
+    }
+
+    #[test]
+    fn conv_shape_checks_its_dims() {
+        let s = ConvShape::new(2, 3, 5, 4).unwrap();
+        assert_eq!((s.window_len(), s.x_len(), s.batch()), (30, 30, 2));
+        assert_eq!(s.window_row(1, 4) + s.window_width(), s.window_len());
+        assert_eq!(s.x_index(1, 2, 4) + 1, s.x_len());
+        let kernel = |k| ConvShape::new(1, 1, 1, k).unwrap_err();
+        assert!(matches!(kernel(0), Error::ZeroDim { arg: "kernel", .. }));
+        assert!(matches!(
+            kernel(1),
+            Error::DimTooSmall {
+                arg: "kernel",
+                actual: 1,
+                min: 2,
+                ..
+            }
+        ));
+        assert!(matches!(
+            kernel(9),
+            Error::DimTooLarge {
+                arg: "kernel",
+                actual: 9,
+                max: 8,
+                ..
+            }
+        ));
+        assert!(ConvShape::new(1, 1, 1, MAX_CONV_KERNEL).is_ok());
+        let huge = ConvShape::new(usize::MAX / 2, 1, 3, 2).unwrap_err();
+        assert!(matches!(huge, Error::Overflow { .. }), "{huge:?}");
+        assert!(matches!(
+            s.check_accepted("conv_commit", &[3, 4]),
+            Err(Error::AcceptedOutOfRange {
+                index: 1,
+                actual: 4,
+                max: 3,
+                ..
+            })
+        ));
     }
 }

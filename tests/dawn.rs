@@ -24,7 +24,9 @@ use std::time::Instant;
 
 use deltatape::gpu::{KernelKey, Op, Reduction, ShapeClass};
 use deltatape::GdnDtypes;
-use deltatape::{DType, Element, GdnShape, GqaLayout, RecordInputs, Recorded, RepeatShape, Tape};
+use deltatape::{
+    ConvShape, DType, Element, GdnShape, GqaLayout, RecordInputs, Recorded, RepeatShape, Tape,
+};
 use half::{bf16, f16};
 
 /// A summary line that shows in `cargo test`'s output even when the test passes (the
@@ -456,11 +458,13 @@ fn decode(dtype: DType, bytes: &[u8], len: usize) -> Vec<f32> {
         .collect()
 }
 
-/// One output to compare: the reference values (in the output's dtype, widened).
+/// One output to compare: the reference values (in the output's dtype, widened), and
+/// for an operand updated in place (conv_commit's window) the bytes it starts from.
 struct Expect {
     what: &'static str,
     dtype: DType,
     want: Vec<f32>,
+    input: Option<Vec<u8>>,
 }
 
 /// One binding's name, its input bytes (or what it should hold after the dispatch), and
@@ -511,9 +515,16 @@ fn write_case(
                     "{{\"name\":\"{oname}\",\"bytes\":{bytes},\"input\":\"{oname}.bin\"}}"
                 ));
             }
-            Err(expect) => {
+            Err(mut expect) => {
+                let input = match expect.input.take() {
+                    Some(input) => {
+                        std::fs::write(dir.join(format!("{oname}.bin")), input).unwrap();
+                        format!(",\"input\":\"{oname}.bin\"")
+                    }
+                    None => String::new(),
+                };
                 entries.push(format!(
-                    "{{\"name\":\"{oname}\",\"bytes\":{bytes},\"output\":\"{oname}.out\"}}"
+                    "{{\"name\":\"{oname}\",\"bytes\":{bytes}{input},\"output\":\"{oname}.out\"}}"
                 ));
                 outputs.push((format!("{oname}.out"), expect));
             }
@@ -557,6 +568,7 @@ fn out<E: Element>(what: &'static str, values: &[E]) -> Result<Vec<u8>, Expect> 
         what,
         dtype: E::DTYPE,
         want: values.iter().map(|x| x.to_f32()).collect(),
+        input: None,
     })
 }
 
@@ -749,6 +761,43 @@ fn repeat_case<E: Element>(root: &Path, shape: &RepeatShape, layout: GqaLayout) 
     write_case(root, name, &key, params, wg, ops)
 }
 
+/// conv_commit of one dtype: the window uploaded, rolled forward in place and read back;
+/// one sequence's count above T, which the kernel clamps.
+fn conv_case<E: Element>(root: &Path, (b, t, c, k): (usize, usize, usize, usize)) -> Case {
+    let shape = ConvShape::new(b, t, c, k).unwrap();
+    let mut rng = common::Rng::new(11);
+    let window: Vec<E> = deltatape::dtype::cast_from_f32(&rng.vec(shape.window_len(), 0.5, 4.0));
+    let x: Vec<E> = deltatape::dtype::cast_from_f32(&rng.vec(shape.x_len(), -4.0, -0.5));
+    let accepted: Vec<u32> = (0..b as u32)
+        .map(|i| (i * 3 + 1) % (t as u32 + 2))
+        .collect();
+    let clamped: Vec<u32> = accepted.iter().map(|&a| a.min(t as u32)).collect();
+    let want = cpu().conv_commit(&shape, &window, &x, &clamped).unwrap();
+    let key = KernelKey::conv(E::DTYPE);
+    let wg = ((b * c) as u64).div_ceil(key.rows as u64);
+    let params = words(&[
+        b as u32,
+        t as u32,
+        c as u32,
+        k as u32 - 1,
+        (b * c) as u32,
+        wg as u32,
+        0, // ConvParams' two pad words
+        0,
+    ]);
+    let mut in_place = out("window", &want);
+    if let Err(e) = &mut in_place {
+        e.input = Some(upload(&window));
+    }
+    let ops = vec![
+        ("x", Ok(upload(&x)), bytes_of(E::DTYPE, x.len())),
+        ("accepted", Ok(words(&accepted)), 4 * accepted.len() as u64),
+        ("window", in_place, bytes_of(E::DTYPE, window.len())),
+    ];
+    let name = format!("conv.{}.b{b}t{t}c{c}k{k}", E::DTYPE);
+    write_case(root, name, &key, params, wg, ops)
+}
+
 fn all_cases(root: &Path, ops: &[Op]) -> Vec<Case> {
     let mut cases = Vec::new();
     let shapes = [
@@ -791,6 +840,12 @@ fn all_cases(root: &Path, ops: &[Op]) -> Vec<Case> {
             cases.push(repeat_case::<bf16>(root, &shape, layout));
         }
     }
+    // Odd B * C with odd K - 1 (a last row alone, half a word), and K = 2, 8.
+    for dims in [(3, 3, 3, 4), (2, 5, 4, 2), (3, 9, 5, 8)] {
+        cases.push(conv_case::<f32>(root, dims));
+        cases.push(conv_case::<f16>(root, dims));
+        cases.push(conv_case::<bf16>(root, dims));
+    }
     cases.retain(|c| ops.contains(&c.op));
     cases
 }
@@ -826,6 +881,12 @@ impl Dawn {
 #[test]
 fn dawn_runs_replay_and_repeat() {
     run_on_dawn("run", &[Op::Replay, Op::Repeat]);
+}
+
+/// conv_commit on Dawn (its window updated in place), against the CPU reference.
+#[test]
+fn dawn_runs_conv_commit() {
+    run_on_dawn("run-conv", &[Op::Conv]);
 }
 
 /// Record on Dawn. It guards a Tint bug found here: a `var part: array<vec2<f32>, RPT>;`

@@ -111,7 +111,10 @@ fn round_prints_a_row_per_cell() {
     );
     let rows: Vec<&str> = stdout
         .lines()
-        .filter(|l| l.starts_with("single") || l.starts_with("keep"))
+        .filter(|l| {
+            let l = l.trim_start();
+            l.starts_with("single") || l.starts_with("keep")
+        })
         .collect();
     // Two modes by default, two batches each.
     assert_eq!(rows.len(), 4, "{stdout}");

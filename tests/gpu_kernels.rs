@@ -226,61 +226,15 @@ fn repeat_is_an_exact_copy() {
     check_repeat::<bf16>(&g);
 }
 
-/// Subgroup sizes that lavapipe's LP_NATIVE_VECTOR_WIDTH gives.
-const WIDTHS: [(&str, u32); 3] = [("128", 4), ("256", 8), ("512", 16)];
-
 #[test]
 fn subgroup_size_is_what_the_run_asked_for() {
     let Some(g) = gpu() else { return };
-    let info = g.adapter_info().unwrap();
-    if let Ok(expect) = std::env::var("DELTATAPE_EXPECT_SUBGROUP") {
-        let expect: u32 = expect.parse().unwrap();
-        assert_eq!(info.subgroup_max_size, expect, "{info:?}");
-        assert_eq!(g.reduction(), Reduction::Subgroup);
-    }
+    check_asked_subgroup_size(&g);
 }
 
 #[test]
 fn subgroup_widths() {
-    let Some(g) = gpu() else { return };
-    let name = g.adapter_info().unwrap().name.to_lowercase();
-    if std::env::var("DELTATAPE_EXPECT_SUBGROUP").is_ok() {
-        return; // already inside a re-run
-    }
-    if !name.contains("llvmpipe") {
-        eprintln!(
-            "subgroup_widths: {name} is not lavapipe, LP_NATIVE_VECTOR_WIDTH does nothing there"
-        );
-        return;
-    }
-    let exe = std::env::current_exe().unwrap();
-    for (width, sg) in WIDTHS {
-        let out = std::process::Command::new(&exe)
-            .env("LP_NATIVE_VECTOR_WIDTH", width)
-            .env("DELTATAPE_EXPECT_SUBGROUP", sg.to_string())
-            .args(["--skip", "subgroup_widths", "--test-threads", "2"])
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success(),
-            "width {width} (subgroup {sg}) failed:\n{stdout}\n{stderr}"
-        );
-        let summary = stdout
-            .lines()
-            .find(|l| l.starts_with("test result:"))
-            .unwrap_or("");
-        eprintln!("LP_NATIVE_VECTOR_WIDTH={width} (subgroup {sg}): {summary}");
-        assert!(
-            summary.contains(" 0 failed") && !summary.contains(" 0 passed"),
-            "{summary}"
-        );
-        assert!(
-            !stderr.contains("SKIPPED"),
-            "width {width}: a test skipped:\n{stderr}"
-        );
-    }
+    rerun_at_subgroup_widths();
 }
 
 /// A device made the way a host application might: no SUBGROUP, and optionally

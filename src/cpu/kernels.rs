@@ -1,4 +1,5 @@
-//! The CPU reference kernels: docs/SPEC.md's record, replay and repeat, line for line.
+//! The CPU reference kernels: docs/SPEC.md's record, replay, repeat and conv_commit, line
+//! for line.
 //!
 //! Each function is the CPU twin of the WGSL kernel of the same name: after the thread
 //! count, the shape and the layout, the same operands in the same order as the kernel's
@@ -11,7 +12,7 @@
 //! These functions validate nothing: the calls of `crate::ops` check lengths first.
 
 use crate::dtype::Element;
-use crate::shape::{GdnShape, GqaLayout, RepeatShape};
+use crate::shape::{ConvShape, GdnShape, GqaLayout, RepeatShape};
 use std::ops::Range;
 
 /// Split `out` into consecutive chunks of `chunk_len` ("tasks") and run `work(first
@@ -403,6 +404,36 @@ pub(crate) fn repeat<E: Element>(
             for h in 0..h_n {
                 let from = shape.src_index(layout, n, h, 0);
                 out[h * k..][..k].copy_from_slice(&src[from..from + k]);
+            }
+        }
+    });
+}
+
+/// `conv_commit` (docs/SPEC.md, "conv_commit"): each window row `(b, c)` becomes the last
+/// `K - 1` values of `window[b, c, :] ++ x[b, 0..a, c]`, in place, with
+/// `a = min(accepted[b], T)` (the kernel's clamp; the host calls refuse `a > T` first).
+/// It only moves values: every bit is kept.
+pub(crate) fn conv_commit<E: Element>(
+    threads: usize,
+    shape: &ConvShape,
+    x: &[E],
+    accepted: &[u32],
+    window: &mut [E],
+) {
+    let width = shape.window_width();
+    let seq_len = shape.channels() * width; // one sequence's rows
+    let cost = window.len();
+    par_tasks(threads, window, seq_len, cost, |seqs, out| {
+        for (b, rows) in seqs.zip(out.chunks_mut(seq_len)) {
+            let a = (accepted[b] as usize).min(shape.steps());
+            // The first `kept` new values are old ones, shifted down by `a`; the rest are
+            // the accepted steps of x, the newest last.
+            let kept = width.saturating_sub(a);
+            for (c, row) in rows.chunks_exact_mut(width).enumerate() {
+                row.copy_within(width - kept.., 0);
+                for (j, v) in row.iter_mut().enumerate().skip(kept) {
+                    *v = x[shape.x_index(b, a + j - width, c)];
+                }
             }
         }
     });

@@ -7,8 +7,8 @@ use super::kernel::{KernelKey, Op, Reduction, MAX_KEY_DIM};
 use super::GpuBackend;
 use crate::dtype::{DType, GdnDtypes};
 use crate::error::{Error, Result};
-use crate::operand::{Access, OperandSpec, RecordOperands, RepeatOperands, ReplayOperands};
-use crate::shape::{GdnShape, GqaLayout, RepeatShape};
+use crate::operand::{ConvOperands, OperandSpec, RecordOperands, RepeatOperands, ReplayOperands};
+use crate::shape::{ConvShape, GdnShape, GqaLayout, RepeatShape};
 use std::sync::Arc;
 
 /// Largest element count of one operand: the kernels index in u32 and form
@@ -22,10 +22,13 @@ pub type RecordBuffers<'a> = RecordOperands<&'a wgpu::Buffer>;
 pub type ReplayBuffers<'a> = ReplayOperands<&'a wgpu::Buffer>;
 /// Buffers of one repeat call.
 pub type RepeatBuffers<'a> = RepeatOperands<&'a wgpu::Buffer>;
+/// Buffers of one conv_commit call: `window` is rolled forward in place; `accepted`
+/// holds `[B]` u32, values above T clamped to T.
+pub type ConvBuffers<'a> = ConvOperands<&'a wgpu::Buffer>;
 
-/// The uniform parameter block of every kernel: `GdnParams` (wgsl/shape.wgsl) or
-/// `RepeatParams` (wgsl/repeat.wgsl), padded to one size so the cache keys are plain
-/// arrays.
+/// The uniform parameter block of every kernel: `GdnParams` (wgsl/shape.wgsl),
+/// `RepeatParams` (wgsl/repeat.wgsl) or `ConvParams` (wgsl/conv.wgsl), padded to one size
+/// so the cache keys are plain arrays.
 pub(crate) type ParamBlock = [u32; 12];
 
 /// A validated dispatch, built once for one set of buffers: encoding it is
@@ -87,6 +90,37 @@ struct Plan<'a, Sh: 'static> {
     shape: &'a Sh,
     specs: &'static [OperandSpec<Sh>],
     buffers: Vec<Option<&'a wgpu::Buffer>>,
+}
+
+impl<'a, Sh: 'static> Plan<'a, Sh> {
+    /// A plan with the parameter words `params` (zero-padded to a [`ParamBlock`]) and no
+    /// buffers yet.
+    fn new(
+        op: &'static str,
+        key: KernelKey,
+        params: &[u32],
+        workgroups: u64,
+        shape: &'a Sh,
+        specs: &'static [OperandSpec<Sh>],
+    ) -> Self {
+        let mut block = ParamBlock::default();
+        block[..params.len()].copy_from_slice(params);
+        Plan {
+            op,
+            key,
+            params: block,
+            workgroups,
+            shape,
+            specs,
+            buffers: Vec::new(),
+        }
+    }
+
+    /// The plan with the caller's buffers, one per table row (`None`: left out).
+    fn bind(mut self, slots: Vec<Option<&&'a wgpu::Buffer>>) -> Self {
+        self.buffers = slots.into_iter().map(|b| b.copied()).collect();
+        self
+    }
 }
 
 fn u32_dim(op: &'static str, arg: &'static str, v: usize) -> Result<u32> {
@@ -274,21 +308,42 @@ impl GpuBackend {
             layout.code(),
             u32_dim(OP, "dst", shape.dst_len())?,
             workgroups as u32,
-            0,
-            0,
-            0,
-            0,
-            0,
         ];
-        self.prepare(Plan {
-            op: OP,
-            key,
-            params,
-            workgroups,
-            shape,
-            specs: RepeatOperands::<()>::SPECS,
-            buffers: buffers.slots().into_iter().map(|b| b.copied()).collect(),
-        })
+        let specs = RepeatOperands::<()>::SPECS;
+        let plan = Plan::new(OP, key, &params, workgroups, shape, specs);
+        self.prepare(plan.bind(buffers.slots()))
+    }
+
+    /// Validate conv_commit's buffers (docs/SPEC.md "conv_commit") and build its
+    /// dispatch, which rolls `window` forward to each sequence's accepted prefix of `x`
+    /// in place (x and the window in `dtype`; a count above T is clamped to T).
+    pub fn prepare_conv_commit(
+        &self,
+        shape: &ConvShape,
+        dtype: DType,
+        buffers: &ConvBuffers<'_>,
+    ) -> Result<Prepared> {
+        const OP: &str = "conv_commit";
+        let key = KernelKey::conv(dtype);
+        // `ConvParams`: B, T, C, K - 1, the window's rows B * C (no overflow: fewer than
+        // the window's values), the workgroups.
+        let rows = shape.batch() * shape.channels();
+        let workgroups = (rows as u64).div_ceil(key.rows as u64);
+        let dims = [
+            ("batch", shape.batch()),
+            ("steps", shape.steps()),
+            ("channels", shape.channels()),
+            ("kernel", shape.window_width()),
+            ("window", rows),
+        ];
+        let mut params = Vec::with_capacity(dims.len() + 1);
+        for (arg, v) in dims {
+            params.push(u32_dim(OP, arg, v)?);
+        }
+        params.push(workgroups as u32);
+        let specs = ConvOperands::<()>::SPECS;
+        let plan = Plan::new(OP, key, &params, workgroups, shape, specs);
+        self.prepare(plan.bind(buffers.slots()))
     }
 
     /// Check features, limits and every buffer against the operand table, then build
@@ -341,7 +396,7 @@ impl GpuBackend {
             }
             bound.push((spec, *buffer, bytes));
         }
-        for (written, wbuf, _) in bound.iter().filter(|(s, ..)| s.access == Access::Write) {
+        for (written, wbuf, _) in bound.iter().filter(|(s, ..)| s.access.writes()) {
             if let Some((other, ..)) = bound
                 .iter()
                 .find(|(s, b, _)| s.name != written.name && b == wbuf)

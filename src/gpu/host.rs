@@ -174,7 +174,12 @@ impl GpuBackend {
         match side {
             HostSide::In(bytes, _) => {
                 let size = (bytes.len() as u64).div_ceil(4) * 4;
-                let buffer = pool.take(self.device(), size.max(16), U::STORAGE | U::COPY_DST);
+                // An operand updated in place is read back too.
+                let usage = match spec.access {
+                    Access::ReadWrite => U::STORAGE | U::COPY_DST | U::COPY_SRC,
+                    _ => U::STORAGE | U::COPY_DST,
+                };
+                let buffer = pool.take(self.device(), size.max(16), usage);
                 write_padded(self.queue(), &buffer, bytes);
                 buffer
             }
@@ -186,8 +191,9 @@ impl GpuBackend {
         }
     }
 
-    /// Encode a host call with `encode`, copy every written operand (table order) to a
-    /// staging buffer, submit, and return the pending result; all inside error scopes.
+    /// Encode a host call with `encode`, copy every written operand (table order, those
+    /// updated in place included) to a staging buffer, submit, and return the pending
+    /// result; all inside error scopes.
     pub(crate) fn host_call<'a, Sh, T>(
         &self,
         op: &'static str,
@@ -202,7 +208,7 @@ impl GpuBackend {
             let outputs: Vec<(&wgpu::Buffer, u64)> = specs
                 .iter()
                 .zip(&buffers)
-                .filter(|(spec, _)| spec.access == Access::Write)
+                .filter(|(spec, _)| spec.access.writes())
                 .filter_map(|(_, b)| b.map(|b| (b, b.size())))
                 .collect();
             let used = buffers.iter().flatten().map(|b| (*b).clone()).collect();

@@ -10,28 +10,33 @@
 use super::options::ShapeClass;
 use super::wgsl::{self, Value, WgslError};
 use crate::dtype::{DType, GdnDtypes};
-use crate::operand::{Access, OperandSpec, RecordOperands, RepeatOperands, ReplayOperands, Walk};
-use crate::shape::{GdnShape, RepeatShape};
+use crate::operand::{
+    Access, ConvOperands, OperandSpec, RecordOperands, RepeatOperands, ReplayOperands, Walk,
+};
+use crate::shape::{GdnShape, RepeatShape, MAX_CONV_KERNEL};
 use std::fmt::Write as _;
 
 /// Largest key dimension (Dk) the record and replay kernels take.
 pub const MAX_KEY_DIM: usize = 256;
 
-/// The three kernel families of `wgsl/`.
+/// The kernel families of `wgsl/` (each one file, named by [`Op::name`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Op {
     Record,
     Replay,
     Repeat,
+    /// conv_commit: the conv window rolled forward in place.
+    Conv,
 }
 
 impl Op {
-    pub const ALL: [Op; 3] = [Op::Record, Op::Replay, Op::Repeat];
+    pub const ALL: [Op; 4] = [Op::Record, Op::Replay, Op::Repeat, Op::Conv];
     pub const fn name(self) -> &'static str {
         match self {
             Op::Record => "record",
             Op::Replay => "replay",
             Op::Repeat => "repeat",
+            Op::Conv => "conv",
         }
     }
 }
@@ -42,7 +47,9 @@ impl std::str::FromStr for Op {
         Op::ALL
             .into_iter()
             .find(|op| op.name() == s)
-            .ok_or_else(|| format!("unknown kernel `{s}` (expected record, replay or repeat)"))
+            .ok_or_else(|| {
+                format!("unknown kernel `{s}` (expected record, replay, repeat or conv)")
+            })
     }
 }
 
@@ -60,7 +67,7 @@ pub enum Reduction {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct KernelKey {
     pub op: Op,
-    /// For repeat, all three are the element dtype.
+    /// For repeat and conv, all three are the element dtype.
     pub dtypes: GdnDtypes,
     pub reduction: Reduction,
     /// Lanes that share one state row (a power of two).
@@ -99,6 +106,8 @@ const MAX_STAGE_ITEMS: u32 = 4;
 const REPEAT_WG: u32 = 256;
 /// Groups of 4 elements each repeat invocation copies (loads in flight per invocation).
 const REPEAT_GROUPS: u32 = 4;
+/// Window rows per conv_commit workgroup: two per invocation (see `wgsl/conv.wgsl`).
+const CONV_ROWS: u32 = 128;
 
 impl KernelKey {
     /// The record kernel for `shape`, with the shape class `class` overrides: the plain
@@ -209,16 +218,36 @@ impl KernelKey {
 
     /// The repeat kernel for `shape` and element dtype `dtype`.
     pub fn repeat(shape: &RepeatShape, dtype: DType) -> Self {
+        let vec4 = shape.dim().is_multiple_of(4);
+        Self::one_dtype(Op::Repeat, dtype, REPEAT_WG, REPEAT_GROUPS, 1, vec4)
+    }
+
+    /// The conv_commit kernel for element dtype `dtype` (any shape): two window rows
+    /// per invocation, so that every u32 word of a 16-bit window has one writer.
+    pub fn conv(dtype: DType) -> Self {
+        Self::one_dtype(Op::Conv, dtype, CONV_ROWS, 1, 2, false)
+    }
+
+    /// A kernel of one dtype with no reductions and no staging (repeat, conv):
+    /// `rows` per workgroup, `rows_per_thread` per invocation.
+    fn one_dtype(
+        op: Op,
+        dtype: DType,
+        rows: u32,
+        groups: u32,
+        rows_per_thread: u32,
+        vec4: bool,
+    ) -> Self {
         KernelKey {
-            op: Op::Repeat,
+            op,
             dtypes: GdnDtypes::uniform(dtype),
             reduction: Reduction::Workgroup,
             lanes: 1,
-            rows: REPEAT_WG,
-            groups: REPEAT_GROUPS,
-            rows_per_thread: 1,
+            rows,
+            groups,
+            rows_per_thread,
             chunk: 1,
-            vec4: shape.dim().is_multiple_of(4),
+            vec4,
             bound: 0,
         }
         .with_bound(0)
@@ -250,6 +279,7 @@ impl KernelKey {
             Op::Record => of(RecordOperands::<()>::SPECS),
             Op::Replay => of(ReplayOperands::<()>::SPECS),
             Op::Repeat => of(RepeatOperands::<()>::SPECS),
+            Op::Conv => of(ConvOperands::<()>::SPECS),
         }
     }
 
@@ -275,7 +305,7 @@ impl KernelKey {
         match self.op {
             Op::Record => self.row_bit("state_out"),
             Op::Replay => self.row_bit("snapshot") | self.row_bit("tape_k"),
-            Op::Repeat => 0,
+            Op::Repeat | Op::Conv => 0,
         }
     }
 
@@ -320,7 +350,7 @@ impl KernelKey {
                 staged + reduction + pairs
             }
             Op::Replay => chunk * self.staged_row() * VEC4 + chunk * rows * 4 + chunk * VEC4 + 4,
-            Op::Repeat => 0,
+            Op::Repeat | Op::Conv => 0,
         }
     }
 
@@ -396,6 +426,7 @@ impl KernelKey {
             Op::Record => self.bindings_of(RecordOperands::<()>::SPECS),
             Op::Replay => self.bindings_of(ReplayOperands::<()>::SPECS),
             Op::Repeat => self.bindings_of(RepeatOperands::<()>::SPECS),
+            Op::Conv => self.bindings_of(ConvOperands::<()>::SPECS),
         }
     }
 
@@ -448,6 +479,8 @@ impl KernelKey {
             ("ACT_BF16", Value::Bool(self.dtypes.act == DType::BF16)),
             // record stages q beside k; replay has no q.
             ("STAGE_Q", Value::Bool(self.op == Op::Record)),
+            // conv_commit: the most window values an invocation holds (two rows).
+            ("CONV_SPAN", Value::U32(2 * (MAX_CONV_KERNEL as u32 - 1))),
         ];
         defines.extend(fixed.into_iter().map(|(n, v)| (n.to_string(), v)));
         defines
@@ -493,9 +526,10 @@ impl Binding {
     /// Append the declaration and accessors of this binding.
     fn write_wgsl(&self, out: &mut String, index: u32, vec4: bool) {
         let n = self.name;
-        let access = match self.access {
-            Access::Read => "read",
-            Access::Write => "read_write",
+        let access = if self.access.writes() {
+            "read_write"
+        } else {
+            "read"
         };
         if self.kind == Walk::Words {
             let _ = writeln!(
@@ -503,7 +537,7 @@ impl Binding {
                 "@group(0) @binding({index}) var<storage, {access}> {n}_buf: array<u32>;\n\
                  fn load_{n}(i: u32) -> u32 {{\n    return {n}_buf[i];\n}}"
             );
-            if self.access == Access::Write {
+            if self.access.writes() {
                 let _ = writeln!(
                     out,
                     "fn store_{n}(i: u32, v: u32) {{\n    {n}_buf[i] = v;\n}}"
@@ -542,7 +576,7 @@ impl Binding {
         if self.kind == Walk::Rows {
             self.write_group_accessors(out, vec);
         }
-        if self.access == Access::Write && self.kind == Walk::Scalars {
+        if self.access.writes() && self.kind == Walk::Scalars {
             // Scalars are never vec4-declared.
             if self.dtype != DType::BF16 {
                 let cast = if self.dtype == DType::F16 {
@@ -588,7 +622,7 @@ impl Binding {
                  let x = {n}_buf[(base + i) >> 2u];\n    \
                  return select(vec4<f32>(0.0), {load}, i < n);\n}}"
             );
-            if self.access == Access::Write {
+            if self.access.writes() {
                 let _ = writeln!(
                     out,
                     "fn store_{n}(base: u32, i: u32, n: u32, v: vec4<f32>) {{\n    \
@@ -605,7 +639,7 @@ impl Binding {
              if i + c < n {{\n            v[c] = load1_{n}(base + i + c);\n        }}\n    }}\n    \
              return v;\n}}"
         );
-        if self.access == Access::Write {
+        if self.access.writes() {
             let body = match self.dtype {
                 DType::BF16 => format!(
                     "let w = (base + i) >> 1u;\n    \
@@ -641,8 +675,8 @@ pub fn all_variants() -> Vec<KernelKey> {
         for act in DType::ALL {
             for state in DType::ALL {
                 for tape in DType::ALL {
-                    // repeat has one dtype.
-                    if op == Op::Repeat && (state != act || tape != act) {
+                    // repeat and conv have one dtype.
+                    if matches!(op, Op::Repeat | Op::Conv) && (state != act || tape != act) {
                         continue;
                     }
                     for reduction in [Reduction::Subgroup, Reduction::Workgroup] {
@@ -676,6 +710,7 @@ pub fn representative_keys(op: Op, dtypes: GdnDtypes, reduction: Reduction) -> V
                 Op::Record => KernelKey::record(&shape, dtypes, reduction, masked, &class),
                 Op::Replay => KernelKey::replay(&shape, dtypes, masked, &class),
                 Op::Repeat => KernelKey::repeat(&shape.tape_k_repeat(), dtypes.act),
+                Op::Conv => KernelKey::conv(dtypes.act),
             };
             // The rollback's variants: record writing the tape's k and g, with and
             // without the drafted state; replay from k at key heads, in place or
@@ -690,7 +725,7 @@ pub fn representative_keys(op: Op, dtypes: GdnDtypes, reduction: Reduction) -> V
                     bits(&["mask", "tape_k_grouped", "status"]),
                     bits(&["mask", "tape_k_grouped", "status", "snapshot"]),
                 ],
-                Op::Repeat => vec![],
+                Op::Repeat | Op::Conv => vec![],
             };
             let mask = key.bound & key.row_bit("mask");
             let rollback = variants

@@ -21,7 +21,9 @@ mod wgsl;
 pub use device::{
     choose_adapter, device_requirements, list_adapters, wanted_features, AdapterReport, Chosen,
 };
-pub use encode::{Prepared, RecordBuffers, RepeatBuffers, ReplayBuffers, MAX_GPU_ELEMENTS};
+pub use encode::{
+    ConvBuffers, Prepared, RecordBuffers, RepeatBuffers, ReplayBuffers, MAX_GPU_ELEMENTS,
+};
 pub use host::Pending;
 pub use kernel::{
     all_variants, representative_keys, KernelKey, Op, Reduction, MAX_KEY_DIM,

@@ -1,11 +1,11 @@
 //! A small WGSL preprocessor: the kernels of `wgsl/` assembled from files with declared
 //! interfaces. Pure text; naga validates the result.
 //!
-//! [`assemble`] takes the op's file (`record`, `replay`, `repeat`), a set of defines
-//! (name, integer or bool) computed by the Rust side, a generated prelude (the bindings
-//! and their typed accessors) and the names that prelude declares. The output is the
-//! defines as WGSL `const`s, the prelude, then every included file after the files it
-//! imports. Directives, each on its own line (`//` comments after them are allowed):
+//! [`assemble`] takes the op's file (`record`, `replay`, `repeat`, `conv`), a set of
+//! defines (name, integer or bool) computed by the Rust side, a generated prelude (the
+//! bindings and their typed accessors) and the names that prelude declares. The output is
+//! the defines as WGSL `const`s, the prelude, then every included file after the files
+//! it imports. Directives, each on its own line (`//` comments after them are allowed):
 //!
 //! - `#import NAME`: include `wgsl/NAME.wgsl` (see [`SOURCES`]) once; a repeated import
 //!   is a no-op, an unknown name an error.
@@ -41,6 +41,7 @@ macro_rules! sources {
 /// The files of `wgsl/`, by the name `#import` uses.
 pub const SOURCES: &[(&str, &str)] = sources![
     "bf16",
+    "conv",
     "entry",
     "entry_subgroup",
     "record",

@@ -169,6 +169,65 @@ pub fn has_gpu() -> bool {
     PROBE.get_or_init(gpu).is_some()
 }
 
+/// Subgroup sizes that lavapipe's LP_NATIVE_VECTOR_WIDTH gives.
+const WIDTHS: [(&str, u32); 3] = [("128", 4), ("256", 8), ("512", 16)];
+
+/// Inside a re-run of [`rerun_at_subgroup_widths`]: the adapter has the subgroup size
+/// the run asked for (so the re-run really ran the kernels at that width).
+pub fn check_asked_subgroup_size(g: &GpuBackend) {
+    let info = g.adapter_info().unwrap();
+    if let Ok(expect) = std::env::var("DELTATAPE_EXPECT_SUBGROUP") {
+        let expect: u32 = expect.parse().unwrap();
+        assert_eq!(info.subgroup_max_size, expect, "{info:?}");
+        assert_eq!(g.reduction(), deltatape::gpu::Reduction::Subgroup);
+    }
+}
+
+/// Re-run this whole test executable under each of lavapipe's other subgroup widths
+/// (`LP_NATIVE_VECTOR_WIDTH`), skipping the tests named `subgroup_widths`: every test
+/// must pass and none may skip. Does nothing on another adapter or inside a re-run.
+pub fn rerun_at_subgroup_widths() {
+    let Some(g) = gpu() else { return };
+    let name = g.adapter_info().unwrap().name.to_lowercase();
+    if std::env::var("DELTATAPE_EXPECT_SUBGROUP").is_ok() {
+        return; // already inside a re-run
+    }
+    if !name.contains("llvmpipe") {
+        eprintln!(
+            "subgroup_widths: {name} is not lavapipe, LP_NATIVE_VECTOR_WIDTH does nothing there"
+        );
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    for (width, sg) in WIDTHS {
+        let out = std::process::Command::new(&exe)
+            .env("LP_NATIVE_VECTOR_WIDTH", width)
+            .env("DELTATAPE_EXPECT_SUBGROUP", sg.to_string())
+            .args(["--skip", "subgroup_widths", "--test-threads", "2"])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "width {width} (subgroup {sg}) failed:\n{stdout}\n{stderr}"
+        );
+        let summary = stdout
+            .lines()
+            .find(|l| l.starts_with("test result:"))
+            .unwrap_or("");
+        eprintln!("LP_NATIVE_VECTOR_WIDTH={width} (subgroup {sg}): {summary}");
+        assert!(
+            summary.contains(" 0 failed") && !summary.contains(" 0 passed"),
+            "{summary}"
+        );
+        assert!(
+            !stderr.contains("SKIPPED"),
+            "width {width}: a test skipped:\n{stderr}"
+        );
+    }
+}
+
 pub fn cpu() -> Backend {
     Backend::cpu()
 }

@@ -15,7 +15,7 @@ pub enum Lang {
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// record, replay or repeat.
+    /// record, replay, repeat or conv.
     kernel: Op,
     #[command(flatten)]
     dtypes: crate::dtypes::DtypeArgs,
@@ -52,6 +52,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
         Op::Record => KernelKey::record(&shape, dtypes, reduction, args.masked, &class),
         Op::Replay => KernelKey::replay(&shape, dtypes, args.masked, &class),
         Op::Repeat => KernelKey::repeat(&shape.tape_k_repeat(), args.dtypes.dtype),
+        Op::Conv => KernelKey::conv(args.dtypes.dtype),
     };
     let target = match args.lang {
         Lang::Msl => Target::Msl,

@@ -1,0 +1,87 @@
+#if HAS_BF16
+#import bf16
+#else
+#requires store1_window
+#endif
+#import entry
+#provides kernel_main, params, ConvParams
+#requires load1_x, load_accepted, load1_window, store2_window, RPT, CONV_SPAN
+// conv_commit (SPEC.md "conv_commit"): each conv window row (b, c) rolled forward to the
+// accepted prefix of the draft, in place. The new window[b, c, :] is the last K-1 values
+// of window[b, c, :] ++ x[b, 0..a, c], with a = min(accepted[b], T): a count above T
+// (device data cannot be checked before the dispatch) is clamped.
+//
+// In place is safe only if no invocation reads what another writes, and a 16-bit window
+// packs two values per u32 word. So each invocation owns RPT = 2 consecutive rows:
+// 2 (K-1) values from the even index 2 p (K-1), whole words whether K-1 is odd or even
+// (one row per invocation would split a word between two invocations whenever K-1 is
+// odd). It loads both rows' old windows into registers first, and only then stores, a
+// whole word at a time.
+
+struct ConvParams {
+    batch: u32,
+    steps: u32,
+    channels: u32,
+    width: u32,      // K - 1: values per window row
+    rows: u32,       // batch * channels
+    workgroups: u32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: ConvParams;
+
+// Index of x[b, t, c].
+fn conv_x_index(b: u32, t: u32, c: u32) -> u32 {
+    return (b * params.steps + t) * params.channels + c;
+}
+
+// The window's last value alone (an odd number of values): the other half of its word
+// is padding, stored back as it was.
+fn store_last_window(i: u32, v: f32) {
+#if HAS_BF16
+    store2_window(i, v, load1_window(i + 1u));
+#else
+    store1_window(i, v);
+#endif
+}
+
+fn kernel_main(li: u32, wg: u32, sg: u32) {
+    if wg >= params.workgroups {
+        return;
+    }
+    let first = (wg * WG_SIZE + li) * RPT; // the first row (b * C + c) this invocation owns
+    if first >= params.rows {
+        return;
+    }
+    let width = params.width;
+    let n = min(RPT, params.rows - first) * width; // values it owns
+    let base = first * width;
+    // Both rows' old windows into registers, before anything is stored.
+    var old = array<f32, CONV_SPAN>();
+    for (var e = 0u; e < n; e++) {
+        old[e] = load1_window(base + e);
+    }
+    // Value j of row r's new window is value a + j of old ++ x[b, 0..a, c].
+    var rolled = array<f32, CONV_SPAN>();
+    for (var e = 0u; e < n; e++) {
+        let r = e / width;
+        let j = e - r * width;
+        let row = first + r;
+        let b = row / params.channels;
+        let p = min(load_accepted(b), params.steps) + j;
+        if p < width {
+            rolled[e] = old[r * width + p];
+        } else {
+            rolled[e] = load1_x(conv_x_index(b, p - width, row % params.channels));
+        }
+    }
+    // Whole words: pairs from the even index `base`.
+    for (var e = 0u; e < n; e += 2u) {
+        if e + 1u < n {
+            store2_window(base + e, rolled[e], rolled[e + 1u]);
+        } else {
+            store_last_window(base + e, rolled[e]);
+        }
+    }
+}
