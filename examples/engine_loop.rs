@@ -86,6 +86,7 @@ pub fn main() -> deltatape::Result<()> {
                 beta: &beta,
                 y: &y,
                 mask: None,
+                conv_x: None,
             };
             rollback.encode_draft(&mut encoder, layer, &draft)?;
         }

@@ -38,7 +38,7 @@ pub use error::{Error, Result};
 pub use gpu::{GpuBackend, GpuOptions, GpuRollback};
 pub use models::ModelPreset;
 pub use ops::{RecordInputs, Recorded, Tape, TapeRef};
-pub use rollback::{CommitKind, Footprint, Rollback, RollbackMode, RollbackOptions};
+pub use rollback::{CommitKind, ConvConfig, Footprint, Rollback, RollbackMode, RollbackOptions};
 pub use shape::{ConvShape, GdnShape, GqaLayout, RepeatShape, MAX_CONV_KERNEL};
 /// The wgpu this crate is built on, for callers that pass in their own device.
 pub use wgpu;

@@ -1,6 +1,7 @@
 //! The GatedDeltaNet shapes of real models (docs/SPEC.md, "Real shapes").
 
 use crate::error::Result;
+use crate::rollback::ConvConfig;
 use crate::shape::{GdnShape, GqaLayout};
 
 /// One model's GDN layer shape.
@@ -18,6 +19,8 @@ pub struct ModelPreset {
     pub value_dim: usize,
     /// Hugging Face weights (and fla, mlx-lm) use the blocked layout.
     pub layout: GqaLayout,
+    /// The causal conv1d's kernel width (`linear_conv_kernel_dim`: 4 in every preset).
+    pub conv_kernel: usize,
 }
 
 impl ModelPreset {
@@ -44,12 +47,21 @@ impl ModelPreset {
             key_dim: 128,
             value_dim: 128,
             layout: GqaLayout::Blocked,
+            conv_kernel: 4,
         }
     }
 
     /// Look a preset up by its command-line name.
     pub fn by_name(name: &str) -> Option<ModelPreset> {
         Self::ALL.into_iter().find(|p| p.name == name)
+    }
+
+    /// The layer's causal conv1d: over the q, k and v channels, `2*Hk*Dk + Hv*Dv`.
+    pub fn conv(&self) -> ConvConfig {
+        ConvConfig {
+            channels: 2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim,
+            kernel: self.conv_kernel,
+        }
     }
 
     /// The shape of one layer for `batch` sequences and a draft of `steps` tokens.

@@ -5,8 +5,8 @@
 mod common;
 use common::*;
 use deltatape::{
-    Backend, CommitKind, Element, Error, Footprint, GdnDtypes, GdnShape, GqaLayout, ModelPreset,
-    RecordInputs, Recorded, Rollback, RollbackMode, RollbackOptions,
+    Backend, CommitKind, ConvConfig, ConvShape, Element, Error, Footprint, GdnDtypes, GdnShape,
+    GqaLayout, ModelPreset, RecordInputs, Recorded, Rollback, RollbackMode, RollbackOptions,
 };
 use half::bf16;
 
@@ -43,7 +43,10 @@ fn run_rounds<A: Element>(
     mode: RollbackMode,
     seed: u64,
 ) -> Vec<Vec<f32>> {
-    let options = RollbackOptions { mode };
+    let options = RollbackOptions {
+        mode,
+        ..Default::default()
+    };
     let mut rb =
         Rollback::<A, f32, f32>::with_options(backend, shape, layers, layout, options).unwrap();
     let mut rng = Rng::new(seed);
@@ -255,7 +258,11 @@ fn footprint_is_the_tape_not_per_step_snapshots() {
     assert_eq!(tape, 8 * step);
     assert_eq!(fp.per_sequence_layer_with_snapshots(), 9 * (2 << 20));
     // ... and two when the drafted state is kept.
-    let kept = Footprint::new(&shape, 2, GdnDtypes::F32, RollbackMode::KeepDrafted);
+    let keep = RollbackOptions {
+        mode: RollbackMode::KeepDrafted,
+        ..Default::default()
+    };
+    let kept = Footprint::new(&shape, 2, GdnDtypes::F32, keep);
     assert_eq!(kept.allocated_state_bytes, 2 * fp.state_bytes);
     assert_eq!(kept.per_sequence_layer(), (2 * (2 << 20), 8 * step));
     let rb = Rollback::<f32, f32, f32>::with_options(
@@ -265,6 +272,7 @@ fn footprint_is_the_tape_not_per_step_snapshots() {
         preset.layout,
         RollbackOptions {
             mode: RollbackMode::KeepDrafted,
+            ..Default::default()
         },
     )
     .unwrap();
@@ -340,4 +348,126 @@ fn gpu_commit_from_a_device_buffer_needs_no_host_read() {
         rb_cpu.commit_from_buffer(&counts),
         Err(deltatape::Error::Unsupported { .. })
     ));
+}
+
+/// The conv window after a commit, written out directly: per (b, c) the last K-1 values
+/// of the old window followed by the accepted inputs.
+fn conv_reference(c: &ConvShape, window: &[f32], x: &[f32], accepted: &[u32]) -> Vec<f32> {
+    let w = c.window_width();
+    let mut out = Vec::new();
+    for (b, &a) in accepted.iter().enumerate() {
+        for ch in 0..c.channels() {
+            let mut seq = window[c.window_row(b, ch)..][..w].to_vec();
+            seq.extend((0..a as usize).map(|t| x[c.x_index(b, t, ch)]));
+            out.extend_from_slice(&seq[seq.len() - w..]);
+        }
+    }
+    out
+}
+
+/// With a conv configured, every commit (host counts, device counts with one above T
+/// clamped, each state mode, accept-all and reject-all included) leaves each layer's
+/// window at the direct reference's, and the state as without a conv; the GPU matches.
+#[test]
+fn conv_window_rolls_back_with_the_state() {
+    let shape = GdnShape::new(3, 3, 1, 2, 8, 4).unwrap();
+    let conv = ConvConfig {
+        channels: 5,
+        kernel: 4,
+    };
+    let c = conv.shape(&shape).unwrap();
+    let layers = 2;
+    let mut backends = vec![Backend::cpu()];
+    if let Some(g) = gpu() {
+        backends.push(Backend::Gpu(g));
+    }
+    let patterns = [[3u32, 3, 3], [0, 0, 0], [1, 3, 0], [3, 0, 1]];
+    for mode in MODES {
+        let mut finals = Vec::new();
+        for backend in &backends {
+            let options = RollbackOptions {
+                mode,
+                conv: Some(conv),
+            };
+            let mut rb = Rollback::<f32, f32, f32>::with_options(
+                backend,
+                shape,
+                layers,
+                GqaLayout::Blocked,
+                options,
+            )
+            .unwrap();
+            let mut rng = Rng::new(9);
+            for l in 0..layers {
+                rb.set_conv_window(l, &rng.vec(c.window_len(), -1.0, 1.0))
+                    .unwrap();
+            }
+            for (round, accepted) in patterns.iter().enumerate() {
+                let draws: Vec<Draw> = (0..layers)
+                    .map(|l| draw(&shape, 40 + round as u64 * 10 + l as u64))
+                    .collect();
+                let typed: Vec<Typed<f32>> = draws.iter().map(|d| d.typed::<f32>()).collect();
+                let inputs: Vec<RecordInputs<'_, f32>> =
+                    typed.iter().map(|t| t.inputs(None)).collect();
+                let xs: Vec<Vec<f32>> =
+                    (0..layers).map(|_| rng.vec(c.x_len(), -1.0, 1.0)).collect();
+                let x_refs: Vec<&[f32]> = xs.iter().map(|x| &x[..]).collect();
+                let before: Vec<Vec<f32>> =
+                    (0..layers).map(|l| rb.conv_window(l).unwrap()).collect();
+                // A conv rollback drafts with its conv inputs.
+                assert!(matches!(
+                    rb.draft(&inputs),
+                    Err(Error::Unsupported { arg: "conv_x", .. })
+                ));
+                rb.draft_with_conv(&inputs, &x_refs).unwrap();
+                match backend {
+                    // Device counts; on the last round 7 stands for T: clamped.
+                    Backend::Gpu(g) if round >= 2 => {
+                        let mut given = *accepted;
+                        if round == 3 {
+                            given[0] = 7;
+                        }
+                        let counts = g.words_buffer(&given);
+                        rb.commit_from_buffer(&counts).unwrap();
+                    }
+                    _ => {
+                        rb.commit(accepted).unwrap();
+                    }
+                }
+                for l in 0..layers {
+                    let want = conv_reference(&c, &before[l], &xs[l], accepted);
+                    assert_eq!(
+                        rb.conv_window(l).unwrap(),
+                        want,
+                        "{mode:?} round {round} layer {l} on {}",
+                        backend.describe()
+                    );
+                }
+            }
+            finals.push(
+                (0..layers)
+                    .map(|l| rb.state(l).unwrap())
+                    .collect::<Vec<_>>(),
+            );
+        }
+        if let [cpu, gpu] = &finals[..] {
+            for (l, (a, b)) in gpu.iter().zip(cpu).enumerate() {
+                assert_close(&format!("{mode:?} conv run, state layer {l}"), a, b, 1e-5);
+            }
+        }
+    }
+    // A conv that does not fit is a typed error at creation, on every backend.
+    for backend in &backends {
+        let bad = RollbackOptions {
+            conv: Some(ConvConfig {
+                channels: 5,
+                kernel: 9,
+            }),
+            ..Default::default()
+        };
+        assert!(matches!(
+            Rollback::<f32, f32, f32>::with_options(backend, shape, 1, GqaLayout::Blocked, bad),
+            Err(Error::DimTooLarge { arg: "kernel", .. })
+        ));
+    }
 }

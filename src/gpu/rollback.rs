@@ -3,13 +3,13 @@
 //! delta, k at key heads and g, all written by record in one dispatch. Nothing goes
 //! through the host between draft and commit.
 
-use super::encode::{Prepared, RecordBuffers, ReplayBuffers};
+use super::encode::{ConvBuffers, Prepared, RecordBuffers, ReplayBuffers};
 use super::GpuBackend;
 use crate::dtype::GdnDtypes;
 use crate::error::{Error, Result};
 use crate::rollback::commit::{CommitKind, Drafts, RollbackMode, States};
 use crate::rollback::RollbackOptions;
-use crate::shape::{GdnShape, GqaLayout};
+use crate::shape::{ConvShape, GdnShape, GqaLayout};
 use wgpu::BufferUsages as U;
 
 /// The activations of one layer's draft, as GPU buffers (dtypes: the rollback's).
@@ -24,6 +24,9 @@ pub struct DraftBuffers<'a> {
     pub y: &'a wgpu::Buffer,
     /// `[B, T]` u32 with `COPY_SRC` (it is kept with the tape), or `None`.
     pub mask: Option<&'a wgpu::Buffer>,
+    /// The drafted conv inputs `[B, T, C]` with `COPY_SRC` (kept with the tape) when the
+    /// rollback keeps a conv window; `None` otherwise.
+    pub conv_x: Option<&'a wgpu::Buffer>,
 }
 
 struct Layer {
@@ -34,18 +37,30 @@ struct Layer {
     tape_k: wgpu::Buffer,
     tape_g: wgpu::Buffer,
     tape_mask: Option<wgpu::Buffer>,
+    /// The conv window `[B, C, K-1]` and the drafted conv inputs `[B, T, C]`.
+    conv: Option<(wgpu::Buffer, wgpu::Buffer)>,
     /// The prepared dispatches of recent drafts and commits, by the buffers they bind:
     /// an engine drafts from the same activation buffers every step, so after the first
     /// step of each state slot a draft or a commit is encoded without validation,
     /// bind-group creation or any allocation.
     drafts_prepared: Vec<(Vec<wgpu::Buffer>, Prepared)>,
-    commits_prepared: Vec<(Vec<wgpu::Buffer>, Prepared)>,
+    commits_prepared: Vec<(Vec<wgpu::Buffer>, Vec<Prepared>)>,
 }
 
-/// One layer's draft, validated: its record dispatch and (mask, the tape's copy of it).
+/// One layer's draft, validated: its record dispatch, and the (source, kept copy)
+/// pairs of the mask and the conv inputs.
 struct LayerDraft {
     record: Prepared,
     mask: Option<(wgpu::Buffer, wgpu::Buffer)>,
+    conv_x: Option<(wgpu::Buffer, wgpu::Buffer)>,
+}
+
+fn no_conv(op: &'static str) -> Error {
+    Error::Unsupported {
+        op,
+        arg: "conv",
+        why: "this rollback keeps no conv window (RollbackOptions::conv)".into(),
+    }
 }
 
 /// Prepared dispatches kept per layer: two state slots, a few input sets.
@@ -81,6 +96,7 @@ pub struct GpuRollback {
     layout: GqaLayout,
     dtypes: GdnDtypes,
     mode: RollbackMode,
+    conv: Option<ConvShape>,
     layers: Vec<Layer>,
     drafts: Drafts,
     /// `[B]` u32: 0, or the count a commit was given for sequence b where it was above T.
@@ -127,6 +143,7 @@ impl GpuRollback {
     ) -> Result<Self> {
         crate::rollback::check_layers(layers)?;
         let mode = options.mode;
+        let conv = options.conv.map(|c| c.shape(&shape)).transpose()?;
         let bytes = |dt: crate::DType, n: usize| {
             dt.buffer_bytes(n).ok_or(Error::Overflow {
                 op: "rollback",
@@ -143,6 +160,13 @@ impl GpuRollback {
                     tape_k: buffer(gpu, "tape k", bytes(dtypes.act, shape.qk_len())?, rw),
                     tape_g: buffer(gpu, "tape g", bytes(dtypes.act, shape.gate_len())?, rw),
                     tape_mask: None,
+                    conv: match conv {
+                        None => None,
+                        Some(c) => Some((
+                            buffer(gpu, "conv window", bytes(dtypes.act, c.window_len())?, rw),
+                            buffer(gpu, "conv x", bytes(dtypes.act, c.x_len())?, rw),
+                        )),
+                    },
                     drafts_prepared: Vec::new(),
                     commits_prepared: Vec::new(),
                 })
@@ -155,6 +179,7 @@ impl GpuRollback {
             layout,
             dtypes,
             mode,
+            conv,
             drafts: Drafts::new(layers.len()),
             layers,
             status,
@@ -259,6 +284,9 @@ impl GpuRollback {
             if let (Some((mask, keep)), true) = (&d.mask, bytes > 0) {
                 encoder.copy_buffer_to_buffer(mask, 0, keep, 0, bytes);
             }
+            if let Some((x, keep)) = &d.conv_x {
+                encoder.copy_buffer_to_buffer(x, 0, keep, 0, keep.size().min(x.size()));
+            }
             self.layers[*layer].tape_mask = d.mask.as_ref().map(|(_, keep)| keep.clone());
             self.drafts.open(*layer);
         }
@@ -287,6 +315,42 @@ impl GpuRollback {
                 });
             }
         }
+        let conv_x = match (self.conv, b.conv_x, &l.conv) {
+            (None, None, _) => None,
+            (Some(c), Some(x), Some((_, keep))) => {
+                let need = self.dtypes.act.buffer_bytes(c.x_len()).unwrap_or(u64::MAX);
+                if x.size() < need {
+                    return Err(Error::BufferSize {
+                        op: OP,
+                        arg: "conv_x",
+                        expected: need,
+                        actual: x.size(),
+                    });
+                }
+                if !x.usage().contains(U::COPY_SRC) {
+                    return Err(Error::BufferUsage {
+                        op: OP,
+                        arg: "conv_x",
+                        missing: "COPY_SRC",
+                    });
+                }
+                Some((x.clone(), keep.clone()))
+            }
+            (None, Some(_), _) => {
+                return Err(Error::Unsupported {
+                    op: OP,
+                    arg: "conv_x",
+                    why: "this rollback keeps no conv window (RollbackOptions::conv)".into(),
+                })
+            }
+            _ => {
+                return Err(Error::Unsupported {
+                    op: OP,
+                    arg: "conv_x",
+                    why: "this rollback keeps a conv window: give the draft's conv inputs".into(),
+                })
+            }
+        };
         let mask = match b.mask {
             None => None,
             Some(m) => {
@@ -323,7 +387,11 @@ impl GpuRollback {
             };
             gpu.prepare_record(&shape, layout, dtypes, &record)
         })?;
-        Ok(LayerDraft { record, mask })
+        Ok(LayerDraft {
+            record,
+            mask,
+            conv_x,
+        })
     }
 
     /// Encode the commit of every layer: `accepted[b]` steps of sequence b's draft
@@ -338,10 +406,12 @@ impl GpuRollback {
         let kind = self
             .drafts
             .plan("commit", &self.shape, self.mode, accepted)?;
-        if kind == CommitKind::Replayed {
+        // The conv window moves unless nothing was accepted, even when the state swaps.
+        let conv = self.conv.is_some() && kind != CommitKind::RejectedAll;
+        if kind == CommitKind::Replayed || conv {
             // A fresh buffer per call (two commits may share an encoder): not cached.
             let accepted = self.gpu.words_buffer(accepted);
-            self.encode_replays(encoder, &accepted, false)?;
+            self.encode_replays(encoder, &accepted, false, kind == CommitKind::Replayed)?;
         }
         self.drafts
             .finish(kind, self.layers.iter_mut().map(|l| &mut l.states));
@@ -360,7 +430,7 @@ impl GpuRollback {
         accepted: &wgpu::Buffer,
     ) -> Result<()> {
         self.drafts.check_open("commit")?;
-        self.encode_replays(encoder, accepted, true)?;
+        self.encode_replays(encoder, accepted, true, true)?;
         self.drafts.finish(
             CommitKind::Replayed,
             self.layers.iter_mut().map(|l| &mut l.states),
@@ -369,47 +439,50 @@ impl GpuRollback {
     }
 
     /// Replay every layer's tape onto its committed state (in place, or into the
-    /// drafted slot when kept), with the dispatches cached by their buffers when
-    /// `cache` (a buffer the caller keeps).
+    /// drafted slot when kept) when `replay`, and commit every conv window, with the
+    /// dispatches cached by their buffers when `cache` (a buffer the caller keeps).
     fn encode_replays(
         &mut self,
         encoder: &mut wgpu::CommandEncoder,
         accepted: &wgpu::Buffer,
         cache: bool,
+        replay: bool,
     ) -> Result<()> {
-        // Validate and build every layer's dispatch before encoding any of them, so an
+        // Validate and build every layer's dispatches before encoding any of them, so an
         // error leaves the encoder untouched.
         let mut prepared = Vec::with_capacity(self.layers.len());
+        let (gpu, shape, layout, dtypes) = (&self.gpu, &self.shape, self.layout, self.dtypes);
+        let (status, conv) = (&self.status, self.conv);
         for l in &mut self.layers {
             let key: Vec<wgpu::Buffer> = [accepted, l.states.committed()]
                 .into_iter()
                 .chain(&l.tape_mask)
                 .cloned()
                 .collect();
-            let (states, l_delta, l_k, l_g, l_mask) = (
+            let (states, l_delta, l_k, l_g, l_mask, l_conv) = (
                 &l.states,
                 &l.delta,
                 &l.tape_k,
                 &l.tape_g,
                 l.tape_mask.as_ref(),
+                l.conv.as_ref(),
             );
             // In place on the committed state, or from it into the drafted slot.
             let (snapshot, state_out) = match states.drafted() {
                 None => (None, states.committed()),
                 Some(drafted) => (Some(states.committed()), drafted),
             };
-            let status = &self.status;
             let mut scratch = Vec::new();
             let store = if cache {
                 &mut l.commits_prepared
             } else {
                 &mut scratch
             };
-            prepared.push(cached(store, key, || {
-                self.gpu.prepare_replay(
-                    &self.shape,
-                    self.layout,
-                    self.dtypes,
+            let both = cached(store, key, || {
+                let mut out = vec![gpu.prepare_replay(
+                    shape,
+                    layout,
+                    dtypes,
                     &ReplayBuffers {
                         tape_delta: l_delta,
                         tape_k: None,
@@ -421,8 +494,20 @@ impl GpuRollback {
                         mask: l_mask,
                         status: Some(status),
                     },
-                )
-            })?);
+                )?];
+                if let (Some(c), Some((window, x))) = (&conv, l_conv) {
+                    let buffers = ConvBuffers {
+                        x,
+                        accepted,
+                        window,
+                    };
+                    out.push(gpu.prepare_conv_commit(c, dtypes.act, &buffers)?);
+                }
+                Ok(out)
+            })?;
+            // The replay is first, the conv commit (if any) second.
+            let skip = usize::from(!replay);
+            prepared.extend(both.into_iter().skip(skip));
         }
         // One pass for every layer: a pass each costs more than the dispatches here.
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -435,6 +520,39 @@ impl GpuRollback {
         Ok(())
     }
 
+    /// The conv window of `layer` (`[B, C, K-1]`, the activation dtype).
+    pub fn conv_window_buffer(&self, layer: usize) -> Result<&wgpu::Buffer> {
+        const OP: &str = "conv_window_buffer";
+        match &self.layer(OP, layer)?.conv {
+            Some((window, _)) => Ok(window),
+            None => Err(no_conv(OP)),
+        }
+    }
+
+    /// Overwrite a layer's conv window from the host.
+    pub fn write_conv_window<E: crate::Element>(
+        &mut self,
+        layer: usize,
+        window: &[E],
+    ) -> Result<()> {
+        const OP: &str = "write_conv_window";
+        let buffer = self.conv_window_buffer(layer)?;
+        let conv = self.conv.ok_or_else(|| no_conv(OP))?;
+        crate::error::check_len(OP, "window", conv.window_len(), window.len())?;
+        self.check_dtype::<E>(OP, "window", self.dtypes.act)?;
+        super::write_padded(self.gpu.queue(), buffer, bytemuck::cast_slice(window));
+        Ok(())
+    }
+
+    /// Read a layer's conv window back to the host (blocking, bounded).
+    pub fn read_conv_window<E: crate::Element>(&self, layer: usize) -> Result<Vec<E>> {
+        const OP: &str = "read_conv_window";
+        let buffer = self.conv_window_buffer(layer)?;
+        let conv = self.conv.ok_or_else(|| no_conv(OP))?;
+        self.check_dtype::<E>(OP, "window", self.dtypes.act)?;
+        self.gpu.read_buffer(OP, buffer, conv.window_len())
+    }
+
     /// Forget the open draft of every layer (after an encoder that held it was
     /// dropped unsubmitted): a commit then says there is no draft.
     pub fn abandon_draft(&mut self) {
@@ -442,16 +560,24 @@ impl GpuRollback {
     }
 
     fn check_state_dtype<S: crate::Element>(&self, op: &'static str) -> Result<()> {
-        if S::DTYPE == self.dtypes.state {
+        self.check_dtype::<S>(op, "state", self.dtypes.state)
+    }
+
+    fn check_dtype<E: crate::Element>(
+        &self,
+        op: &'static str,
+        arg: &'static str,
+        stored: crate::DType,
+    ) -> Result<()> {
+        if E::DTYPE == stored {
             return Ok(());
         }
         Err(Error::Unsupported {
             op,
-            arg: "state",
+            arg,
             why: format!(
-                "the rollback stores its state as {}, not {}",
-                self.dtypes.state,
-                S::DTYPE
+                "the rollback stores its {arg} as {stored}, not {}",
+                E::DTYPE
             ),
         })
     }

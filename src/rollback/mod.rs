@@ -19,17 +19,37 @@ use crate::dtype::{Element, GdnDtypes};
 use crate::error::{alloc_vec, check_len, Error, Result};
 use crate::gpu::{DraftBuffers, GpuRollback};
 use crate::ops::{check_record_inputs, RecordInputs};
-use crate::shape::{GdnShape, GqaLayout};
+use crate::shape::{ConvShape, GdnShape, GqaLayout};
 use commit::{Drafts, States};
 use std::marker::PhantomData;
 
 pub use commit::{CommitKind, RollbackMode};
 
-/// What a rollback keeps beyond the default (one state per layer).
+/// What a rollback keeps beyond the default (one state per layer, no conv window).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RollbackOptions {
     /// How many states per layer.
     pub mode: RollbackMode,
+    /// Each layer's causal conv1d, whose window is rolled back with the state.
+    pub conv: Option<ConvConfig>,
+}
+
+/// A layer's causal conv1d (over the q, k, v channels: `2*Hk*Dk + Hv*Dv` of them in
+/// Qwen3-Next, kernel 4). The rollback keeps each sequence's window `[C, K-1]` (in the
+/// activation dtype) and, during a draft, the drafted conv inputs `[B, T, C]`; a commit
+/// sets the window to the last K-1 columns of (window ++ the accepted inputs), as
+/// `conv_commit` (docs/SPEC.md) does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvConfig {
+    pub channels: usize,
+    pub kernel: usize,
+}
+
+impl ConvConfig {
+    /// The conv shape of a draft of `shape` (its B and T).
+    pub fn shape(&self, shape: &GdnShape) -> Result<ConvShape> {
+        ConvShape::new(shape.batch(), shape.steps(), self.channels, self.kernel)
+    }
 }
 
 /// Memory a draft's rollback costs, next to what per-step snapshots would cost.
@@ -46,25 +66,43 @@ pub struct Footprint {
     pub allocated_state_bytes: u64,
     /// The mode the allocation is for.
     pub mode: RollbackMode,
+    /// Bytes of every layer's conv windows (0 without a conv), in `allocated_state_bytes`
+    /// and `state_bytes` too; the drafted conv inputs are in `tape_bytes`.
+    pub conv_window_bytes: u64,
     /// Sequences and layers, for the per-sequence, per-layer figures.
     pub sequences: u64,
     pub layers: u64,
 }
 
 impl Footprint {
-    /// The footprint of a rollback of `layers` layers of `shape` with `dtypes` in `mode`.
-    pub fn new(shape: &GdnShape, layers: usize, dtypes: GdnDtypes, mode: RollbackMode) -> Self {
+    /// The footprint of a rollback of `layers` layers of `shape` with `dtypes` and
+    /// `options` (a conv shape that does not fit counts no conv bytes).
+    pub fn new(
+        shape: &GdnShape,
+        layers: usize,
+        dtypes: GdnDtypes,
+        options: RollbackOptions,
+    ) -> Self {
         let l = layers as u64;
-        let tape = shape.v_len() * dtypes.tape.size_bytes()
-            + shape.qk_len() * dtypes.act.size_bytes()
-            + shape.gate_len() * dtypes.act.size_bytes();
+        let act = dtypes.act.size_bytes();
+        let (window, conv_x) = match options.conv.map(|c| c.shape(shape)) {
+            Some(Ok(c)) => ((c.window_len() * act) as u64, (c.x_len() * act) as u64),
+            _ => (0, 0),
+        };
+        let tape = (shape.v_len() * dtypes.tape.size_bytes()
+            + shape.qk_len() * act
+            + shape.gate_len() * act) as u64
+            + conv_x;
         let state = (shape.state_len() * dtypes.state.size_bytes()) as u64;
+        let copies = options.mode.state_copies();
         Footprint {
-            tape_bytes: tape as u64 * l,
-            per_step_snapshot_bytes: state * shape.steps() as u64 * l,
-            state_bytes: state * l,
-            allocated_state_bytes: mode.state_copies() * state * l,
-            mode,
+            tape_bytes: tape * l,
+            // The snapshot peers keep the conv window of every step too.
+            per_step_snapshot_bytes: (state + window) * shape.steps() as u64 * l,
+            state_bytes: (state + window) * l,
+            allocated_state_bytes: (copies * state + window) * l,
+            mode: options.mode,
+            conv_window_bytes: window * l,
             sequences: shape.batch() as u64,
             layers: l,
         }
@@ -96,10 +134,17 @@ impl Footprint {
 
 struct CpuLayer<A, S, P> {
     states: States<Vec<S>>,
+    /// The conv window and the drafted conv inputs, when the rollback keeps a conv.
+    conv: Option<CpuConv<A>>,
     delta: Vec<P>,
     tape_k: Vec<A>,
     tape_g: Vec<A>,
     mask: Option<Vec<u32>>,
+}
+
+struct CpuConv<A> {
+    window: Vec<A>,
+    x: Vec<A>,
 }
 
 /// A layer's activations on the GPU, uploaded by `draft`: the operands of record that
@@ -112,6 +157,8 @@ struct GpuInputs {
     beta: wgpu::Buffer,
     y: wgpu::Buffer,
     mask: wgpu::Buffer,
+    /// The drafted conv inputs, when the rollback keeps a conv.
+    conv_x: Option<wgpu::Buffer>,
 }
 
 enum Store<A, S, P> {
@@ -133,6 +180,7 @@ pub struct Rollback<A: Element, S: Element, P: Element> {
     layout: GqaLayout,
     layers: usize,
     options: RollbackOptions,
+    conv: Option<ConvShape>,
     store: Store<A, S, P>,
     _types: PhantomData<(A, S, P)>,
 }
@@ -189,6 +237,7 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
     ) -> Result<Self> {
         check_layers(layers)?;
         let mode = options.mode;
+        let conv = options.conv.map(|c| c.shape(&shape)).transpose()?;
         let store = match backend {
             Backend::Cpu(cpu) => Store::Cpu {
                 cpu: cpu.clone(),
@@ -198,6 +247,14 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
                             states: States::new(mode, || {
                                 alloc_vec("rollback", "state", shape.state_len())
                             })?,
+                            conv: conv
+                                .map(|c| {
+                                    Ok::<_, Error>(CpuConv {
+                                        window: alloc_vec("rollback", "window", c.window_len())?,
+                                        x: alloc_vec("rollback", "conv_x", c.x_len())?,
+                                    })
+                                })
+                                .transpose()?,
                             delta: alloc_vec("rollback", "tape_delta", shape.v_len())?,
                             tape_k: alloc_vec("rollback", "tape_k", shape.qk_len())?,
                             tape_g: alloc_vec("rollback", "tape_g", shape.gate_len())?,
@@ -239,6 +296,9 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
                             (shape.mask_len() as u64 * 4).max(16),
                             wgpu::BufferUsages::COPY_SRC,
                         ),
+                        conv_x: conv.map(|c| {
+                            input("conv x", bytes(c.x_len()), wgpu::BufferUsages::COPY_SRC)
+                        }),
                     })
                     .collect();
                 Ok(Store::Gpu { rollback, inputs })
@@ -249,6 +309,7 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
             layout,
             layers,
             options,
+            conv,
             store,
             _types: PhantomData,
         })
@@ -263,18 +324,18 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
 
     /// Tape and state bytes of this rollback, next to per-step snapshot bytes.
     pub fn footprint(&self) -> Footprint {
-        Footprint::new(
-            &self.shape,
-            self.layers,
-            dtypes::<A, S, P>(),
-            self.options.mode,
-        )
+        Footprint::new(&self.shape, self.layers, dtypes::<A, S, P>(), self.options)
     }
 
     /// The footprint a rollback of `layers` layers of `shape` would have in the default
     /// mode (see [`Footprint::new`] for the others).
     pub fn footprint_of(shape: &GdnShape, layers: usize) -> Footprint {
-        Footprint::new(shape, layers, dtypes::<A, S, P>(), RollbackMode::default())
+        Footprint::new(
+            shape,
+            layers,
+            dtypes::<A, S, P>(),
+            RollbackOptions::default(),
+        )
     }
 
     fn check_layer(&self, op: &'static str, layer: usize) -> Result<()> {
@@ -312,13 +373,91 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
         }
     }
 
+    fn conv_shape(&self, op: &'static str) -> Result<ConvShape> {
+        self.conv.ok_or(Error::Unsupported {
+            op,
+            arg: "conv",
+            why: "this rollback keeps no conv window (RollbackOptions::conv)".into(),
+        })
+    }
+
+    /// Set a layer's conv window `[B, C, K-1]`.
+    pub fn set_conv_window(&mut self, layer: usize, window: &[A]) -> Result<()> {
+        const OP: &str = "set_conv_window";
+        self.check_layer(OP, layer)?;
+        let conv = self.conv_shape(OP)?;
+        check_len(OP, "window", conv.window_len(), window.len())?;
+        match &mut self.store {
+            Store::Cpu { layers, .. } => {
+                if let Some(c) = &mut layers[layer].conv {
+                    c.window.copy_from_slice(window);
+                }
+                Ok(())
+            }
+            Store::Gpu { rollback, .. } => rollback.write_conv_window(layer, window),
+        }
+    }
+
+    /// A layer's conv window `[B, C, K-1]`, on the host.
+    pub fn conv_window(&self, layer: usize) -> Result<Vec<A>> {
+        const OP: &str = "conv_window";
+        self.check_layer(OP, layer)?;
+        self.conv_shape(OP)?;
+        match &self.store {
+            Store::Cpu { layers, .. } => Ok(layers[layer]
+                .conv
+                .as_ref()
+                .map(|c| c.window.clone())
+                .unwrap_or_default()),
+            Store::Gpu { rollback, .. } => rollback.read_conv_window(layer),
+        }
+    }
+
     /// Record a draft of T tokens for every layer (`inputs[layer]`); one submission on
-    /// the GPU, no readback.
+    /// the GPU, no readback. A rollback that keeps a conv window drafts with
+    /// [`Rollback::draft_with_conv`].
     pub fn draft(&mut self, inputs: &[RecordInputs<'_, A>]) -> Result<()> {
+        self.draft_layers(inputs, None)
+    }
+
+    /// [`Rollback::draft`] with each layer's drafted conv inputs `conv_x[layer]`
+    /// (`[B, T, C]`), kept until the commit.
+    pub fn draft_with_conv(
+        &mut self,
+        inputs: &[RecordInputs<'_, A>],
+        conv_x: &[&[A]],
+    ) -> Result<()> {
+        self.draft_layers(inputs, Some(conv_x))
+    }
+
+    fn draft_layers(
+        &mut self,
+        inputs: &[RecordInputs<'_, A>],
+        conv_x: Option<&[&[A]]>,
+    ) -> Result<()> {
         const OP: &str = "draft";
         check_len(OP, "inputs", self.layers, inputs.len())?;
         for i in inputs {
             check_record_inputs(OP, &self.shape, i)?;
+        }
+        match (self.conv, conv_x) {
+            (None, None) => {}
+            (Some(c), Some(xs)) => {
+                check_len(OP, "conv_x", self.layers, xs.len())?;
+                for x in xs {
+                    check_len(OP, "conv_x", c.x_len(), x.len())?;
+                }
+            }
+            (Some(_), None) => {
+                return Err(Error::Unsupported {
+                    op: OP,
+                    arg: "conv_x",
+                    why: "this rollback keeps a conv window: draft with draft_with_conv".into(),
+                })
+            }
+            (None, Some(_)) => {
+                self.conv_shape(OP)?;
+            }
         }
         let (shape, layout) = (self.shape, self.layout);
         match &mut self.store {
@@ -347,6 +486,9 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
                         Some(&mut l.tape_k),
                         Some(&mut l.tape_g),
                     );
+                    if let (Some(c), Some(xs)) = (&mut l.conv, conv_x) {
+                        c.x.copy_from_slice(xs[index]);
+                    }
                     l.mask = i.mask.map(<[u32]>::to_vec);
                     drafts.open(index);
                 }
@@ -359,7 +501,7 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
                 let gpu = rollback.backend().clone();
                 let encoded = gpu.guarded(OP, || {
                     let mut drafts = Vec::with_capacity(inputs.len());
-                    for (b, i) in bufs.iter().zip(inputs) {
+                    for (layer, (b, i)) in bufs.iter().zip(inputs).enumerate() {
                         let upload = |buf: &wgpu::Buffer, data: &[A]| {
                             crate::gpu::write_padded(gpu.queue(), buf, bytemuck::cast_slice(data))
                         };
@@ -371,6 +513,9 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
                         if let Some(m) = i.mask {
                             crate::gpu::write_padded(gpu.queue(), &b.mask, bytemuck::cast_slice(m));
                         }
+                        if let (Some(buf), Some(xs)) = (&b.conv_x, conv_x) {
+                            upload(buf, xs[layer]);
+                        }
                         drafts.push(DraftBuffers {
                             q: &b.q,
                             k: &b.k,
@@ -379,6 +524,7 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
                             beta: &b.beta,
                             y: &b.y,
                             mask: i.mask.map(|_| &b.mask),
+                            conv_x: b.conv_x.as_ref(),
                         });
                     }
                     let mut encoder = gpu.encoder();
@@ -425,6 +571,11 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
                 drafts,
             } => {
                 let kind = drafts.plan(OP, &self.shape, self.options.mode, accepted)?;
+                if let Some(conv) = &self.conv {
+                    for c in layers.iter_mut().filter_map(|l| l.conv.as_mut()) {
+                        kernels::conv_commit(cpu.threads(), conv, &c.x, accepted, &mut c.window);
+                    }
+                }
                 if kind == CommitKind::Replayed {
                     for l in layers.iter_mut() {
                         // In place on the committed state, or from it into the drafted slot.

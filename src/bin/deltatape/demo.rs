@@ -5,8 +5,8 @@
 
 use crate::progress::Progress;
 use deltatape::{
-    Backend, BackendChoice, CommitKind, Element, Footprint, GdnShape, ModelPreset, RecordInputs,
-    Recorded, Rollback, RollbackMode, RollbackOptions,
+    Backend, BackendChoice, CommitKind, ConvShape, Element, Footprint, GdnShape, ModelPreset,
+    RecordInputs, Recorded, Rollback, RollbackMode, RollbackOptions,
 };
 use half::{bf16, f16};
 use std::process::ExitCode;
@@ -43,6 +43,9 @@ pub struct Args {
     /// Keep the drafted state too (two states per layer; accept-all is then a swap).
     #[arg(long)]
     keep_drafted: bool,
+    /// Leave the conv window out (by default it is rolled back with the state).
+    #[arg(long)]
+    no_conv: bool,
     /// Corrupt one checked value per round before the check, to see the check fail
     /// (for the tests of the demo itself).
     #[arg(long, hide = true)]
@@ -78,10 +81,12 @@ struct LayerInputs<A> {
     g: Vec<A>,
     beta: Vec<A>,
     mask: Option<Vec<u32>>,
+    /// The drafted conv inputs `[B, T, C]` (empty without a conv).
+    conv_x: Vec<A>,
 }
 
 impl<A: Element> LayerInputs<A> {
-    fn draw(shape: &GdnShape, rng: &mut Rng, masked: bool) -> Self {
+    fn draw(shape: &GdnShape, rng: &mut Rng, masked: bool, conv_x_len: usize) -> Self {
         let dk = shape.key_dim();
         let mut k: Vec<f32> = (0..shape.qk_len())
             .map(|_| rng.uniform(-1.0, 1.0))
@@ -102,6 +107,7 @@ impl<A: Element> LayerInputs<A> {
                     .map(|_| !rng.next().is_multiple_of(8) as u32)
                     .collect()
             }),
+            conv_x: rng.fill(conv_x_len, -1.0, 1.0),
         }
     }
 
@@ -189,7 +195,11 @@ fn run_typed<A: Element, S: Element, P: Element>(args: Args) -> deltatape::Resul
     } else {
         RollbackMode::SingleState
     };
-    let options = RollbackOptions { mode };
+    let options = RollbackOptions {
+        mode,
+        conv: (!args.no_conv).then(|| model.conv()),
+    };
+    let conv = options.conv.map(|c| c.shape(&shape)).transpose()?;
     let mut rollback = Rollback::<A, S, P>::with_options(&backend, shape, layers, layout, options)?;
     let fp = rollback.footprint();
     println!(
@@ -202,7 +212,9 @@ fn run_typed<A: Element, S: Element, P: Element>(args: Args) -> deltatape::Resul
     println!("  per sequence per layer:");
     let dtypes = deltatape::GdnDtypes::of::<A, S, P>();
     for m in [RollbackMode::SingleState, RollbackMode::KeepDrafted] {
-        let (state_per, tape_per) = Footprint::new(&shape, layers, dtypes, m).per_sequence_layer();
+        let options = RollbackOptions { mode: m, ..options };
+        let (state_per, tape_per) =
+            Footprint::new(&shape, layers, dtypes, options).per_sequence_layer();
         println!(
             "    {:<30} states {} + tape {} = {}{}",
             format!("{m:?}"),
@@ -234,6 +246,10 @@ fn run_typed<A: Element, S: Element, P: Element>(args: Args) -> deltatape::Resul
     for layer in 0..layers {
         let s: Vec<S> = rng.fill(shape.state_len(), -0.1, 0.1);
         rollback.set_state(layer, &s)?;
+        if let Some(c) = &conv {
+            let w: Vec<A> = rng.fill(c.window_len(), -1.0, 1.0);
+            rollback.set_conv_window(layer, &w)?;
+        }
     }
     let checked: Vec<usize> = if args.check_all {
         (0..layers).collect()
@@ -242,7 +258,10 @@ fn run_typed<A: Element, S: Element, P: Element>(args: Args) -> deltatape::Resul
         v.dedup();
         v
     };
-    println!("checking layers {checked:?} each round against the CPU reference (record over the accepted prefix)");
+    println!(
+        "checking layers {checked:?} each round against the CPU reference (record over the accepted prefix){}",
+        if conv.is_some() { ", and their conv windows (the last K-1 of window ++ accepted inputs)" } else { "" }
+    );
 
     let cpu = Backend::cpu();
     let tol = S::DTYPE.tolerance() as f64;
@@ -251,12 +270,19 @@ fn run_typed<A: Element, S: Element, P: Element>(args: Args) -> deltatape::Resul
     let (mut draft_total, mut commit_total) = (0f64, 0f64);
     for round in 0..args.rounds {
         let inputs: Vec<LayerInputs<A>> = (0..layers)
-            .map(|_| LayerInputs::draw(&shape, &mut rng, args.mask))
+            .map(|_| LayerInputs::draw(&shape, &mut rng, args.mask, conv.map_or(0, |c| c.x_len())))
             .collect();
         let before: Vec<Vec<S>> = checked
             .iter()
             .map(|&l| rollback.state(l))
             .collect::<Result<_, _>>()?;
+        let windows_before: Vec<Vec<A>> = match conv {
+            None => Vec::new(),
+            Some(_) => checked
+                .iter()
+                .map(|&l| rollback.conv_window(l))
+                .collect::<Result<_, _>>()?,
+        };
         // Round 1 accepts everything and round 2 nothing, so both short cuts are seen.
         let accepted: Vec<u32> = (0..shape.batch())
             .map(|_| match round {
@@ -269,7 +295,13 @@ fn run_typed<A: Element, S: Element, P: Element>(args: Args) -> deltatape::Resul
         rollback.wait()?;
         let t0 = Instant::now();
         let views: Vec<RecordInputs<'_, A>> = inputs.iter().map(LayerInputs::as_inputs).collect();
-        rollback.draft(&views)?;
+        match conv {
+            None => rollback.draft(&views)?,
+            Some(_) => {
+                let xs: Vec<&[A]> = inputs.iter().map(|i| &i.conv_x[..]).collect();
+                rollback.draft_with_conv(&views, &xs)?
+            }
+        }
         rollback.wait()?;
         let draft_ms = t0.elapsed().as_secs_f64() * 1e3;
         let t1 = Instant::now();
@@ -305,6 +337,14 @@ fn run_typed<A: Element, S: Element, P: Element>(args: Args) -> deltatape::Resul
                 )?;
                 let err = rel_err(&got[b * per_seq..][..per_seq], &want.state);
                 worst = worst.max(err);
+            }
+            if let Some(c) = &conv {
+                let got = rollback.conv_window(layer)?;
+                let want = conv_reference(c, &windows_before[i], &inputs[layer].conv_x, &accepted);
+                // The window only moves values: any difference is an error.
+                if got.iter().zip(&want).any(|(x, y)| x.to_f32() != y.to_f32()) {
+                    worst = f64::INFINITY;
+                }
             }
         }
         let ok = worst <= tol && worst.is_finite();
@@ -353,6 +393,22 @@ fn run_typed<A: Element, S: Element, P: Element>(args: Args) -> deltatape::Resul
         );
         Ok(ExitCode::FAILURE)
     }
+}
+
+/// The conv window after a commit, written out directly: per (b, c) the last K-1 values
+/// of the old window followed by the accepted inputs.
+fn conv_reference<A: Element>(c: &ConvShape, window: &[A], x: &[A], accepted: &[u32]) -> Vec<A> {
+    let w = c.window_width();
+    let mut out = Vec::with_capacity(window.len());
+    for (b, &a) in accepted.iter().enumerate() {
+        for ch in 0..c.channels() {
+            let row = c.window_row(b, ch);
+            let mut seq: Vec<A> = window[row..row + w].to_vec();
+            seq.extend((0..a as usize).map(|t| x[c.x_index(b, t, ch)]));
+            out.extend_from_slice(&seq[seq.len() - w..]);
+        }
+    }
+    out
 }
 
 fn rel_err<S: Element>(a: &[S], b: &[S]) -> f64 {

@@ -34,6 +34,9 @@ pub struct Args {
     /// keep (the drafted state kept too).
     #[arg(long, value_delimiter = ',', default_value = "single,keep")]
     modes: Vec<Mode>,
+    /// Leave the conv window out (by default each layer's is committed with its state).
+    #[arg(long)]
+    no_conv: bool,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -103,8 +106,9 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
         resolve(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST),
     );
     println!(
-        "{} x {layers} layers, f32; per round: draft every layer, GPU acceptance kernel, commit from the device buffer (one submission, no host read)",
-        model.model
+        "{} x {layers} layers, f32; per round: draft every layer, GPU acceptance kernel, commit from the device buffer (one submission, no host read){}",
+        model.model,
+        if args.no_conv { "" } else { "; the conv window is committed with the state" }
     );
     println!(
         "{:>6} {:>4} {:>3} {:>10} {:>10} {:>10} {:>9} {:>14} {:>14}",
@@ -127,6 +131,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
                 let shape = model.shape(b, t)?;
                 let options = RollbackOptions {
                     mode: mode.rollback(),
+                    conv: (!args.no_conv).then(|| model.conv()),
                 };
                 let mut rollback = GpuRollback::with_options(
                     &gpu,
@@ -156,6 +161,14 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
                     fill(shape.v_len(), 0.0, none),
                 );
                 let accepted = fill(b, 0.0, none);
+                let conv_x = match options.conv {
+                    Some(c) => Some(fill(
+                        c.shape(&shape)?.x_len(),
+                        0.1,
+                        wgpu::BufferUsages::COPY_SRC,
+                    )),
+                    None => None,
+                };
                 let draft = DraftBuffers {
                     q: &q,
                     k: &k,
@@ -164,6 +177,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
                     beta: &beta,
                     y: &y,
                     mask: None,
+                    conv_x: conv_x.as_ref(),
                 };
                 let (mut best_wall, mut best_gpu, mut best_encode) = (f64::MAX, f64::MAX, f64::MAX);
                 for round in 0..args.rounds + 2 {
@@ -243,7 +257,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
                         best_encode = best_encode.min(encode);
                     }
                 }
-                let fp = Footprint::new(&shape, layers, GdnDtypes::F32, options.mode);
+                let fp = Footprint::new(&shape, layers, GdnDtypes::F32, options);
                 let (states, tape) = fp.per_sequence_layer();
                 let mib = |x: u64| x as f64 / (1u64 << 20) as f64;
                 println!(
