@@ -166,6 +166,13 @@ fn record_large_grid_class_matches_cpu() {
         record_rows_per_thread.contains(&2),
         "the large-grid class did not run: {record_rows_per_thread:?}"
     );
+    // bf16 outputs at two rows per invocation pair their rows without an exchange.
+    assert!(
+        g.compiled_kernels()
+            .iter()
+            .any(|k| k.op == Op::Record && k.pairs_in_thread()),
+        "no record kernel paired bf16 rows within an invocation"
+    );
 }
 
 #[test]

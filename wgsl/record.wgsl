@@ -10,7 +10,11 @@
 #import row_sum_workgroup
 #endif
 #if PAIRS_OUTPUTS
+#if PAIRS_IN_THREAD
+#import record_emit_pairs_local
+#else
 #import record_emit_pairs
+#endif
 #else
 #import record_emit_direct
 #endif

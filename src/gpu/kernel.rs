@@ -342,7 +342,7 @@ impl KernelKey {
                         Reduction::Subgroup => 4,
                         Reduction::Workgroup => 0,
                     };
-                let pairs = if self.pairs_outputs() {
+                let pairs = if self.pairs_outputs() && !self.pairs_in_thread() {
                     2 * rows * 8
                 } else {
                     0
@@ -373,6 +373,12 @@ impl KernelKey {
     /// Whether record pairs neighbouring rows for bf16 y / delta words.
     pub fn pairs_outputs(&self) -> bool {
         self.op == Op::Record && (self.dtypes.act == DType::BF16 || self.dtypes.tape == DType::BF16)
+    }
+
+    /// Whether each invocation holds both rows of every bf16 output pair (an even
+    /// number of rows from an even first row), so the pairs need no exchange.
+    pub fn pairs_in_thread(&self) -> bool {
+        self.pairs_outputs() && self.rows_per_thread.is_multiple_of(2)
     }
 
     /// A short label, e.g. `record.f32.f32.f32.subgroup.l8r16g4.v4.m`.
@@ -475,6 +481,8 @@ impl KernelKey {
                 Value::Bool(self.reduction == Reduction::Subgroup),
             ),
             ("PAIRS_OUTPUTS", Value::Bool(self.pairs_outputs())),
+            // Both rows of a bf16 pair in one invocation: no exchange through memory.
+            ("PAIRS_IN_THREAD", Value::Bool(self.pairs_in_thread())),
             // The tape's g is written in bf16 words: one writer per word.
             ("ACT_BF16", Value::Bool(self.dtypes.act == DType::BF16)),
             // record stages q beside k; replay has no q.
@@ -736,6 +744,14 @@ pub fn representative_keys(op: Op, dtypes: GdnDtypes, reduction: Reduction) -> V
                     keys.push(key);
                 }
             }
+        }
+    }
+    // A grid large enough for record's two-rows-per-invocation class (plain op only).
+    if op == Op::Record {
+        let large = GdnShape::new(16, 2, 16, 32, 128, 128).expect("a valid shape");
+        let key = KernelKey::record(&large, dtypes, reduction, false, &class);
+        if !keys.contains(&key) {
+            keys.push(key);
         }
     }
     keys

@@ -47,6 +47,7 @@ pub const SOURCES: &[(&str, &str)] = sources![
     "record",
     "record_emit_direct",
     "record_emit_pairs",
+    "record_emit_pairs_local",
     "repeat",
     "replay",
     "row_sum_subgroup",
