@@ -18,12 +18,16 @@
 #else
 #import record_emit_direct
 #endif
-#import staging
-#import state_rows
-#provides kernel_main, params, fetch_k, fetch_q, fetch_row, fetch_gate, load_state_row
+#provides kernel_main, params
 #requires load_k, load_q, load1_v, load1_g, load1_beta, load_state_in
+#if HAS_STATE_OUT
+#requires store_state_out
+#endif
+#if HAS_MASK
+#requires load_mask
+#endif
 #if HAS_TAPE_K_GROUPED
-#requires store_tape_k_grouped, first_value_head
+#requires store_tape_k_grouped
 #endif
 #if HAS_TAPE_G
 #if ACT_BF16
@@ -32,64 +36,118 @@
 #requires store1_tape_g
 #endif
 #endif
-#requires row_sum3, emit_row, row_tile, lane_col, key_head, qk_row, v_index
+#requires row_sum3, emit_row, row_tile, lane_col, state_row, qk_row, v_index, gate_index
+#requires first_value_head
 // gated_delta_step_record (docs/SPEC.md "record"): the GatedDeltaNet forward step that also
 // writes each step's delta to the innovation tape (and, when bound, the tape's copies of
 // k and g, so that a draft is one dispatch; state_out only when bound).
 //
 // One workgroup serves ROWS rows dv of one (b, hv) head. LANES lanes share a row, and
-// each invocation holds RPT rows (state_rows.wgsl). Per step and row one reduction gives
-// the three dot products the step needs: with S' = S * g,
+// each invocation holds RPT rows: lane j keeps the state elements of groups
+// i = (m * LANES + j) * 4, m < GROUPS, of each of its rows in registers for all T steps
+// (kernel.rs unrolls the loops over m, rr and j, so the arrays stay in registers).
+// Per step and row one reduction gives the three dot products the step needs: with
+// S' = S * g,
 //   delta = (v - S'.k) * beta,  S'' = S' + k delta,  y = S''.q = S'.q + delta (k.q).
 // Masked steps go through select (no divergent control flow around the reduction):
-// S is kept, y and delta are written as zeros. The steps' k, q, v and gates are staged
-// in workgroup memory (staging.wgsl).
+// S is kept, y and delta are written as zeros.
+//
+// Everything a step reads besides the state (k, q, the workgroup's v, g, beta, mask)
+// is staged CHUNK steps at a time in workgroup memory: k and q are the same for every
+// row of the head, and each staged value an invocation reads serves its RPT rows. The
+// next chunk's global loads are issued before the current chunk is computed and land
+// in registers (the next_* variables), so their latency hides behind the arithmetic instead of
+// stalling every step.
 
 @group(0) @binding(0) var<uniform> params: GdnParams;
 
-fn load_state_row(srow: u32, col: u32, n: u32) -> vec4<f32> {
-    return load_state_in(srow, col, n);
-}
+const STAGED: u32 = GROUPS * LANES; // vec4s of one k (or q) row
 
-// k[b, t, hk, col..col + 4]. With the tape's k bound, its one writer per element is the
-// first row block of the first value head that hk serves.
-fn fetch_k(d: GdnDims, tile: RowTile, hk: u32, t: u32, col: u32) -> vec4<f32> {
-    let row = qk_row(d, tile.b, t, hk);
-    let k = load_k(row, col, d.key_dim);
+var<workgroup> k_stage: array<vec4<f32>, CHUNK * STAGED>;
+var<workgroup> q_stage: array<vec4<f32>, CHUNK * STAGED>;
+var<workgroup> v_stage: array<f32, CHUNK * ROWS>;
+var<workgroup> gate_stage: array<vec4<f32>, CHUNK>; // g (1 where masked), beta, live
+
+// One invocation's share of the next chunk, on its way from global to workgroup memory
+// (private: registers, once the loops over j are unrolled).
+var<private> next_k: array<vec4<f32>, KQ_ITEMS>;
+var<private> next_q: array<vec4<f32>, KQ_ITEMS>;
+var<private> next_v: array<f32, V_ITEMS>;
+var<private> next_gate: vec4<f32>;
+
+// Issue the global loads of the chunk of steps t0 .. t0 + CHUNK (t0 < steps), and write
+// the tape's copies of k and g: k by the first row block of the first value head each key
+// head serves, g by the first row block of each head, so every element has one writer.
+fn fetch_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li: u32) {
+    let n = min(CHUNK, d.steps - t0);
+    let k_writer = row_base == 0u && hv == first_value_head(params.gqa_layout, hk, d.key_heads, d.value_heads);
+    #unroll
+    for (var j = 0u; j < KQ_ITEMS; j++) {
+        let i = li + j * WG_SIZE;
+        if i / STAGED < n {
+            let kq = qk_row(d, b, t0 + i / STAGED, hk);
+            next_k[j] = load_k(kq, (i % STAGED) * 4u, d.key_dim);
+            next_q[j] = load_q(kq, (i % STAGED) * 4u, d.key_dim);
 #if HAS_TAPE_K_GROUPED
-    if tile.row_base == 0u && tile.hv == first_value_head(params.gqa_layout, hk, d.key_heads, d.value_heads) {
-        store_tape_k_grouped(row, col, d.key_dim, k);
-    }
+            if k_writer {
+                store_tape_k_grouped(kq, (i % STAGED) * 4u, d.key_dim, next_k[j]);
+            }
 #endif
-    return k;
-}
-
-fn fetch_q(d: GdnDims, tile: RowTile, hk: u32, t: u32, col: u32) -> vec4<f32> {
-    return load_q(qk_row(d, tile.b, t, hk), col, d.key_dim);
-}
-
-fn fetch_row(i: u32) -> f32 {
-    return load1_v(i);
-}
-
-// (g, or 1 where masked; beta; live; 0). With the tape's g bound, the first row block of
-// each head writes its gate.
-fn fetch_gate(d: GdnDims, tile: RowTile, gi: u32, live: bool) -> vec4<f32> {
-    let g = load1_g(gi);
-#if HAS_TAPE_G
-    if tile.row_base == 0u {
-#if ACT_BF16
-        // A bf16 word holds two gates, maybe of two heads: its even element's writer
-        // writes both halves (the odd one read from g, which nobody writes).
-        if (gi & 1u) == 0u {
-            store2_tape_g(gi, g, load1_g(gi + 1u));
         }
+    }
+    #unroll
+    for (var j = 0u; j < V_ITEMS; j++) {
+        let i = li + j * WG_SIZE;
+        if i / ROWS < n {
+            let dv = min(row_base + i % ROWS, d.value_dim - 1u);
+            next_v[j] = load1_v(v_index(d, b, t0 + i / ROWS, hv, dv));
+        }
+    }
+    if li < n {
+        let gi = gate_index(d, b, t0 + li, hv);
+        // Unmasked kernels have no mask binding: every step is live.
+#if HAS_MASK
+        let live = load_mask(mask_index(d, b, t0 + li)) != 0u;
 #else
-        store1_tape_g(gi, g);
+        let live = true;
+#endif
+        let g = load1_g(gi);
+        next_gate = vec4<f32>(select(1.0, g, live), load1_beta(gi), select(0.0, 1.0, live), 0.0);
+#if HAS_TAPE_G
+        if row_base == 0u {
+#if ACT_BF16
+            // A bf16 word holds two gates, maybe of two heads: its even element's
+            // writer writes both halves (the odd one read from g, which nobody writes).
+            if (gi & 1u) == 0u {
+                store2_tape_g(gi, g, load1_g(gi + 1u));
+            }
+#else
+            store1_tape_g(gi, g);
+#endif
+        }
 #endif
     }
-#endif
-    return vec4<f32>(select(1.0, g, live), load1_beta(gi), select(0.0, 1.0, live), 0.0);
+}
+
+fn stage_chunk(li: u32) {
+    #unroll
+    for (var j = 0u; j < KQ_ITEMS; j++) {
+        let i = li + j * WG_SIZE;
+        if i < CHUNK * STAGED {
+            k_stage[i] = next_k[j];
+            q_stage[i] = next_q[j];
+        }
+    }
+    #unroll
+    for (var j = 0u; j < V_ITEMS; j++) {
+        let i = li + j * WG_SIZE;
+        if i < CHUNK * ROWS {
+            v_stage[i] = next_v[j];
+        }
+    }
+    if li < CHUNK {
+        gate_stage[li] = next_gate;
+    }
 }
 
 fn kernel_main(li: u32, wg: u32, sg: u32) {
@@ -98,13 +156,34 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
     }
     let d = params.dims;
     let tile = row_tile(d, params.row_blocks, wg, li);
-    let hk = key_head(params.gqa_layout, tile.hv, d.key_heads, d.value_heads);
-    let first_dv = tile.row_base + tile.first_row;
-    var s = load_rows(d, tile);
+    let b = tile.b;
+    let hv = tile.hv;
+    let hk = key_head(params.gqa_layout, hv, d.key_heads, d.value_heads);
+    let lane = tile.lane;
+    let row_base = tile.row_base;
+    let first_row = tile.first_row;
+    let first_dv = row_base + first_row;
 
-    fetch_chunk(d, tile, hk, 0u, d.steps, li);
+    var s: array<vec4<f32>, GROUPS * RPT>;
+    #unroll
+    for (var rr = 0u; rr < RPT; rr++) {
+        let srow = state_row(d, b, hv, min(first_dv + rr, d.value_dim - 1u));
+        #unroll
+        for (var m = 0u; m < GROUPS; m++) {
+            s[rr * GROUPS + m] = load_state_in(srow, lane_col(m, lane), d.key_dim);
+        }
+    }
+
+    fetch_chunk(d, b, hv, hk, row_base, 0u, li);
     for (var t0 = 0u; t0 < d.steps; t0 += CHUNK) {
-        let n = next_chunk(d, tile, hk, t0, d.steps, li);
+        workgroupBarrier(); // the previous chunk has been read
+        stage_chunk(li);
+        workgroupBarrier();
+        if t0 + CHUNK < d.steps {
+            fetch_chunk(d, b, hv, hk, row_base, t0 + CHUNK, li);
+        }
+
+        let n = min(CHUNK, d.steps - t0);
         for (var c = 0u; c < n; c++) {
             let t = t0 + c;
             let gate = gate_stage[c];
@@ -118,8 +197,8 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
             var kq = 0.0;
             #unroll
             for (var m = 0u; m < GROUPS; m++) {
-                kk[m] = k_stage[c * STAGED + m * LANES + tile.lane];
-                let qq = q_stage[c * STAGED + m * LANES + tile.lane];
+                kk[m] = k_stage[c * STAGED + m * LANES + lane];
+                let qq = q_stage[c * STAGED + m * LANES + lane];
                 kq += dot(kk[m], qq);
                 #unroll
                 for (var rr = 0u; rr < RPT; rr++) {
@@ -131,19 +210,29 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
             for (var rr = 0u; rr < RPT; rr++) {
                 let sums = row_sum3(vec3<f32>(part[rr], kq), li, sg);
                 let dv_unclamped = first_dv + rr;
-                let delta = (row_stage[c * ROWS + tile.first_row + rr] - sums.x) * beta;
+                let delta = (v_stage[c * ROWS + first_row + rr] - sums.x) * beta;
                 let y = sums.y + delta * sums.z;
                 #unroll
                 for (var m = 0u; m < GROUPS; m++) {
                     s[rr * GROUPS + m] = s[rr * GROUPS + m] + select(vec4<f32>(0.0), kk[m] * delta, live);
                 }
-                let vi = v_index(d, tile.b, t, tile.hv, min(dv_unclamped, d.value_dim - 1u));
+                let vi = v_index(d, b, t, hv, min(dv_unclamped, d.value_dim - 1u));
                 let valid = dv_unclamped < d.value_dim;
-                emit_row(li, tile.first_row + rr, vi, valid, select(0.0, y, live), select(0.0, delta, live), t);
+                emit_row(li, first_row + rr, vi, valid, select(0.0, y, live), select(0.0, delta, live), t);
             }
         }
     }
+
 #if HAS_STATE_OUT
-    store_rows(d, tile, s);
+    #unroll
+    for (var rr = 0u; rr < RPT; rr++) {
+        if first_dv + rr < d.value_dim {
+            let srow = state_row(d, b, hv, first_dv + rr);
+            #unroll
+            for (var m = 0u; m < GROUPS; m++) {
+                store_state_out(srow, lane_col(m, lane), d.key_dim, s[rr * GROUPS + m]);
+            }
+        }
+    }
 #endif
 }

@@ -3,9 +3,7 @@
 #import bf16
 #endif
 #import entry
-#import staging
-#import state_rows
-#provides kernel_main, params, fetch_k, fetch_row, fetch_gate, load_state_row
+#provides kernel_main, params
 #requires load1_tape_delta, load1_tape_g, load_accepted, store_state_out
 #if HAS_TAPE_K_GROUPED
 #requires load_tape_k_grouped, qk_row, key_head
@@ -17,17 +15,22 @@
 #else
 #requires load_state_out
 #endif
+#if HAS_MASK
+#requires load_mask
+#endif
 #if HAS_STATUS
 #requires store_status
 #endif
-#requires row_tile
+#requires row_tile, lane_col, state_row, v_index, gate_index
 // state_replay (docs/SPEC.md "replay"): fold the first accepted[b] steps of the innovation
 // tape onto the pre-draft snapshot, S = S * g_t + k_t delta_t. No reduction: as in
-// record.wgsl, LANES lanes share a row and each invocation holds RPT rows
-// (state_rows.wgsl); the steps' k rows, the workgroup's deltas and the gates are staged
-// in workgroup memory (staging.wgsl). accepted[b] is data on the GPU-resident path and
-// cannot be checked on the host: it is clamped to T here, and flagged in `status` when
-// bound.
+// record.wgsl, LANES lanes share a row, each invocation holds RPT rows and lane j keeps
+// the groups i = (m * LANES + j) * 4, m < GROUPS, of each in registers. The steps' k
+// rows (the same for the whole head), the workgroup's deltas and the gates are staged
+// CHUNK steps at a time in workgroup memory, the next chunk's global loads issued before
+// the current chunk is folded; each staged k value an invocation reads serves its RPT
+// rows. accepted[b] is data on the GPU-resident path and cannot be checked on the host:
+// it is clamped to T here, and flagged in `status` when bound.
 //
 // In place (no snapshot bound: the state is read from state_out and written back):
 // every valid row is read and written by the one invocation that holds it, reads
@@ -36,31 +39,70 @@
 
 @group(0) @binding(0) var<uniform> params: GdnParams;
 
+const STAGED: u32 = GROUPS * LANES; // vec4s of one k row
+
+var<workgroup> k_stage: array<vec4<f32>, CHUNK * STAGED>;
+var<workgroup> delta_stage: array<f32, CHUNK * ROWS>;
+var<workgroup> gate_stage: array<vec2<f32>, CHUNK>; // g, live
 var<workgroup> steps_shared: u32;
 
-fn load_state_row(srow: u32, col: u32, n: u32) -> vec4<f32> {
-#if HAS_SNAPSHOT
-    return load_snapshot(srow, col, n);
-#else
-    return load_state_out(srow, col, n);
-#endif
-}
+// One invocation's share of the next chunk, on its way from global to workgroup memory
+// (private: registers, once the loops over j are unrolled).
+var<private> next_k: array<vec4<f32>, KQ_ITEMS>;
+var<private> next_delta: array<f32, V_ITEMS>;
+var<private> next_gate: vec2<f32>;
 
-// The tape's k at step t: expanded to value heads, or at key heads through the layout.
-fn fetch_k(d: GdnDims, tile: RowTile, hk: u32, t: u32, col: u32) -> vec4<f32> {
+// Issue the global loads of the chunk of steps t0 .. t0 + CHUNK (t0 < steps).
+fn fetch_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, steps: u32, li: u32) {
+    let n = min(CHUNK, steps - t0);
+    #unroll
+    for (var j = 0u; j < KQ_ITEMS; j++) {
+        let i = li + j * WG_SIZE;
+        if i / STAGED < n {
 #if HAS_TAPE_K_GROUPED
-    return load_tape_k_grouped(qk_row(d, tile.b, t, hk), col, d.key_dim);
+            next_k[j] = load_tape_k_grouped(qk_row(d, b, t0 + i / STAGED, hk), (i % STAGED) * 4u, d.key_dim);
 #else
-    return load_tape_k(tape_k_row(d, tile.b, t, tile.hv), col, d.key_dim);
+            next_k[j] = load_tape_k(tape_k_row(d, b, t0 + i / STAGED, hv), (i % STAGED) * 4u, d.key_dim);
 #endif
+        }
+    }
+    #unroll
+    for (var j = 0u; j < V_ITEMS; j++) {
+        let i = li + j * WG_SIZE;
+        if i / ROWS < n {
+            let dv = min(row_base + i % ROWS, d.value_dim - 1u);
+            next_delta[j] = load1_tape_delta(v_index(d, b, t0 + i / ROWS, hv, dv));
+        }
+    }
+    if li < n {
+        // Unmasked kernels have no mask binding: every step is live.
+#if HAS_MASK
+        let live = load_mask(mask_index(d, b, t0 + li)) != 0u;
+#else
+        let live = true;
+#endif
+        next_gate = vec2<f32>(load1_tape_g(gate_index(d, b, t0 + li, hv)), select(0.0, 1.0, live));
+    }
 }
 
-fn fetch_row(i: u32) -> f32 {
-    return load1_tape_delta(i);
-}
-
-fn fetch_gate(d: GdnDims, tile: RowTile, gi: u32, live: bool) -> vec4<f32> {
-    return vec4<f32>(load1_tape_g(gi), 0.0, select(0.0, 1.0, live), 0.0);
+fn stage_chunk(li: u32) {
+    #unroll
+    for (var j = 0u; j < KQ_ITEMS; j++) {
+        let i = li + j * WG_SIZE;
+        if i < CHUNK * STAGED {
+            k_stage[i] = next_k[j];
+        }
+    }
+    #unroll
+    for (var j = 0u; j < V_ITEMS; j++) {
+        let i = li + j * WG_SIZE;
+        if i < CHUNK * ROWS {
+            delta_stage[i] = next_delta[j];
+        }
+    }
+    if li < CHUNK {
+        gate_stage[li] = next_gate;
+    }
 }
 
 fn kernel_main(li: u32, wg: u32, sg: u32) {
@@ -69,39 +111,64 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
     }
     let d = params.dims;
     let tile = row_tile(d, params.row_blocks, wg, li);
+    let b = tile.b;
+    let hv = tile.hv;
 #if HAS_TAPE_K_GROUPED
-    let hk = key_head(params.gqa_layout, tile.hv, d.key_heads, d.value_heads);
+    let hk = key_head(params.gqa_layout, hv, d.key_heads, d.value_heads);
 #else
     let hk = 0u; // unused: the tape's k is expanded to value heads
 #endif
-    var s = load_rows(d, tile);
+    let lane = tile.lane;
+    let row_base = tile.row_base;
+    let first_row = tile.first_row;
+    let first_dv = row_base + first_row;
+
+    var s: array<vec4<f32>, GROUPS * RPT>;
+    #unroll
+    for (var rr = 0u; rr < RPT; rr++) {
+        let srow = state_row(d, b, hv, min(first_dv + rr, d.value_dim - 1u));
+        #unroll
+        for (var m = 0u; m < GROUPS; m++) {
+#if HAS_SNAPSHOT
+            s[rr * GROUPS + m] = load_snapshot(srow, lane_col(m, lane), d.key_dim);
+#else
+            s[rr * GROUPS + m] = load_state_out(srow, lane_col(m, lane), d.key_dim);
+#endif
+        }
+    }
 
     // The whole workgroup is one sequence: its step count is uniform.
     if li == 0u {
-        let given = load_accepted(tile.b);
+        let given = load_accepted(b);
         steps_shared = min(given, d.steps);
 #if HAS_STATUS
-        if given > d.steps && tile.hv == 0u && tile.row_base == 0u {
-            store_status(tile.b, given);
+        if given > d.steps && hv == 0u && row_base == 0u {
+            store_status(b, given);
         }
 #endif
     }
     let steps = workgroupUniformLoad(&steps_shared);
-    fetch_chunk(d, tile, hk, 0u, steps, li);
+    fetch_chunk(d, b, hv, hk, row_base, 0u, steps, li);
     for (var t0 = 0u; t0 < steps; t0 += CHUNK) {
-        let n = next_chunk(d, tile, hk, t0, steps, li);
+        workgroupBarrier(); // the previous chunk has been read
+        stage_chunk(li);
+        workgroupBarrier();
+        if t0 + CHUNK < steps {
+            fetch_chunk(d, b, hv, hk, row_base, t0 + CHUNK, steps, li);
+        }
+        let n = min(CHUNK, steps - t0);
         for (var c = 0u; c < n; c++) {
             let gate = gate_stage[c];
             // Unmasked kernels know every step is live: the select folds away.
-            let live = !HAS_MASK || gate.z != 0.0;
+            let live = !HAS_MASK || gate.y != 0.0;
             var delta = array<f32, RPT>();
             #unroll
             for (var rr = 0u; rr < RPT; rr++) {
-                delta[rr] = row_stage[c * ROWS + tile.first_row + rr];
+                delta[rr] = delta_stage[c * ROWS + first_row + rr];
             }
             #unroll
             for (var m = 0u; m < GROUPS; m++) {
-                let kk = k_stage[c * STAGED + m * LANES + tile.lane];
+                let kk = k_stage[c * STAGED + m * LANES + lane];
                 #unroll
                 for (var rr = 0u; rr < RPT; rr++) {
                     s[rr * GROUPS + m] = select(s[rr * GROUPS + m], s[rr * GROUPS + m] * gate.x + kk * delta[rr], live);
@@ -109,5 +176,15 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
             }
         }
     }
-    store_rows(d, tile, s);
+
+    #unroll
+    for (var rr = 0u; rr < RPT; rr++) {
+        if first_dv + rr < d.value_dim {
+            let srow = state_row(d, b, hv, first_dv + rr);
+            #unroll
+            for (var m = 0u; m < GROUPS; m++) {
+                store_state_out(srow, lane_col(m, lane), d.key_dim, s[rr * GROUPS + m]);
+            }
+        }
+    }
 }

@@ -349,7 +349,7 @@ impl KernelKey {
                 };
                 staged + reduction + pairs
             }
-            Op::Replay => chunk * self.staged_row() * VEC4 + chunk * rows * 4 + chunk * VEC4 + 4,
+            Op::Replay => chunk * self.staged_row() * VEC4 + chunk * rows * 4 + chunk * 8 + 4,
             Op::Repeat | Op::Conv => 0,
         }
     }

@@ -53,8 +53,6 @@ pub const SOURCES: &[(&str, &str)] = sources![
     "row_sum_subgroup",
     "row_sum_workgroup",
     "shape",
-    "staging",
-    "state_rows",
 ];
 
 /// A define's value.
