@@ -22,7 +22,7 @@
 #requires store_tape_k_grouped, first_value_head
 #endif
 #if HAS_TAPE_G
-#if ACT_BF16
+#if GATE_BF16
 #requires store2_tape_g
 #else
 #requires store1_tape_g
@@ -74,7 +74,7 @@ fn fetch_gate(d: GdnDims, tile: RowTile, gi: u32, live: bool) -> vec4<f32> {
     let g = load1_g(gi);
 #if HAS_TAPE_G
     if tile.row_base == 0u {
-#if ACT_BF16
+#if GATE_BF16
         // A bf16 word holds two gates, maybe of two heads: its even element's writer
         // writes both halves (the odd one read from g, which nobody writes).
         if (gi & 1u) == 0u {
