@@ -57,7 +57,7 @@ impl Footprint {
         let l = layers as u64;
         let tape = shape.v_len() * dtypes.tape.size_bytes()
             + shape.qk_len() * dtypes.act.size_bytes()
-            + shape.gate_len() * dtypes.act.size_bytes();
+            + shape.gate_len() * dtypes.gate.size_bytes();
         let state = (shape.state_len() * dtypes.state.size_bytes()) as u64;
         Footprint {
             tape_bytes: tape as u64 * l,
@@ -94,11 +94,11 @@ impl Footprint {
     }
 }
 
-struct CpuLayer<A, S, P> {
+struct CpuLayer<A, S, P, G> {
     states: States<Vec<S>>,
     delta: Vec<P>,
     tape_k: Vec<A>,
-    tape_g: Vec<A>,
+    tape_g: Vec<G>,
     mask: Option<Vec<u32>>,
 }
 
@@ -114,10 +114,10 @@ struct GpuInputs {
     mask: wgpu::Buffer,
 }
 
-enum Store<A, S, P> {
+enum Store<A, S, P, G> {
     Cpu {
         cpu: CpuBackend,
-        layers: Vec<CpuLayer<A, S, P>>,
+        layers: Vec<CpuLayer<A, S, P, G>>,
         drafts: Drafts,
     },
     Gpu {
@@ -126,15 +126,16 @@ enum Store<A, S, P> {
     },
 }
 
-/// Rollback of `layers` GatedDeltaNet layers with activations `A`, state `S` and tape
-/// delta `P` (state and tape default to f32 in practice: see [`crate::ops::Tape`]).
-pub struct Rollback<A: Element, S: Element, P: Element> {
+/// Rollback of `layers` GatedDeltaNet layers with activations `A`, state `S`, tape
+/// delta `P` and gates `G` (default `A`; state and tape default to f32 in practice: see
+/// [`crate::ops::Tape`]).
+pub struct Rollback<A: Element, S: Element, P: Element, G: Element = A> {
     shape: GdnShape,
     layout: GqaLayout,
     layers: usize,
     options: RollbackOptions,
-    store: Store<A, S, P>,
-    _types: PhantomData<(A, S, P)>,
+    store: Store<A, S, P, G>,
+    _types: PhantomData<(A, S, P, G)>,
 }
 
 /// Encode `f` into a new encoder and submit it, inside the backend's error scopes.
@@ -163,11 +164,11 @@ pub(crate) fn check_layers(layers: usize) -> Result<()> {
     }
 }
 
-fn dtypes<A: Element, S: Element, P: Element>() -> GdnDtypes {
-    GdnDtypes::of::<A, S, P>()
+fn dtypes<A: Element, S: Element, P: Element, G: Element>() -> GdnDtypes {
+    GdnDtypes::of_gated::<A, S, P, G>()
 }
 
-impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
+impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
     /// Rollback state for `layers` layers of `shape` (T = the draft length), zeroed,
     /// on `backend`, one state per layer. `layout` is the model's GQA layout.
     pub fn new(
@@ -213,10 +214,11 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
                     shape,
                     layers,
                     layout,
-                    dtypes::<A, S, P>(),
+                    dtypes::<A, S, P, G>(),
                     options,
                 )?;
                 let bytes = |n: usize| A::DTYPE.buffer_bytes(n).unwrap_or(0).max(16);
+                let gate_bytes = |n: usize| G::DTYPE.buffer_bytes(n).unwrap_or(0).max(16);
                 let input = |label: &str, size: u64, extra: wgpu::BufferUsages| {
                     gpu.device().create_buffer(&wgpu::BufferDescriptor {
                         label: Some(label),
@@ -231,8 +233,8 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
                         q: input("q", bytes(shape.qk_len()), none),
                         k: input("k", bytes(shape.qk_len()), none),
                         v: input("v", bytes(shape.v_len()), none),
-                        g: input("g", bytes(shape.gate_len()), none),
-                        beta: input("beta", bytes(shape.gate_len()), none),
+                        g: input("g", gate_bytes(shape.gate_len()), none),
+                        beta: input("beta", gate_bytes(shape.gate_len()), none),
                         y: input("y", bytes(shape.v_len()), wgpu::BufferUsages::COPY_SRC),
                         mask: input(
                             "mask",
@@ -266,7 +268,7 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
         Footprint::new(
             &self.shape,
             self.layers,
-            dtypes::<A, S, P>(),
+            dtypes::<A, S, P, G>(),
             self.options.mode,
         )
     }
@@ -274,7 +276,12 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
     /// The footprint a rollback of `layers` layers of `shape` would have in the default
     /// mode (see [`Footprint::new`] for the others).
     pub fn footprint_of(shape: &GdnShape, layers: usize) -> Footprint {
-        Footprint::new(shape, layers, dtypes::<A, S, P>(), RollbackMode::default())
+        Footprint::new(
+            shape,
+            layers,
+            dtypes::<A, S, P, G>(),
+            RollbackMode::default(),
+        )
     }
 
     fn check_layer(&self, op: &'static str, layer: usize) -> Result<()> {
@@ -314,7 +321,7 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
 
     /// Record a draft of T tokens for every layer (`inputs[layer]`); one submission on
     /// the GPU, no readback.
-    pub fn draft(&mut self, inputs: &[RecordInputs<'_, A>]) -> Result<()> {
+    pub fn draft(&mut self, inputs: &[RecordInputs<'_, A, G>]) -> Result<()> {
         const OP: &str = "draft";
         check_len(OP, "inputs", self.layers, inputs.len())?;
         for i in inputs {
@@ -366,8 +373,11 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
                         upload(&b.q, i.q);
                         upload(&b.k, i.k);
                         upload(&b.v, i.v);
-                        upload(&b.g, i.g);
-                        upload(&b.beta, i.beta);
+                        let upload_gate = |buf: &wgpu::Buffer, data: &[G]| {
+                            crate::gpu::write_padded(gpu.queue(), buf, bytemuck::cast_slice(data))
+                        };
+                        upload_gate(&b.g, i.g);
+                        upload_gate(&b.beta, i.beta);
                         if let Some(m) = i.mask {
                             crate::gpu::write_padded(gpu.queue(), &b.mask, bytemuck::cast_slice(m));
                         }
