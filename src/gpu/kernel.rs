@@ -687,8 +687,8 @@ const GATED: [GdnDtypes; 2] = [
 
 /// Every kernel variant the crate can compile: each (op, dtype triple, reduction) at
 /// representative shapes, each key once, and record and replay with gates in a dtype of
-/// their own ([`GATED`]) at the real shape. The one enumeration the translation tests
-/// (naga) and the Dawn tests (Tint) walk.
+/// their own (f32 gates beside bf16 activations, bf16 gates beside f32 ones) at the real
+/// shape. The one enumeration the translation tests (naga) and the Dawn tests (Tint) walk.
 pub fn all_variants() -> Vec<KernelKey> {
     let mut keys = Vec::new();
     for op in Op::ALL {
