@@ -9,7 +9,7 @@ use common::*;
 use deltatape::gpu::{RecordBuffers, ReplayBuffers};
 use deltatape::{
     wgpu, Backend, DType, Element, Error, GdnDtypes, GdnShape, GpuBackend, GqaLayout, RecordInputs,
-    Recorded, Tape,
+    Recorded, Rollback, Tape,
 };
 use half::{bf16, f16};
 
@@ -341,4 +341,50 @@ fn check_size(r: deltatape::Result<()>, name: &str, expected: u64, actual: u64) 
         }
         other => panic!("{name}: expected BufferSize, got {other:?}"),
     }
+}
+
+/// The calls as callers wrote them before the gates had a dtype of their own: three type
+/// arguments name A, S and P, and the gates follow A.
+#[test]
+fn three_type_arguments_still_name_each_call() -> deltatape::Result<()> {
+    let backend = cpu();
+    let shape = GdnShape::new(1, 2, 1, 1, 4, 2)?;
+    let layout = GqaLayout::Blocked;
+    let d = draw(&shape, 3);
+    let t = d.typed::<f32>();
+    let inputs = t.inputs(None);
+    let rec = backend.record::<f32, f32, f32>(&shape, layout, &inputs, &d.state)?;
+    let again = pollster::block_on(
+        backend.record_async::<f32, f32, f32>(&shape, layout, &inputs, &d.state),
+    )?;
+    assert_eq!(rec, again);
+    // Hk = Hv: k expanded to value heads is k.
+    let tape: Tape<f32, f32> = Tape {
+        delta: rec.delta.clone(),
+        k: t.k.clone(),
+        g: t.g.clone(),
+    };
+    let all = [shape.steps() as u32];
+    let state = backend.replay::<f32, f32, f32>(&shape, &tape.as_ref(), &d.state, &all, None)?;
+    let again = pollster::block_on(backend.replay_async::<f32, f32, f32>(
+        &shape,
+        &tape.as_ref(),
+        &d.state,
+        &all,
+        None,
+    ))?;
+    let mut into = vec![0f32; shape.state_len()];
+    backend.replay_into::<f32, f32, f32>(
+        &shape,
+        &tape.as_ref(),
+        &d.state,
+        &all,
+        None,
+        &mut into,
+    )?;
+    assert_eq!((&state, &again), (&into, &into));
+    assert_close("accept-all replay", &state, &rec.state, 1e-6);
+    let rollback = Rollback::<f32, f32, f32>::new(&backend, shape, 1, layout)?;
+    let _gates_follow_a: Rollback<f32, f32, f32, f32> = rollback;
+    Ok(())
 }
