@@ -176,20 +176,22 @@ macro_rules! host_ops {
 
 host_ops! {
     /// record (docs/SPEC.md): y, the state after T steps, and the tape's delta in dtype `P`.
+    /// The gates (g, beta) may have a dtype of their own (`RecordInputs<'_, A, G>`); the
+    /// three type arguments `::<A, S, P>` name the others.
     fn record / record_async<A, S, P>(
         shape: &GdnShape,
         layout: GqaLayout,
-        inputs: &RecordInputs<'_, A>,
+        inputs: &RecordInputs<'_, A, impl Element>,
         state_in: &[S]
     ) -> Recorded<A, S, P>
         = Record { shape, layout, inputs: *inputs, state_in, tape: PhantomData },
           |out| out;
 
     /// replay (docs/SPEC.md): the snapshot with the first `accepted[b]` live steps of the
-    /// tape folded in, per sequence.
+    /// tape folded in, per sequence (the tape's g in the gates' dtype, `TapeRef<'_, A, P, G>`).
     fn replay / replay_async<A, S, P>(
         shape: &GdnShape,
-        tape: &TapeRef<'_, A, P>,
+        tape: &TapeRef<'_, A, P, impl Element>,
         snapshot: &[S],
         accepted: &[u32],
         mask: Option<&[u32]>
@@ -203,7 +205,7 @@ host_ops! {
     /// state at B = 8, where the replay itself takes 1.2 ms; `cargo bench --bench cpu`).
     fn replay_into<A, S, P>(
         shape: &GdnShape,
-        tape: &TapeRef<'_, A, P>,
+        tape: &TapeRef<'_, A, P, impl Element>,
         snapshot: &[S],
         accepted: &[u32],
         mask: Option<&[u32]>,

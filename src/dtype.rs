@@ -78,15 +78,18 @@ impl std::str::FromStr for DType {
     }
 }
 
-/// The dtypes of one record / replay call: activations, state and tape delta.
+/// The dtypes of one record / replay call: activations, state, tape delta and gates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct GdnDtypes {
-    /// q, k, v, g, beta, y, and the tape's k and g.
+    /// q, k, v, y, and the tape's k.
     pub act: DType,
     /// state in and out (and the snapshot).
     pub state: DType,
     /// the tape's delta.
     pub tape: DType,
+    /// g and beta, and the tape's g (a copy of g). A bf16 model computes g in f32
+    /// (Hugging Face's Qwen3-Next layer): keeping it f32 keeps the state the model's.
+    pub gate: DType,
 }
 
 impl GdnDtypes {
@@ -99,21 +102,33 @@ impl GdnDtypes {
             act: dtype,
             state: dtype,
             tape: dtype,
+            gate: dtype,
         }
     }
 
-    /// The dtypes of host types `A`, `S`, `P`.
+    /// The dtypes of host types `A`, `S`, `P`, the gates in the activation dtype `A`.
     pub fn of<A: Element, S: Element, P: Element>() -> Self {
+        Self::of_gated::<A, S, P, A>()
+    }
+
+    /// The dtypes of host types `A`, `S`, `P` and gates `G`.
+    pub fn of_gated<A: Element, S: Element, P: Element, G: Element>() -> Self {
         GdnDtypes {
             act: A::DTYPE,
             state: S::DTYPE,
             tape: P::DTYPE,
+            gate: G::DTYPE,
         }
     }
 
-    /// Whether any of the three is `dtype`.
+    /// These dtypes with the gates (g, beta, the tape's g) in `gate`.
+    pub const fn with_gate(self, gate: DType) -> Self {
+        GdnDtypes { gate, ..self }
+    }
+
+    /// Whether any of the four is `dtype`.
     pub fn any(&self, dtype: DType) -> bool {
-        self.act == dtype || self.state == dtype || self.tape == dtype
+        self.act == dtype || self.state == dtype || self.tape == dtype || self.gate == dtype
     }
 }
 
@@ -189,6 +204,16 @@ mod tests {
         assert_eq!(DType::BF16.buffer_bytes(4), Some(8));
         assert_eq!(DType::F32.buffer_bytes(3), Some(12));
         assert_eq!(DType::F32.buffer_bytes(usize::MAX), None);
+    }
+
+    #[test]
+    fn gates_default_to_the_activation_dtype() {
+        let plain = GdnDtypes::of::<half::bf16, f32, f32>();
+        assert_eq!(plain.gate, DType::BF16);
+        let gated = GdnDtypes::of_gated::<half::bf16, f32, f32, f32>();
+        assert_eq!(gated, plain.with_gate(DType::F32));
+        assert!(!gated.any(DType::F16));
+        assert!(GdnDtypes::F32.with_gate(DType::F16).any(DType::F16));
     }
 
     #[test]

@@ -30,12 +30,14 @@ pub enum Role {
 /// Which of a call's dtypes an operand is stored in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Slot {
-    /// The activation dtype (also the tape's k and g: copies, so no rounding).
+    /// The activation dtype (also the tape's k: a copy, so no rounding).
     Act,
     /// The state dtype.
     State,
     /// The tape delta's dtype.
     Tape,
+    /// The gates' dtype: g, beta and the tape's g (a copy of g).
+    Gate,
     /// Plain `u32` words.
     U32,
 }
@@ -47,6 +49,7 @@ impl Slot {
             Slot::Act => Some(dtypes.act),
             Slot::State => Some(dtypes.state),
             Slot::Tape => Some(dtypes.tape),
+            Slot::Gate => Some(dtypes.gate),
             Slot::U32 => None,
         }
     }
@@ -206,9 +209,9 @@ operand_table! {
         /// `[B, T, Hv, Dv]`.
         v: T, Activation Act Read Scalars = GdnShape::v_len;
         /// `[B, T, Hv]`, the decay, already exponentiated.
-        g: T, Activation Act Read Scalars = GdnShape::gate_len;
+        g: T, Activation Gate Read Scalars = GdnShape::gate_len;
         /// `[B, T, Hv]`, already sigmoid'ed.
-        beta: T, Activation Act Read Scalars = GdnShape::gate_len;
+        beta: T, Activation Gate Read Scalars = GdnShape::gate_len;
         /// `[B, Hv, Dv, Dk]`: the state before the draft.
         state_in: T, State State Read Rows = GdnShape::state_len;
         /// `[B, T, Hv, Dv]`.
@@ -224,7 +227,7 @@ operand_table! {
         /// through the GQA layout); `None`: not written.
         tape_k_grouped: Option<T>, Tape Act Write Rows = GdnShape::qk_len, optional;
         /// `[B, T, Hv]`: the tape's g, a copy of g; `None`: not written.
-        tape_g: Option<T>, Tape Act Write Scalars = GdnShape::gate_len, optional;
+        tape_g: Option<T>, Tape Gate Write Scalars = GdnShape::gate_len, optional;
     }
 }
 
@@ -240,7 +243,7 @@ operand_table! {
         /// `[B, T, Hk, Dk]`: k at key heads, read through the GQA layout.
         tape_k_grouped: Option<T>, Tape Act Read Rows = GdnShape::qk_len, optional;
         /// `[B, T, Hv]`.
-        tape_g: T, Tape Act Read Scalars = GdnShape::gate_len;
+        tape_g: T, Tape Gate Read Scalars = GdnShape::gate_len;
         /// `[B, Hv, Dv, Dk]`: the state before the draft; `None`: replay in place,
         /// starting from `state_out` (each row is read and written by one invocation).
         snapshot: Option<T>, State State Read Rows = GdnShape::state_len, optional;
@@ -340,6 +343,27 @@ mod tests {
         let named = ops.map(|spec, v| format!("{}={v}", spec.name));
         assert_eq!(named.snapshot.as_deref(), Some("snapshot=3"));
         assert!(named.mask.is_none());
+    }
+
+    #[test]
+    fn gates_have_a_dtype_of_their_own() {
+        let dtypes = GdnDtypes {
+            act: DType::BF16,
+            ..GdnDtypes::F32
+        };
+        let dtype_of = |specs: &[OperandSpec<GdnShape>], name: &str| {
+            let spec = specs.iter().find(|s| s.name == name).expect(name);
+            spec.dtype(&dtypes)
+        };
+        let (record, replay) = (RecordOperands::<()>::SPECS, ReplayOperands::<()>::SPECS);
+        for name in ["g", "beta", "tape_g"] {
+            assert_eq!(dtype_of(record, name), Some(DType::F32), "{name}");
+        }
+        assert_eq!(dtype_of(replay, "tape_g"), Some(DType::F32));
+        for name in ["q", "k", "v", "y", "tape_k_grouped"] {
+            assert_eq!(dtype_of(record, name), Some(DType::BF16), "{name}");
+        }
+        assert_eq!(dtype_of(replay, "tape_k"), Some(DType::BF16));
     }
 
     #[test]

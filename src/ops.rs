@@ -14,9 +14,11 @@ use crate::operand::{ConvOperands, OperandSpec, RecordOperands, RepeatOperands, 
 use crate::shape::{ConvShape, GdnShape, GqaLayout, RepeatShape};
 use std::marker::PhantomData;
 
-/// The activations of one record call, `[B, T, ...]` as in docs/SPEC.md.
+/// The activations of one record call, `[B, T, ...]` as in docs/SPEC.md: q, k and v in
+/// the activation dtype `A`, the gates g and beta in a dtype `G` of their own (default
+/// `A`; a bf16 model computes g in f32, and keeping it f32 keeps the state the model's).
 #[derive(Clone, Copy, Debug)]
-pub struct RecordInputs<'a, A> {
+pub struct RecordInputs<'a, A, G = A> {
     /// `[B, T, Hk, Dk]`, already normalised and scaled by the caller.
     pub q: &'a [A],
     /// `[B, T, Hk, Dk]`, already normalised by the caller.
@@ -24,9 +26,9 @@ pub struct RecordInputs<'a, A> {
     /// `[B, T, Hv, Dv]`.
     pub v: &'a [A],
     /// `[B, T, Hv]`, the decay already exponentiated: in (0, 1].
-    pub g: &'a [A],
+    pub g: &'a [G],
     /// `[B, T, Hv]`, already sigmoid'ed.
-    pub beta: &'a [A],
+    pub beta: &'a [G],
     /// `[B, T]`, non-zero = the step is live; `None` = every step is live.
     pub mask: Option<&'a [u32]>,
 }
@@ -45,21 +47,21 @@ pub struct Recorded<A, S, P> {
 /// An innovation tape on the host: what replay folds onto a snapshot.
 ///
 /// `delta` is stored in the tape dtype `P` (default f32, so that replay reproduces
-/// record to f32 rounding). `k` and `g` are copies of the activations, so they keep the
-/// activation dtype `A`: storing them costs no rounding at all.
+/// record to f32 rounding). `k` and `g` are copies of record's inputs, so they keep
+/// their dtypes, `A` and the gates' `G` (default `A`): storing them costs no rounding.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Tape<A, P> {
+pub struct Tape<A, P, G = A> {
     /// `[B, T, Hv, Dv]`.
     pub delta: Vec<P>,
     /// `[B, T, Hv, Dk]`: k expanded to value heads with the model's GQA layout.
     pub k: Vec<A>,
     /// `[B, T, Hv]`.
-    pub g: Vec<A>,
+    pub g: Vec<G>,
 }
 
-impl<A, P> Tape<A, P> {
+impl<A, P, G> Tape<A, P, G> {
     /// Borrow as a [`TapeRef`].
-    pub fn as_ref(&self) -> TapeRef<'_, A, P> {
+    pub fn as_ref(&self) -> TapeRef<'_, A, P, G> {
         TapeRef {
             delta: &self.delta,
             k: &self.k,
@@ -70,10 +72,10 @@ impl<A, P> Tape<A, P> {
 
 /// A borrowed innovation tape (see [`Tape`]).
 #[derive(Clone, Copy, Debug)]
-pub struct TapeRef<'a, A, P> {
+pub struct TapeRef<'a, A, P, G = A> {
     pub delta: &'a [P],
     pub k: &'a [A],
-    pub g: &'a [A],
+    pub g: &'a [G],
 }
 
 /// A host operand's part in a call.
@@ -113,12 +115,12 @@ pub(crate) fn check_sides<Sh>(
 
 /// Check record's activations (every operand the caller gives but the state) against
 /// `shape`, for callers that keep the state themselves (the rollback).
-pub(crate) fn check_record_inputs<A: Element>(
+pub(crate) fn check_record_inputs<A: Element, G: Element>(
     op: &'static str,
     shape: &GdnShape,
-    inputs: &RecordInputs<'_, A>,
+    inputs: &RecordInputs<'_, A, G>,
 ) -> Result<()> {
-    let call = Record::<A, f32, f32> {
+    let call = Record::<A, f32, f32, G> {
         shape,
         layout: GqaLayout::Blocked,
         inputs: *inputs,
@@ -139,16 +141,17 @@ pub(crate) trait HostCall<'a>: Sized {
     fn start_gpu(self, gpu: &GpuBackend) -> Result<Pending<'a, Self::Output>>;
 }
 
-/// record (docs/SPEC.md): y, the state after T steps, and the tape delta in dtype `P`.
-pub(crate) struct Record<'a, A, S, P> {
+/// record (docs/SPEC.md): y, the state after T steps, and the tape delta in dtype `P`;
+/// the gates in `G`.
+pub(crate) struct Record<'a, A, S, P, G> {
     pub shape: &'a GdnShape,
     pub layout: GqaLayout,
-    pub inputs: RecordInputs<'a, A>,
+    pub inputs: RecordInputs<'a, A, G>,
     pub state_in: &'a [S],
     pub tape: PhantomData<P>,
 }
 
-impl<'a, A: Element, S: Element, P: Element> Record<'a, A, S, P> {
+impl<'a, A: Element, S: Element, P: Element, G: Element> Record<'a, A, S, P, G> {
     fn sides(&self) -> RecordOperands<HostSide<'a>> {
         let i = &self.inputs;
         RecordOperands {
@@ -168,7 +171,7 @@ impl<'a, A: Element, S: Element, P: Element> Record<'a, A, S, P> {
     }
 }
 
-impl<'a, A: Element, S: Element, P: Element> HostCall<'a> for Record<'a, A, S, P> {
+impl<'a, A: Element, S: Element, P: Element, G: Element> HostCall<'a> for Record<'a, A, S, P, G> {
     type Output = Recorded<A, S, P>;
 
     fn check(&self) -> Result<()> {
@@ -212,7 +215,7 @@ impl<'a, A: Element, S: Element, P: Element> HostCall<'a> for Record<'a, A, S, P
     fn start_gpu(self, gpu: &GpuBackend) -> Result<Pending<'a, Self::Output>> {
         self.check()?;
         let (shape, layout) = (*self.shape, self.layout);
-        let dtypes = GdnDtypes::of::<A, S, P>();
+        let dtypes = GdnDtypes::of_gated::<A, S, P, G>();
         let bufs = (self.sides()).map(|spec, side| gpu.host_buffer(spec, &shape, &dtypes, side));
         gpu.host_call(
             "record",
@@ -235,16 +238,16 @@ impl<'a, A: Element, S: Element, P: Element> HostCall<'a> for Record<'a, A, S, P
 
 /// replay (docs/SPEC.md): the snapshot with each sequence's accepted prefix folded in,
 /// returned (`out: None`) or written into the caller's slice.
-pub(crate) struct Replay<'a, A, S, P> {
+pub(crate) struct Replay<'a, A, S, P, G> {
     pub shape: &'a GdnShape,
-    pub tape: TapeRef<'a, A, P>,
+    pub tape: TapeRef<'a, A, P, G>,
     pub snapshot: &'a [S],
     pub accepted: &'a [u32],
     pub mask: Option<&'a [u32]>,
     pub out: Option<&'a mut [S]>,
 }
 
-impl<'a, A: Element, S: Element, P: Element> Replay<'a, A, S, P> {
+impl<'a, A: Element, S: Element, P: Element, G: Element> Replay<'a, A, S, P, G> {
     fn sides(&self) -> ReplayOperands<HostSide<'a>> {
         ReplayOperands {
             tape_delta: HostSide::input(self.tape.delta),
@@ -260,7 +263,7 @@ impl<'a, A: Element, S: Element, P: Element> Replay<'a, A, S, P> {
     }
 }
 
-impl<'a, A: Element, S: Element, P: Element> HostCall<'a> for Replay<'a, A, S, P> {
+impl<'a, A: Element, S: Element, P: Element, G: Element> HostCall<'a> for Replay<'a, A, S, P, G> {
     /// The committed state, or nothing when it went into the caller's slice.
     type Output = Option<Vec<S>>;
 
@@ -312,7 +315,7 @@ impl<'a, A: Element, S: Element, P: Element> HostCall<'a> for Replay<'a, A, S, P
     fn start_gpu(self, gpu: &GpuBackend) -> Result<Pending<'a, Self::Output>> {
         self.check()?;
         let shape = *self.shape;
-        let dtypes = GdnDtypes::of::<A, S, P>();
+        let dtypes = GdnDtypes::of_gated::<A, S, P, G>();
         let bufs = (self.sides()).map(|spec, side| gpu.host_buffer(spec, &shape, &dtypes, side));
         let out = self.out;
         gpu.host_call(

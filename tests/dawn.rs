@@ -584,11 +584,7 @@ fn gdn_cases<A: Element, S: Element, P: Element>(
     layout: GqaLayout,
     masked: bool,
 ) -> Vec<Case> {
-    let dt = GdnDtypes {
-        act: A::DTYPE,
-        state: S::DTYPE,
-        tape: P::DTYPE,
-    };
+    let dt = GdnDtypes::of::<A, S, P>();
     let d = draw(shape, seed);
     let typed = d.typed::<A>();
     let state: Vec<S> = deltatape::dtype::cast_from_f32(&d.state);

@@ -55,11 +55,7 @@ fn tape_of<A: Element, S: Element, P: Element>(
 /// Record and replay on `gpu` against the CPU for one dtype triple, every shape,
 /// layout, mask and accepted pattern.
 fn check_gdn<A: Element, S: Element, P: Element>(gpu: &GpuBackend) {
-    let dt = GdnDtypes {
-        act: A::DTYPE,
-        state: S::DTYPE,
-        tape: P::DTYPE,
-    };
+    let dt = GdnDtypes::of::<A, S, P>();
     let gpu_backend = Backend::Gpu(gpu.clone());
     for (si, shape) in shapes().iter().enumerate() {
         let draw = draw(shape, 100 + si as u64);
@@ -426,6 +422,7 @@ fn resident_path_rolls_back_in_one_submission() {
         act: DType::BF16,
         state: DType::F32,
         tape: DType::F32,
+        gate: DType::BF16,
     };
     let mut enc = g.device().create_command_encoder(&Default::default());
     g.encode_record(

@@ -1093,6 +1093,7 @@ fn resident_path_names_every_bad_buffer() {
             act: DType::BF16,
             state: DType::F32,
             tape: DType::F16,
+            gate: DType::BF16,
         },
     };
     let st = wgpu::BufferUsages::STORAGE;

@@ -11,13 +11,13 @@ use deltatape::{
 use half::bf16;
 
 /// Sequence b's first `a` steps of a `[B, T, ...]` input, as its own call's inputs.
-fn prefix<'a, A>(
+fn prefix<'a, A, G>(
     shape: &GdnShape,
-    t: &'a Typed<A>,
+    t: &'a Typed<A, G>,
     mask: Option<&'a [u32]>,
     b: usize,
     a: usize,
-) -> RecordInputs<'a, A> {
+) -> RecordInputs<'a, A, G> {
     let steps = shape.steps();
     let qk = shape.key_heads() * shape.key_dim();
     let v = shape.value_heads() * shape.value_dim();
@@ -32,9 +32,9 @@ fn prefix<'a, A>(
     }
 }
 
-/// Run `rounds` draft / commit rounds on `backend` and check every layer each round.
-/// Returns the final states, for comparing backends.
-fn run_rounds<A: Element>(
+/// Run `rounds` draft / commit rounds on `backend` and check every layer each round,
+/// activations in `A` and gates in `G`. Returns the final states, for comparing backends.
+fn run_rounds<A: Element, G: Element>(
     backend: &Backend,
     shape: GdnShape,
     layers: usize,
@@ -48,7 +48,7 @@ fn run_rounds<A: Element>(
         ..Default::default()
     };
     let mut rb =
-        Rollback::<A, f32, f32>::with_options(backend, shape, layers, layout, options).unwrap();
+        Rollback::<A, f32, f32, G>::with_options(backend, shape, layers, layout, options).unwrap();
     let mut rng = Rng::new(seed);
     for l in 0..layers {
         rb.set_state(l, &rng.vec(shape.state_len(), -0.3, 0.3))
@@ -68,12 +68,12 @@ fn run_rounds<A: Element>(
         let draws: Vec<Draw> = (0..layers)
             .map(|l| draw(&shape, seed * 1000 + round as u64 * 10 + l as u64))
             .collect();
-        let typed: Vec<Typed<A>> = draws.iter().map(|d| d.typed::<A>()).collect();
+        let typed: Vec<Typed<A, G>> = draws.iter().map(|d| d.typed_gated::<A, G>()).collect();
         let masks: Vec<Vec<u32>> = (0..layers)
             .map(|l| mask(&shape, round as u64 * 7 + l as u64))
             .collect();
         let before: Vec<Vec<f32>> = (0..layers).map(|l| rb.state(l).unwrap()).collect();
-        let inputs: Vec<RecordInputs<'_, A>> = typed
+        let inputs: Vec<RecordInputs<'_, A, G>> = typed
             .iter()
             .zip(&masks)
             .map(|(t, m)| t.inputs(masked.then_some(&m[..])))
@@ -122,10 +122,10 @@ fn cpu_rollback_keeps_the_accepted_prefix() {
     for mode in MODES {
         for layout in [GqaLayout::Blocked, GqaLayout::Tiled] {
             for masked in [false, true] {
-                run_rounds::<f32>(&Backend::cpu(), shape, 3, layout, masked, mode, 1);
+                run_rounds::<f32, f32>(&Backend::cpu(), shape, 3, layout, masked, mode, 1);
             }
         }
-        run_rounds::<bf16>(&Backend::cpu(), shape, 2, GqaLayout::Blocked, true, mode, 2);
+        run_rounds::<bf16, bf16>(&Backend::cpu(), shape, 2, GqaLayout::Blocked, true, mode, 2);
     }
 }
 
@@ -139,24 +139,25 @@ fn gpu_rollback_keeps_the_accepted_prefix_and_matches_the_cpu() {
     for mode in MODES {
         for layout in [GqaLayout::Blocked, GqaLayout::Tiled] {
             for masked in [false, true] {
-                let on_gpu = run_rounds::<f32>(&gpu, shape, 3, layout, masked, mode, 3);
-                let on_cpu = run_rounds::<f32>(&Backend::cpu(), shape, 3, layout, masked, mode, 3);
+                let on_gpu = run_rounds::<f32, f32>(&gpu, shape, 3, layout, masked, mode, 3);
+                let on_cpu =
+                    run_rounds::<f32, f32>(&Backend::cpu(), shape, 3, layout, masked, mode, 3);
                 for (l, (a, b)) in on_gpu.iter().zip(&on_cpu).enumerate() {
                     assert_close(&format!("{mode:?} gpu vs cpu layer {l}"), a, b, 1e-5);
                 }
             }
         }
-        run_rounds::<bf16>(&gpu, shape, 2, GqaLayout::Tiled, true, mode, 4);
+        run_rounds::<bf16, bf16>(&gpu, shape, 2, GqaLayout::Tiled, true, mode, 4);
         // bf16 with an odd Hv * T: the tape's g words pair gates of two heads or steps.
         let odd = GdnShape::new(3, 3, 1, 3, 8, 4).unwrap();
-        run_rounds::<bf16>(&gpu, odd, 1, GqaLayout::Blocked, false, mode, 6);
+        run_rounds::<bf16, bf16>(&gpu, odd, 1, GqaLayout::Blocked, false, mode, 6);
     }
     // The real shape, one layer.
     let real = ModelPreset::by_name("qwen3-next")
         .unwrap()
         .shape(2, 3)
         .unwrap();
-    run_rounds::<f32>(
+    run_rounds::<f32, f32>(
         &gpu,
         real,
         1,
@@ -165,6 +166,33 @@ fn gpu_rollback_keeps_the_accepted_prefix_and_matches_the_cpu() {
         RollbackMode::default(),
         5,
     );
+}
+
+/// Gates in a dtype of their own (a bf16 model's f32 g and beta; bf16 gates beside f32
+/// activations), at an odd Hv * T so that the tape's bf16 g words pair gates of two
+/// heads: each backend keeps the accepted prefix, and the two agree. The tape keeps g
+/// in the gates' dtype.
+#[test]
+fn gated_rollback_keeps_the_accepted_prefix() {
+    let shape = GdnShape::new(3, 3, 1, 3, 8, 4).unwrap();
+    let cpu = Backend::cpu();
+    let gpu = gpu().map(Backend::Gpu);
+    for mode in MODES {
+        for masked in [false, true] {
+            let layout = GqaLayout::Tiled;
+            let want = run_rounds::<bf16, f32>(&cpu, shape, 2, layout, masked, mode, 8);
+            run_rounds::<f32, bf16>(&cpu, shape, 1, layout, masked, mode, 9);
+            let Some(gpu) = &gpu else { continue };
+            let got = run_rounds::<bf16, f32>(gpu, shape, 2, layout, masked, mode, 8);
+            for (l, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert_close(&format!("{mode:?} gated gpu vs cpu layer {l}"), a, b, 1e-5);
+            }
+            run_rounds::<f32, bf16>(gpu, shape, 1, layout, masked, mode, 9);
+        }
+    }
+    let tape = Rollback::<bf16, f32, f32, f32>::footprint_of(&shape, 1).tape_bytes;
+    let want = shape.v_len() * 4 + shape.qk_len() * 2 + shape.gate_len() * 4;
+    assert_eq!(tape, want as u64);
 }
 
 #[test]

@@ -94,3 +94,53 @@ fn workgroup_memory_matches_the_declared_arrays() {
         assert!(declared <= WORKGROUP_MEMORY_BUDGET, "{}", key.label());
     }
 }
+
+/// Gates in a dtype of their own are variants too: record and replay with f32 gates
+/// beside bf16 activations, and bf16 gates beside f32 ones (whose source then packs
+/// bf16 words for the tape's g alone), labelled with the gates' dtype.
+#[test]
+fn gated_variants_are_covered() {
+    use deltatape::{DType, GdnDtypes};
+    let keys = all_keys();
+    let bf16_act = GdnDtypes {
+        act: DType::BF16,
+        ..GdnDtypes::F32
+    };
+    for dtypes in [bf16_act, GdnDtypes::F32.with_gate(DType::BF16)] {
+        for op in [Op::Record, Op::Replay] {
+            let gated: Vec<_> = keys
+                .iter()
+                .filter(|k| k.op == op && k.dtypes == dtypes)
+                .collect();
+            assert!(!gated.is_empty(), "{op:?} {dtypes:?}: no variant");
+            for key in gated {
+                let label = key.label();
+                assert!(
+                    label.contains(&format!(".gate_{}.", dtypes.gate)),
+                    "{label}"
+                );
+                let src = key.source().unwrap();
+                let elem = match dtypes.gate {
+                    DType::BF16 => "array<u32>",
+                    _ => "array<f32>",
+                };
+                let name = if op == Op::Record { "g" } else { "tape_g" };
+                let decl = format!(" {name}_buf: {elem};");
+                assert!(src.contains(&decl), "{label}: no `{decl}`");
+                // The tape's g pairs gates in bf16 words (one writer per word).
+                let pairs = src.contains("store2_tape_g(gi, g, load1_g(gi + 1u))");
+                let bf16_tape_g = key.binds("tape_g") && dtypes.gate == DType::BF16;
+                assert_eq!(pairs, op == Op::Record && bf16_tape_g, "{label}");
+            }
+        }
+    }
+    let plain = keys
+        .iter()
+        .filter(|k| k.dtypes.gate == k.dtypes.act)
+        .count();
+    assert!(
+        keys.len() - plain <= 32,
+        "{} gated variants",
+        keys.len() - plain
+    );
+}

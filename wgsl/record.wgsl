@@ -30,7 +30,7 @@
 #requires store_tape_k_grouped
 #endif
 #if HAS_TAPE_G
-#if ACT_BF16
+#if GATE_BF16
 #requires store2_tape_g
 #else
 #requires store1_tape_g
@@ -115,7 +115,7 @@ fn fetch_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
         next_gate = vec4<f32>(select(1.0, g, live), load1_beta(gi), select(0.0, 1.0, live), 0.0);
 #if HAS_TAPE_G
         if row_base == 0u {
-#if ACT_BF16
+#if GATE_BF16
             // A bf16 word holds two gates, maybe of two heads: its even element's
             // writer writes both halves (the odd one read from g, which nobody writes).
             if (gi & 1u) == 0u {

@@ -110,22 +110,22 @@ const MIN_WORK_PER_THREAD: usize = 1 << 16;
 /// `delta = (v - kv) * beta`, then `S = S + k*delta; y += S*q` over `Dk` in order. Rows
 /// left over (`Dv % RECORD_ROWS`) take the same steps one row at a time.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn record<A: Element, S: Element, P: Element>(
+pub(crate) fn record<A: Element, S: Element, P: Element, G: Element>(
     threads: usize,
     shape: &GdnShape,
     layout: GqaLayout,
     q: &[A],
     k: &[A],
     v: &[A],
-    g: &[A],
-    beta: &[A],
+    g: &[G],
+    beta: &[G],
     state_in: &[S],
     y: &mut [A],
     state_out: Option<&mut [S]>,
     delta: &mut [P],
     mask: Option<&[u32]>,
     tape_k_grouped: Option<&mut [A]>,
-    tape_g: Option<&mut [A]>,
+    tape_g: Option<&mut [G]>,
 ) {
     if let Some(tape_k) = tape_k_grouped {
         tape_k.copy_from_slice(k);
@@ -288,14 +288,14 @@ struct RecordStep {
 /// `tape_k_grouped` (key heads, through `layout`); the ops give exactly one. As on the
 /// GPU, a count above T is clamped and recorded in `status`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn replay<A: Element, S: Element, P: Element>(
+pub(crate) fn replay<A: Element, S: Element, P: Element, G: Element>(
     threads: usize,
     shape: &GdnShape,
     layout: GqaLayout,
     tape_delta: &[P],
     tape_k: Option<&[A]>,
     tape_k_grouped: Option<&[A]>,
-    tape_g: &[A],
+    tape_g: &[G],
     snapshot: Option<&[S]>,
     accepted: &[u32],
     state_out: &mut [S],

@@ -381,14 +381,22 @@ impl KernelKey {
         self.pairs_outputs() && self.rows_per_thread.is_multiple_of(2)
     }
 
-    /// A short label, e.g. `record.f32.f32.f32.subgroup.l8r16g4.v4.m`.
+    /// A short label, e.g. `record.f32.f32.f32.subgroup.l8r16g4.v4.m`: op, activation,
+    /// state and tape dtypes, then `.gate_<dtype>` where the gates' dtype differs from
+    /// the activations'.
     pub fn label(&self) -> String {
+        let d = &self.dtypes;
+        let gate = if d.gate == d.act {
+            String::new()
+        } else {
+            format!(".gate_{}", d.gate)
+        };
         format!(
-            "{}.{}.{}.{}.{}.l{}r{}g{}t{}c{}{}{}",
+            "{}.{}.{}.{}{gate}.{}.l{}r{}g{}t{}c{}{}{}",
             self.op.name(),
-            self.dtypes.act,
-            self.dtypes.state,
-            self.dtypes.tape,
+            d.act,
+            d.state,
+            d.tape,
             match self.reduction {
                 Reduction::Subgroup => "subgroup",
                 Reduction::Workgroup => "workgroup",
@@ -484,7 +492,7 @@ impl KernelKey {
             // Both rows of a bf16 pair in one invocation: no exchange through memory.
             ("PAIRS_IN_THREAD", Value::Bool(self.pairs_in_thread())),
             // The tape's g is written in bf16 words: one writer per word.
-            ("ACT_BF16", Value::Bool(self.dtypes.act == DType::BF16)),
+            ("GATE_BF16", Value::Bool(self.dtypes.gate == DType::BF16)),
             // record stages q beside k; replay has no q.
             ("STAGE_Q", Value::Bool(self.op == Op::Record)),
             // conv_commit: the most window values an invocation holds (two rows).
@@ -674,9 +682,21 @@ impl Binding {
     }
 }
 
+/// Gates in a dtype of their own in [`all_variants`]: a bf16 model's f32 gates, and bf16
+/// gates beside f32 activations (the tape's g then packs bf16 words in a kernel whose
+/// other operands are f32).
+const GATED: [GdnDtypes; 2] = [
+    GdnDtypes {
+        act: DType::BF16,
+        ..GdnDtypes::F32
+    },
+    GdnDtypes::F32.with_gate(DType::BF16),
+];
+
 /// Every kernel variant the crate can compile: each (op, dtype triple, reduction) at
-/// representative shapes, each key once. The one enumeration the translation tests
-/// (naga) and the Dawn tests (Tint) walk.
+/// representative shapes, each key once, and record and replay with gates in a dtype of
+/// their own (f32 gates beside bf16 activations, bf16 gates beside f32 ones) at the real
+/// shape. The one enumeration the translation tests (naga) and the Dawn tests (Tint) walk.
 pub fn all_variants() -> Vec<KernelKey> {
     let mut keys = Vec::new();
     for op in Op::ALL {
@@ -688,24 +708,40 @@ pub fn all_variants() -> Vec<KernelKey> {
                         continue;
                     }
                     for reduction in [Reduction::Subgroup, Reduction::Workgroup] {
-                        let dtypes = GdnDtypes { act, state, tape };
-                        for key in representative_keys(op, dtypes, reduction) {
-                            if !keys.contains(&key) {
-                                keys.push(key);
-                            }
-                        }
+                        let dtypes = GdnDtypes {
+                            act,
+                            state,
+                            tape,
+                            gate: act,
+                        };
+                        add_new(&mut keys, representative_keys(op, dtypes, reduction));
                     }
                 }
             }
         }
     }
+    // The gate accessors do not depend on the reduction: one each, at one shape (every
+    // variant costs the Dawn test time).
+    for dtypes in GATED {
+        for op in [Op::Record, Op::Replay] {
+            let real = GdnShape::new(1, 2, 16, 32, 128, 128).expect("a valid shape");
+            add_new(&mut keys, keys_at(op, dtypes, Reduction::Subgroup, &real));
+        }
+    }
     keys
+}
+
+fn add_new(keys: &mut Vec<KernelKey>, new: Vec<KernelKey>) {
+    for key in new {
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
 }
 
 /// Every key the crate can compile for one (op, dtype) at representative shapes: used
 /// by [`all_variants`] and `deltatape msl`.
 pub fn representative_keys(op: Op, dtypes: GdnDtypes, reduction: Reduction) -> Vec<KernelKey> {
-    let class = ShapeClass::default();
     let shapes = [
         GdnShape::new(1, 2, 16, 32, 128, 128),
         GdnShape::new(1, 2, 3, 6, 94, 46),
@@ -713,38 +749,43 @@ pub fn representative_keys(op: Op, dtypes: GdnDtypes, reduction: Reduction) -> V
     ];
     let mut keys = Vec::new();
     for shape in shapes.into_iter().flatten() {
-        for masked in [false, true] {
-            let key = match op {
-                Op::Record => KernelKey::record(&shape, dtypes, reduction, masked, &class),
-                Op::Replay => KernelKey::replay(&shape, dtypes, masked, &class),
-                Op::Repeat => KernelKey::repeat(&shape.tape_k_repeat(), dtypes.act),
-                Op::Conv => KernelKey::conv(dtypes.act),
-            };
-            // The rollback's variants: record writing the tape's k and g, with and
-            // without the drafted state; replay from k at key heads, in place or
-            // from a snapshot, flagging clamped counts.
-            let bits = |names: &[&str]| names.iter().fold(0, |b, n| b | key.row_bit(n));
-            let variants = match op {
-                Op::Record => vec![
-                    bits(&["mask", "tape_k_grouped", "tape_g"]),
-                    bits(&["mask", "tape_k_grouped", "tape_g", "state_out"]),
-                ],
-                Op::Replay => vec![
-                    bits(&["mask", "tape_k_grouped", "status"]),
-                    bits(&["mask", "tape_k_grouped", "status", "snapshot"]),
-                ],
-                Op::Repeat | Op::Conv => vec![],
-            };
-            let mask = key.bound & key.row_bit("mask");
-            let rollback = variants
-                .into_iter()
-                .map(|v| key.with_bound(v & !key.row_bit("mask") | mask));
-            for key in std::iter::once(key).chain(rollback) {
-                if !keys.contains(&key) {
-                    keys.push(key);
-                }
-            }
-        }
+        add_new(&mut keys, keys_at(op, dtypes, reduction, &shape));
+    }
+    keys
+}
+
+/// The keys of one (op, dtype) at `shape`: masked and not, each with the rollback's
+/// variants.
+fn keys_at(op: Op, dtypes: GdnDtypes, reduction: Reduction, shape: &GdnShape) -> Vec<KernelKey> {
+    let class = ShapeClass::default();
+    let mut keys = Vec::new();
+    for masked in [false, true] {
+        let key = match op {
+            Op::Record => KernelKey::record(shape, dtypes, reduction, masked, &class),
+            Op::Replay => KernelKey::replay(shape, dtypes, masked, &class),
+            Op::Repeat => KernelKey::repeat(&shape.tape_k_repeat(), dtypes.act),
+            Op::Conv => KernelKey::conv(dtypes.act),
+        };
+        // The rollback's variants: record writing the tape's k and g, with and without
+        // the drafted state; replay from k at key heads, in place or from a snapshot,
+        // flagging clamped counts.
+        let bits = |names: &[&str]| names.iter().fold(0, |b, n| b | key.row_bit(n));
+        let variants = match op {
+            Op::Record => vec![
+                bits(&["mask", "tape_k_grouped", "tape_g"]),
+                bits(&["mask", "tape_k_grouped", "tape_g", "state_out"]),
+            ],
+            Op::Replay => vec![
+                bits(&["mask", "tape_k_grouped", "status"]),
+                bits(&["mask", "tape_k_grouped", "status", "snapshot"]),
+            ],
+            Op::Repeat | Op::Conv => vec![],
+        };
+        let mask = key.bound & key.row_bit("mask");
+        let rollback = variants
+            .into_iter()
+            .map(|v| key.with_bound(v & !key.row_bit("mask") | mask));
+        add_new(&mut keys, std::iter::once(key).chain(rollback).collect());
     }
     // A grid large enough for record's two-rows-per-invocation class (plain op only).
     if op == Op::Record {

@@ -158,7 +158,7 @@ impl GpuRollback {
                     states: States::new(mode, || Ok(buffer(gpu, "state", state_bytes, rw)))?,
                     delta: buffer(gpu, "tape delta", bytes(dtypes.tape, shape.v_len())?, rw),
                     tape_k: buffer(gpu, "tape k", bytes(dtypes.act, shape.qk_len())?, rw),
-                    tape_g: buffer(gpu, "tape g", bytes(dtypes.act, shape.gate_len())?, rw),
+                    tape_g: buffer(gpu, "tape g", bytes(dtypes.gate, shape.gate_len())?, rw),
                     tape_mask: None,
                     conv: match conv {
                         None => None,

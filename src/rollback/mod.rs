@@ -91,7 +91,7 @@ impl Footprint {
         };
         let tape = (shape.v_len() * dtypes.tape.size_bytes()
             + shape.qk_len() * act
-            + shape.gate_len() * act) as u64
+            + shape.gate_len() * dtypes.gate.size_bytes()) as u64
             + conv_x;
         let state = (shape.state_len() * dtypes.state.size_bytes()) as u64;
         let copies = options.mode.state_copies();
@@ -132,13 +132,13 @@ impl Footprint {
     }
 }
 
-struct CpuLayer<A, S, P> {
+struct CpuLayer<A, S, P, G> {
     states: States<Vec<S>>,
     /// The conv window and the drafted conv inputs, when the rollback keeps a conv.
     conv: Option<CpuConv<A>>,
     delta: Vec<P>,
     tape_k: Vec<A>,
-    tape_g: Vec<A>,
+    tape_g: Vec<G>,
     mask: Option<Vec<u32>>,
 }
 
@@ -161,10 +161,10 @@ struct GpuInputs {
     conv_x: Option<wgpu::Buffer>,
 }
 
-enum Store<A, S, P> {
+enum Store<A, S, P, G> {
     Cpu {
         cpu: CpuBackend,
-        layers: Vec<CpuLayer<A, S, P>>,
+        layers: Vec<CpuLayer<A, S, P, G>>,
         drafts: Drafts,
     },
     Gpu {
@@ -173,16 +173,17 @@ enum Store<A, S, P> {
     },
 }
 
-/// Rollback of `layers` GatedDeltaNet layers with activations `A`, state `S` and tape
-/// delta `P` (state and tape default to f32 in practice: see [`crate::ops::Tape`]).
-pub struct Rollback<A: Element, S: Element, P: Element> {
+/// Rollback of `layers` GatedDeltaNet layers with activations `A`, state `S`, tape
+/// delta `P` and gates `G` (default `A`; state and tape default to f32 in practice: see
+/// [`crate::ops::Tape`]).
+pub struct Rollback<A: Element, S: Element, P: Element, G: Element = A> {
     shape: GdnShape,
     layout: GqaLayout,
     layers: usize,
     options: RollbackOptions,
     conv: Option<ConvShape>,
-    store: Store<A, S, P>,
-    _types: PhantomData<(A, S, P)>,
+    store: Store<A, S, P, G>,
+    _types: PhantomData<(A, S, P, G)>,
 }
 
 /// Encode `f` into a new encoder and submit it, inside the backend's error scopes.
@@ -211,11 +212,11 @@ pub(crate) fn check_layers(layers: usize) -> Result<()> {
     }
 }
 
-fn dtypes<A: Element, S: Element, P: Element>() -> GdnDtypes {
-    GdnDtypes::of::<A, S, P>()
+fn dtypes<A: Element, S: Element, P: Element, G: Element>() -> GdnDtypes {
+    GdnDtypes::of_gated::<A, S, P, G>()
 }
 
-impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
+impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
     /// Rollback state for `layers` layers of `shape` (T = the draft length), zeroed,
     /// on `backend`, one state per layer. `layout` is the model's GQA layout.
     pub fn new(
@@ -270,10 +271,11 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
                     shape,
                     layers,
                     layout,
-                    dtypes::<A, S, P>(),
+                    dtypes::<A, S, P, G>(),
                     options,
                 )?;
                 let bytes = |n: usize| A::DTYPE.buffer_bytes(n).unwrap_or(0).max(16);
+                let gate_bytes = |n: usize| G::DTYPE.buffer_bytes(n).unwrap_or(0).max(16);
                 let input = |label: &str, size: u64, extra: wgpu::BufferUsages| {
                     gpu.device().create_buffer(&wgpu::BufferDescriptor {
                         label: Some(label),
@@ -288,8 +290,8 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
                         q: input("q", bytes(shape.qk_len()), none),
                         k: input("k", bytes(shape.qk_len()), none),
                         v: input("v", bytes(shape.v_len()), none),
-                        g: input("g", bytes(shape.gate_len()), none),
-                        beta: input("beta", bytes(shape.gate_len()), none),
+                        g: input("g", gate_bytes(shape.gate_len()), none),
+                        beta: input("beta", gate_bytes(shape.gate_len()), none),
                         y: input("y", bytes(shape.v_len()), wgpu::BufferUsages::COPY_SRC),
                         mask: input(
                             "mask",
@@ -324,7 +326,12 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
 
     /// Tape and state bytes of this rollback, next to per-step snapshot bytes.
     pub fn footprint(&self) -> Footprint {
-        Footprint::new(&self.shape, self.layers, dtypes::<A, S, P>(), self.options)
+        Footprint::new(
+            &self.shape,
+            self.layers,
+            dtypes::<A, S, P, G>(),
+            self.options,
+        )
     }
 
     /// The footprint a rollback of `layers` layers of `shape` would have in the default
@@ -333,7 +340,7 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
         Footprint::new(
             shape,
             layers,
-            dtypes::<A, S, P>(),
+            dtypes::<A, S, P, G>(),
             RollbackOptions::default(),
         )
     }
@@ -416,7 +423,7 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
     /// Record a draft of T tokens for every layer (`inputs[layer]`); one submission on
     /// the GPU, no readback. A rollback that keeps a conv window drafts with
     /// [`Rollback::draft_with_conv`].
-    pub fn draft(&mut self, inputs: &[RecordInputs<'_, A>]) -> Result<()> {
+    pub fn draft(&mut self, inputs: &[RecordInputs<'_, A, G>]) -> Result<()> {
         self.draft_layers(inputs, None)
     }
 
@@ -424,7 +431,7 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
     /// (`[B, T, C]`), kept until the commit.
     pub fn draft_with_conv(
         &mut self,
-        inputs: &[RecordInputs<'_, A>],
+        inputs: &[RecordInputs<'_, A, G>],
         conv_x: &[&[A]],
     ) -> Result<()> {
         self.draft_layers(inputs, Some(conv_x))
@@ -432,7 +439,7 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
 
     fn draft_layers(
         &mut self,
-        inputs: &[RecordInputs<'_, A>],
+        inputs: &[RecordInputs<'_, A, G>],
         conv_x: Option<&[&[A]]>,
     ) -> Result<()> {
         const OP: &str = "draft";
@@ -508,8 +515,11 @@ impl<A: Element, S: Element, P: Element> Rollback<A, S, P> {
                         upload(&b.q, i.q);
                         upload(&b.k, i.k);
                         upload(&b.v, i.v);
-                        upload(&b.g, i.g);
-                        upload(&b.beta, i.beta);
+                        let upload_gate = |buf: &wgpu::Buffer, data: &[G]| {
+                            crate::gpu::write_padded(gpu.queue(), buf, bytemuck::cast_slice(data))
+                        };
+                        upload_gate(&b.g, i.g);
+                        upload_gate(&b.beta, i.beta);
                         if let Some(m) = i.mask {
                             crate::gpu::write_padded(gpu.queue(), &b.mask, bytemuck::cast_slice(m));
                         }

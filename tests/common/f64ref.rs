@@ -90,8 +90,8 @@ pub struct Inputs64 {
 }
 
 impl Inputs64 {
-    /// Widen record's activations from their storage dtype.
-    pub fn widen<A: Element>(q: &[A], k: &[A], v: &[A], g: &[A], beta: &[A]) -> Self {
+    /// Widen record's activations from their storage dtypes (`A`; the gates `G`).
+    pub fn widen<A: Element, G: Element>(q: &[A], k: &[A], v: &[A], g: &[G], beta: &[G]) -> Self {
         Inputs64 {
             q: widen(q),
             k: widen(k),
@@ -102,7 +102,7 @@ impl Inputs64 {
     }
 }
 
-impl<A: Element> Typed<A> {
+impl<A: Element, G: Element> Typed<A, G> {
     /// These activations, widened to f64 for the reference.
     pub fn wide(&self) -> Inputs64 {
         Inputs64::widen(&self.q, &self.k, &self.v, &self.g, &self.beta)

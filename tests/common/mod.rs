@@ -49,30 +49,36 @@ pub fn draw(shape: &GdnShape, seed: u64) -> Draw {
     }
 }
 
-/// A draw converted to activation dtype `A` (state stays f32 here).
-pub struct Typed<A> {
+/// A draw converted to activation dtype `A` and gate dtype `G` (state stays f32 here).
+pub struct Typed<A, G = A> {
     pub q: Vec<A>,
     pub k: Vec<A>,
     pub v: Vec<A>,
-    pub g: Vec<A>,
-    pub beta: Vec<A>,
+    pub g: Vec<G>,
+    pub beta: Vec<G>,
 }
 
 impl Draw {
     pub fn typed<A: Element>(&self) -> Typed<A> {
+        self.typed_gated::<A, A>()
+    }
+
+    /// q, k, v rounded to `A`, g and beta to `G`.
+    pub fn typed_gated<A: Element, G: Element>(&self) -> Typed<A, G> {
         let c = deltatape::dtype::cast_from_f32::<A>;
+        let gate = deltatape::dtype::cast_from_f32::<G>;
         Typed {
             q: c(&self.q),
             k: c(&self.k),
             v: c(&self.v),
-            g: c(&self.g),
-            beta: c(&self.beta),
+            g: gate(&self.g),
+            beta: gate(&self.beta),
         }
     }
 }
 
-impl<A> Typed<A> {
-    pub fn inputs<'a>(&'a self, mask: Option<&'a [u32]>) -> RecordInputs<'a, A> {
+impl<A, G> Typed<A, G> {
+    pub fn inputs<'a>(&'a self, mask: Option<&'a [u32]>) -> RecordInputs<'a, A, G> {
         RecordInputs {
             q: &self.q,
             k: &self.k,

@@ -21,6 +21,7 @@ impl DtypeArgs {
             act: self.dtype,
             state: self.state_dtype,
             tape: self.tape_dtype,
+            gate: self.dtype,
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use clap::ValueEnum;
 use deltatape::gpu::{translate, KernelKey, Op, Reduction, ShapeClass, Target};
-use deltatape::GdnShape;
+use deltatape::{DType, GdnShape};
 use std::process::ExitCode;
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -19,6 +19,10 @@ pub struct Args {
     kernel: Op,
     #[command(flatten)]
     dtypes: crate::dtypes::DtypeArgs,
+    /// Gate dtype (g, beta and the tape's g of record and replay); default: the
+    /// activation dtype.
+    #[arg(long)]
+    gate_dtype: Option<DType>,
     /// Key dimension Dk (picks the shape class).
     #[arg(long, default_value_t = 128)]
     dk: usize,
@@ -39,6 +43,7 @@ pub struct Args {
 pub fn run(args: Args) -> deltatape::Result<ExitCode> {
     let shape = GdnShape::new(1, 1, 1, 1, args.dk, args.dv)?;
     let dtypes = args.dtypes.gdn();
+    let dtypes = dtypes.with_gate(args.gate_dtype.unwrap_or(dtypes.act));
     let reduction = match args.reduction.as_str() {
         "subgroup" => Reduction::Subgroup,
         "workgroup" => Reduction::Workgroup,

@@ -455,6 +455,7 @@ pub fn run(
                 act: dtype,
                 state: DType::F32,
                 tape: DType::F32,
+                gate: dtype,
             };
             let a = dtype.size_bytes() as u64;
             for &batch in &cfg.batches {
