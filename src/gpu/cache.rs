@@ -13,12 +13,16 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 /// device). Compiles themselves go one at a time under their own lock, and a key is
 /// looked up again once that lock is held, so concurrent first calls compile it once.
 /// (Measured on the H200's NVIDIA Vulkan driver, 2026-11-30: with 16 test threads
-/// compiling at once the GPU tests stopped making progress; one at a time they pass.)
+/// compiling at once the GPU tests stopped making progress; one at a time they pass.
+/// A later run hung once more with one compile at a time per device but several
+/// devices in one process, so the lock is the process's, [`COMPILING`].)
 #[derive(Default)]
 pub(crate) struct PipelineCache {
     pipelines: RwLock<HashMap<KernelKey, Arc<wgpu::ComputePipeline>>>,
-    compiling: Mutex<()>,
 }
+
+/// One shader compile at a time in the whole process, whatever the device.
+static COMPILING: Mutex<()> = Mutex::new(());
 
 impl PipelineCache {
     pub(crate) fn get(
@@ -29,10 +33,7 @@ impl PipelineCache {
         if let Some(p) = self.lookup(key) {
             return Ok(p);
         }
-        let _one_compile = self
-            .compiling
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let _one_compile = COMPILING.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(p) = self.lookup(key) {
             return Ok(p); // compiled by another thread while this one waited
         }
