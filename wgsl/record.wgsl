@@ -80,7 +80,9 @@ var<private> next_gate: vec4<f32>;
 // head serves, g by the first row block of each head, so every element has one writer.
 fn fetch_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li: u32) {
     let n = min(CHUNK, d.steps - t0);
+#if HAS_TAPE_K_GROUPED
     let k_writer = row_base == 0u && hv == first_value_head(params.gqa_layout, hk, d.key_heads, d.value_heads);
+#endif
     #unroll
     for (var j = 0u; j < KQ_ITEMS; j++) {
         let i = li + j * WG_SIZE;
@@ -111,9 +113,9 @@ fn fetch_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
 #else
         let live = true;
 #endif
-        let g = load1_g(gi);
-        next_gate = vec4<f32>(select(1.0, g, live), load1_beta(gi), select(0.0, 1.0, live), 0.0);
+        next_gate = vec4<f32>(select(1.0, load1_g(gi), live), load1_beta(gi), select(0.0, 1.0, live), 0.0);
 #if HAS_TAPE_G
+        let g = load1_g(gi);
         if row_base == 0u {
 #if GATE_BF16
             // A bf16 word holds two gates, maybe of two heads: its even element's
