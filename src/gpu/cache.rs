@@ -14,8 +14,9 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 /// looked up again once that lock is held, so concurrent first calls compile it once.
 /// (Measured on the H200's NVIDIA Vulkan driver, 2026-11-30: with 16 test threads
 /// compiling at once the GPU tests stopped making progress; one at a time they pass.
-/// A later run hung once more with one compile at a time per device but several
-/// devices in one process, so the lock is the process's, [`COMPILING`].)
+/// Later runs still hung now and then, one test process in three, with one compile at a
+/// time per device and several devices in one process; the lock is now the process's,
+/// [`COMPILING`], and the hang was seen again with it: its cause is still open.)
 #[derive(Default)]
 pub(crate) struct PipelineCache {
     pipelines: RwLock<HashMap<KernelKey, Arc<wgpu::ComputePipeline>>>,

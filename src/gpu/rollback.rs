@@ -55,6 +55,26 @@ struct LayerDraft {
     conv_x: Option<(wgpu::Buffer, wgpu::Buffer)>,
 }
 
+/// A buffer the draft copies into the tape: `COPY_SRC` and at least `need` bytes.
+fn check_copied(op: &'static str, arg: &'static str, b: &wgpu::Buffer, need: u64) -> Result<()> {
+    if !b.usage().contains(U::COPY_SRC) {
+        return Err(Error::BufferUsage {
+            op,
+            arg,
+            missing: "COPY_SRC",
+        });
+    }
+    if b.size() < need {
+        return Err(Error::BufferSize {
+            op,
+            arg,
+            expected: need,
+            actual: b.size(),
+        });
+    }
+    Ok(())
+}
+
 fn no_conv(op: &'static str) -> Error {
     Error::Unsupported {
         op,
@@ -298,42 +318,13 @@ impl GpuRollback {
         let (shape, layout, dtypes) = (self.shape, self.layout, self.dtypes);
         let l = self.layer(OP, layer)?;
         if let Some(m) = b.mask {
-            if !m.usage().contains(U::COPY_SRC) {
-                return Err(Error::BufferUsage {
-                    op: OP,
-                    arg: "mask",
-                    missing: "COPY_SRC",
-                });
-            }
-            let need = shape.mask_len() as u64 * 4;
-            if m.size() < need {
-                return Err(Error::BufferSize {
-                    op: OP,
-                    arg: "mask",
-                    expected: need,
-                    actual: m.size(),
-                });
-            }
+            check_copied(OP, "mask", m, shape.mask_len() as u64 * 4)?;
         }
         let conv_x = match (self.conv, b.conv_x, &l.conv) {
             (None, None, _) => None,
             (Some(c), Some(x), Some((_, keep))) => {
                 let need = self.dtypes.act.buffer_bytes(c.x_len()).unwrap_or(u64::MAX);
-                if x.size() < need {
-                    return Err(Error::BufferSize {
-                        op: OP,
-                        arg: "conv_x",
-                        expected: need,
-                        actual: x.size(),
-                    });
-                }
-                if !x.usage().contains(U::COPY_SRC) {
-                    return Err(Error::BufferUsage {
-                        op: OP,
-                        arg: "conv_x",
-                        missing: "COPY_SRC",
-                    });
-                }
+                check_copied(OP, "conv_x", x, need)?;
                 Some((x.clone(), keep.clone()))
             }
             (None, Some(_), _) => {
