@@ -456,6 +456,6 @@ impl<'a, E: Element> HostCall<'a> for ConvCommit<'a, E> {
 }
 
 /// Elements of `E` from the front of a readback's bytes.
-pub(crate) fn from_bytes<E: Element>(bytes: &[u8], len: usize) -> Vec<E> {
+pub(crate) fn from_bytes<E: bytemuck::Pod>(bytes: &[u8], len: usize) -> Vec<E> {
     bytemuck::pod_collect_to_vec(&bytes[..len * std::mem::size_of::<E>()])
 }

@@ -402,13 +402,5 @@ fn f16_kernel_needs_shader_f16() {
     assert_eq!(key.dtypes, GdnDtypes::uniform(DType::F16));
 }
 
-#[test]
-fn subgroup_size_is_what_the_run_asked_for() {
-    let Some(g) = gpu() else { return };
-    check_asked_subgroup_size(&g);
-}
-
-#[test]
-fn subgroup_widths() {
-    rerun_at_subgroup_widths();
-}
+// This file again at lavapipe's other subgroup widths (tests/common).
+subgroup_width_tests!();

@@ -388,3 +388,6 @@ fn three_type_arguments_still_name_each_call() -> deltatape::Result<()> {
     let _gates_follow_a: Rollback<f32, f32, f32, f32> = rollback;
     Ok(())
 }
+
+// This file again at lavapipe's other subgroup widths (tests/common).
+subgroup_width_tests!();

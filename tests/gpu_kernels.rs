@@ -229,16 +229,8 @@ fn repeat_is_an_exact_copy() {
     check_repeat::<bf16>(&g);
 }
 
-#[test]
-fn subgroup_size_is_what_the_run_asked_for() {
-    let Some(g) = gpu() else { return };
-    check_asked_subgroup_size(&g);
-}
-
-#[test]
-fn subgroup_widths() {
-    rerun_at_subgroup_widths();
-}
+// This file again at lavapipe's other subgroup widths (tests/common).
+subgroup_width_tests!();
 
 /// A device made the way a host application might: no SUBGROUP, and optionally
 /// without SHADER_F16 or with wgpu's default limits.

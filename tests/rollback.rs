@@ -290,7 +290,7 @@ fn footprint_is_the_tape_not_per_step_snapshots() {
         mode: RollbackMode::KeepDrafted,
         ..Default::default()
     };
-    let kept = Footprint::new(&shape, 2, GdnDtypes::F32, keep);
+    let kept = Footprint::new(&shape, 2, GdnDtypes::F32, keep).unwrap();
     assert_eq!(kept.allocated_state_bytes, 2 * fp.state_bytes);
     assert_eq!(kept.per_sequence_layer(), (2 * (2 << 20), 8 * step));
     let rb = Rollback::<f32, f32, f32>::with_options(
@@ -305,6 +305,64 @@ fn footprint_is_the_tape_not_per_step_snapshots() {
     )
     .unwrap();
     assert_eq!(rb.footprint(), kept);
+    // The CPU allocates no upload buffers; a conv that does not fit is a typed error.
+    assert_eq!(kept.upload_bytes, 0);
+    let bad = RollbackOptions {
+        conv: Some(ConvConfig {
+            channels: 8,
+            kernel: 1,
+        }),
+        ..Default::default()
+    };
+    assert!(matches!(
+        Footprint::new(&shape, 2, GdnDtypes::F32, bad),
+        Err(Error::DimTooSmall { arg: "kernel", .. })
+    ));
+}
+
+/// A GPU rollback's footprint counts the buffers its host-slice draft uploads into.
+#[test]
+fn gpu_footprint_counts_the_upload_buffers() {
+    let Some(g) = gpu() else { return };
+    let shape = GdnShape::new(2, 3, 1, 2, 8, 4).unwrap();
+    let conv = Some(ConvConfig {
+        channels: 5,
+        kernel: 4,
+    });
+    let options = RollbackOptions {
+        conv,
+        ..Default::default()
+    };
+    let on = |backend: &Backend| {
+        Rollback::<f32, f32, f32>::with_options(backend, shape, 3, GqaLayout::Blocked, options)
+            .unwrap()
+            .footprint()
+    };
+    let (cpu_fp, gpu_fp) = (on(&Backend::cpu()), on(&Backend::Gpu(g)));
+    assert_eq!(cpu_fp.upload_bytes, 0);
+    // q, k, v, g, beta, y, the mask and the conv inputs of 3 layers, f32 (each at least
+    // the 16 bytes wgpu needs).
+    let per_layer: u64 = [
+        shape.qk_len(),
+        shape.qk_len(),
+        shape.v_len(),
+        shape.gate_len(),
+        shape.gate_len(),
+        shape.v_len(),
+        shape.mask_len(),
+        2 * 3 * 5,
+    ]
+    .iter()
+    .map(|&n| (n as u64 * 4).max(16))
+    .sum();
+    assert_eq!(gpu_fp.upload_bytes, 3 * per_layer);
+    assert_eq!(
+        Footprint {
+            upload_bytes: 0,
+            ..gpu_fp
+        },
+        cpu_fp
+    );
 }
 
 /// The commit an engine runs: accepted counts written on the GPU into a buffer the crate
@@ -499,3 +557,6 @@ fn conv_window_rolls_back_with_the_state() {
         ));
     }
 }
+
+// This file again at lavapipe's other subgroup widths (tests/common).
+subgroup_width_tests!();

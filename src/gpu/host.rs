@@ -6,7 +6,7 @@
 
 use super::cache::write_padded;
 use super::GpuBackend;
-use crate::dtype::{Element, GdnDtypes};
+use crate::dtype::GdnDtypes;
 use crate::error::{Error, Result};
 use crate::operand::{Access, OperandSpec};
 use crate::ops::HostSide;
@@ -260,14 +260,15 @@ impl GpuBackend {
         })
     }
 
-    /// Read `len` elements of `E` from a buffer with `COPY_SRC` (blocking, bounded).
-    pub fn read_buffer<E: Element>(
+    /// Read `len` elements of `E` (a storage dtype's element, or plain words such as
+    /// `u32`) from a buffer with `COPY_SRC` (blocking, bounded).
+    pub fn read_buffer<E: bytemuck::Pod>(
         &self,
         op: &'static str,
         buffer: &wgpu::Buffer,
         len: usize,
     ) -> Result<Vec<E>> {
-        let bytes = (len * E::DTYPE.size_bytes()) as u64;
+        let bytes = (len * std::mem::size_of::<E>()) as u64;
         let out = self
             .guarded(op, || {
                 self.submit_and_map(op, self.encoder(), &[(buffer, bytes)], Vec::new())

@@ -44,7 +44,7 @@ struct Layer {
     /// step of each state slot a draft or a commit is encoded without validation,
     /// bind-group creation or any allocation.
     drafts_prepared: Vec<(Vec<wgpu::Buffer>, Prepared)>,
-    commits_prepared: Vec<(Vec<wgpu::Buffer>, Vec<Prepared>)>,
+    commits_prepared: Vec<(Vec<wgpu::Buffer>, LayerCommit)>,
 }
 
 /// One layer's draft, validated: its record dispatch, and the (source, kept copy)
@@ -81,6 +81,13 @@ fn no_conv(op: &'static str) -> Error {
         arg: "conv",
         why: "this rollback keeps no conv window (RollbackOptions::conv)".into(),
     }
+}
+
+/// One layer's commit dispatches: the replay and, with a conv, its conv_commit.
+#[derive(Clone)]
+struct LayerCommit {
+    replay: Prepared,
+    conv: Option<Prepared>,
 }
 
 /// Prepared dispatches kept per layer: two state slots, a few input sets.
@@ -221,11 +228,8 @@ impl GpuRollback {
 
     /// Read the status buffer (blocking, bounded): see [`GpuRollback::status_buffer`].
     pub fn read_status(&self) -> Result<Vec<u32>> {
-        // u32 words read through the 4-byte element reader, bits unchanged.
-        let words: Vec<f32> =
-            self.gpu
-                .read_buffer("read_status", &self.status, self.shape.batch())?;
-        Ok(words.into_iter().map(f32::to_bits).collect())
+        self.gpu
+            .read_buffer("read_status", &self.status, self.shape.batch())
     }
 
     /// Encode zeroing the status buffer.
@@ -469,8 +473,8 @@ impl GpuRollback {
             } else {
                 &mut scratch
             };
-            let both = cached(store, key, || {
-                let mut out = vec![gpu.prepare_replay(
+            let commit = cached(store, key, || {
+                let replay = gpu.prepare_replay(
                     shape,
                     layout,
                     dtypes,
@@ -485,20 +489,24 @@ impl GpuRollback {
                         mask: l_mask,
                         status: Some(status),
                     },
-                )?];
-                if let (Some(c), Some((window, x))) = (&conv, l_conv) {
-                    let buffers = ConvBuffers {
-                        x,
-                        accepted,
-                        window,
-                    };
-                    out.push(gpu.prepare_conv_commit(c, dtypes.act, &buffers)?);
-                }
-                Ok(out)
+                )?;
+                let conv = match (&conv, l_conv) {
+                    (Some(c), Some((window, x))) => {
+                        let buffers = ConvBuffers {
+                            x,
+                            accepted,
+                            window,
+                        };
+                        Some(gpu.prepare_conv_commit(c, dtypes.act, &buffers)?)
+                    }
+                    _ => None,
+                };
+                Ok(LayerCommit { replay, conv })
             })?;
-            // The replay is first, the conv commit (if any) second.
-            let skip = usize::from(!replay);
-            prepared.extend(both.into_iter().skip(skip));
+            if replay {
+                prepared.push(commit.replay);
+            }
+            prepared.extend(commit.conv);
         }
         // One pass for every layer: a pass each costs more than the dispatches here.
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {

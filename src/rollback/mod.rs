@@ -69,6 +69,11 @@ pub struct Footprint {
     /// Bytes of every layer's conv windows (0 without a conv), in `allocated_state_bytes`
     /// and `state_bytes` too; the drafted conv inputs are in `tape_bytes`.
     pub conv_window_bytes: u64,
+    /// Bytes of the GPU buffers [`Rollback::draft`] uploads the host's activations into
+    /// (q, k, v, g, beta, y, mask and conv inputs, per layer, so that one submission
+    /// drafts every layer). Not state or tape, but memory the host-slice API costs; 0
+    /// on the CPU and for [`GpuRollback`], whose caller owns its activation buffers.
+    pub upload_bytes: u64,
     /// Sequences and layers, for the per-sequence, per-layer figures.
     pub sequences: u64,
     pub layers: u64,
@@ -76,33 +81,44 @@ pub struct Footprint {
 
 impl Footprint {
     /// The footprint of a rollback of `layers` layers of `shape` with `dtypes` and
-    /// `options` (a conv shape that does not fit counts no conv bytes).
+    /// `options`, before any upload buffer (a conv that does not fit `shape` is the
+    /// error [`ConvShape::new`] gives).
     pub fn new(
         shape: &GdnShape,
         layers: usize,
         dtypes: GdnDtypes,
         options: RollbackOptions,
+    ) -> Result<Self> {
+        let conv = options.conv.map(|c| c.shape(shape)).transpose()?;
+        Ok(Self::of(shape, layers, dtypes, options.mode, conv.as_ref()))
+    }
+
+    fn of(
+        shape: &GdnShape,
+        layers: usize,
+        dtypes: GdnDtypes,
+        mode: RollbackMode,
+        conv: Option<&ConvShape>,
     ) -> Self {
         let l = layers as u64;
         let act = dtypes.act.size_bytes();
-        let (window, conv_x) = match options.conv.map(|c| c.shape(shape)) {
-            Some(Ok(c)) => ((c.window_len() * act) as u64, (c.x_len() * act) as u64),
-            _ => (0, 0),
-        };
+        let (window, conv_x) = conv.map_or((0, 0), |c| {
+            ((c.window_len() * act) as u64, (c.x_len() * act) as u64)
+        });
         let tape = (shape.v_len() * dtypes.tape.size_bytes()
             + shape.qk_len() * act
             + shape.gate_len() * dtypes.gate.size_bytes()) as u64
             + conv_x;
         let state = (shape.state_len() * dtypes.state.size_bytes()) as u64;
-        let copies = options.mode.state_copies();
         Footprint {
             tape_bytes: tape * l,
             // The snapshot peers keep the conv window of every step too.
             per_step_snapshot_bytes: (state + window) * shape.steps() as u64 * l,
             state_bytes: (state + window) * l,
-            allocated_state_bytes: (copies * state + window) * l,
-            mode: options.mode,
+            allocated_state_bytes: (mode.state_copies() * state + window) * l,
+            mode,
             conv_window_bytes: window * l,
+            upload_bytes: 0,
             sequences: shape.batch() as u64,
             layers: l,
         }
@@ -145,6 +161,20 @@ struct CpuLayer<A, S, P, G> {
 struct CpuConv<A> {
     window: Vec<A>,
     x: Vec<A>,
+}
+
+impl GpuInputs {
+    /// Bytes of this layer's buffers.
+    fn bytes(&self) -> u64 {
+        let fixed = [
+            &self.q, &self.k, &self.v, &self.g, &self.beta, &self.y, &self.mask,
+        ];
+        fixed
+            .into_iter()
+            .chain(&self.conv_x)
+            .map(wgpu::Buffer::size)
+            .sum()
+    }
 }
 
 /// A layer's activations on the GPU, uploaded by `draft`: the operands of record that
@@ -324,25 +354,23 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
         self.layers
     }
 
-    /// Tape and state bytes of this rollback, next to per-step snapshot bytes.
+    /// Tape and state bytes of this rollback (and its upload buffers on the GPU), next
+    /// to per-step snapshot bytes.
     pub fn footprint(&self) -> Footprint {
-        Footprint::new(
-            &self.shape,
-            self.layers,
-            dtypes::<A, S, P, G>(),
-            self.options,
-        )
+        let dtypes = dtypes::<A, S, P, G>();
+        let mode = self.options.mode;
+        let mut fp = Footprint::of(&self.shape, self.layers, dtypes, mode, self.conv.as_ref());
+        if let Store::Gpu { inputs, .. } = &self.store {
+            fp.upload_bytes = inputs.iter().map(GpuInputs::bytes).sum();
+        }
+        fp
     }
 
     /// The footprint a rollback of `layers` layers of `shape` would have in the default
-    /// mode (see [`Footprint::new`] for the others).
+    /// mode, upload buffers aside (see [`Footprint::new`] for the others).
     pub fn footprint_of(shape: &GdnShape, layers: usize) -> Footprint {
-        Footprint::new(
-            shape,
-            layers,
-            dtypes::<A, S, P, G>(),
-            RollbackOptions::default(),
-        )
+        let mode = RollbackMode::default();
+        Footprint::of(shape, layers, dtypes::<A, S, P, G>(), mode, None)
     }
 
     fn check_layer(&self, op: &'static str, layer: usize) -> Result<()> {

@@ -175,6 +175,27 @@ pub fn has_gpu() -> bool {
     PROBE.get_or_init(gpu).is_some()
 }
 
+/// The two tests that run a whole test file again at each of lavapipe's subgroup
+/// widths: `subgroup_widths` re-runs it ([`rerun_at_subgroup_widths`]), and inside each
+/// re-run `subgroup_size_is_what_the_run_asked_for` proves the width took effect.
+#[macro_export]
+macro_rules! subgroup_width_tests {
+    () => {
+        #[test]
+        fn subgroup_size_is_what_the_run_asked_for() {
+            let Some(g) = $crate::common::gpu() else {
+                return;
+            };
+            $crate::common::check_asked_subgroup_size(&g);
+        }
+
+        #[test]
+        fn subgroup_widths() {
+            $crate::common::rerun_at_subgroup_widths();
+        }
+    };
+}
+
 /// Subgroup sizes that lavapipe's LP_NATIVE_VECTOR_WIDTH gives.
 const WIDTHS: [(&str, u32); 3] = [("128", 4), ("256", 8), ("512", 16)];
 

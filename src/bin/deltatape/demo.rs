@@ -209,12 +209,18 @@ fn run_typed<A: Element, S: Element, P: Element>(args: Args) -> deltatape::Resul
         mib(fp.per_step_snapshot_bytes),
         fp.saving()
     );
+    if fp.upload_bytes > 0 {
+        println!(
+            "  and {} of GPU buffers the host-slice draft uploads every layer's inputs into",
+            mib(fp.upload_bytes)
+        );
+    }
     println!("  per sequence per layer:");
     let dtypes = deltatape::GdnDtypes::of::<A, S, P>();
     for m in [RollbackMode::SingleState, RollbackMode::KeepDrafted] {
         let options = RollbackOptions { mode: m, ..options };
         let (state_per, tape_per) =
-            Footprint::new(&shape, layers, dtypes, options).per_sequence_layer();
+            Footprint::new(&shape, layers, dtypes, options)?.per_sequence_layer();
         println!(
             "    {:<30} states {} + tape {} = {}{}",
             format!("{m:?}"),

@@ -257,7 +257,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
                         best_encode = best_encode.min(encode);
                     }
                 }
-                let fp = Footprint::new(&shape, layers, GdnDtypes::F32, options);
+                let fp = Footprint::new(&shape, layers, GdnDtypes::F32, options)?;
                 let (states, tape) = fp.per_sequence_layer();
                 let mib = |x: u64| x as f64 / (1u64 << 20) as f64;
                 println!(
