@@ -171,7 +171,7 @@ fn check_key_dim(op: &'static str, shape: &GdnShape) -> Result<()> {
 
 /// bf16 words pair neighbouring elements: where two rows of different invocations
 /// would share a word, refuse rather than race. bf16 gates need no case: g and beta are
-/// only read, and each word of the tape's g has one writer (wgsl/record.wgsl).
+/// only read, and each word of the tape's g has one writer (wgsl/record_replay.wgsl).
 fn check_bf16_pairs(op: &'static str, shape: &GdnShape, key: &KernelKey) -> Result<()> {
     let (dtypes, record) = (&key.dtypes, key.op == Op::Record);
     if dtypes.state == DType::BF16 && shape.key_dim() % 2 == 1 {

@@ -39,6 +39,16 @@ impl Op {
             Op::Conv => "conv",
         }
     }
+
+    /// The op's file of `wgsl/` (record and replay share one, the `RECORD` define
+    /// picks the op).
+    pub const fn file(self) -> &'static str {
+        match self {
+            Op::Record | Op::Replay => "record_replay",
+            Op::Repeat => "repeat",
+            Op::Conv => "conv",
+        }
+    }
 }
 
 impl std::str::FromStr for Op {
@@ -493,8 +503,8 @@ impl KernelKey {
             ("PAIRS_IN_THREAD", Value::Bool(self.pairs_in_thread())),
             // The tape's g is written in bf16 words: one writer per word.
             ("GATE_BF16", Value::Bool(self.dtypes.gate == DType::BF16)),
-            // record stages q beside k; replay has no q.
-            ("STAGE_Q", Value::Bool(self.op == Op::Record)),
+            // record_replay.wgsl: the record kernel, else replay.
+            ("RECORD", Value::Bool(self.op == Op::Record)),
             // conv_commit: the most window values an invocation holds (two rows).
             ("CONV_SPAN", Value::U32(2 * (MAX_CONV_KERNEL as u32 - 1))),
         ];
@@ -524,7 +534,7 @@ impl KernelKey {
         let (prelude, names) = self.prelude();
         let defines = self.defines();
         let defines: Vec<(&str, Value)> = defines.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-        src.push_str(&wgsl::assemble(self.op.name(), &defines, &prelude, &names)?);
+        src.push_str(&wgsl::assemble(self.op.file(), &defines, &prelude, &names)?);
         Ok(src)
     }
 }
