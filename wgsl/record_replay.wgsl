@@ -108,7 +108,7 @@ var<workgroup> row_stage: array<f32, CHUNK * ROWS>; // record: v; replay: the ta
 #if RECORD
 var<workgroup> gate_stage: array<vec4<f32>, CHUNK>; // g (1 where masked), beta, live
 #else
-var<workgroup> gate_stage: array<vec2<f32>, CHUNK>; // g, live
+var<workgroup> gate_stage: array<vec2<f32>, CHUNK>; // g (1 where masked), live
 var<workgroup> steps_shared: u32;
 #endif
 
@@ -200,7 +200,7 @@ fn fetch_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, ste
         }
 #endif
 #else
-        next_gate = vec2<f32>(load1_tape_g(gate_index(d, b, t0 + li, hv)), select(0.0, 1.0, live));
+        next_gate = vec2<f32>(select(1.0, load1_tape_g(gate_index(d, b, t0 + li, hv)), live), select(0.0, 1.0, live));
 #endif
     }
 }
@@ -337,24 +337,41 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
         if t0 + CHUNK < steps {
             fetch_chunk(d, b, hv, hk, row_base, t0 + CHUNK, steps, li);
         }
+        // The chunk's n steps folded at once: S_n = G S_0 + sum_c D_c delta_c k_c, G the
+        // product of the chunk's gates and D_c that of the gates after step c (a masked
+        // step's gate is staged as 1 and its delta is taken as 0). One multiply and n
+        // FMAs per element instead of n of each; the scalars are per row.
         let n = min(CHUNK, steps - t0);
+        var decay = 1.0;
         for (var c = 0u; c < n; c++) {
-            let gate = gate_stage[c];
+            decay *= gate_stage[c].x;
+        }
+        #unroll
+        for (var rr = 0u; rr < RPT; rr++) {
+            #unroll
+            for (var m = 0u; m < GROUPS; m++) {
+                s[rr * GROUPS + m] *= decay;
+            }
+        }
+        var after = 1.0;
+        for (var c = n; c > 0u; c--) {
+            let gate = gate_stage[c - 1u];
             // Unmasked kernels know every step is live: the select folds away.
             let live = !HAS_MASK || gate.y != 0.0;
-            var delta = array<f32, RPT>();
+            var w = array<f32, RPT>();
             #unroll
             for (var rr = 0u; rr < RPT; rr++) {
-                delta[rr] = row_stage[c * ROWS + first_row + rr];
+                w[rr] = select(0.0, row_stage[(c - 1u) * ROWS + first_row + rr] * after, live);
             }
             #unroll
             for (var m = 0u; m < GROUPS; m++) {
-                let kk = k_stage[c * STAGED + m * LANES + lane];
+                let kk = k_stage[(c - 1u) * STAGED + m * LANES + lane];
                 #unroll
                 for (var rr = 0u; rr < RPT; rr++) {
-                    s[rr * GROUPS + m] = select(s[rr * GROUPS + m], s[rr * GROUPS + m] * gate.x + kk * delta[rr], live);
+                    s[rr * GROUPS + m] += kk * w[rr];
                 }
             }
+            after *= gate.x;
         }
     }
 #endif
