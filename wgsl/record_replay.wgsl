@@ -108,7 +108,7 @@ var<workgroup> row_stage: array<f32, CHUNK * ROWS>; // record: v; replay: the ta
 #if RECORD
 var<workgroup> gate_stage: array<vec4<f32>, CHUNK>; // g (1 where masked), beta, live
 #else
-var<workgroup> gate_stage: array<vec2<f32>, CHUNK>; // g (1 where masked), live
+var<workgroup> gate_stage: array<vec2<f32>, CHUNK>; // g, live
 var<workgroup> steps_shared: u32;
 #endif
 
@@ -200,7 +200,7 @@ fn fetch_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, ste
         }
 #endif
 #else
-        next_gate = vec2<f32>(select(1.0, load1_tape_g(gate_index(d, b, t0 + li, hv)), live), select(0.0, 1.0, live));
+        next_gate = vec2<f32>(load1_tape_g(gate_index(d, b, t0 + li, hv)), select(0.0, 1.0, live));
 #endif
     }
 }
@@ -228,34 +228,6 @@ fn stage_chunk(li: u32) {
     }
 }
 
-#if CHUNKED
-// The chunked record's per-head products of the staged chunk, for steps j <= c < n:
-// D(c, j) (k_j.k_c, k_j.q_c), D(c, j) the gates of steps j + 1 ..= c multiplied (1 at
-// j = c; a masked step's gate is staged as 1). One invocation per entry.
-var<workgroup> gram: array<vec2<f32>, CHUNK * CHUNK>;
-
-fn chunk_gram(n: u32, li: u32) {
-    for (var e = li; e < CHUNK * CHUNK; e += WG_SIZE) {
-        let c = e / CHUNK;
-        let j = e % CHUNK;
-        if j <= c && c < n {
-            var kk = 0.0;
-            var kq = 0.0;
-            for (var x = 0u; x < STAGED; x++) {
-                let kj = k_stage[j * STAGED + x];
-                kk += dot(kj, k_stage[c * STAGED + x]);
-                kq += dot(kj, q_stage[c * STAGED + x]);
-            }
-            var decay = 1.0;
-            for (var r = j + 1u; r <= c; r++) {
-                decay *= gate_stage[r].x;
-            }
-            gram[e] = vec2<f32>(kk, kq) * decay;
-        }
-    }
-}
-
-#endif
 fn kernel_main(li: u32, wg: u32, sg: u32) {
     if wg >= params.workgroups {
         return;
@@ -307,96 +279,6 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
         }
 
         let n = min(CHUNK, d.steps - t0);
-#if CHUNKED
-        chunk_gram(n, li);
-        workgroupBarrier();
-        // Every lane of a row runs its row's solve (the scalars are per row).
-        var gam: array<f32, CHUNK>; // gates of steps 0 ..= c multiplied
-        var tail: array<f32, CHUNK>; // gates of steps c + 1 .. n multiplied
-        var before = 1.0;
-        var after = 1.0;
-        #unroll
-        for (var c = 0u; c < CHUNK; c++) {
-            before *= gate_stage[c].x;
-            gam[c] = before;
-            let back = CHUNK - 1u - c;
-            tail[back] = after;
-            after *= select(1.0, gate_stage[back].x, back < n);
-        }
-        // S_0.k_c and S_0.q_c of every step at once: independent reductions.
-        var s0kq: array<vec2<f32>, CHUNK * RPT>;
-        #unroll
-        for (var c = 0u; c < CHUNK; c++) {
-            if c < n {
-                var part = array<vec2<f32>, RPT>();
-                #unroll
-                for (var m = 0u; m < GROUPS; m++) {
-                    let kk = k_stage[c * STAGED + m * LANES + lane];
-                    let qq = q_stage[c * STAGED + m * LANES + lane];
-                    #unroll
-                    for (var rr = 0u; rr < RPT; rr++) {
-                        part[rr] += vec2<f32>(dot(s[rr * GROUPS + m], kk), dot(s[rr * GROUPS + m], qq));
-                    }
-                }
-                #unroll
-                for (var rr = 0u; rr < RPT; rr++) {
-                    s0kq[c * RPT + rr] = row_sum3(vec3<f32>(part[rr], 0.0), li, sg).xy;
-                }
-            }
-        }
-        // The deltas by forward substitution, then y: with D(c, j) the gates of steps
-        // j + 1 ..= c multiplied (in chunk_gram),
-        //   delta_c = beta_c (v_c - gam_c S_0.k_c - sum_{j<c} D(c, j) k_j.k_c delta_j),
-        //   y_c = gam_c S_0.q_c + sum_{j<=c} D(c, j) k_j.q_c delta_j.
-        var deltas = array<f32, CHUNK * RPT>();
-        #unroll
-        for (var c = 0u; c < CHUNK; c++) {
-            if c < n {
-                let gate = gate_stage[c];
-                let live = !HAS_MASK || gate.z != 0.0;
-                #unroll
-                for (var rr = 0u; rr < RPT; rr++) {
-                    var x = row_stage[c * ROWS + first_row + rr] - gam[c] * s0kq[c * RPT + rr].x;
-                    var y = gam[c] * s0kq[c * RPT + rr].y;
-                    #unroll
-                    for (var j = 0u; j < CHUNK; j++) {
-                        if j < c {
-                            let kj = gram[c * CHUNK + j];
-                            x -= kj.x * deltas[j * RPT + rr];
-                            y += kj.y * deltas[j * RPT + rr];
-                        }
-                    }
-                    let delta = select(0.0, x * gate.y, live);
-                    deltas[c * RPT + rr] = delta;
-                    y += gram[c * CHUNK + c].y * delta;
-                    let dv_unclamped = first_dv + rr;
-                    let vi = v_index(d, b, t0 + c, hv, min(dv_unclamped, d.value_dim - 1u));
-                    emit_row(li, first_row + rr, vi, dv_unclamped < d.value_dim, select(0.0, y, live), delta, t0 + c);
-                }
-            }
-        }
-        // S_n = gam_n S_0 + sum_c D(n, c) delta_c k_c.
-        #unroll
-        for (var rr = 0u; rr < RPT; rr++) {
-            #unroll
-            for (var m = 0u; m < GROUPS; m++) {
-                s[rr * GROUPS + m] *= after;
-            }
-        }
-        #unroll
-        for (var c = 0u; c < CHUNK; c++) {
-            if c < n {
-                #unroll
-                for (var m = 0u; m < GROUPS; m++) {
-                    let kk = k_stage[c * STAGED + m * LANES + lane];
-                    #unroll
-                    for (var rr = 0u; rr < RPT; rr++) {
-                        s[rr * GROUPS + m] += kk * (deltas[c * RPT + rr] * tail[c]);
-                    }
-                }
-            }
-        }
-#else
         for (var c = 0u; c < n; c++) {
             let t = t0 + c;
             let gate = gate_stage[c];
@@ -434,7 +316,6 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
                 emit_row(li, first_row + rr, vi, valid, select(0.0, y, live), select(0.0, delta, live), t);
             }
         }
-#endif
     }
 #else
     // The whole workgroup is one sequence: its step count is uniform.
@@ -456,41 +337,24 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
         if t0 + CHUNK < steps {
             fetch_chunk(d, b, hv, hk, row_base, t0 + CHUNK, steps, li);
         }
-        // The chunk's n steps folded at once: S_n = G S_0 + sum_c D_c delta_c k_c, G the
-        // product of the chunk's gates and D_c that of the gates after step c (a masked
-        // step's gate is staged as 1 and its delta is taken as 0). One multiply and n
-        // FMAs per element instead of n of each; the scalars are per row.
         let n = min(CHUNK, steps - t0);
-        var decay = 1.0;
         for (var c = 0u; c < n; c++) {
-            decay *= gate_stage[c].x;
-        }
-        #unroll
-        for (var rr = 0u; rr < RPT; rr++) {
-            #unroll
-            for (var m = 0u; m < GROUPS; m++) {
-                s[rr * GROUPS + m] *= decay;
-            }
-        }
-        var after = 1.0;
-        for (var c = n; c > 0u; c--) {
-            let gate = gate_stage[c - 1u];
+            let gate = gate_stage[c];
             // Unmasked kernels know every step is live: the select folds away.
             let live = !HAS_MASK || gate.y != 0.0;
-            var w = array<f32, RPT>();
+            var delta = array<f32, RPT>();
             #unroll
             for (var rr = 0u; rr < RPT; rr++) {
-                w[rr] = select(0.0, row_stage[(c - 1u) * ROWS + first_row + rr] * after, live);
+                delta[rr] = row_stage[c * ROWS + first_row + rr];
             }
             #unroll
             for (var m = 0u; m < GROUPS; m++) {
-                let kk = k_stage[(c - 1u) * STAGED + m * LANES + lane];
+                let kk = k_stage[c * STAGED + m * LANES + lane];
                 #unroll
                 for (var rr = 0u; rr < RPT; rr++) {
-                    s[rr * GROUPS + m] += kk * w[rr];
+                    s[rr * GROUPS + m] = select(s[rr * GROUPS + m], s[rr * GROUPS + m] * gate.x + kk * delta[rr], live);
                 }
             }
-            after *= gate.x;
         }
     }
 #endif

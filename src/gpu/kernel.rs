@@ -94,10 +94,6 @@ pub struct KernelKey {
     pub chunk: u32,
     /// Rows of Dk (or repeat's rows) are whole vec4s: vector loads and stores.
     pub vec4: bool,
-    /// Record: each chunk of staged steps computed at once (every step's S_0.k and
-    /// S_0.q reduced independently, the deltas by a triangular solve per row, one state
-    /// update per chunk) instead of step by step. See [`ShapeClass::chunked_from`].
-    pub chunked: bool,
     /// The rows of the op's operand table that are bound (bit i: row i; see
     /// [`crate::operand::rows_bound`]): which optional operands the kernel reads or
     /// writes. Each optional row is a `HAS_<NAME>` define of the WGSL.
@@ -112,10 +108,6 @@ pub const WORKGROUP_MEMORY_BUDGET: u32 = 16 << 10;
 /// Record's grids below this many invocations (at two rows each) are "small" (see
 /// `gdn`): about half of what an H200 keeps resident.
 const SMALL_GRID_INVOCATIONS: u64 = 1 << 17;
-
-/// Drafts of at least this many steps run record's chunked form by default (see
-/// [`KernelKey::chunked`]).
-const CHUNKED_RECORD_FROM: u32 = 8;
 
 /// Most staged values of one kind an invocation carries per chunk (see `gdn`).
 const MAX_STAGE_ITEMS: u32 = 4;
@@ -204,16 +196,10 @@ impl KernelKey {
             rows_per_thread,
             chunk: 1,
             vec4: dk.is_multiple_of(4),
-            chunked: op == Op::Record
-                && shape.steps() as u32 >= tuning.chunked_from.unwrap_or(CHUNKED_RECORD_FROM),
             bound: 0,
         };
         let mask = if masked { key.row_bit("mask") } else { 0 };
         key.bound = key.required_rows() | key.plain_rows() | mask;
-        // The chunked form solves a chunk at once: the longer, the more work per solve.
-        if key.chunked {
-            default_chunk = 8;
-        }
         // Every chunk step's gate is staged by its own invocation.
         let mut chunk = tuning
             .chunk
@@ -272,7 +258,6 @@ impl KernelKey {
             rows_per_thread,
             chunk: 1,
             vec4,
-            chunked: false,
             bound: 0,
         }
         .with_bound(0)
@@ -372,8 +357,7 @@ impl KernelKey {
                 } else {
                     0
                 };
-                let gram = if self.chunked { chunk * chunk * 8 } else { 0 };
-                staged + reduction + pairs + gram
+                staged + reduction + pairs
             }
             Op::Replay => chunk * self.staged_row() * VEC4 + chunk * rows * 4 + chunk * 8 + 4,
             Op::Repeat | Op::Conv => 0,
@@ -418,7 +402,7 @@ impl KernelKey {
             format!(".gate_{}", d.gate)
         };
         format!(
-            "{}.{}.{}.{}{gate}.{}.l{}r{}g{}t{}c{}{}{}{}",
+            "{}.{}.{}.{}{gate}.{}.l{}r{}g{}t{}c{}{}{}",
             self.op.name(),
             d.act,
             d.state,
@@ -432,7 +416,6 @@ impl KernelKey {
             self.groups,
             self.rows_per_thread,
             self.chunk,
-            if self.chunked { "x" } else { "" },
             if self.vec4 { ".v4" } else { "" },
             self.variant_suffix(),
         )
@@ -522,7 +505,6 @@ impl KernelKey {
             ("GATE_BF16", Value::Bool(self.dtypes.gate == DType::BF16)),
             // record_replay.wgsl: the record kernel, else replay.
             ("RECORD", Value::Bool(self.op == Op::Record)),
-            ("CHUNKED", Value::Bool(self.chunked)),
             // conv_commit: the most window values an invocation holds (two rows).
             ("CONV_SPAN", Value::U32(2 * (MAX_CONV_KERNEL as u32 - 1))),
         ];
@@ -753,59 +735,11 @@ pub fn all_variants() -> Vec<KernelKey> {
     for dtypes in GATED {
         for op in [Op::Record, Op::Replay] {
             let real = GdnShape::new(1, 2, 16, 32, 128, 128).expect("a valid shape");
-            add_new(
-                &mut keys,
-                keys_at(
-                    op,
-                    dtypes,
-                    Reduction::Subgroup,
-                    &real,
-                    &ShapeClass::default(),
-                ),
-            );
-        }
-    }
-    // Record's chunked form: both reductions, each activation dtype beside f32 state and
-    // tape and all-16-bit, at the real and an odd shape.
-    let chunked = ShapeClass {
-        chunked_from: Some(1),
-        ..ShapeClass::default()
-    };
-    for dtypes in CHUNKED {
-        for reduction in [Reduction::Subgroup, Reduction::Workgroup] {
-            for shape in [
-                GdnShape::new(1, 8, 16, 32, 128, 128),
-                GdnShape::new(1, 8, 3, 6, 94, 46),
-            ] {
-                let shape = shape.expect("a valid shape");
-                add_new(
-                    &mut keys,
-                    keys_at(Op::Record, dtypes, reduction, &shape, &chunked),
-                );
-            }
+            add_new(&mut keys, keys_at(op, dtypes, Reduction::Subgroup, &real));
         }
     }
     keys
 }
-
-/// The dtypes [`all_variants`] compiles record's chunked form for.
-const CHUNKED: [GdnDtypes; 5] = [
-    GdnDtypes::uniform(DType::F32),
-    GdnDtypes::uniform(DType::F16),
-    GdnDtypes::uniform(DType::BF16),
-    GdnDtypes {
-        act: DType::BF16,
-        state: DType::F32,
-        tape: DType::F32,
-        gate: DType::BF16,
-    },
-    GdnDtypes {
-        act: DType::F16,
-        state: DType::F32,
-        tape: DType::F32,
-        gate: DType::F16,
-    },
-];
 
 fn add_new(keys: &mut Vec<KernelKey>, new: Vec<KernelKey>) {
     for key in new {
@@ -825,28 +759,20 @@ pub fn representative_keys(op: Op, dtypes: GdnDtypes, reduction: Reduction) -> V
     ];
     let mut keys = Vec::new();
     for shape in shapes.into_iter().flatten() {
-        add_new(
-            &mut keys,
-            keys_at(op, dtypes, reduction, &shape, &ShapeClass::default()),
-        );
+        add_new(&mut keys, keys_at(op, dtypes, reduction, &shape));
     }
     keys
 }
 
 /// The keys of one (op, dtype) at `shape`: masked and not, each with the rollback's
 /// variants.
-fn keys_at(
-    op: Op,
-    dtypes: GdnDtypes,
-    reduction: Reduction,
-    shape: &GdnShape,
-    class: &ShapeClass,
-) -> Vec<KernelKey> {
+fn keys_at(op: Op, dtypes: GdnDtypes, reduction: Reduction, shape: &GdnShape) -> Vec<KernelKey> {
+    let class = ShapeClass::default();
     let mut keys = Vec::new();
     for masked in [false, true] {
         let key = match op {
-            Op::Record => KernelKey::record(shape, dtypes, reduction, masked, class),
-            Op::Replay => KernelKey::replay(shape, dtypes, masked, class),
+            Op::Record => KernelKey::record(shape, dtypes, reduction, masked, &class),
+            Op::Replay => KernelKey::replay(shape, dtypes, masked, &class),
             Op::Repeat => KernelKey::repeat(&shape.tape_k_repeat(), dtypes.act),
             Op::Conv => KernelKey::conv(dtypes.act),
         };
@@ -874,7 +800,7 @@ fn keys_at(
     // A grid large enough for record's two-rows-per-invocation class (plain op only).
     if op == Op::Record {
         let large = GdnShape::new(16, 2, 16, 32, 128, 128).expect("a valid shape");
-        let key = KernelKey::record(&large, dtypes, reduction, false, class);
+        let key = KernelKey::record(&large, dtypes, reduction, false, &class);
         if !keys.contains(&key) {
             keys.push(key);
         }

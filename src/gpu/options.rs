@@ -17,9 +17,6 @@ pub struct ShapeClass {
     pub rows_per_invocation: Option<u32>,
     /// Steps staged in workgroup memory per barrier pair: 1, 2, 4, 8 or 16.
     pub chunk: Option<u32>,
-    /// Record only: drafts of at least this many steps compute each chunk of steps at
-    /// once (`KernelKey::chunked`); 1 always, `u32::MAX` never.
-    pub chunked_from: Option<u32>,
 }
 
 impl ShapeClass {
@@ -50,13 +47,10 @@ impl ShapeClass {
         if self.chunk.is_some_and(|v| !v.is_power_of_two() || v > 16) {
             return bad("chunk", "1, 2, 4, 8 or 16");
         }
-        if self.chunked_from == Some(0) {
-            return bad("chunked_from", "a step count from 1");
-        }
         Ok(())
     }
 
-    /// Read `DELTATAPE_<OP>_{LANES,ROWS,RPT,CHUNK,CHUNKED_FROM}`.
+    /// Read `DELTATAPE_<OP>_{LANES,ROWS,RPT,CHUNK}`.
     fn from_env(op: &str) -> Result<Self> {
         let read = |what: &str| -> Result<Option<u32>> {
             let var = format!("DELTATAPE_{op}_{what}");
@@ -74,7 +68,6 @@ impl ShapeClass {
             rows: read("ROWS")?,
             rows_per_invocation: read("RPT")?,
             chunk: read("CHUNK")?,
-            chunked_from: read("CHUNKED_FROM")?,
         })
     }
 }
@@ -111,8 +104,7 @@ impl Default for GpuOptions {
 impl GpuOptions {
     /// The defaults, overridden by `DELTATAPE_GPU_TIMEOUT_MS`, `WGPU_ADAPTER_NAME`,
     /// `WGPU_BACKEND` (as wgpu reads it) and the shape-class knobs
-    /// `DELTATAPE_{RECORD,REPLAY}_{LANES,ROWS,RPT,CHUNK}` and
-    /// `DELTATAPE_RECORD_CHUNKED_FROM`.
+    /// `DELTATAPE_{RECORD,REPLAY}_{LANES,ROWS,RPT,CHUNK}`.
     pub fn from_env() -> Result<Self> {
         let mut options = GpuOptions::default();
         if let Ok(value) = std::env::var("DELTATAPE_GPU_TIMEOUT_MS") {
@@ -136,14 +128,6 @@ impl GpuOptions {
     /// Check the shape-class overrides.
     pub fn check(&self) -> Result<()> {
         self.record_class.check("record_class")?;
-        self.replay_class.check("replay_class")?;
-        if self.replay_class.chunked_from.is_some() {
-            return Err(Error::Unsupported {
-                op: "replay_class",
-                arg: "chunked_from",
-                why: "record only: replay has no chunked form to choose".into(),
-            });
-        }
-        Ok(())
+        self.replay_class.check("replay_class")
     }
 }
