@@ -39,6 +39,6 @@ pub use gpu::{GpuBackend, GpuOptions, GpuRollback};
 pub use models::ModelPreset;
 pub use ops::{RecordInputs, Recorded, Tape, TapeRef};
 pub use rollback::{CommitKind, ConvConfig, Footprint, Rollback, RollbackMode, RollbackOptions};
-pub use shape::{ConvShape, GdnShape, GqaLayout, RepeatShape, MAX_CONV_KERNEL};
+pub use shape::{ConvShape, GdnShape, GqaLayout, RepeatShape, CONV_LAYER_ALIGN, MAX_CONV_KERNEL};
 /// The wgpu this crate is built on, for callers that pass in their own device.
 pub use wgpu;

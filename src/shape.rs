@@ -312,7 +312,8 @@ fn check_accepted(op: &'static str, accepted: &[u32], batch: usize, steps: usize
 pub const MAX_CONV_KERNEL: usize = 8;
 
 /// The dimensions of one conv-window commit (docs/SPEC.md, "conv_commit"): `B`
-/// sequences, a draft of `T` steps, `C` channels, a causal conv1d of `K` taps.
+/// sequences, a draft of `T` steps, `C` channels, a causal conv1d of `K` taps, and `L`
+/// layers committed at once (1 unless [`ConvShape::with_layers`]; they share the counts).
 ///
 /// Built only through [`ConvShape::new`], which checks every dimension, so every length
 /// method below is exact and cannot overflow.
@@ -322,7 +323,14 @@ pub struct ConvShape {
     steps: usize,
     channels: usize,
     kernel: usize,
+    layers: usize,
 }
+
+/// Where each layer of a several-layer conv buffer starts: every
+/// [`ConvShape::window_layer_stride`] (or `x_layer_stride`) elements, one layer's values
+/// rounded up to this many, so that a layer's range starts on a 256-byte boundary in
+/// every dtype (a storage binding offset any device accepts).
+pub const CONV_LAYER_ALIGN: usize = 128;
 
 impl ConvShape {
     /// Check and build: every dimension at least 1, and `kernel` (K) in
@@ -359,7 +367,32 @@ impl ConvShape {
             steps,
             channels,
             kernel,
+            layers: 1,
         })
+    }
+
+    /// The same commit over `layers` layers at once: each layer has its own window and
+    /// conv inputs, laid out one layer after the other in one buffer each (layer `l` at
+    /// `l * window_layer_stride()`, `l * x_layer_stride()`), and all share `accepted`.
+    pub fn with_layers(self, layers: usize) -> Result<Self> {
+        const OP: &str = "conv_commit";
+        nonzero(OP, &[("layers", layers)])?;
+        let shape = ConvShape { layers, ..self };
+        let fits = |n: usize, stride: usize| {
+            stride
+                .checked_mul(layers - 1)
+                .and_then(|s| s.checked_add(n))
+                .is_some_and(|len| product(OP, "layers", &[len]).is_ok())
+        };
+        if !fits(self.window_len(), shape.window_layer_stride())
+            || !fits(self.x_len(), shape.x_layer_stride())
+        {
+            return Err(Error::Overflow {
+                op: OP,
+                arg: "layers",
+            });
+        }
+        Ok(shape)
     }
 
     pub fn batch(&self) -> usize {
@@ -374,27 +407,49 @@ impl ConvShape {
     pub fn kernel(&self) -> usize {
         self.kernel
     }
+    pub fn layers(&self) -> usize {
+        self.layers
+    }
     /// Values a window row keeps: `K - 1`.
     pub fn window_width(&self) -> usize {
         self.kernel - 1
     }
-    /// window: `[B, C, K-1]`.
-    pub fn window_len(&self) -> usize {
+    /// One layer's window values, `B * C * (K-1)`.
+    fn layer_window_len(&self) -> usize {
         self.batch * self.channels * self.window_width()
     }
-    /// x, the drafted conv inputs: `[B, T, C]`.
-    pub fn x_len(&self) -> usize {
+    /// One layer's conv inputs, `B * T * C`.
+    fn layer_x_len(&self) -> usize {
         self.batch * self.steps * self.channels
     }
-    /// Start of `window[b, c, :]` (`j = 0` the oldest value).
-    #[inline(always)]
-    pub fn window_row(&self, b: usize, c: usize) -> usize {
-        (b * self.channels + c) * self.window_width()
+    /// Elements from one layer's window to the next: a layer's values rounded up to
+    /// [`CONV_LAYER_ALIGN`].
+    pub fn window_layer_stride(&self) -> usize {
+        self.layer_window_len().next_multiple_of(CONV_LAYER_ALIGN)
     }
-    /// Index of `x[b, t, c]`.
+    /// Elements from one layer's conv inputs to the next (see `window_layer_stride`).
+    pub fn x_layer_stride(&self) -> usize {
+        self.layer_x_len().next_multiple_of(CONV_LAYER_ALIGN)
+    }
+    /// window: `[B, C, K-1]` per layer, the layers `window_layer_stride()` apart (one
+    /// layer: exactly `B * C * (K-1)`).
+    pub fn window_len(&self) -> usize {
+        (self.layers - 1) * self.window_layer_stride() + self.layer_window_len()
+    }
+    /// x, the drafted conv inputs: `[B, T, C]` per layer, the layers `x_layer_stride()`
+    /// apart (one layer: exactly `B * T * C`).
+    pub fn x_len(&self) -> usize {
+        (self.layers - 1) * self.x_layer_stride() + self.layer_x_len()
+    }
+    /// Start of layer `l`'s `window[b, c, :]` (`j = 0` the oldest value).
     #[inline(always)]
-    pub fn x_index(&self, b: usize, t: usize, c: usize) -> usize {
-        (b * self.steps + t) * self.channels + c
+    pub fn window_row(&self, l: usize, b: usize, c: usize) -> usize {
+        l * self.window_layer_stride() + (b * self.channels + c) * self.window_width()
+    }
+    /// Index of layer `l`'s `x[b, t, c]`.
+    #[inline(always)]
+    pub fn x_index(&self, l: usize, b: usize, t: usize, c: usize) -> usize {
+        l * self.x_layer_stride() + (b * self.steps + t) * self.channels + c
     }
 
     /// Check `accepted[b] <= T` for every sequence.
@@ -501,8 +556,23 @@ mod tests {
     fn conv_shape_checks_its_dims() {
         let s = ConvShape::new(2, 3, 5, 4).unwrap();
         assert_eq!((s.window_len(), s.x_len(), s.batch()), (30, 30, 2));
-        assert_eq!(s.window_row(1, 4) + s.window_width(), s.window_len());
-        assert_eq!(s.x_index(1, 2, 4) + 1, s.x_len());
+        assert_eq!(s.window_row(0, 1, 4) + s.window_width(), s.window_len());
+        assert_eq!(s.x_index(0, 1, 2, 4) + 1, s.x_len());
+        // Layers: each starts on CONV_LAYER_ALIGN elements, the last one ends the buffer.
+        let l = s.with_layers(3).unwrap();
+        assert_eq!(l.layers(), 3);
+        assert_eq!((l.window_layer_stride(), l.x_layer_stride()), (128, 128));
+        assert_eq!(l.window_row(2, 1, 4) + l.window_width(), l.window_len());
+        assert_eq!(l.window_len(), 2 * 128 + 30);
+        assert_eq!(l.x_index(2, 1, 2, 4) + 1, l.x_len());
+        assert!(matches!(
+            s.with_layers(0),
+            Err(Error::ZeroDim { arg: "layers", .. })
+        ));
+        assert!(matches!(
+            s.with_layers(usize::MAX / 64),
+            Err(Error::Overflow { arg: "layers", .. })
+        ));
         let kernel = |k| ConvShape::new(1, 1, 1, k).unwrap_err();
         assert!(matches!(kernel(0), Error::ZeroDim { arg: "kernel", .. }));
         assert!(matches!(

@@ -156,7 +156,7 @@ fn commits_compose() {
         for t in 0..3 {
             for ch in 0..3 {
                 let from = (first[b] as usize + t).min(5);
-                x3[shape3.x_index(b, t, ch)] = c.x[c.shape.x_index(b, from, ch)];
+                x3[shape3.x_index(0, b, t, ch)] = c.x[c.shape.x_index(0, b, from, ch)];
             }
         }
     }
@@ -194,6 +194,74 @@ fn gpu_matches_cpu_f16() {
 fn gpu_matches_cpu_bf16() {
     let Some(g) = gpu() else { return };
     gpu_matches_cpu::<bf16>(&Backend::Gpu(g));
+}
+
+/// Several layers in one call ([`ConvShape::with_layers`]): each layer's window, at its
+/// stride, is the one-layer reference of its own window and inputs, on the CPU; the GPU
+/// matches the CPU bit for bit over the whole buffer, the padding between layers
+/// (filled with a marker) included.
+fn layers_commit_at_once<E: Element>(gpu: Option<&Backend>) -> usize {
+    let mut compared = 0;
+    for (i, &dims) in CASES.iter().enumerate().step_by(2) {
+        let one = ConvShape::new(dims.0, dims.1, dims.2, dims.3).unwrap();
+        let all = one.with_layers(3).unwrap();
+        let marker = E::from_f32(-7.0);
+        let mut window = vec![marker; all.window_len()];
+        let mut x = vec![marker; all.x_len()];
+        let layers: Vec<Case<E>> = (0..3)
+            .map(|l| case::<E>(dims, 400 + i as u64 * 3 + l))
+            .collect();
+        for (l, c) in layers.iter().enumerate() {
+            let (w0, x0) = (all.window_row(l, 0, 0), all.x_index(l, 0, 0, 0));
+            window[w0..w0 + one.window_len()].copy_from_slice(&c.window);
+            x[x0..x0 + one.x_len()].copy_from_slice(&c.x);
+        }
+        for acc in accepted_patterns(&one) {
+            let what = format!("{:?} {dims:?} x 3 layers accepted={acc:?}", E::DTYPE);
+            let want = cpu().conv_commit(&all, &window, &x, &acc).unwrap();
+            for (l, c) in layers.iter().enumerate() {
+                let w0 = all.window_row(l, 0, 0);
+                let layer = &want[w0..w0 + one.window_len()];
+                assert_bits(
+                    &format!("{what}: layer {l}"),
+                    layer,
+                    &reference(dims, &c.window, &c.x, &acc),
+                );
+            }
+            let untouched = |v: &[E]| {
+                (0..3).all(|l| {
+                    let end = all.window_row(l, 0, 0) + one.window_len();
+                    v[end..(end + 1).min(v.len())]
+                        .iter()
+                        .all(|p| p.to_f32() == -7.0)
+                })
+            };
+            assert!(untouched(&want), "{what}: padding");
+            if let Some(gpu) = gpu {
+                let got = gpu
+                    .conv_commit(&all, &window, &x, &acc)
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert_bits(&what, &got, &want);
+            }
+            compared += 1;
+        }
+    }
+    compared
+}
+
+#[test]
+fn layers_commit_at_once_on_the_cpu() {
+    assert_eq!(layers_commit_at_once::<f32>(None), 24);
+    assert_eq!(layers_commit_at_once::<bf16>(None), 24);
+}
+
+#[test]
+fn layers_commit_at_once_on_the_gpu() {
+    let Some(g) = gpu() else { return };
+    let g = Backend::Gpu(g);
+    assert_eq!(layers_commit_at_once::<f32>(Some(&g)), 24);
+    assert_eq!(layers_commit_at_once::<bf16>(Some(&g)), 24);
+    assert_eq!(layers_commit_at_once::<f16>(Some(&g)), 24);
 }
 
 #[test]

@@ -777,8 +777,12 @@ fn conv_case<E: Element>(root: &Path, (b, t, c, k): (usize, usize, usize, usize)
         c as u32,
         k as u32 - 1,
         (b * c) as u32,
+        1, // one layer: its strides are not used
+        shape.window_layer_stride() as u32,
+        shape.x_layer_stride() as u32,
         wg as u32,
-        0, // ConvParams' two pad words
+        0, // ConvParams' three pad words
+        0,
         0,
     ]);
     let mut in_place = out("window", &want);

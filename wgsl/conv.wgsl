@@ -6,34 +6,41 @@
 #import entry
 #provides kernel_main, params, ConvParams
 #requires load1_x, load_accepted, load1_window, store2_window, RPT, CONV_SPAN
-// conv_commit (SPEC.md "conv_commit"): each conv window row (b, c) rolled forward to the
-// accepted prefix of the draft, in place. The new window[b, c, :] is the last K-1 values
-// of window[b, c, :] ++ x[b, 0..a, c], with a = min(accepted[b], T): a count above T
-// (device data cannot be checked before the dispatch) is clamped.
+// conv_commit (SPEC.md "conv_commit"): each conv window row (b, c) of each layer rolled
+// forward to the accepted prefix of the draft, in place. The new window[b, c, :] is the
+// last K-1 values of window[b, c, :] ++ x[b, 0..a, c], with a = min(accepted[b], T): a
+// count above T (device data cannot be checked before the dispatch) is clamped. The
+// layers (one buffer each for windows and inputs, ConvShape::window_layer_stride and
+// x_layer_stride apart) share the counts.
 //
 // In place is safe only if no invocation reads what another writes, and a 16-bit window
 // packs two values per u32 word. So each invocation owns RPT = 2 consecutive rows:
 // 2 (K-1) values from the even index 2 p (K-1), whole words whether K-1 is odd or even
 // (one row per invocation would split a word between two invocations whenever K-1 is
 // odd). It loads both rows' old windows into registers first, and only then stores, a
-// whole word at a time.
+// whole word at a time. A layer's rows are paired within the layer; the strides are
+// even, so every layer starts on a word.
 
 struct ConvParams {
     batch: u32,
     steps: u32,
     channels: u32,
-    width: u32,      // K - 1: values per window row
-    rows: u32,       // batch * channels
+    width: u32,          // K - 1: values per window row
+    rows: u32,           // batch * channels: one layer's rows
+    layers: u32,
+    window_stride: u32,  // elements from one layer's window to the next
+    x_stride: u32,       // elements from one layer's conv inputs to the next
     workgroups: u32,
     _pad0: u32,
     _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: ConvParams;
 
-// Index of x[b, t, c].
-fn conv_x_index(b: u32, t: u32, c: u32) -> u32 {
-    return (b * params.steps + t) * params.channels + c;
+// Index of layer l's x[b, t, c].
+fn conv_x_index(l: u32, b: u32, t: u32, c: u32) -> u32 {
+    return l * params.x_stride + (b * params.steps + t) * params.channels + c;
 }
 
 // The window's last value alone (an odd number of values): the other half of its word
@@ -50,13 +57,16 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
     if wg >= params.workgroups {
         return;
     }
-    let first = (wg * WG_SIZE + li) * RPT; // the first row (b * C + c) this invocation owns
-    if first >= params.rows {
+    let per_layer = (params.rows + RPT - 1u) / RPT; // invocations per layer
+    let invocation = wg * WG_SIZE + li;
+    let layer = invocation / per_layer;
+    if layer >= params.layers {
         return;
     }
+    let first = (invocation % per_layer) * RPT; // the first row (b * C + c) it owns
     let width = params.width;
     let n = min(RPT, params.rows - first) * width; // values it owns
-    let base = first * width;
+    let base = layer * params.window_stride + first * width;
     // Both rows' old windows into registers, before anything is stored.
     var old = array<f32, CONV_SPAN>();
     for (var e = 0u; e < n; e++) {
@@ -73,7 +83,7 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
         if p < width {
             rolled[e] = old[r * width + p];
         } else {
-            rolled[e] = load1_x(conv_x_index(b, p - width, row % params.channels));
+            rolled[e] = load1_x(conv_x_index(layer, b, p - width, row % params.channels));
         }
     }
     // Whole words: pairs from the even index `base`.

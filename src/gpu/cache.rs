@@ -168,15 +168,26 @@ pub(crate) fn small_buffer(
 
 /// Queue a write of `bytes` at the start of `buffer`, padded to whole words.
 pub(crate) fn write_padded(queue: &wgpu::Queue, buffer: &wgpu::Buffer, bytes: &[u8]) {
+    write_padded_at(queue, buffer, 0, bytes);
+}
+
+/// Queue a write of `bytes` at `offset` (a multiple of 4) of `buffer`, padded to whole
+/// words.
+pub(crate) fn write_padded_at(
+    queue: &wgpu::Queue,
+    buffer: &wgpu::Buffer,
+    offset: u64,
+    bytes: &[u8],
+) {
     if bytes.is_empty() {
         return;
     }
     if bytes.len().is_multiple_of(4) {
-        queue.write_buffer(buffer, 0, bytes);
+        queue.write_buffer(buffer, offset, bytes);
     } else {
         let mut padded = bytes.to_vec();
         padded.resize(bytes.len().div_ceil(4) * 4, 0);
-        queue.write_buffer(buffer, 0, &padded);
+        queue.write_buffer(buffer, offset, &padded);
     }
 }
 

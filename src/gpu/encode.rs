@@ -326,16 +326,24 @@ impl GpuBackend {
     ) -> Result<Prepared> {
         const OP: &str = "conv_commit";
         let key = KernelKey::conv(dtype);
-        // `ConvParams`: B, T, C, K - 1, the window's rows B * C (no overflow: fewer than
-        // the window's values), the workgroups.
+        // `ConvParams`: B, T, C, K - 1, one layer's window rows B * C, the layers and
+        // their strides, the workgroups. Each invocation owns RPT rows of one layer.
+        // Every index the kernel forms stays below the buffers' lengths.
+        u32_dim(OP, "window", shape.window_len())?;
+        u32_dim(OP, "x", shape.x_len())?;
         let rows = shape.batch() * shape.channels();
-        let workgroups = (rows as u64).div_ceil(key.rows as u64);
+        let invocations =
+            (rows as u64).div_ceil(key.rows_per_thread as u64) * shape.layers() as u64;
+        let workgroups = invocations.div_ceil(key.workgroup_size() as u64);
         let dims = [
             ("batch", shape.batch()),
             ("steps", shape.steps()),
             ("channels", shape.channels()),
             ("kernel", shape.window_width()),
             ("window", rows),
+            ("layers", shape.layers()),
+            ("window", shape.window_layer_stride()),
+            ("x", shape.x_layer_stride()),
         ];
         let mut params = Vec::with_capacity(dims.len() + 1);
         for (arg, v) in dims {

@@ -35,7 +35,7 @@ pub use translate::{translate, validate, Target};
 pub use wgsl::WgslError;
 
 use crate::error::{Error, Result};
-pub(crate) use cache::write_padded;
+pub(crate) use cache::{write_padded, write_padded_at};
 use cache::{BufferPool, ParamCache, PipelineCache};
 use std::sync::{Arc, Mutex, PoisonError};
 

@@ -37,22 +37,47 @@ struct Layer {
     tape_k: wgpu::Buffer,
     tape_g: wgpu::Buffer,
     tape_mask: Option<wgpu::Buffer>,
-    /// The conv window `[B, C, K-1]` and the drafted conv inputs `[B, T, C]`.
-    conv: Option<(wgpu::Buffer, wgpu::Buffer)>,
     /// The prepared dispatches of recent drafts and commits, by the buffers they bind:
     /// an engine drafts from the same activation buffers every step, so after the first
     /// step of each state slot a draft or a commit is encoded without validation,
     /// bind-group creation or any allocation.
     drafts_prepared: Vec<(Vec<wgpu::Buffer>, Prepared)>,
-    commits_prepared: Vec<(Vec<wgpu::Buffer>, LayerCommit)>,
+    commits_prepared: Vec<(Vec<wgpu::Buffer>, Prepared)>,
 }
 
-/// One layer's draft, validated: its record dispatch, and the (source, kept copy)
-/// pairs of the mask and the conv inputs.
+/// Every layer's conv window and drafted conv inputs, one buffer each (layer `l` at
+/// `l * window_layer_stride()` and `l * x_layer_stride()` of `all`): a commit rolls
+/// every layer's window in one dispatch.
+struct ResidentConv {
+    /// One layer's shape.
+    layer: ConvShape,
+    /// Every layer's: `layer.with_layers(L)`.
+    all: ConvShape,
+    window: wgpu::Buffer,
+    x: wgpu::Buffer,
+    /// The commit's dispatch, by the counts buffer it binds.
+    prepared: Vec<(Vec<wgpu::Buffer>, Prepared)>,
+}
+
+impl ResidentConv {
+    /// Byte range of layer `l`'s window in `window` (whole words).
+    fn window_range(&self, dtype: crate::DType, l: usize) -> std::ops::Range<u64> {
+        let start = (l * self.all.window_layer_stride() * dtype.size_bytes()) as u64;
+        start..start + dtype.buffer_bytes(self.layer.window_len()).unwrap_or(0)
+    }
+    /// Byte range of layer `l`'s conv inputs in `x` (whole words).
+    fn x_range(&self, dtype: crate::DType, l: usize) -> std::ops::Range<u64> {
+        let start = (l * self.all.x_layer_stride() * dtype.size_bytes()) as u64;
+        start..start + dtype.buffer_bytes(self.layer.x_len()).unwrap_or(0)
+    }
+}
+
+/// One layer's draft, validated: its record dispatch, the (source, kept copy) pair of
+/// the mask and the conv inputs' buffer with the range they are kept at.
 struct LayerDraft {
     record: Prepared,
     mask: Option<(wgpu::Buffer, wgpu::Buffer)>,
-    conv_x: Option<(wgpu::Buffer, wgpu::Buffer)>,
+    conv_x: Option<(wgpu::Buffer, std::ops::Range<u64>)>,
 }
 
 /// A buffer the draft copies into the tape: `COPY_SRC` and at least `need` bytes.
@@ -83,13 +108,6 @@ fn no_conv(op: &'static str) -> Error {
     }
 }
 
-/// One layer's commit dispatches: the replay and, with a conv, its conv_commit.
-#[derive(Clone)]
-struct LayerCommit {
-    replay: Prepared,
-    conv: Option<Prepared>,
-}
-
 /// Prepared dispatches kept per layer: two state slots, a few input sets.
 const PREPARED_PER_LAYER: usize = 4;
 
@@ -114,7 +132,7 @@ fn cached<T: Clone>(
 ///
 /// A draft is one record dispatch per layer (y, the tape's delta, k and g; the drafted
 /// state only in [`RollbackMode::KeepDrafted`]); a commit is one replay dispatch per
-/// layer, all layers in one compute pass. Accepted counts may come from a GPU buffer
+/// layer and, with a conv, one conv_commit for every layer's window, in one compute pass. Accepted counts may come from a GPU buffer
 /// ([`GpuRollback::encode_commit_from_buffer`]): counts above T are clamped and flagged
 /// in [`GpuRollback::status_buffer`].
 pub struct GpuRollback {
@@ -123,7 +141,7 @@ pub struct GpuRollback {
     layout: GqaLayout,
     dtypes: GdnDtypes,
     mode: RollbackMode,
-    conv: Option<ConvShape>,
+    conv: Option<Box<ResidentConv>>,
     layers: Vec<Layer>,
     drafts: Drafts,
     /// `[B]` u32: 0, or the count a commit was given for sequence b where it was above T.
@@ -170,7 +188,7 @@ impl GpuRollback {
     ) -> Result<Self> {
         crate::rollback::check_layers(layers)?;
         let mode = options.mode;
-        let conv = options.conv.map(|c| c.shape(&shape)).transpose()?;
+        let conv_layer = options.conv.map(|c| c.shape(&shape)).transpose()?;
         let bytes = |dt: crate::DType, n: usize| {
             dt.buffer_bytes(n).ok_or(Error::Overflow {
                 op: "rollback",
@@ -187,18 +205,24 @@ impl GpuRollback {
                     tape_k: buffer(gpu, "tape k", bytes(dtypes.act, shape.qk_len())?, rw),
                     tape_g: buffer(gpu, "tape g", bytes(dtypes.gate, shape.gate_len())?, rw),
                     tape_mask: None,
-                    conv: match conv {
-                        None => None,
-                        Some(c) => Some((
-                            buffer(gpu, "conv window", bytes(dtypes.act, c.window_len())?, rw),
-                            buffer(gpu, "conv x", bytes(dtypes.act, c.x_len())?, rw),
-                        )),
-                    },
                     drafts_prepared: Vec::new(),
                     commits_prepared: Vec::new(),
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        let conv = match conv_layer {
+            None => None,
+            Some(layer) => {
+                let all = layer.with_layers(layers.len())?;
+                Some(Box::new(ResidentConv {
+                    layer,
+                    all,
+                    window: buffer(gpu, "conv window", bytes(dtypes.act, all.window_len())?, rw),
+                    x: buffer(gpu, "conv x", bytes(dtypes.act, all.x_len())?, rw),
+                    prepared: Vec::new(),
+                }))
+            }
+        };
         let status = buffer(gpu, "commit status", shape.batch() as u64 * 4, rw);
         Ok(GpuRollback {
             gpu: gpu.clone(),
@@ -308,8 +332,8 @@ impl GpuRollback {
             if let (Some((mask, keep)), true) = (&d.mask, bytes > 0) {
                 encoder.copy_buffer_to_buffer(mask, 0, keep, 0, bytes);
             }
-            if let Some((x, keep)) = &d.conv_x {
-                encoder.copy_buffer_to_buffer(x, 0, keep, 0, keep.size().min(x.size()));
+            if let (Some((x, range)), Some(conv)) = (&d.conv_x, &self.conv) {
+                encoder.copy_buffer_to_buffer(x, 0, &conv.x, range.start, range.end - range.start);
             }
             self.layers[*layer].tape_mask = d.mask.as_ref().map(|(_, keep)| keep.clone());
             self.drafts.open(*layer);
@@ -324,14 +348,14 @@ impl GpuRollback {
         if let Some(m) = b.mask {
             check_copied(OP, "mask", m, shape.mask_len() as u64 * 4)?;
         }
-        let conv_x = match (self.conv, b.conv_x, &l.conv) {
-            (None, None, _) => None,
-            (Some(c), Some(x), Some((_, keep))) => {
-                let need = self.dtypes.act.buffer_bytes(c.x_len()).unwrap_or(u64::MAX);
-                check_copied(OP, "conv_x", x, need)?;
-                Some((x.clone(), keep.clone()))
+        let conv_x = match (&self.conv, b.conv_x) {
+            (None, None) => None,
+            (Some(c), Some(x)) => {
+                let range = c.x_range(dtypes.act, layer);
+                check_copied(OP, "conv_x", x, range.end - range.start)?;
+                Some((x.clone(), range))
             }
-            (None, Some(_), _) => {
+            (None, Some(_)) => {
                 return Err(Error::Unsupported {
                     op: OP,
                     arg: "conv_x",
@@ -443,24 +467,23 @@ impl GpuRollback {
         cache: bool,
         replay: bool,
     ) -> Result<()> {
-        // Validate and build every layer's dispatches before encoding any of them, so an
-        // error leaves the encoder untouched.
-        let mut prepared = Vec::with_capacity(self.layers.len());
+        // Validate and build every dispatch before encoding any of them, so an error
+        // leaves the encoder untouched.
+        let mut prepared = Vec::with_capacity(self.layers.len() + 1);
         let (gpu, shape, layout, dtypes) = (&self.gpu, &self.shape, self.layout, self.dtypes);
-        let (status, conv) = (&self.status, self.conv);
-        for l in &mut self.layers {
+        let status = &self.status;
+        for l in self.layers.iter_mut().filter(|_| replay) {
             let key: Vec<wgpu::Buffer> = [accepted, l.states.committed()]
                 .into_iter()
                 .chain(&l.tape_mask)
                 .cloned()
                 .collect();
-            let (states, l_delta, l_k, l_g, l_mask, l_conv) = (
+            let (states, l_delta, l_k, l_g, l_mask) = (
                 &l.states,
                 &l.delta,
                 &l.tape_k,
                 &l.tape_g,
                 l.tape_mask.as_ref(),
-                l.conv.as_ref(),
             );
             // In place on the committed state, or from it into the drafted slot.
             let (snapshot, state_out) = match states.drafted() {
@@ -473,8 +496,8 @@ impl GpuRollback {
             } else {
                 &mut scratch
             };
-            let commit = cached(store, key, || {
-                let replay = gpu.prepare_replay(
+            prepared.push(cached(store, key, || {
+                gpu.prepare_replay(
                     shape,
                     layout,
                     dtypes,
@@ -489,24 +512,22 @@ impl GpuRollback {
                         mask: l_mask,
                         status: Some(status),
                     },
-                )?;
-                let conv = match (&conv, l_conv) {
-                    (Some(c), Some((window, x))) => {
-                        let buffers = ConvBuffers {
-                            x,
-                            accepted,
-                            window,
-                        };
-                        Some(gpu.prepare_conv_commit(c, dtypes.act, &buffers)?)
-                    }
-                    _ => None,
+                )
+            })?);
+        }
+        // Every layer's conv window in one dispatch.
+        if let Some(c) = &mut self.conv {
+            let mut scratch = Vec::new();
+            let store = if cache { &mut c.prepared } else { &mut scratch };
+            let (all, window, x) = (&c.all, &c.window, &c.x);
+            prepared.push(cached(store, vec![accepted.clone()], || {
+                let buffers = ConvBuffers {
+                    x,
+                    accepted,
+                    window,
                 };
-                Ok(LayerCommit { replay, conv })
-            })?;
-            if replay {
-                prepared.push(commit.replay);
-            }
-            prepared.extend(commit.conv);
+                gpu.prepare_conv_commit(all, dtypes.act, &buffers)
+            })?);
         }
         // One pass for every layer: a pass each costs more than the dispatches here.
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -519,13 +540,14 @@ impl GpuRollback {
         Ok(())
     }
 
-    /// The conv window of `layer` (`[B, C, K-1]`, the activation dtype).
-    pub fn conv_window_buffer(&self, layer: usize) -> Result<&wgpu::Buffer> {
+    /// The conv window of `layer` (`[B, C, K-1]`, the activation dtype, padded to a
+    /// whole word): a range of the one buffer that holds every layer's window, starting
+    /// on a 256-byte boundary (bind it with `slice.into()` as a `wgpu::BufferBinding`).
+    pub fn conv_window_buffer(&self, layer: usize) -> Result<wgpu::BufferSlice<'_>> {
         const OP: &str = "conv_window_buffer";
-        match &self.layer(OP, layer)?.conv {
-            Some((window, _)) => Ok(window),
-            None => Err(no_conv(OP)),
-        }
+        self.layer(OP, layer)?;
+        let conv = self.conv.as_ref().ok_or_else(|| no_conv(OP))?;
+        Ok(conv.window.slice(conv.window_range(self.dtypes.act, layer)))
     }
 
     /// Overwrite a layer's conv window from the host.
@@ -535,21 +557,32 @@ impl GpuRollback {
         window: &[E],
     ) -> Result<()> {
         const OP: &str = "write_conv_window";
-        let buffer = self.conv_window_buffer(layer)?;
-        let conv = self.conv.ok_or_else(|| no_conv(OP))?;
-        crate::error::check_len(OP, "window", conv.window_len(), window.len())?;
+        self.layer(OP, layer)?;
+        let conv = self.conv.as_ref().ok_or_else(|| no_conv(OP))?;
+        crate::error::check_len(OP, "window", conv.layer.window_len(), window.len())?;
         self.check_dtype::<E>(OP, "window", self.dtypes.act)?;
-        super::write_padded(self.gpu.queue(), buffer, bytemuck::cast_slice(window));
+        let at = conv.window_range(self.dtypes.act, layer).start;
+        super::write_padded_at(
+            self.gpu.queue(),
+            &conv.window,
+            at,
+            bytemuck::cast_slice(window),
+        );
         Ok(())
     }
 
-    /// Read a layer's conv window back to the host (blocking, bounded).
+    /// Read a layer's conv window back to the host (blocking, bounded; reads every
+    /// layer's and keeps this one's).
     pub fn read_conv_window<E: crate::Element>(&self, layer: usize) -> Result<Vec<E>> {
         const OP: &str = "read_conv_window";
-        let buffer = self.conv_window_buffer(layer)?;
-        let conv = self.conv.ok_or_else(|| no_conv(OP))?;
+        self.layer(OP, layer)?;
+        let conv = self.conv.as_ref().ok_or_else(|| no_conv(OP))?;
         self.check_dtype::<E>(OP, "window", self.dtypes.act)?;
-        self.gpu.read_buffer(OP, buffer, conv.window_len())
+        let all: Vec<E> = self
+            .gpu
+            .read_buffer(OP, &conv.window, conv.all.window_len())?;
+        let start = conv.all.window_row(layer, 0, 0);
+        Ok(all[start..start + conv.layer.window_len()].to_vec())
     }
 
     /// Forget the open draft of every layer (after an encoder that held it was
