@@ -132,3 +132,43 @@ fn round_prints_a_row_per_cell() {
     // Keeping the drafted state costs memory: one state per layer is less.
     assert!(per_mode[0] < per_mode[2], "{stdout}");
 }
+
+/// `deltatape round --conv-in-place`: the conv inputs in the rollback's own buffer (no
+/// copy at the draft) run a round too.
+#[test]
+fn round_runs_with_conv_inputs_in_place() {
+    if !common::has_gpu() {
+        return;
+    }
+    let bin = std::env::var("DELTATAPE_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_deltatape").to_string());
+    let out = Command::new(bin)
+        .args([
+            "round",
+            "--conv-in-place",
+            "--modes",
+            "single",
+            "--batches",
+            "3",
+            "--steps",
+            "5",
+            "--layers",
+            "3",
+            "--rounds",
+            "1",
+        ])
+        .output()
+        .expect("run deltatape round");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("inputs in place, not copied"), "{stdout}");
+    let rows = stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with("single"))
+        .count();
+    assert_eq!(rows, 1, "{stdout}");
+}

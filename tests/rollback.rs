@@ -451,6 +451,99 @@ fn conv_reference(c: &ConvShape, window: &[f32], x: &[f32], accepted: &[u32]) ->
     out
 }
 
+/// GpuRollback's conv inputs written straight into its own buffer
+/// (`conv_inputs_buffer`, no copy at the draft) and given as the caller's buffer (copied)
+/// give the same windows: the direct reference's, for three layers.
+#[test]
+fn gpu_conv_inputs_in_place_or_copied() {
+    use deltatape::gpu::{DraftBuffers, GpuRollback};
+    let Some(g) = gpu() else { return };
+    let shape = GdnShape::new(2, 3, 1, 2, 8, 4).unwrap();
+    let conv = ConvConfig {
+        channels: 7,
+        kernel: 4,
+    };
+    let c = conv.shape(&shape).unwrap();
+    let layers = 3;
+    let options = RollbackOptions {
+        conv: Some(conv),
+        ..RollbackOptions::default()
+    };
+    let storage = |data: &[f32], usage: deltatape::wgpu::BufferUsages| {
+        use deltatape::wgpu::util::DeviceExt;
+        g.device()
+            .create_buffer_init(&deltatape::wgpu::util::BufferInitDescriptor {
+                label: None,
+                contents: bytemuck::cast_slice(data),
+                usage: deltatape::wgpu::BufferUsages::STORAGE | usage,
+            })
+    };
+    let none = deltatape::wgpu::BufferUsages::empty();
+    let d = draw(&shape, 3);
+    let (q, k, v) = (
+        storage(&d.q, none),
+        storage(&d.k, none),
+        storage(&d.v, none),
+    );
+    let (gate, beta) = (storage(&d.g, none), storage(&d.beta, none));
+    let y = storage(&vec![0.0; shape.v_len()], none);
+    let accepted = [2u32, 3];
+    for in_place in [false, true] {
+        let mut rb = GpuRollback::with_options(
+            &g,
+            shape,
+            layers,
+            GqaLayout::Blocked,
+            GdnDtypes::F32,
+            options,
+        )
+        .unwrap();
+        let mut rng = Rng::new(11);
+        let windows: Vec<Vec<f32>> = (0..layers)
+            .map(|_| rng.vec(c.window_len(), -1.0, 1.0))
+            .collect();
+        let xs: Vec<Vec<f32>> = (0..layers).map(|_| rng.vec(c.x_len(), -1.0, 1.0)).collect();
+        for (l, window) in windows.iter().enumerate() {
+            rb.write_conv_window(l, window).unwrap();
+        }
+        let copied: Vec<_> = xs
+            .iter()
+            .map(|x| storage(x, deltatape::wgpu::BufferUsages::COPY_SRC))
+            .collect();
+        let own = rb.conv_inputs_buffer(0).unwrap().buffer().clone();
+        if in_place {
+            for (l, x) in xs.iter().enumerate() {
+                let at = rb.conv_inputs_buffer(l).unwrap().offset();
+                assert_eq!(at % 256, 0, "layer {l} starts on a binding boundary");
+                g.queue().write_buffer(&own, at, bytemuck::cast_slice(x));
+            }
+        }
+        let drafts: Vec<DraftBuffers<'_>> = (0..layers)
+            .map(|l| DraftBuffers {
+                q: &q,
+                k: &k,
+                v: &v,
+                g: &gate,
+                beta: &beta,
+                y: &y,
+                mask: None,
+                conv_x: Some(if in_place { &own } else { &copied[l] }),
+            })
+            .collect();
+        let mut encoder = g.encoder();
+        rb.encode_drafts(&mut encoder, &drafts).unwrap();
+        rb.encode_commit(&mut encoder, &accepted).unwrap();
+        g.queue().submit([encoder.finish()]);
+        for l in 0..layers {
+            assert_eq!(
+                rb.read_conv_window::<f32>(l).unwrap(),
+                conv_reference(&c, &windows[l], &xs[l], &accepted),
+                "in place: {in_place}, layer {l}"
+            );
+        }
+    }
+}
+
 /// With a conv configured, every commit (host counts, device counts with one above T
 /// clamped, each state mode, accept-all and reject-all included) leaves each layer's
 /// window at the direct reference's, and the state as without a conv; the GPU matches.

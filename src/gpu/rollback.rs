@@ -24,8 +24,10 @@ pub struct DraftBuffers<'a> {
     pub y: &'a wgpu::Buffer,
     /// `[B, T]` u32 with `COPY_SRC` (it is kept with the tape), or `None`.
     pub mask: Option<&'a wgpu::Buffer>,
-    /// The drafted conv inputs `[B, T, C]` with `COPY_SRC` (kept with the tape) when the
-    /// rollback keeps a conv window; `None` otherwise.
+    /// The drafted conv inputs `[B, T, C]` when the rollback keeps a conv window (`None`
+    /// otherwise): a buffer of yours with `COPY_SRC`, copied into the rollback's at the
+    /// draft, or the rollback's own buffer ([`GpuRollback::conv_inputs_buffer`]'s), into
+    /// whose range for this layer you wrote them: then nothing is copied.
     pub conv_x: Option<&'a wgpu::Buffer>,
 }
 
@@ -350,6 +352,8 @@ impl GpuRollback {
         }
         let conv_x = match (&self.conv, b.conv_x) {
             (None, None) => None,
+            // Already where the commit reads it.
+            (Some(c), Some(x)) if *x == c.x => None,
             (Some(c), Some(x)) => {
                 let range = c.x_range(dtypes.act, layer);
                 check_copied(OP, "conv_x", x, range.end - range.start)?;
@@ -548,6 +552,18 @@ impl GpuRollback {
         self.layer(OP, layer)?;
         let conv = self.conv.as_ref().ok_or_else(|| no_conv(OP))?;
         Ok(conv.window.slice(conv.window_range(self.dtypes.act, layer)))
+    }
+
+    /// Where the commit reads `layer`'s drafted conv inputs (`[B, T, C]`, the activation
+    /// dtype, padded to a whole word; `STORAGE | COPY_DST`): a range of the one buffer
+    /// that holds every layer's, starting on a 256-byte boundary. Write a draft's inputs
+    /// here (your conv kernel's output, or a copy) and pass `slice.buffer()` as
+    /// [`DraftBuffers::conv_x`]: the draft then copies nothing.
+    pub fn conv_inputs_buffer(&self, layer: usize) -> Result<wgpu::BufferSlice<'_>> {
+        const OP: &str = "conv_inputs_buffer";
+        self.layer(OP, layer)?;
+        let conv = self.conv.as_ref().ok_or_else(|| no_conv(OP))?;
+        Ok(conv.x.slice(conv.x_range(self.dtypes.act, layer)))
     }
 
     /// Overwrite a layer's conv window from the host.

@@ -37,6 +37,11 @@ pub struct Args {
     /// Leave the conv window out (by default each layer's is committed with its state).
     #[arg(long)]
     no_conv: bool,
+    /// The conv inputs are in the rollback's own buffer (`conv_inputs_buffer`, where an
+    /// engine's conv kernel can write them), so a draft copies nothing; by default they
+    /// are the caller's and each layer's draft copies them.
+    #[arg(long, conflicts_with = "no_conv")]
+    conv_in_place: bool,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -108,7 +113,11 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
     println!(
         "{} x {layers} layers, f32; per round: draft every layer, GPU acceptance kernel, commit from the device buffer (one submission, no host read){}",
         model.model,
-        if args.no_conv { "" } else { "; the conv window is committed with the state" }
+        match (args.no_conv, args.conv_in_place) {
+            (true, _) => "",
+            (false, false) => "; the conv window is committed with the state (inputs copied at the draft)",
+            (false, true) => "; the conv window is committed with the state (inputs in place, not copied)",
+        }
     );
     println!(
         "{:>6} {:>4} {:>3} {:>10} {:>10} {:>10} {:>9} {:>14} {:>14}",
@@ -162,6 +171,19 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
                 );
                 let accepted = fill(b, 0.0, none);
                 let conv_x = match options.conv {
+                    Some(_) if args.conv_in_place => {
+                        let own = rollback.conv_inputs_buffer(0)?.buffer().clone();
+                        for l in 0..layers {
+                            let slice = rollback.conv_inputs_buffer(l)?;
+                            let x = vec![0.1f32; slice.size() as usize / 4];
+                            gpu.queue().write_buffer(
+                                &own,
+                                slice.offset(),
+                                bytemuck::cast_slice(&x),
+                            );
+                        }
+                        Some(own)
+                    }
                     Some(c) => Some(fill(
                         c.shape(&shape)?.x_len(),
                         0.1,
