@@ -31,6 +31,8 @@ fi
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   # A whole model's resident round (draft, GPU acceptance, commit), as an engine runs it.
   .dev/deltatape round 2>/dev/null | tee "$OUT/round.txt"
+  # The same with the conv inputs written where the rollback keeps them (no copy).
+  .dev/deltatape round --modes single --conv-in-place 2>/dev/null | tee "$OUT/round-in-place.txt"
   .dev/deltatape bench ${BENCH_ARGS:---dtypes f32,bf16} --svg "$OUT/bench.svg" 2>/dev/null | tee "$OUT/bench.txt"
 fi
 # SWEEP: shape classes to try, e.g. SWEEP="RECORD_LANES=8,RECORD_RPT=4 REPLAY_CHUNK=16";
