@@ -81,34 +81,40 @@ fn demo_refuses_bad_arguments() {
     assert!(out.contains("batch"), "{out}");
 }
 
+/// `deltatape round` with `args`, which must succeed: its stdout.
+fn round(args: &[&str]) -> String {
+    let bin = std::env::var("DELTATAPE_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_deltatape").to_string());
+    let out = Command::new(bin)
+        .arg("round")
+        .args(args)
+        .output()
+        .expect("run deltatape round");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 /// `deltatape round` runs a small resident round and prints one timed row per cell.
 #[test]
 fn round_prints_a_row_per_cell() {
     if !common::has_gpu() {
         return;
     }
-    let bin = std::env::var("DELTATAPE_BIN")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_deltatape").to_string());
-    let out = Command::new(bin)
-        .args([
-            "round",
-            "--batches",
-            "1,2",
-            "--steps",
-            "2",
-            "--layers",
-            "2",
-            "--rounds",
-            "1",
-        ])
-        .output()
-        .expect("run deltatape round");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = round(&[
+        "--batches",
+        "1,2",
+        "--steps",
+        "2",
+        "--layers",
+        "2",
+        "--rounds",
+        "1",
+    ]);
     let rows: Vec<&str> = stdout
         .lines()
         .filter(|l| {
@@ -141,31 +147,19 @@ fn round_runs_with_conv_inputs_in_place() {
     if !common::has_gpu() {
         return;
     }
-    let bin = std::env::var("DELTATAPE_BIN")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_deltatape").to_string());
-    let out = Command::new(bin)
-        .args([
-            "round",
-            "--conv-in-place",
-            "--modes",
-            "single",
-            "--batches",
-            "3",
-            "--steps",
-            "5",
-            "--layers",
-            "3",
-            "--rounds",
-            "1",
-        ])
-        .output()
-        .expect("run deltatape round");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = round(&[
+        "--conv-in-place",
+        "--modes",
+        "single",
+        "--batches",
+        "3",
+        "--steps",
+        "5",
+        "--layers",
+        "3",
+        "--rounds",
+        "1",
+    ]);
     assert!(stdout.contains("inputs in place, not copied"), "{stdout}");
     let rows = stdout
         .lines()
