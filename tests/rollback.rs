@@ -531,6 +531,42 @@ fn gpu_conv_inputs_in_place_or_copied() {
             })
             .collect();
         let mut encoder = g.encoder();
+        if !in_place {
+            // The copy reads the caller's buffer in a dispatch: STORAGE, and big enough.
+            let bad = |size: u64, usage| {
+                g.device()
+                    .create_buffer(&deltatape::wgpu::BufferDescriptor {
+                        label: None,
+                        size,
+                        usage,
+                        mapped_at_creation: false,
+                    })
+            };
+            let no_storage = bad(
+                4 * c.x_len() as u64,
+                deltatape::wgpu::BufferUsages::COPY_SRC,
+            );
+            let small = bad(4, deltatape::wgpu::BufferUsages::STORAGE);
+            for (x, what) in [(&no_storage, "usage"), (&small, "size")] {
+                let mut wrong = drafts.clone();
+                wrong[1].conv_x = Some(x);
+                let err = rb.encode_drafts(&mut encoder, &wrong).unwrap_err();
+                assert!(
+                    matches!(
+                        (&err, what),
+                        (
+                            Error::BufferUsage {
+                                arg: "conv_x",
+                                missing: "STORAGE",
+                                ..
+                            },
+                            "usage"
+                        ) | (Error::BufferSize { arg: "conv_x", .. }, "size")
+                    ),
+                    "{what}: {err}"
+                );
+            }
+        }
         rb.encode_drafts(&mut encoder, &drafts).unwrap();
         rb.encode_commit(&mut encoder, &accepted).unwrap();
         g.queue().submit([encoder.finish()]);

@@ -90,6 +90,9 @@ struct Plan<'a, Sh: 'static> {
     shape: &'a Sh,
     specs: &'static [OperandSpec<Sh>],
     buffers: Vec<Option<&'a wgpu::Buffer>>,
+    /// Byte offset of each operand's binding in its buffer (0 but for the crate's own
+    /// ranges, see [`GpuBackend::prepare_copy_into`]).
+    offsets: Vec<u64>,
 }
 
 impl<'a, Sh: 'static> Plan<'a, Sh> {
@@ -113,12 +116,14 @@ impl<'a, Sh: 'static> Plan<'a, Sh> {
             shape,
             specs,
             buffers: Vec::new(),
+            offsets: Vec::new(),
         }
     }
 
     /// The plan with the caller's buffers, one per table row (`None`: left out).
     fn bind(mut self, slots: Vec<Option<&&'a wgpu::Buffer>>) -> Self {
         self.buffers = slots.into_iter().map(|b| b.copied()).collect();
+        self.offsets = vec![0; self.buffers.len()];
         self
     }
 }
@@ -271,6 +276,7 @@ impl GpuBackend {
             workgroups,
             shape,
             specs,
+            offsets: vec![0; buffers.len()],
             buffers,
         })
     }
@@ -313,6 +319,44 @@ impl GpuBackend {
         let specs = RepeatOperands::<()>::SPECS;
         let plan = Plan::new(OP, key, &params, workgroups, shape, specs);
         self.prepare(plan.bind(buffers.slots()))
+    }
+
+    /// A copy of `words` u32 words from the start of `src` to `dst` at byte `offset` (a
+    /// multiple of the device's storage binding alignment), as a compute dispatch: the
+    /// rollback keeps each draft's conv inputs this way, inside the draft's pass (a
+    /// `copy_buffer_to_buffer` ran at about 400 GB/s on the H200, this kernel at the
+    /// copy kernel's 4 TB/s). It is `repeat` over one row of one head.
+    pub(crate) fn prepare_copy_into(
+        &self,
+        words: usize,
+        src: &wgpu::Buffer,
+        dst: &wgpu::Buffer,
+        offset: u64,
+    ) -> Result<Prepared> {
+        const OP: &str = "copy";
+        let shape = RepeatShape::new(1, 1, 1, words)?;
+        let key = KernelKey::repeat(&shape, DType::F32);
+        let groups = (words as u64).div_ceil(4);
+        let workgroups = groups.div_ceil(key.workgroup_size() as u64 * key.groups as u64);
+        let dim = u32_dim(OP, "words", words)?;
+        let params = [
+            1,
+            1,
+            1,
+            dim,
+            GqaLayout::Blocked.code(),
+            dim,
+            workgroups as u32,
+        ];
+        let specs = RepeatOperands::<()>::SPECS;
+        let buffers = RepeatBuffers { src, dst };
+        let mut plan = Plan::new(OP, key, &params, workgroups, &shape, specs).bind(buffers.slots());
+        let dst_slot = specs
+            .iter()
+            .position(|s| s.name == "dst")
+            .expect("repeat has dst");
+        plan.offsets[dst_slot] = offset;
+        self.prepare(plan)
     }
 
     /// Validate conv_commit's buffers (docs/SPEC.md "conv_commit") and build its
@@ -362,9 +406,9 @@ impl GpuBackend {
         self.check_alive(op)?;
         self.check_key(op, &d.key)?;
         let limits = self.limits();
-        // (table row, buffer, bytes it must hold) of every bound operand.
+        // (table row, buffer, bytes it must hold, offset) of every bound operand.
         let mut bound = Vec::with_capacity(d.specs.len());
-        for (spec, buffer) in d.specs.iter().zip(&d.buffers) {
+        for ((spec, buffer), &offset) in d.specs.iter().zip(&d.buffers).zip(&d.offsets) {
             let Some(buffer) = buffer else { continue };
             let arg = spec.name;
             let len = (spec.len)(d.shape) as u64;
@@ -379,12 +423,22 @@ impl GpuBackend {
             let bytes = spec
                 .bytes(d.shape, &d.key.dtypes)
                 .ok_or(Error::Overflow { op, arg })?;
-            if buffer.size() < bytes {
+            if buffer.size().saturating_sub(offset) < bytes {
                 return Err(Error::BufferSize {
                     op,
                     arg,
-                    expected: bytes,
+                    expected: offset + bytes,
                     actual: buffer.size(),
+                });
+            }
+            if offset % limits.min_storage_buffer_offset_alignment as u64 != 0 {
+                return Err(Error::Unsupported {
+                    op,
+                    arg,
+                    why: format!(
+                        "offset {offset} is not a multiple of the device's storage binding alignment ({})",
+                        limits.min_storage_buffer_offset_alignment
+                    ),
                 });
             }
             if !buffer.usage().contains(wgpu::BufferUsages::STORAGE) {
@@ -403,12 +457,12 @@ impl GpuBackend {
                     hint: " (split the batch into smaller calls)",
                 });
             }
-            bound.push((spec, *buffer, bytes));
+            bound.push((spec, *buffer, bytes, offset));
         }
-        for (written, wbuf, _) in bound.iter().filter(|(s, ..)| s.access.writes()) {
+        for (written, wbuf, ..) in bound.iter().filter(|(s, ..)| s.access.writes()) {
             if let Some((other, ..)) = bound
                 .iter()
-                .find(|(s, b, _)| s.name != written.name && b == wbuf)
+                .find(|(s, b, ..)| s.name != written.name && b == wbuf)
             {
                 return Err(Error::Aliased {
                     op,
@@ -446,9 +500,10 @@ impl GpuBackend {
         let placeholders: Vec<Option<wgpu::Buffer>> = bound
             .iter()
             .enumerate()
-            .map(|(slot, (_, _, bytes))| (*bytes == 0).then(|| self.placeholder(slot)))
+            .map(|(slot, (_, _, bytes, _))| (*bytes == 0).then(|| self.placeholder(slot)))
             .collect();
-        for (slot, ((_, buffer, bytes), placeholder)) in bound.iter().zip(&placeholders).enumerate()
+        for (slot, ((_, buffer, bytes, offset), placeholder)) in
+            bound.iter().zip(&placeholders).enumerate()
         {
             entries.push(wgpu::BindGroupEntry {
                 binding: slot as u32 + 1,
@@ -457,7 +512,7 @@ impl GpuBackend {
                     Some(p) => p.as_entire_binding(),
                     None => wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                         buffer,
-                        offset: 0,
+                        offset: *offset,
                         size: std::num::NonZeroU64::new(*bytes),
                     }),
                 },

@@ -25,9 +25,10 @@ pub struct DraftBuffers<'a> {
     /// `[B, T]` u32 with `COPY_SRC` (it is kept with the tape), or `None`.
     pub mask: Option<&'a wgpu::Buffer>,
     /// The drafted conv inputs `[B, T, C]` when the rollback keeps a conv window (`None`
-    /// otherwise): a buffer of yours with `COPY_SRC`, copied into the rollback's at the
-    /// draft, or the rollback's own buffer ([`GpuRollback::conv_inputs_buffer`]'s), into
-    /// whose range for this layer you wrote them: then nothing is copied.
+    /// otherwise): a buffer of yours with `STORAGE`, copied into the rollback's by a
+    /// dispatch in the draft's pass, or the rollback's own buffer
+    /// ([`GpuRollback::conv_inputs_buffer`]'s), into whose range for this layer you wrote
+    /// them: then nothing is copied.
     pub conv_x: Option<&'a wgpu::Buffer>,
 }
 
@@ -43,7 +44,7 @@ struct Layer {
     /// an engine drafts from the same activation buffers every step, so after the first
     /// step of each state slot a draft or a commit is encoded without validation,
     /// bind-group creation or any allocation.
-    drafts_prepared: Vec<(Vec<wgpu::Buffer>, Prepared)>,
+    drafts_prepared: Vec<(Vec<wgpu::Buffer>, DraftDispatches)>,
     commits_prepared: Vec<(Vec<wgpu::Buffer>, Prepared)>,
 }
 
@@ -74,22 +75,37 @@ impl ResidentConv {
     }
 }
 
-/// One layer's draft, validated: its record dispatch, the (source, kept copy) pair of
-/// the mask and the conv inputs' buffer with the range they are kept at.
-struct LayerDraft {
+/// One layer's draft dispatches: record and, when the conv inputs are the caller's, the
+/// copy that keeps them.
+#[derive(Clone)]
+struct DraftDispatches {
     record: Prepared,
+    conv_copy: Option<Prepared>,
+}
+
+/// One layer's draft, validated: its dispatches and the (source, kept copy) pair of the
+/// mask.
+struct LayerDraft {
+    dispatches: DraftDispatches,
     mask: Option<(wgpu::Buffer, wgpu::Buffer)>,
-    conv_x: Option<(wgpu::Buffer, std::ops::Range<u64>)>,
 }
 
 /// A buffer the draft copies into the tape: `COPY_SRC` and at least `need` bytes.
 fn check_copied(op: &'static str, arg: &'static str, b: &wgpu::Buffer, need: u64) -> Result<()> {
-    if !b.usage().contains(U::COPY_SRC) {
-        return Err(Error::BufferUsage {
-            op,
-            arg,
-            missing: "COPY_SRC",
-        });
+    check_input(op, arg, b, U::COPY_SRC, "COPY_SRC", need)
+}
+
+/// A buffer the draft reads: `usage` (named `missing` if absent) and `need` bytes.
+fn check_input(
+    op: &'static str,
+    arg: &'static str,
+    b: &wgpu::Buffer,
+    usage: U,
+    missing: &'static str,
+    need: u64,
+) -> Result<()> {
+    if !b.usage().contains(usage) {
+        return Err(Error::BufferUsage { op, arg, missing });
     }
     if b.size() < need {
         return Err(Error::BufferSize {
@@ -326,7 +342,10 @@ impl GpuRollback {
                 timestamp_writes: None,
             });
             for (_, d) in drafts {
-                d.record.encode_in(&mut pass);
+                d.dispatches.record.encode_in(&mut pass);
+                if let Some(copy) = &d.dispatches.conv_copy {
+                    copy.encode_in(&mut pass);
+                }
             }
         }
         let bytes = self.shape.mask_len() as u64 * 4;
@@ -334,15 +353,12 @@ impl GpuRollback {
             if let (Some((mask, keep)), true) = (&d.mask, bytes > 0) {
                 encoder.copy_buffer_to_buffer(mask, 0, keep, 0, bytes);
             }
-            if let (Some((x, range)), Some(conv)) = (&d.conv_x, &self.conv) {
-                encoder.copy_buffer_to_buffer(x, 0, &conv.x, range.start, range.end - range.start);
-            }
             self.layers[*layer].tape_mask = d.mask.as_ref().map(|(_, keep)| keep.clone());
             self.drafts.open(*layer);
         }
     }
 
-    /// Validate one layer's draft and build (or find) its record dispatch.
+    /// Validate one layer's draft and build (or find) its dispatches.
     fn prepare_draft(&mut self, layer: usize, b: &DraftBuffers<'_>) -> Result<LayerDraft> {
         const OP: &str = "draft";
         let (shape, layout, dtypes) = (self.shape, self.layout, self.dtypes);
@@ -350,14 +366,22 @@ impl GpuRollback {
         if let Some(m) = b.mask {
             check_copied(OP, "mask", m, shape.mask_len() as u64 * 4)?;
         }
-        let conv_x = match (&self.conv, b.conv_x) {
+        // (source, the rollback's buffer, where in it) of a copy of the conv inputs.
+        let conv_copy = match (&self.conv, b.conv_x) {
             (None, None) => None,
             // Already where the commit reads it.
             (Some(c), Some(x)) if *x == c.x => None,
             (Some(c), Some(x)) => {
                 let range = c.x_range(dtypes.act, layer);
-                check_copied(OP, "conv_x", x, range.end - range.start)?;
-                Some((x.clone(), range))
+                check_input(
+                    OP,
+                    "conv_x",
+                    x,
+                    U::STORAGE,
+                    "STORAGE",
+                    range.end - range.start,
+                )?;
+                Some((x, c.x.clone(), range))
             }
             (None, Some(_)) => {
                 return Err(Error::Unsupported {
@@ -390,10 +414,11 @@ impl GpuRollback {
         let key: Vec<wgpu::Buffer> = [b.q, b.k, b.v, b.g, b.beta, b.y, l.states.committed()]
             .into_iter()
             .chain(b.mask)
+            .chain(conv_copy.as_ref().map(|(x, ..)| *x))
             .cloned()
             .collect();
         let (states, delta, tape_k, tape_g) = (&l.states, &l.delta, &l.tape_k, &l.tape_g);
-        let record = cached(&mut l.drafts_prepared, key, || {
+        let dispatches = cached(&mut l.drafts_prepared, key, || {
             let record = RecordBuffers {
                 q: b.q,
                 k: b.k,
@@ -408,13 +433,19 @@ impl GpuRollback {
                 tape_k_grouped: Some(tape_k),
                 tape_g: Some(tape_g),
             };
-            gpu.prepare_record(&shape, layout, dtypes, &record)
+            let conv_copy = match &conv_copy {
+                None => None,
+                Some((x, kept, range)) => {
+                    let words = ((range.end - range.start) / 4) as usize;
+                    Some(gpu.prepare_copy_into(words, x, kept, range.start)?)
+                }
+            };
+            Ok(DraftDispatches {
+                record: gpu.prepare_record(&shape, layout, dtypes, &record)?,
+                conv_copy,
+            })
         })?;
-        Ok(LayerDraft {
-            record,
-            mask,
-            conv_x,
-        })
+        Ok(LayerDraft { dispatches, mask })
     }
 
     /// Encode the commit of every layer: `accepted[b]` steps of sequence b's draft
