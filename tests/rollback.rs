@@ -453,14 +453,24 @@ fn conv_reference(c: &ConvShape, window: &[f32], x: &[f32], accepted: &[u32]) ->
 
 /// GpuRollback's conv inputs written straight into its own buffer
 /// (`conv_inputs_buffer`, no copy at the draft) and given as the caller's buffer (copied)
-/// give the same windows: the direct reference's, for three layers.
+/// give the same windows: the direct reference's, for three layers; small inputs are
+/// copied by a transfer, inputs of `CONV_COPY_DISPATCH_FROM` bytes and more by a
+/// dispatch (repeat's kernel).
 #[test]
 fn gpu_conv_inputs_in_place_or_copied() {
-    use deltatape::gpu::{DraftBuffers, GpuRollback};
+    use deltatape::gpu::CONV_COPY_DISPATCH_FROM;
     let Some(g) = gpu() else { return };
-    let shape = GdnShape::new(2, 3, 1, 2, 8, 4).unwrap();
+    conv_inputs_case(&g, 3, 7, false);
+    let channels = CONV_COPY_DISPATCH_FROM as usize / (2 * 4 * 4);
+    let g = gpu().unwrap(); // a backend of its own: its compiled kernels say which copy ran
+    conv_inputs_case(&g, 4, channels, true);
+}
+
+fn conv_inputs_case(g: &deltatape::gpu::GpuBackend, steps: usize, channels: usize, dispatch: bool) {
+    use deltatape::gpu::{DraftBuffers, GpuRollback, Op};
+    let shape = GdnShape::new(2, steps, 1, 2, 8, 4).unwrap();
     let conv = ConvConfig {
-        channels: 7,
+        channels,
         kernel: 4,
     };
     let c = conv.shape(&shape).unwrap();
@@ -490,7 +500,7 @@ fn gpu_conv_inputs_in_place_or_copied() {
     let accepted = [2u32, 3];
     for in_place in [false, true] {
         let mut rb = GpuRollback::with_options(
-            &g,
+            g,
             shape,
             layers,
             GqaLayout::Blocked,
@@ -546,7 +556,10 @@ fn gpu_conv_inputs_in_place_or_copied() {
                 4 * c.x_len() as u64,
                 deltatape::wgpu::BufferUsages::COPY_SRC,
             );
-            let small = bad(4, deltatape::wgpu::BufferUsages::STORAGE);
+            let small = bad(
+                4,
+                deltatape::wgpu::BufferUsages::STORAGE | deltatape::wgpu::BufferUsages::COPY_SRC,
+            );
             for (x, what) in [(&no_storage, "usage"), (&small, "size")] {
                 let mut wrong = drafts.clone();
                 wrong[1].conv_x = Some(x);
@@ -557,7 +570,7 @@ fn gpu_conv_inputs_in_place_or_copied() {
                         (
                             Error::BufferUsage {
                                 arg: "conv_x",
-                                missing: "STORAGE",
+                                missing: "STORAGE | COPY_SRC",
                                 ..
                             },
                             "usage"
@@ -578,6 +591,11 @@ fn gpu_conv_inputs_in_place_or_copied() {
             );
         }
     }
+    let copied_by_a_dispatch = g.compiled_kernels().iter().any(|k| k.op == Op::Repeat);
+    assert_eq!(
+        copied_by_a_dispatch, dispatch,
+        "{shape:?} with {channels} channels"
+    );
 }
 
 /// With a conv configured, every commit (host counts, device counts with one above T

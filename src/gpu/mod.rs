@@ -30,7 +30,7 @@ pub use kernel::{
     WORKGROUP_MEMORY_BUDGET,
 };
 pub use options::{GpuOptions, ShapeClass};
-pub use rollback::{DraftBuffers, GpuRollback};
+pub use rollback::{DraftBuffers, GpuRollback, CONV_COPY_DISPATCH_FROM};
 pub use translate::{translate, validate, Target};
 pub use wgsl::WgslError;
 

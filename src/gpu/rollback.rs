@@ -25,10 +25,10 @@ pub struct DraftBuffers<'a> {
     /// `[B, T]` u32 with `COPY_SRC` (it is kept with the tape), or `None`.
     pub mask: Option<&'a wgpu::Buffer>,
     /// The drafted conv inputs `[B, T, C]` when the rollback keeps a conv window (`None`
-    /// otherwise): a buffer of yours with `STORAGE`, copied into the rollback's by a
-    /// dispatch in the draft's pass, or the rollback's own buffer
-    /// ([`GpuRollback::conv_inputs_buffer`]'s), into whose range for this layer you wrote
-    /// them: then nothing is copied.
+    /// otherwise): a buffer of yours with `STORAGE | COPY_SRC`, copied into the
+    /// rollback's at the draft (see [`CONV_COPY_DISPATCH_FROM`]), or the rollback's own
+    /// buffer ([`GpuRollback::conv_inputs_buffer`]'s), into whose range for this layer
+    /// you wrote them: then nothing is copied.
     pub conv_x: Option<&'a wgpu::Buffer>,
 }
 
@@ -75,19 +75,29 @@ impl ResidentConv {
     }
 }
 
-/// One layer's draft dispatches: record and, when the conv inputs are the caller's, the
-/// copy that keeps them.
+/// A layer's conv inputs of at least this many bytes are kept by a copy dispatch in the
+/// draft's pass; smaller ones by `copy_buffer_to_buffer` after it. Measured on the H200
+/// (`benches/results/h200-2026-11-30-conv-copy-ab.txt`): `copy_buffer_to_buffer` moved
+/// about 400 GB/s, so a 32 MiB copy (B = 64, T = 16) cost about 80 us; at 1 MiB and below
+/// the dispatch, its barrier in the pass included, cost more than the transfer (a round
+/// at B = 1, T = 8: 575 against 491 us).
+pub const CONV_COPY_DISPATCH_FROM: u64 = 2 << 20;
+
+/// One layer's draft dispatches: record and, when the conv inputs are the caller's and
+/// large, the copy that keeps them.
 #[derive(Clone)]
 struct DraftDispatches {
     record: Prepared,
     conv_copy: Option<Prepared>,
 }
 
-/// One layer's draft, validated: its dispatches and the (source, kept copy) pair of the
-/// mask.
+/// One layer's draft, validated: its dispatches, the (source, kept copy) pair of the
+/// mask and, for small conv inputs, the (source, rollback's buffer, range) of their
+/// transfer.
 struct LayerDraft {
     dispatches: DraftDispatches,
     mask: Option<(wgpu::Buffer, wgpu::Buffer)>,
+    conv_transfer: Option<(wgpu::Buffer, wgpu::Buffer, std::ops::Range<u64>)>,
 }
 
 /// A buffer the draft copies into the tape: `COPY_SRC` and at least `need` bytes.
@@ -353,6 +363,9 @@ impl GpuRollback {
             if let (Some((mask, keep)), true) = (&d.mask, bytes > 0) {
                 encoder.copy_buffer_to_buffer(mask, 0, keep, 0, bytes);
             }
+            if let Some((x, kept, range)) = &d.conv_transfer {
+                encoder.copy_buffer_to_buffer(x, 0, kept, range.start, range.end - range.start);
+            }
             self.layers[*layer].tape_mask = d.mask.as_ref().map(|(_, keep)| keep.clone());
             self.drafts.open(*layer);
         }
@@ -377,8 +390,8 @@ impl GpuRollback {
                     OP,
                     "conv_x",
                     x,
-                    U::STORAGE,
-                    "STORAGE",
+                    U::STORAGE | U::COPY_SRC,
+                    "STORAGE | COPY_SRC",
                     range.end - range.start,
                 )?;
                 Some((x, c.x.clone(), range))
@@ -411,6 +424,12 @@ impl GpuRollback {
         };
         let gpu = self.gpu.clone();
         let l = &mut self.layers[layer];
+        let (conv_copy, conv_transfer) = match conv_copy {
+            Some((x, kept, range)) if range.end - range.start < CONV_COPY_DISPATCH_FROM => {
+                (None, Some((x.clone(), kept, range)))
+            }
+            copy => (copy, None),
+        };
         let key: Vec<wgpu::Buffer> = [b.q, b.k, b.v, b.g, b.beta, b.y, l.states.committed()]
             .into_iter()
             .chain(b.mask)
@@ -445,7 +464,11 @@ impl GpuRollback {
                 conv_copy,
             })
         })?;
-        Ok(LayerDraft { dispatches, mask })
+        Ok(LayerDraft {
+            dispatches,
+            mask,
+            conv_transfer,
+        })
     }
 
     /// Encode the commit of every layer: `accepted[b]` steps of sequence b's draft
