@@ -441,14 +441,24 @@ impl ConvShape {
     pub fn x_len(&self) -> usize {
         (self.layers - 1) * self.x_layer_stride() + self.layer_x_len()
     }
-    /// Start of layer `l`'s `window[b, c, :]` (`j = 0` the oldest value).
+    /// Start of `window[b, c, :]` (`j = 0` the oldest value) of the first layer.
     #[inline(always)]
-    pub fn window_row(&self, l: usize, b: usize, c: usize) -> usize {
+    pub fn window_row(&self, b: usize, c: usize) -> usize {
+        self.window_row_in_layer(0, b, c)
+    }
+    /// Index of `x[b, t, c]` of the first layer.
+    #[inline(always)]
+    pub fn x_index(&self, b: usize, t: usize, c: usize) -> usize {
+        self.x_index_in_layer(0, b, t, c)
+    }
+    /// Start of layer `l`'s `window[b, c, :]`.
+    #[inline(always)]
+    pub fn window_row_in_layer(&self, l: usize, b: usize, c: usize) -> usize {
         l * self.window_layer_stride() + (b * self.channels + c) * self.window_width()
     }
     /// Index of layer `l`'s `x[b, t, c]`.
     #[inline(always)]
-    pub fn x_index(&self, l: usize, b: usize, t: usize, c: usize) -> usize {
+    pub fn x_index_in_layer(&self, l: usize, b: usize, t: usize, c: usize) -> usize {
         l * self.x_layer_stride() + (b * self.steps + t) * self.channels + c
     }
 
@@ -556,15 +566,18 @@ mod tests {
     fn conv_shape_checks_its_dims() {
         let s = ConvShape::new(2, 3, 5, 4).unwrap();
         assert_eq!((s.window_len(), s.x_len(), s.batch()), (30, 30, 2));
-        assert_eq!(s.window_row(0, 1, 4) + s.window_width(), s.window_len());
-        assert_eq!(s.x_index(0, 1, 2, 4) + 1, s.x_len());
+        assert_eq!(s.window_row(1, 4) + s.window_width(), s.window_len());
+        assert_eq!(s.x_index(1, 2, 4) + 1, s.x_len());
         // Layers: each starts on CONV_LAYER_ALIGN elements, the last one ends the buffer.
         let l = s.with_layers(3).unwrap();
         assert_eq!(l.layers(), 3);
         assert_eq!((l.window_layer_stride(), l.x_layer_stride()), (128, 128));
-        assert_eq!(l.window_row(2, 1, 4) + l.window_width(), l.window_len());
+        assert_eq!(
+            l.window_row_in_layer(2, 1, 4) + l.window_width(),
+            l.window_len()
+        );
         assert_eq!(l.window_len(), 2 * 128 + 30);
-        assert_eq!(l.x_index(2, 1, 2, 4) + 1, l.x_len());
+        assert_eq!(l.x_index_in_layer(2, 1, 2, 4) + 1, l.x_len());
         assert!(matches!(
             s.with_layers(0),
             Err(Error::ZeroDim { arg: "layers", .. })

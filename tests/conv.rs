@@ -156,7 +156,7 @@ fn commits_compose() {
         for t in 0..3 {
             for ch in 0..3 {
                 let from = (first[b] as usize + t).min(5);
-                x3[shape3.x_index(0, b, t, ch)] = c.x[c.shape.x_index(0, b, from, ch)];
+                x3[shape3.x_index(b, t, ch)] = c.x[c.shape.x_index(b, from, ch)];
             }
         }
     }
@@ -212,7 +212,10 @@ fn layers_commit_at_once<E: Element>(gpu: Option<&Backend>) -> usize {
             .map(|l| case::<E>(dims, 400 + i as u64 * 3 + l))
             .collect();
         for (l, c) in layers.iter().enumerate() {
-            let (w0, x0) = (all.window_row(l, 0, 0), all.x_index(l, 0, 0, 0));
+            let (w0, x0) = (
+                all.window_row_in_layer(l, 0, 0),
+                all.x_index_in_layer(l, 0, 0, 0),
+            );
             window[w0..w0 + one.window_len()].copy_from_slice(&c.window);
             x[x0..x0 + one.x_len()].copy_from_slice(&c.x);
         }
@@ -220,7 +223,7 @@ fn layers_commit_at_once<E: Element>(gpu: Option<&Backend>) -> usize {
             let what = format!("{:?} {dims:?} x 3 layers accepted={acc:?}", E::DTYPE);
             let want = cpu().conv_commit(&all, &window, &x, &acc).unwrap();
             for (l, c) in layers.iter().enumerate() {
-                let w0 = all.window_row(l, 0, 0);
+                let w0 = all.window_row_in_layer(l, 0, 0);
                 let layer = &want[w0..w0 + one.window_len()];
                 assert_bits(
                     &format!("{what}: layer {l}"),
@@ -230,7 +233,7 @@ fn layers_commit_at_once<E: Element>(gpu: Option<&Backend>) -> usize {
             }
             let untouched = |v: &[E]| {
                 (0..3).all(|l| {
-                    let end = all.window_row(l, 0, 0) + one.window_len();
+                    let end = all.window_row_in_layer(l, 0, 0) + one.window_len();
                     v[end..(end + 1).min(v.len())]
                         .iter()
                         .all(|p| p.to_f32() == -7.0)

@@ -443,8 +443,8 @@ fn conv_reference(c: &ConvShape, window: &[f32], x: &[f32], accepted: &[u32]) ->
     let mut out = Vec::new();
     for (b, &a) in accepted.iter().enumerate() {
         for ch in 0..c.channels() {
-            let mut seq = window[c.window_row(0, b, ch)..][..w].to_vec();
-            seq.extend((0..a as usize).map(|t| x[c.x_index(0, b, t, ch)]));
+            let mut seq = window[c.window_row(b, ch)..][..w].to_vec();
+            seq.extend((0..a as usize).map(|t| x[c.x_index(b, t, ch)]));
             out.extend_from_slice(&seq[seq.len() - w..]);
         }
     }

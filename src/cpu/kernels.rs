@@ -424,7 +424,7 @@ pub(crate) fn conv_commit<E: Element>(
     let seq_len = shape.channels() * width; // one sequence's rows
     let layer_len = shape.batch() * seq_len;
     for l in 0..shape.layers() {
-        let start = shape.window_row(l, 0, 0);
+        let start = shape.window_row_in_layer(l, 0, 0);
         let layer = &mut window[start..start + layer_len];
         par_tasks(threads, layer, seq_len, layer_len, |seqs, out| {
             for (b, rows) in seqs.zip(out.chunks_mut(seq_len)) {
@@ -435,7 +435,7 @@ pub(crate) fn conv_commit<E: Element>(
                 for (c, row) in rows.chunks_exact_mut(width).enumerate() {
                     row.copy_within(width - kept.., 0);
                     for (j, v) in row.iter_mut().enumerate().skip(kept) {
-                        *v = x[shape.x_index(l, b, a + j - width, c)];
+                        *v = x[shape.x_index_in_layer(l, b, a + j - width, c)];
                     }
                 }
             }

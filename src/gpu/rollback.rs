@@ -651,7 +651,7 @@ impl GpuRollback {
         let all: Vec<E> = self
             .gpu
             .read_buffer(OP, &conv.window, conv.all.window_len())?;
-        let start = conv.all.window_row(layer, 0, 0);
+        let start = conv.all.window_row_in_layer(layer, 0, 0);
         Ok(all[start..start + conv.layer.window_len()].to_vec())
     }
 

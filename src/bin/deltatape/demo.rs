@@ -408,9 +408,9 @@ fn conv_reference<A: Element>(c: &ConvShape, window: &[A], x: &[A], accepted: &[
     let mut out = Vec::with_capacity(window.len());
     for (b, &a) in accepted.iter().enumerate() {
         for ch in 0..c.channels() {
-            let row = c.window_row(0, b, ch);
+            let row = c.window_row(b, ch);
             let mut seq: Vec<A> = window[row..row + w].to_vec();
-            seq.extend((0..a as usize).map(|t| x[c.x_index(0, b, t, ch)]));
+            seq.extend((0..a as usize).map(|t| x[c.x_index(b, t, ch)]));
             out.extend_from_slice(&seq[seq.len() - w..]);
         }
     }
