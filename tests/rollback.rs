@@ -542,7 +542,7 @@ fn conv_inputs_case(g: &deltatape::gpu::GpuBackend, steps: usize, channels: usiz
             .collect();
         let mut encoder = g.encoder();
         if !in_place {
-            // The copy reads the caller's buffer in a dispatch: STORAGE, and big enough.
+            // The copy reads the caller's buffer: it must be readable, and big enough.
             let bad = |size: u64, usage| {
                 g.device()
                     .create_buffer(&deltatape::wgpu::BufferDescriptor {
@@ -552,15 +552,16 @@ fn conv_inputs_case(g: &deltatape::gpu::GpuBackend, steps: usize, channels: usiz
                         mapped_at_creation: false,
                     })
             };
-            let no_storage = bad(
+            // Neither STORAGE (for a dispatch) nor COPY_SRC (for a transfer).
+            let unreadable = bad(
                 4 * c.x_len() as u64,
-                deltatape::wgpu::BufferUsages::COPY_SRC,
+                deltatape::wgpu::BufferUsages::COPY_DST,
             );
             let small = bad(
                 4,
                 deltatape::wgpu::BufferUsages::STORAGE | deltatape::wgpu::BufferUsages::COPY_SRC,
             );
-            for (x, what) in [(&no_storage, "usage"), (&small, "size")] {
+            for (x, what) in [(&unreadable, "usage"), (&small, "size")] {
                 let mut wrong = drafts.clone();
                 wrong[1].conv_x = Some(x);
                 let err = rb.encode_drafts(&mut encoder, &wrong).unwrap_err();
@@ -570,7 +571,7 @@ fn conv_inputs_case(g: &deltatape::gpu::GpuBackend, steps: usize, channels: usiz
                         (
                             Error::BufferUsage {
                                 arg: "conv_x",
-                                missing: "STORAGE | COPY_SRC",
+                                missing: "COPY_SRC",
                                 ..
                             },
                             "usage"

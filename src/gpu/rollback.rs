@@ -25,10 +25,11 @@ pub struct DraftBuffers<'a> {
     /// `[B, T]` u32 with `COPY_SRC` (it is kept with the tape), or `None`.
     pub mask: Option<&'a wgpu::Buffer>,
     /// The drafted conv inputs `[B, T, C]` when the rollback keeps a conv window (`None`
-    /// otherwise): a buffer of yours with `STORAGE | COPY_SRC`, copied into the
-    /// rollback's at the draft (see [`CONV_COPY_DISPATCH_FROM`]), or the rollback's own
-    /// buffer ([`GpuRollback::conv_inputs_buffer`]'s), into whose range for this layer
-    /// you wrote them: then nothing is copied.
+    /// otherwise): a buffer of yours with `COPY_SRC`, copied into the rollback's at the
+    /// draft (by a dispatch when it also has `STORAGE` and is large, see
+    /// [`CONV_COPY_DISPATCH_FROM`]), or the rollback's own buffer
+    /// ([`GpuRollback::conv_inputs_buffer`]'s), into whose range for this layer you
+    /// wrote them: then nothing is copied.
     pub conv_x: Option<&'a wgpu::Buffer>,
 }
 
@@ -75,8 +76,9 @@ impl ResidentConv {
     }
 }
 
-/// A layer's conv inputs of at least this many bytes are kept by a copy dispatch in the
-/// draft's pass; smaller ones by `copy_buffer_to_buffer` after it. Measured on the H200
+/// A layer's conv inputs of at least this many bytes (in a buffer with `STORAGE`) are
+/// kept by a copy dispatch in the draft's pass; smaller ones by `copy_buffer_to_buffer`
+/// after it. Measured on the H200
 /// (`benches/results/h200-2026-11-30-conv-copy-ab.txt`): `copy_buffer_to_buffer` moved
 /// about 400 GB/s, so a 32 MiB copy (B = 64, T = 16) cost about 80 us; at 1 MiB and below
 /// the dispatch, its barrier in the pass included, cost more than the transfer (a round
@@ -386,14 +388,13 @@ impl GpuRollback {
             (Some(c), Some(x)) if *x == c.x => None,
             (Some(c), Some(x)) => {
                 let range = c.x_range(dtypes.act, layer);
-                check_input(
-                    OP,
-                    "conv_x",
-                    x,
-                    U::STORAGE | U::COPY_SRC,
-                    "STORAGE | COPY_SRC",
-                    range.end - range.start,
-                )?;
+                let bytes = range.end - range.start;
+                // A dispatch reads STORAGE; a transfer, COPY_SRC.
+                if bytes >= CONV_COPY_DISPATCH_FROM && x.usage().contains(U::STORAGE) {
+                    check_input(OP, "conv_x", x, U::STORAGE, "STORAGE", bytes)?;
+                } else {
+                    check_copied(OP, "conv_x", x, bytes)?;
+                }
                 Some((x, c.x.clone(), range))
             }
             (None, Some(_)) => {
@@ -425,7 +426,10 @@ impl GpuRollback {
         let gpu = self.gpu.clone();
         let l = &mut self.layers[layer];
         let (conv_copy, conv_transfer) = match conv_copy {
-            Some((x, kept, range)) if range.end - range.start < CONV_COPY_DISPATCH_FROM => {
+            Some((x, kept, range))
+                if range.end - range.start < CONV_COPY_DISPATCH_FROM
+                    || !x.usage().contains(U::STORAGE) =>
+            {
                 (None, Some((x.clone(), kept, range)))
             }
             copy => (copy, None),
