@@ -162,7 +162,8 @@ fn cached<T: Clone>(
 ///
 /// A draft is one record dispatch per layer (y, the tape's delta, k and g; the drafted
 /// state only in [`RollbackMode::KeepDrafted`]); a commit is one replay dispatch per
-/// layer and, with a conv, one conv_commit for every layer's window, in one compute pass. Accepted counts may come from a GPU buffer
+/// layer and, with a conv, one conv_commit for every layer's window, in one compute
+/// pass. Accepted counts may come from a GPU buffer
 /// ([`GpuRollback::encode_commit_from_buffer`]): counts above T are clamped and flagged
 /// in [`GpuRollback::status_buffer`].
 pub struct GpuRollback {
@@ -381,7 +382,8 @@ impl GpuRollback {
         if let Some(m) = b.mask {
             check_copied(OP, "mask", m, shape.mask_len() as u64 * 4)?;
         }
-        // (source, the rollback's buffer, where in it) of a copy of the conv inputs.
+        // (source, the rollback's buffer, where in it, by a dispatch) of a copy of the
+        // conv inputs.
         let conv_copy = match (&self.conv, b.conv_x) {
             (None, None) => None,
             // Already where the commit reads it.
@@ -390,12 +392,14 @@ impl GpuRollback {
                 let range = c.x_range(dtypes.act, layer);
                 let bytes = range.end - range.start;
                 // A dispatch reads STORAGE; a transfer, COPY_SRC.
-                if bytes >= CONV_COPY_DISPATCH_FROM && x.usage().contains(U::STORAGE) {
+                let by_dispatch =
+                    bytes >= CONV_COPY_DISPATCH_FROM && x.usage().contains(U::STORAGE);
+                if by_dispatch {
                     check_input(OP, "conv_x", x, U::STORAGE, "STORAGE", bytes)?;
                 } else {
                     check_copied(OP, "conv_x", x, bytes)?;
                 }
-                Some((x, c.x.clone(), range))
+                Some((x, c.x.clone(), range, by_dispatch))
             }
             (None, Some(_)) => {
                 return Err(Error::Unsupported {
@@ -426,13 +430,9 @@ impl GpuRollback {
         let gpu = self.gpu.clone();
         let l = &mut self.layers[layer];
         let (conv_copy, conv_transfer) = match conv_copy {
-            Some((x, kept, range))
-                if range.end - range.start < CONV_COPY_DISPATCH_FROM
-                    || !x.usage().contains(U::STORAGE) =>
-            {
-                (None, Some((x.clone(), kept, range)))
-            }
-            copy => (copy, None),
+            Some((x, kept, range, true)) => (Some((x, kept, range)), None),
+            Some((x, kept, range, false)) => (None, Some((x.clone(), kept, range))),
+            None => (None, None),
         };
         let key: Vec<wgpu::Buffer> = [b.q, b.k, b.v, b.g, b.beta, b.y, l.states.committed()]
             .into_iter()
