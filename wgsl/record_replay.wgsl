@@ -28,7 +28,8 @@
 #requires load_mask
 #endif
 #if RECORD
-#requires load_k, load_q, load1_v, load1_g, load1_beta, load_state_in
+#requires raw_k, unpack_k, raw_q, unpack_q, raw1_v, unpack1_v, raw1_g, unpack1_g, load1_g
+#requires raw1_beta, unpack1_beta, load_state_in
 #requires row_sum3, emit_row, qk_row, key_head, first_value_head
 #if HAS_STATE_OUT
 #requires store_state_out
@@ -44,11 +45,12 @@
 #endif
 #endif
 #else
-#requires load1_tape_delta, load1_tape_g, load_accepted, store_state_out
+#requires raw1_tape_delta, unpack1_tape_delta, raw1_tape_g, unpack1_tape_g, load_accepted
+#requires store_state_out
 #if HAS_TAPE_K_GROUPED
-#requires load_tape_k_grouped, qk_row, key_head
+#requires raw_tape_k_grouped, unpack_tape_k_grouped, qk_row, key_head
 #else
-#requires load_tape_k, tape_k_row
+#requires raw_tape_k, unpack_tape_k, tape_k_row
 #endif
 #if HAS_SNAPSHOT
 #requires load_snapshot
@@ -112,29 +114,37 @@ var<workgroup> gate_stage: array<vec2<f32>, CHUNK>; // g, live
 var<workgroup> steps_shared: u32;
 #endif
 
-// One invocation's share of the next chunk, on its way from global to workgroup memory
-// (private: registers, once the loops over j are unrolled).
-var<private> next_k: array<vec4<f32>, KQ_ITEMS>;
+// One invocation's share of the next chunk, on its way from global to workgroup memory:
+// the loads as stored (`raw_*`), converted only when staged, so that nothing waits for
+// them before the current chunk is computed (a GPU issues in order: the first
+// instruction that uses a loaded register stalls until the load lands).
 #if RECORD
-var<private> next_q: array<vec4<f32>, KQ_ITEMS>;
-#endif
-var<private> next_row: array<f32, V_ITEMS>;
-#if RECORD
-var<private> next_gate: vec4<f32>;
+alias KRaw = k_raw;
 #else
-var<private> next_gate: vec2<f32>;
+#if HAS_TAPE_K_GROUPED
+alias KRaw = tape_k_grouped_raw;
+#else
+alias KRaw = tape_k_raw;
+#endif
+#endif
+var<private> next_k: array<KRaw, KQ_ITEMS>;
+#if RECORD
+var<private> next_q: array<q_raw, KQ_ITEMS>;
+var<private> next_row: array<v_raw1, V_ITEMS>;
+var<private> next_g: g_raw1;
+var<private> next_beta: beta_raw1;
+#else
+var<private> next_row: array<tape_delta_raw1, V_ITEMS>;
+var<private> next_g: tape_g_raw1;
+#endif
+#if HAS_MASK
+var<private> next_live: u32;
 #endif
 
-// Issue the global loads of the chunk of steps t0 .. t0 + CHUNK (t0 < steps). Record
-// also writes the tape's copies of k and g: k by the first row block of the first value
-// head each key head serves, g by the first row block of each head, so every element
-// has one writer.
+// Issue the global loads of the chunk of steps t0 .. t0 + CHUNK (t0 < steps).
 #if RECORD
 fn fetch_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li: u32) {
     let n = min(CHUNK, d.steps - t0);
-#if HAS_TAPE_K_GROUPED
-    let k_writer = row_base == 0u && hv == first_value_head(params.gqa_layout, hk, d.key_heads, d.value_heads);
-#endif
 #else
 fn fetch_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, steps: u32, li: u32) {
     let n = min(CHUNK, steps - t0);
@@ -145,18 +155,13 @@ fn fetch_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, ste
         if i / STAGED < n {
 #if RECORD
             let kq = qk_row(d, b, t0 + i / STAGED, hk);
-            next_k[j] = load_k(kq, (i % STAGED) * 4u, d.key_dim);
-            next_q[j] = load_q(kq, (i % STAGED) * 4u, d.key_dim);
-#if HAS_TAPE_K_GROUPED
-            if k_writer {
-                store_tape_k_grouped(kq, (i % STAGED) * 4u, d.key_dim, next_k[j]);
-            }
-#endif
+            next_k[j] = raw_k(kq, (i % STAGED) * 4u, d.key_dim);
+            next_q[j] = raw_q(kq, (i % STAGED) * 4u, d.key_dim);
 #else
 #if HAS_TAPE_K_GROUPED
-            next_k[j] = load_tape_k_grouped(qk_row(d, b, t0 + i / STAGED, hk), (i % STAGED) * 4u, d.key_dim);
+            next_k[j] = raw_tape_k_grouped(qk_row(d, b, t0 + i / STAGED, hk), (i % STAGED) * 4u, d.key_dim);
 #else
-            next_k[j] = load_tape_k(tape_k_row(d, b, t0 + i / STAGED, hv), (i % STAGED) * 4u, d.key_dim);
+            next_k[j] = raw_tape_k(tape_k_row(d, b, t0 + i / STAGED, hv), (i % STAGED) * 4u, d.key_dim);
 #endif
 #endif
         }
@@ -167,27 +172,88 @@ fn fetch_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, ste
         if i / ROWS < n {
             let dv = min(row_base + i % ROWS, d.value_dim - 1u);
 #if RECORD
-            next_row[j] = load1_v(v_index(d, b, t0 + i / ROWS, hv, dv));
+            next_row[j] = raw1_v(v_index(d, b, t0 + i / ROWS, hv, dv));
 #else
-            next_row[j] = load1_tape_delta(v_index(d, b, t0 + i / ROWS, hv, dv));
+            next_row[j] = raw1_tape_delta(v_index(d, b, t0 + i / ROWS, hv, dv));
 #endif
         }
     }
     if li < n {
-#if RECORD
         let gi = gate_index(d, b, t0 + li, hv);
+#if RECORD
+        next_g = raw1_g(gi);
+        next_beta = raw1_beta(gi);
+#else
+        next_g = raw1_tape_g(gi);
 #endif
+#if HAS_MASK
+        next_live = load_mask(mask_index(d, b, t0 + li));
+#endif
+    }
+}
+
+// Convert the fetched chunk t0 .. t0 + CHUNK into workgroup memory. Record also writes
+// the tape's copies of k and g: k by the first row block of the first value head each
+// key head serves, g by the first row block of each head, so every element has one
+// writer. Slots past the draft's last step hold stale values nobody reads.
+#if RECORD
+fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li: u32) {
+    let n = min(CHUNK, d.steps - t0);
+#if HAS_TAPE_K_GROUPED
+    let k_writer = row_base == 0u && hv == first_value_head(params.gqa_layout, hk, d.key_heads, d.value_heads);
+#endif
+#else
+fn stage_chunk(d: GdnDims, b: u32, hv: u32, row_base: u32, t0: u32, li: u32) {
+#endif
+    #unroll
+    for (var j = 0u; j < KQ_ITEMS; j++) {
+        let i = li + j * WG_SIZE;
+        if i < CHUNK * STAGED {
+            let col = (i % STAGED) * 4u;
+#if RECORD
+            let kk = unpack_k(next_k[j], col, d.key_dim);
+            k_stage[i] = kk;
+            q_stage[i] = unpack_q(next_q[j], col, d.key_dim);
+#if HAS_TAPE_K_GROUPED
+            if k_writer && i / STAGED < n {
+                store_tape_k_grouped(qk_row(d, b, t0 + i / STAGED, hk), col, d.key_dim, kk);
+            }
+#endif
+#else
+#if HAS_TAPE_K_GROUPED
+            k_stage[i] = unpack_tape_k_grouped(next_k[j], col, d.key_dim);
+#else
+            k_stage[i] = unpack_tape_k(next_k[j], col, d.key_dim);
+#endif
+#endif
+        }
+    }
+    #unroll
+    for (var j = 0u; j < V_ITEMS; j++) {
+        let i = li + j * WG_SIZE;
+        if i < CHUNK * ROWS {
+            // The element index only picks the half of a bf16 word.
+            let vi = v_index(d, b, t0 + i / ROWS, hv, min(row_base + i % ROWS, d.value_dim - 1u));
+#if RECORD
+            row_stage[i] = unpack1_v(next_row[j], vi);
+#else
+            row_stage[i] = unpack1_tape_delta(next_row[j], vi);
+#endif
+        }
+    }
+    if li < CHUNK {
+        let gi = gate_index(d, b, t0 + li, hv);
         // Unmasked kernels have no mask binding: every step is live.
 #if HAS_MASK
-        let live = load_mask(mask_index(d, b, t0 + li)) != 0u;
+        let live = next_live != 0u;
 #else
         let live = true;
 #endif
 #if RECORD
-        next_gate = vec4<f32>(select(1.0, load1_g(gi), live), load1_beta(gi), select(0.0, 1.0, live), 0.0);
+        let g = unpack1_g(next_g, gi);
+        gate_stage[li] = vec4<f32>(select(1.0, g, live), unpack1_beta(next_beta, gi), select(0.0, 1.0, live), 0.0);
 #if HAS_TAPE_G
-        let g = load1_g(gi);
-        if row_base == 0u {
+        if row_base == 0u && li < n {
 #if GATE_BF16
             // A bf16 word holds two gates, maybe of two heads: its even element's
             // writer writes both halves (the odd one read from g, which nobody writes).
@@ -200,31 +266,8 @@ fn fetch_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, ste
         }
 #endif
 #else
-        next_gate = vec2<f32>(load1_tape_g(gate_index(d, b, t0 + li, hv)), select(0.0, 1.0, live));
+        gate_stage[li] = vec2<f32>(select(1.0, unpack1_tape_g(next_g, gi), live), select(0.0, 1.0, live));
 #endif
-    }
-}
-
-fn stage_chunk(li: u32) {
-    #unroll
-    for (var j = 0u; j < KQ_ITEMS; j++) {
-        let i = li + j * WG_SIZE;
-        if i < CHUNK * STAGED {
-            k_stage[i] = next_k[j];
-#if RECORD
-            q_stage[i] = next_q[j];
-#endif
-        }
-    }
-    #unroll
-    for (var j = 0u; j < V_ITEMS; j++) {
-        let i = li + j * WG_SIZE;
-        if i < CHUNK * ROWS {
-            row_stage[i] = next_row[j];
-        }
-    }
-    if li < CHUNK {
-        gate_stage[li] = next_gate;
     }
 }
 
@@ -272,7 +315,7 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
     fetch_chunk(d, b, hv, hk, row_base, 0u, li);
     for (var t0 = 0u; t0 < d.steps; t0 += CHUNK) {
         workgroupBarrier(); // the previous chunk has been read
-        stage_chunk(li);
+        stage_chunk(d, b, hv, hk, row_base, t0, li);
         workgroupBarrier();
         if t0 + CHUNK < d.steps {
             fetch_chunk(d, b, hv, hk, row_base, t0 + CHUNK, li);
@@ -332,7 +375,7 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
     fetch_chunk(d, b, hv, hk, row_base, 0u, steps, li);
     for (var t0 = 0u; t0 < steps; t0 += CHUNK) {
         workgroupBarrier(); // the previous chunk has been read
-        stage_chunk(li);
+        stage_chunk(d, b, hv, row_base, t0, li);
         workgroupBarrier();
         if t0 + CHUNK < steps {
             fetch_chunk(d, b, hv, hk, row_base, t0 + CHUNK, steps, li);

@@ -599,6 +599,30 @@ impl Binding {
             ),
         };
         let _ = writeln!(out, "fn load1_{n}(i: u32) -> f32 {{\n    {load1}\n}}");
+        // load1 in two halves: the load as stored (`raw1_X`) and its conversion
+        // (`unpack1_X`), so that a kernel can keep a load in flight until it uses it.
+        let (raw1_ty, raw1, unpack1) = match (self.dtype, vec) {
+            (DType::F32, false) => ("f32", format!("{n}_buf[i]"), "x"),
+            (DType::F16, false) => ("f16", format!("{n}_buf[i]"), "f32(x)"),
+            (DType::BF16, false) => (
+                "u32",
+                format!("{n}_buf[i >> 1u]"),
+                "select(bf16_lo(x), bf16_hi(x), (i & 1u) == 1u)",
+            ),
+            (DType::F32, true) => ("f32", format!("{n}_buf[i >> 2u][i & 3u]"), "x"),
+            (DType::F16, true) => ("f16", format!("{n}_buf[i >> 2u][i & 3u]"), "f32(x)"),
+            (DType::BF16, true) => (
+                "u32",
+                format!("{n}_buf[i >> 2u][(i >> 1u) & 1u]"),
+                "select(bf16_lo(x), bf16_hi(x), (i & 1u) == 1u)",
+            ),
+        };
+        let _ = writeln!(
+            out,
+            "alias {n}_raw1 = {raw1_ty};\n\
+             fn raw1_{n}(i: u32) -> {n}_raw1 {{\n    return {raw1};\n}}\n\
+             fn unpack1_{n}(x: {n}_raw1, i: u32) -> f32 {{\n    return {unpack1};\n}}"
+        );
         if self.kind == Walk::Rows {
             self.write_group_accessors(out, vec);
         }
@@ -648,6 +672,20 @@ impl Binding {
                  let x = {n}_buf[(base + i) >> 2u];\n    \
                  return select(vec4<f32>(0.0), {load}, i < n);\n}}"
             );
+            // load_X in two halves, as raw1_X / unpack1_X.
+            let elem = match self.dtype {
+                DType::F32 => "vec4<f32>",
+                DType::F16 => "vec4<f16>",
+                DType::BF16 => "vec2<u32>",
+            };
+            let _ = writeln!(
+                out,
+                "alias {n}_raw = {elem};\n\
+                 fn raw_{n}(base: u32, i: u32, n: u32) -> {n}_raw {{\n    \
+                 return {n}_buf[(base + i) >> 2u];\n}}\n\
+                 fn unpack_{n}(x: {n}_raw, i: u32, n: u32) -> vec4<f32> {{\n    \
+                 return select(vec4<f32>(0.0), {load}, i < n);\n}}"
+            );
             if self.access.writes() {
                 let _ = writeln!(
                     out,
@@ -664,6 +702,14 @@ impl Binding {
              for (var c = 0u; c < 4u; c++) {{\n        \
              if i + c < n {{\n            v[c] = load1_{n}(base + i + c);\n        }}\n    }}\n    \
              return v;\n}}"
+        );
+        // Elements one at a time cannot stay in flight: the raw half is the whole load.
+        let _ = writeln!(
+            out,
+            "alias {n}_raw = vec4<f32>;\n\
+             fn raw_{n}(base: u32, i: u32, n: u32) -> {n}_raw {{\n    \
+             return load_{n}(base, i, n);\n}}\n\
+             fn unpack_{n}(x: {n}_raw, i: u32, n: u32) -> vec4<f32> {{\n    return x;\n}}"
         );
         if self.access.writes() {
             let body = match self.dtype {
