@@ -94,9 +94,8 @@
 // computed and land in registers (the next_* variables), so their latency hides behind
 // the arithmetic instead of stalling every step.
 //
-// The kernels' text is what the H200 measurements in benches/results were taken on:
-// sharing the staging through WGSL functions made f32 record 5-19% slower there
-// (benches/results/h200-2026-11-30-staging-ab.txt), so the sharing is by #if only.
+// The sharing is by #if only: sharing the staging through WGSL functions made f32
+// record 5-19% slower on the H200 (benches/results/h200-2026-11-30-staging-ab.txt).
 
 @group(0) @binding(0) var<uniform> params: GdnParams;
 
