@@ -517,7 +517,9 @@ impl KernelKey {
     pub fn prelude(&self) -> (String, Vec<String>) {
         let mut src = String::new();
         for (i, b) in self.bindings().iter().enumerate() {
-            b.write_wgsl(&mut src, i as u32 + 1, self.vec4);
+            // Record and replay prefetch their steps: they load in two halves.
+            let split = matches!(self.op, Op::Record | Op::Replay);
+            b.write_wgsl(&mut src, i as u32 + 1, self.vec4, split);
         }
         let names = wgsl::defined_names(&src).into_iter().collect();
         (src, names)
@@ -550,7 +552,9 @@ pub struct Binding {
 
 impl Binding {
     /// Append the declaration and accessors of this binding.
-    fn write_wgsl(&self, out: &mut String, index: u32, vec4: bool) {
+    /// `split`: also the two halves of each load (`raw_X` / `unpack_X`, `raw1_X` /
+    /// `unpack1_X`).
+    fn write_wgsl(&self, out: &mut String, index: u32, vec4: bool, split: bool) {
         let n = self.name;
         let access = if self.access.writes() {
             "read_write"
@@ -617,14 +621,16 @@ impl Binding {
                 "select(bf16_lo(x), bf16_hi(x), (i & 1u) == 1u)",
             ),
         };
-        let _ = writeln!(
-            out,
-            "alias {n}_raw1 = {raw1_ty};\n\
-             fn raw1_{n}(i: u32) -> {n}_raw1 {{\n    return {raw1};\n}}\n\
-             fn unpack1_{n}(x: {n}_raw1, i: u32) -> f32 {{\n    return {unpack1};\n}}"
-        );
+        if split {
+            let _ = writeln!(
+                out,
+                "alias {n}_raw1 = {raw1_ty};\n\
+                 fn raw1_{n}(i: u32) -> {n}_raw1 {{\n    return {raw1};\n}}\n\
+                 fn unpack1_{n}(x: {n}_raw1, i: u32) -> f32 {{\n    return {unpack1};\n}}"
+            );
+        }
         if self.kind == Walk::Rows {
-            self.write_group_accessors(out, vec);
+            self.write_group_accessors(out, vec, split);
         }
         if self.access.writes() && self.kind == Walk::Scalars {
             // Scalars are never vec4-declared.
@@ -655,7 +661,7 @@ impl Binding {
     /// `load_X(base, i, n)` / `store_X(base, i, n, v)`: the 4 elements from `base + i`,
     /// those at `i + c >= n` reading as 0 and left unwritten. Callers keep `base + i`
     /// a multiple of 4 (of 2 for scalar bf16), so a bf16 word is written whole.
-    fn write_group_accessors(&self, out: &mut String, vec: bool) {
+    fn write_group_accessors(&self, out: &mut String, vec: bool, split: bool) {
         let n = self.name;
         if vec {
             let (load, store) = match self.dtype {
@@ -672,20 +678,22 @@ impl Binding {
                  let x = {n}_buf[(base + i) >> 2u];\n    \
                  return select(vec4<f32>(0.0), {load}, i < n);\n}}"
             );
-            // load_X in two halves, as raw1_X / unpack1_X.
-            let elem = match self.dtype {
-                DType::F32 => "vec4<f32>",
-                DType::F16 => "vec4<f16>",
-                DType::BF16 => "vec2<u32>",
-            };
-            let _ = writeln!(
-                out,
-                "alias {n}_raw = {elem};\n\
-                 fn raw_{n}(base: u32, i: u32, n: u32) -> {n}_raw {{\n    \
-                 return {n}_buf[(base + i) >> 2u];\n}}\n\
-                 fn unpack_{n}(x: {n}_raw, i: u32, n: u32) -> vec4<f32> {{\n    \
-                 return select(vec4<f32>(0.0), {load}, i < n);\n}}"
-            );
+            if split {
+                // load_X in two halves, as raw1_X / unpack1_X.
+                let elem = match self.dtype {
+                    DType::F32 => "vec4<f32>",
+                    DType::F16 => "vec4<f16>",
+                    DType::BF16 => "vec2<u32>",
+                };
+                let _ = writeln!(
+                    out,
+                    "alias {n}_raw = {elem};\n\
+                     fn raw_{n}(base: u32, i: u32, n: u32) -> {n}_raw {{\n    \
+                     return {n}_buf[(base + i) >> 2u];\n}}\n\
+                     fn unpack_{n}(x: {n}_raw, i: u32, n: u32) -> vec4<f32> {{\n    \
+                     return select(vec4<f32>(0.0), {load}, i < n);\n}}"
+                );
+            }
             if self.access.writes() {
                 let _ = writeln!(
                     out,
@@ -703,14 +711,16 @@ impl Binding {
              if i + c < n {{\n            v[c] = load1_{n}(base + i + c);\n        }}\n    }}\n    \
              return v;\n}}"
         );
-        // Elements one at a time cannot stay in flight: the raw half is the whole load.
-        let _ = writeln!(
-            out,
-            "alias {n}_raw = vec4<f32>;\n\
-             fn raw_{n}(base: u32, i: u32, n: u32) -> {n}_raw {{\n    \
-             return load_{n}(base, i, n);\n}}\n\
-             fn unpack_{n}(x: {n}_raw, i: u32, n: u32) -> vec4<f32> {{\n    return x;\n}}"
-        );
+        if split {
+            // Elements one at a time cannot stay in flight: the raw half is the load.
+            let _ = writeln!(
+                out,
+                "alias {n}_raw = vec4<f32>;\n\
+                 fn raw_{n}(base: u32, i: u32, n: u32) -> {n}_raw {{\n    \
+                 return load_{n}(base, i, n);\n}}\n\
+                 fn unpack_{n}(x: {n}_raw, i: u32, n: u32) -> vec4<f32> {{\n    return x;\n}}"
+            );
+        }
         if self.access.writes() {
             let body = match self.dtype {
                 DType::BF16 => format!(
