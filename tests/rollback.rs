@@ -592,6 +592,29 @@ fn conv_inputs_case(g: &deltatape::gpu::GpuBackend, steps: usize, channels: usiz
             );
         }
     }
+    // A layer past the last, or a rollback without a conv, is a typed error.
+    let rb = GpuRollback::with_options(
+        g,
+        shape,
+        layers,
+        GqaLayout::Blocked,
+        GdnDtypes::F32,
+        options,
+    )
+    .unwrap();
+    assert!(matches!(
+        rb.conv_inputs_buffer(layers),
+        Err(Error::IndexOutOfRange { .. })
+    ));
+    assert!(matches!(
+        rb.conv_window_buffer(layers),
+        Err(Error::IndexOutOfRange { .. })
+    ));
+    let plain = GpuRollback::new(g, shape, layers, GqaLayout::Blocked, GdnDtypes::F32).unwrap();
+    assert!(matches!(
+        plain.conv_inputs_buffer(0),
+        Err(Error::Unsupported { arg: "conv", .. })
+    ));
     let copied_by_a_dispatch = g.compiled_kernels().iter().any(|k| k.op == Op::Repeat);
     assert_eq!(
         copied_by_a_dispatch, dispatch,

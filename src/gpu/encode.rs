@@ -91,7 +91,7 @@ struct Plan<'a, Sh: 'static> {
     specs: &'static [OperandSpec<Sh>],
     buffers: Vec<Option<&'a wgpu::Buffer>>,
     /// Byte offset of each operand's binding in its buffer (0 but for the crate's own
-    /// ranges, see [`GpuBackend::prepare_copy_into`]).
+    /// ranges, see `GpuBackend::prepare_repeat_at`).
     offsets: Vec<u64>,
 }
 
@@ -289,7 +289,19 @@ impl GpuBackend {
         dtype: DType,
         buffers: &RepeatBuffers<'_>,
     ) -> Result<Prepared> {
-        const OP: &str = "repeat";
+        self.prepare_repeat_at("repeat", shape, layout, dtype, buffers, 0)
+    }
+
+    /// [`GpuBackend::prepare_repeat`] writing `dst` from byte `dst_offset` on.
+    fn prepare_repeat_at(
+        &self,
+        op: &'static str,
+        shape: &RepeatShape,
+        layout: GqaLayout,
+        dtype: DType,
+        buffers: &RepeatBuffers<'_>,
+        dst_offset: u64,
+    ) -> Result<Prepared> {
         // repeat only moves bits: 16-bit rows of even length go as 32-bit words (half
         // the invocations, no unpacking and repacking, no SHADER_F16 needed).
         let words;
@@ -308,17 +320,22 @@ impl GpuBackend {
         let groups = (shape.dst_len() as u64).div_ceil(4);
         let workgroups = groups.div_ceil(key.workgroup_size() as u64 * key.groups as u64);
         let params = [
-            u32_dim(OP, "rows", shape.rows())?,
-            u32_dim(OP, "src_heads", shape.src_heads())?,
-            u32_dim(OP, "dst_heads", shape.dst_heads())?,
-            u32_dim(OP, "dim", shape.dim())?,
+            u32_dim(op, "rows", shape.rows())?,
+            u32_dim(op, "src_heads", shape.src_heads())?,
+            u32_dim(op, "dst_heads", shape.dst_heads())?,
+            u32_dim(op, "dim", shape.dim())?,
             layout.code(),
-            u32_dim(OP, "dst", shape.dst_len())?,
+            u32_dim(op, "dst", shape.dst_len())?,
             workgroups as u32,
         ];
         let specs = RepeatOperands::<()>::SPECS;
-        let plan = Plan::new(OP, key, &params, workgroups, shape, specs);
-        self.prepare(plan.bind(buffers.slots()))
+        let mut plan = Plan::new(op, key, &params, workgroups, shape, specs).bind(buffers.slots());
+        let dst = specs
+            .iter()
+            .position(|s| s.name == "dst")
+            .expect("repeat has dst");
+        plan.offsets[dst] = dst_offset;
+        self.prepare(plan)
     }
 
     /// A copy of `words` u32 words from the start of `src` to `dst` at byte `offset` (a
@@ -333,30 +350,16 @@ impl GpuBackend {
         dst: &wgpu::Buffer,
         offset: u64,
     ) -> Result<Prepared> {
-        const OP: &str = "copy";
         let shape = RepeatShape::new(1, 1, 1, words)?;
-        let key = KernelKey::repeat(&shape, DType::F32);
-        let groups = (words as u64).div_ceil(4);
-        let workgroups = groups.div_ceil(key.workgroup_size() as u64 * key.groups as u64);
-        let dim = u32_dim(OP, "words", words)?;
-        let params = [
-            1,
-            1,
-            1,
-            dim,
-            GqaLayout::Blocked.code(),
-            dim,
-            workgroups as u32,
-        ];
-        let specs = RepeatOperands::<()>::SPECS;
         let buffers = RepeatBuffers { src, dst };
-        let mut plan = Plan::new(OP, key, &params, workgroups, &shape, specs).bind(buffers.slots());
-        let dst_slot = specs
-            .iter()
-            .position(|s| s.name == "dst")
-            .expect("repeat has dst");
-        plan.offsets[dst_slot] = offset;
-        self.prepare(plan)
+        self.prepare_repeat_at(
+            "copy",
+            &shape,
+            GqaLayout::Blocked,
+            DType::F32,
+            &buffers,
+            offset,
+        )
     }
 
     /// Validate conv_commit's buffers (docs/SPEC.md "conv_commit") and build its

@@ -205,11 +205,11 @@ impl GpuBackend {
         let readback = self.guarded(op, || {
             let mut encoder = self.encoder();
             encode(&mut encoder)?;
-            let outputs: Vec<(&wgpu::Buffer, u64)> = specs
+            let outputs: Vec<(&wgpu::Buffer, u64, u64)> = specs
                 .iter()
                 .zip(&buffers)
                 .filter(|(spec, _)| spec.access.writes())
-                .filter_map(|(_, b)| b.map(|b| (b, b.size())))
+                .filter_map(|(_, b)| b.map(|b| (b, 0, b.size())))
                 .collect();
             let used = buffers.iter().flatten().map(|b| (*b).clone()).collect();
             self.submit_and_map(op, encoder, &outputs, used)
@@ -225,19 +225,19 @@ impl GpuBackend {
         &self,
         op: &'static str,
         mut encoder: wgpu::CommandEncoder,
-        outputs: &[(&wgpu::Buffer, u64)],
+        outputs: &[(&wgpu::Buffer, u64, u64)],
         used: Vec<wgpu::Buffer>,
     ) -> Result<Readback> {
         let device = self.device();
         let mut staging = Vec::with_capacity(outputs.len());
-        for (buffer, bytes) in outputs {
+        for (buffer, offset, bytes) in outputs {
             let size = bytes.div_ceil(4) * 4;
             let s = self
                 .inner
                 .pool
                 .take(device, size.max(16), U::MAP_READ | U::COPY_DST);
             if size > 0 {
-                encoder.copy_buffer_to_buffer(buffer, 0, &s, 0, size);
+                encoder.copy_buffer_to_buffer(buffer, *offset, &s, 0, size);
             }
             staging.push((s, *bytes));
         }
@@ -268,10 +268,21 @@ impl GpuBackend {
         buffer: &wgpu::Buffer,
         len: usize,
     ) -> Result<Vec<E>> {
+        self.read_buffer_at(op, buffer, 0, len)
+    }
+
+    /// [`GpuBackend::read_buffer`] from byte `offset` (a multiple of 4) on.
+    pub(crate) fn read_buffer_at<E: bytemuck::Pod>(
+        &self,
+        op: &'static str,
+        buffer: &wgpu::Buffer,
+        offset: u64,
+        len: usize,
+    ) -> Result<Vec<E>> {
         let bytes = (len * std::mem::size_of::<E>()) as u64;
         let out = self
             .guarded(op, || {
-                self.submit_and_map(op, self.encoder(), &[(buffer, bytes)], Vec::new())
+                self.submit_and_map(op, self.encoder(), &[(buffer, offset, bytes)], Vec::new())
             })?
             .wait_blocking()?;
         Ok(crate::ops::from_bytes(&out[0], len))

@@ -589,22 +589,9 @@ impl Binding {
             out,
             "@group(0) @binding({index}) var<storage, {access}> {n}_buf: array<{elem}>;"
         );
-        // Element i as f32 (any layout).
-        let load1 = match (self.dtype, vec) {
-            (DType::F32, false) => format!("return {n}_buf[i];"),
-            (DType::F16, false) => format!("return f32({n}_buf[i]);"),
-            (DType::BF16, false) => format!(
-                "let w = {n}_buf[i >> 1u];\n    return select(bf16_lo(w), bf16_hi(w), (i & 1u) == 1u);"
-            ),
-            (DType::F32, true) => format!("return {n}_buf[i >> 2u][i & 3u];"),
-            (DType::F16, true) => format!("return f32({n}_buf[i >> 2u][i & 3u]);"),
-            (DType::BF16, true) => format!(
-                "let w = {n}_buf[i >> 2u][(i >> 1u) & 1u];\n    return select(bf16_lo(w), bf16_hi(w), (i & 1u) == 1u);"
-            ),
-        };
-        let _ = writeln!(out, "fn load1_{n}(i: u32) -> f32 {{\n    {load1}\n}}");
-        // load1 in two halves: the load as stored (`raw1_X`) and its conversion
-        // (`unpack1_X`), so that a kernel can keep a load in flight until it uses it.
+        // Element i as stored (`raw1`, of type `raw1_ty`) and as f32 (`unpack1` of it,
+        // named `x`), in any layout. `load1_X` is both; record and replay also get the
+        // halves (`raw1_X`, `unpack1_X`), to keep a load in flight until it is used.
         let (raw1_ty, raw1, unpack1) = match (self.dtype, vec) {
             (DType::F32, false) => ("f32", format!("{n}_buf[i]"), "x"),
             (DType::F16, false) => ("f16", format!("{n}_buf[i]"), "f32(x)"),
@@ -621,6 +608,10 @@ impl Binding {
                 "select(bf16_lo(x), bf16_hi(x), (i & 1u) == 1u)",
             ),
         };
+        let _ = writeln!(
+            out,
+            "fn load1_{n}(i: u32) -> f32 {{\n    let x = {raw1};\n    return {unpack1};\n}}"
+        );
         if split {
             let _ = writeln!(
                 out,

@@ -645,18 +645,15 @@ impl GpuRollback {
         Ok(())
     }
 
-    /// Read a layer's conv window back to the host (blocking, bounded; reads every
-    /// layer's and keeps this one's).
+    /// Read a layer's conv window back to the host (blocking, bounded).
     pub fn read_conv_window<E: crate::Element>(&self, layer: usize) -> Result<Vec<E>> {
         const OP: &str = "read_conv_window";
         self.layer(OP, layer)?;
         let conv = self.conv.as_ref().ok_or_else(|| no_conv(OP))?;
         self.check_dtype::<E>(OP, "window", self.dtypes.act)?;
-        let all: Vec<E> = self
-            .gpu
-            .read_buffer(OP, &conv.window, conv.all.window_len())?;
-        let start = conv.all.window_row_in_layer(layer, 0, 0);
-        Ok(all[start..start + conv.layer.window_len()].to_vec())
+        let at = conv.window_range(self.dtypes.act, layer).start;
+        self.gpu
+            .read_buffer_at(OP, &conv.window, at, conv.layer.window_len())
     }
 
     /// Forget the open draft of every layer (after an encoder that held it was
