@@ -128,13 +128,41 @@ fn record_and_replay_f32() {
     check_gdn::<f32, f32, f32>(&g);
 }
 
-/// Record's large-grid shape class (two rows per invocation, 4-step chunks; the other
-/// shapes here are small grids, one row per invocation) against the CPU: f32, and bf16
-/// outputs, whose word pairs then meet across an invocation's two rows.
+/// Record's large-grid shape class (two rows per invocation; 4-step chunks up to T = 4,
+/// 8-step beyond; the other shapes here are small grids, one row per invocation)
+/// against the CPU: f32, and bf16 outputs, whose word pairs then meet across an
+/// invocation's two rows. T = 3 is one partial 4-step chunk, T = 11 a full 8-step chunk
+/// and a partial one.
 #[test]
 fn record_large_grid_class_matches_cpu() {
     let Some(g) = gpu() else { return };
-    let shape = GdnShape::new(4, 6, 2, 4, 128, 4096).unwrap();
+    for steps in [3, 11] {
+        record_large_grid(&g, steps);
+    }
+    // The chunks of the two-rows-per-invocation kernels that ran.
+    let chunks: Vec<u32> = g
+        .compiled_kernels()
+        .iter()
+        .filter(|k| k.op == Op::Record && k.rows_per_thread == 2)
+        .map(|k| k.chunk)
+        .collect();
+    for chunk in [4, 8] {
+        assert!(
+            chunks.contains(&chunk),
+            "the large-grid class with {chunk}-step chunks did not run: {chunks:?}"
+        );
+    }
+    // bf16 outputs at two rows per invocation pair their rows without an exchange.
+    assert!(
+        g.compiled_kernels()
+            .iter()
+            .any(|k| k.op == Op::Record && k.pairs_in_thread()),
+        "no record kernel paired bf16 rows within an invocation"
+    );
+}
+
+fn record_large_grid(g: &GpuBackend, steps: usize) {
+    let shape = GdnShape::new(4, steps, 2, 4, 128, 4096).unwrap();
     let d = draw(&shape, 21);
     let m = mask(&shape, 21);
     let gpu_backend = Backend::Gpu(g.clone());
@@ -152,23 +180,6 @@ fn record_large_grid_class_matches_cpu() {
     }
     one::<f32>(&gpu_backend, &shape, &d, &m);
     one::<bf16>(&gpu_backend, &shape, &d, &m);
-    let record_rows_per_thread: Vec<u32> = g
-        .compiled_kernels()
-        .iter()
-        .filter(|k| k.op == Op::Record)
-        .map(|k| k.rows_per_thread)
-        .collect();
-    assert!(
-        record_rows_per_thread.contains(&2),
-        "the large-grid class did not run: {record_rows_per_thread:?}"
-    );
-    // bf16 outputs at two rows per invocation pair their rows without an exchange.
-    assert!(
-        g.compiled_kernels()
-            .iter()
-            .any(|k| k.op == Op::Record && k.pairs_in_thread()),
-        "no record kernel paired bf16 rows within an invocation"
-    );
 }
 
 #[test]

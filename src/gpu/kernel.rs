@@ -159,12 +159,13 @@ impl KernelKey {
         // Shape classes measured on an H200 (README, performance): few lanes per row (4
         // at Dk = 128 for record: two shuffle levels per reduction), 128 threads a
         // workgroup. Record holds two rows per invocation (one staged k / q read serves
-        // both) and stages 4 steps per chunk, except on small grids (B < 16 at the
-        // real shape), where the GPU is far from full and one row per invocation with
-        // 8-step chunks is faster (B = 8, T = 16: 44 us against 58). Replay: 8 lanes,
-        // 4 rows per invocation, 8-step chunks.
+        // both) and stages 4 steps per chunk up to T = 4 and 8 beyond (B = 256, T = 8:
+        // 523 us against 590; 8-step chunks cost 1-6% at T = 4), except on small grids
+        // (B < 16 at the real shape), where the GPU is far from full and one row per
+        // invocation with 8-step chunks is faster (B = 8, T = 16: 44 us against 58).
+        // Replay: 8 lanes, 4 rows per invocation, 8-step chunks.
         let (per_lane, threads, mut default_rpt, mut default_chunk) = match op {
-            Op::Record => (32, 128, 2, 4),
+            Op::Record => (32, 128, 2, if shape.steps() > 4 { 8 } else { 4 }),
             _ => (16, 128, 4, 8),
         };
         let lanes = tuning
@@ -833,6 +834,7 @@ fn keys_at(op: Op, dtypes: GdnDtypes, reduction: Reduction, shape: &GdnShape) ->
                 bits(&["mask", "tape_k_grouped", "tape_g", "state_out"]),
             ],
             Op::Replay => vec![
+                bits(&["mask", "tape_k_grouped"]),
                 bits(&["mask", "tape_k_grouped", "status"]),
                 bits(&["mask", "tape_k_grouped", "status", "snapshot"]),
             ],
@@ -844,12 +846,15 @@ fn keys_at(op: Op, dtypes: GdnDtypes, reduction: Reduction, shape: &GdnShape) ->
             .map(|v| key.with_bound(v & !key.row_bit("mask") | mask));
         add_new(&mut keys, std::iter::once(key).chain(rollback).collect());
     }
-    // A grid large enough for record's two-rows-per-invocation class (plain op only).
+    // A grid large enough for record's two-rows-per-invocation class, with 4- and
+    // 8-step chunks (plain op only).
     if op == Op::Record {
-        let large = GdnShape::new(16, 2, 16, 32, 128, 128).expect("a valid shape");
-        let key = KernelKey::record(&large, dtypes, reduction, false, &class);
-        if !keys.contains(&key) {
-            keys.push(key);
+        for steps in [2, 8] {
+            let large = GdnShape::new(16, steps, 16, 32, 128, 128).expect("a valid shape");
+            let key = KernelKey::record(&large, dtypes, reduction, false, &class);
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
         }
     }
     keys

@@ -534,7 +534,7 @@ impl GpuRollback {
         let mut prepared = Vec::with_capacity(self.layers.len() + 1);
         let (gpu, shape, layout, dtypes) = (&self.gpu, &self.shape, self.layout, self.dtypes);
         let status = &self.status;
-        for l in self.layers.iter_mut().filter(|_| replay) {
+        for (index, l) in self.layers.iter_mut().enumerate().filter(|_| replay) {
             let key: Vec<wgpu::Buffer> = [accepted, l.states.committed()]
                 .into_iter()
                 .chain(&l.tape_mask)
@@ -572,7 +572,13 @@ impl GpuRollback {
                         accepted,
                         state_out,
                         mask: l_mask,
-                        status: Some(status),
+                        // Every layer reads the same counts, so the first layer's replay
+                        // flags them for all. wgpu puts a barrier before each dispatch
+                        // that writes a buffer an earlier one wrote (storage read-write is
+                        // never ordered): bound to every replay, the status made the
+                        // layers' replays run one after another (113 us of the B = 1
+                        // round on the H200, benches/results/h200-2026-11-30-status-ab.txt).
+                        status: (index == 0).then_some(status),
                     },
                 )
             })?);
