@@ -130,11 +130,16 @@ fn round_prints_a_row_per_cell() {
             .split_whitespace()
             .filter_map(|w| w.parse().ok())
             .collect();
-        // B, T, wall, gpu, encode, submit, wall/gpu, MiB per sequence and layer,
-        // snapshots.
-        assert_eq!(cols.len(), 9, "{row}");
-        assert!(cols[2] > 0.0 && cols[3] > 0.0 && cols[7] < cols[8], "{row}");
-        per_mode.push(cols[7]);
+        // B, T, wall, gpu, commit (NaN without timestamps), encode, submit, wall/gpu,
+        // MiB per sequence and layer, snapshots.
+        assert_eq!(cols.len(), 10, "{row}");
+        assert!(cols[2] > 0.0 && cols[3] > 0.0 && cols[8] < cols[9], "{row}");
+        // The commit is part of the round.
+        assert!(
+            cols[4].is_nan() || (cols[4] > 0.0 && cols[4] < cols[3]),
+            "{row}"
+        );
+        per_mode.push(cols[8]);
     }
     // Keeping the drafted state costs memory: one state per layer is less.
     assert!(per_mode[0] < per_mode[2], "{stdout}");
