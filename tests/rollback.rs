@@ -581,7 +581,20 @@ fn conv_inputs_case(g: &deltatape::gpu::GpuBackend, steps: usize, channels: usiz
                 );
             }
         }
-        rb.encode_drafts(&mut encoder, &drafts).unwrap();
+        if in_place {
+            rb.encode_drafts(&mut encoder, &drafts).unwrap();
+        } else {
+            // In two parts, as an engine that submits as it encodes: layer 1's inputs
+            // go to layer 1's range. A part reaching past the last layer is refused.
+            assert!(matches!(
+                rb.encode_drafts_from(&mut encoder, layers - 1, &drafts),
+                Err(Error::IndexOutOfRange { .. })
+            ));
+            rb.encode_drafts_from(&mut encoder, 0, &drafts[..1])
+                .unwrap();
+            rb.encode_drafts_from(&mut encoder, 1, &drafts[1..])
+                .unwrap();
+        }
         rb.encode_commit(&mut encoder, &accepted).unwrap();
         g.queue().submit([encoder.finish()]);
         for l in 0..layers {

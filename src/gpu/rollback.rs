@@ -335,10 +335,23 @@ impl GpuRollback {
         encoder: &mut wgpu::CommandEncoder,
         drafts: &[DraftBuffers<'_>],
     ) -> Result<()> {
+        self.encode_drafts_from(encoder, 0, drafts)
+    }
+
+    /// Encode the drafts of layers `first..first + drafts.len()` (`drafts[i]` layer
+    /// `first + i`'s activations) in one compute pass, as [`GpuRollback::encode_drafts`]
+    /// does for all: an engine that submits its decode step in parts (so the GPU starts
+    /// on the first layers while the host encodes the rest) encodes each part's layers.
+    pub fn encode_drafts_from(
+        &mut self,
+        encoder: &mut wgpu::CommandEncoder,
+        first: usize,
+        drafts: &[DraftBuffers<'_>],
+    ) -> Result<()> {
         let prepared = drafts
             .iter()
             .enumerate()
-            .map(|(layer, b)| Ok((layer, self.prepare_draft(layer, b)?)))
+            .map(|(i, b)| Ok((first + i, self.prepare_draft(first + i, b)?)))
             .collect::<Result<Vec<_>>>()?;
         self.encode_prepared_drafts(encoder, &prepared);
         Ok(())

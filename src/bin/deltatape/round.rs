@@ -1,7 +1,7 @@
 //! `deltatape round`: the speculative-decoding round of a whole model, resident, as an
 //! engine runs it: every layer's draft, a GPU kernel that writes each sequence's
-//! accepted count (partial acceptance), and the commit from that device buffer, in one
-//! submission with no host read. Reports wall time and GPU time per round (and the
+//! accepted count (partial acceptance), and the commit from that device buffer, with
+//! no host read. Reports wall time and GPU time per round (and the
 //! commit's part of the GPU time), the CPU time to encode it, and the memory per
 //! sequence per layer next to per-step snapshots.
 
@@ -43,12 +43,19 @@ pub struct Args {
     /// are the caller's and each layer's draft copies them.
     #[arg(long, conflicts_with = "no_conv")]
     conv_in_place: bool,
-    /// Encode the whole round, then submit it once. By default the draft is submitted as
-    /// soon as it is encoded and the commit is encoded while the GPU drafts, as an
-    /// engine's loop overlaps its host and GPU work; the GPU time then leaves out any
-    /// gap between the two submissions.
+    /// Encode the whole round, then submit it once. By default each draft part is
+    /// submitted as soon as it is encoded and the commit is encoded while the GPU
+    /// drafts, as an engine's loop overlaps its host and GPU work; the GPU time then
+    /// leaves out any gap between the submissions.
     #[arg(long)]
     one_submission: bool,
+    /// Parts the draft is encoded and submitted in (each a run of layers, the last one
+    /// with the acceptance kernel), as an engine submits its decode step while it
+    /// encodes the rest, so the GPU starts before the host has encoded every layer.
+    /// The GPU time is the busy time of each part: the GPU waiting between them is not
+    /// counted.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
+    draft_parts: u32,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -100,15 +107,20 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
         compilation_options: Default::default(),
         cache: None,
     });
+    // Draft part p's layers (every layer in one part).
+    let parts = (args.draft_parts as usize).clamp(1, layers.max(1));
+    let part_layers = |part: usize| part * layers / parts..(part + 1) * layers / parts;
+    // A start and an end timestamp per draft part and for the commit.
+    let stamps = 2 * (parts as u32 + 1);
     let query = device.create_query_set(&wgpu::QuerySetDescriptor {
         label: Some("round"),
         ty: wgpu::QueryType::Timestamp,
-        count: 4,
+        count: stamps,
     });
     let resolve = |usage| {
         device.create_buffer(&wgpu::BufferDescriptor {
             label: None,
-            size: 32,
+            size: 8 * stamps as u64,
             usage,
             mapped_at_creation: false,
         })
@@ -121,9 +133,9 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
         "{} x {layers} layers, f32; per round: draft every layer, GPU acceptance kernel, commit from the device buffer ({}, no host read){}",
         model.model,
         if args.one_submission {
-            "one submission"
+            format!("draft parts: {parts}, all and the commit in one submission")
         } else {
-            "the draft submitted while the commit is encoded; GPU time without the gap"
+            format!("draft parts: {parts}, each submitted once encoded, the commit encoded while the GPU drafts; GPU time without the gaps")
         },
         match (args.no_conv, args.conv_in_place) {
             (true, _) => "",
@@ -241,10 +253,9 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
                     });
                     gpu.wait_idle("round")?;
                     let t0 = Instant::now();
-                    let mut encoder = gpu.encoder();
                     let marker = |encoder: &mut wgpu::CommandEncoder, index: u32| {
                         if has_ts {
-                            // An empty pass whose timestamp marks the round's start or end.
+                            // An empty pass whose timestamp marks a part's start or end.
                             encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                                 label: Some("round marker"),
                                 timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
@@ -255,40 +266,53 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
                             });
                         }
                     };
-                    // Markers: 0 round start, 1 draft end, 2 commit start, 3 round end.
-                    marker(&mut encoder, 0);
-                    rollback.encode_drafts(&mut encoder, &vec![draft; layers])?;
-                    {
-                        let mut pass = encoder.begin_compute_pass(&Default::default());
-                        pass.set_pipeline(&accept);
-                        pass.set_bind_group(0, &bind, &[]);
-                        pass.dispatch_workgroups(b.div_ceil(64) as u32, 1, 1);
-                    }
-                    marker(&mut encoder, 1);
+                    let us = |since: Instant| since.elapsed().as_secs_f64() * 1e6;
+                    // Command buffers not yet submitted (all of them in one submission).
+                    let mut queued = Vec::new();
                     let (mut encode, mut submit) = (0.0, 0.0);
-                    let mut send = |encoder: wgpu::CommandEncoder, since: Instant| {
-                        let commands = encoder.finish();
-                        encode += since.elapsed().as_secs_f64() * 1e6;
-                        let t_submit = Instant::now();
-                        gpu.queue().submit([commands]);
-                        submit += t_submit.elapsed().as_secs_f64() * 1e6;
+                    let mut send = |queued: &mut Vec<wgpu::CommandBuffer>, last: bool| {
+                        if last || !args.one_submission {
+                            let t_submit = Instant::now();
+                            gpu.queue().submit(queued.drain(..));
+                            submit += us(t_submit);
+                        }
                     };
-                    let (mut encoder, t_commit) = if args.one_submission {
-                        (encoder, t0)
-                    } else {
-                        send(encoder, t0);
-                        (gpu.encoder(), Instant::now())
-                    };
-                    marker(&mut encoder, 2);
+                    // Markers 2p and 2p + 1 bracket draft part p; the last two the commit.
+                    for part in 0..parts {
+                        let t_part = Instant::now();
+                        let mut encoder = gpu.encoder();
+                        marker(&mut encoder, 2 * part as u32);
+                        let range = part_layers(part);
+                        rollback.encode_drafts_from(
+                            &mut encoder,
+                            range.start,
+                            &vec![draft; range.len()],
+                        )?;
+                        if part + 1 == parts {
+                            let mut pass = encoder.begin_compute_pass(&Default::default());
+                            pass.set_pipeline(&accept);
+                            pass.set_bind_group(0, &bind, &[]);
+                            pass.dispatch_workgroups(b.div_ceil(64) as u32, 1, 1);
+                        }
+                        marker(&mut encoder, 2 * part as u32 + 1);
+                        queued.push(encoder.finish());
+                        encode += us(t_part);
+                        send(&mut queued, false);
+                    }
+                    let t_commit = Instant::now();
+                    let mut encoder = gpu.encoder();
+                    marker(&mut encoder, stamps - 2);
                     rollback.encode_commit_from_buffer(&mut encoder, &accepted)?;
-                    marker(&mut encoder, 3);
-                    send(encoder, t_commit);
+                    marker(&mut encoder, stamps - 1);
+                    queued.push(encoder.finish());
+                    encode += us(t_commit);
+                    send(&mut queued, true);
                     gpu.wait_idle("round")?;
                     let wall = t0.elapsed().as_secs_f64() * 1e6;
                     let (gpu_us, commit_us) = if has_ts {
                         let mut e = gpu.encoder();
-                        e.resolve_query_set(&query, 0..4, &resolved, 0);
-                        e.copy_buffer_to_buffer(&resolved, 0, &readback, 0, 32);
+                        e.resolve_query_set(&query, 0..stamps, &resolved, 0);
+                        e.copy_buffer_to_buffer(&resolved, 0, &readback, 0, 8 * stamps as u64);
                         gpu.queue().submit([e.finish()]);
                         readback.map_async(wgpu::MapMode::Read, .., |_| {});
                         gpu.wait_idle("round")?;
@@ -300,12 +324,13 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
                                 },
                             )?);
                         readback.unmap();
-                        // Busy time: draft and commit, not the gap between them.
+                        // Busy time: each draft part and the commit, not the gaps.
                         let us = |ticks: u64| {
                             ticks as f64 * gpu.queue().get_timestamp_period() as f64 / 1e3
                         };
-                        let commit = ticks[3].saturating_sub(ticks[2]);
-                        (us(ticks[1].saturating_sub(ticks[0]) + commit), us(commit))
+                        let busy = |pair: &[u64]| pair[1].saturating_sub(pair[0]);
+                        let total = ticks.chunks(2).map(busy).sum();
+                        (us(total), us(busy(&ticks[ticks.len() - 2..])))
                     } else {
                         (wall, f64::NAN)
                     };
