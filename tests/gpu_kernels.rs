@@ -11,12 +11,14 @@ use deltatape::{
 };
 use half::{bf16, f16};
 
-/// The shapes every kernel runs at: SPEC's odd one, the real one (small B, T), and
+/// The shapes every kernel runs at: SPEC's odd one, the real one (small B, T), a draft
+/// past 8 steps (record's second chunk, replay's class for long drafts), and
 /// degenerate ones.
 fn shapes() -> Vec<GdnShape> {
     [
         (5, 7, 3, 6, 96, 48),
         (1, 3, 16, 32, 128, 128),
+        (2, 11, 2, 4, 128, 12),
         (2, 3, 3, 6, 1, 1),
         (2, 4, 2, 2, 50, 3),
         (3, 2, 1, 4, 256, 10),
@@ -126,6 +128,19 @@ fn check_gdn<A: Element, S: Element, P: Element>(gpu: &GpuBackend) {
 fn record_and_replay_f32() {
     let Some(g) = gpu() else { return };
     check_gdn::<f32, f32, f32>(&g);
+    // Replay's two classes at Dk = 128: 16 lanes up to T = 8, 8 beyond.
+    let lanes: Vec<u32> = g
+        .compiled_kernels()
+        .iter()
+        .filter(|k| k.op == Op::Replay && k.groups * k.lanes * 4 == 128)
+        .map(|k| k.lanes)
+        .collect();
+    for want in [8, 16] {
+        assert!(
+            lanes.contains(&want),
+            "no {want}-lane replay ran: {lanes:?}"
+        );
+    }
 }
 
 /// Record's large-grid shape class (two rows per invocation; 4-step chunks up to T = 4,

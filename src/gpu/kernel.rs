@@ -163,10 +163,13 @@ impl KernelKey {
         // 523 us against 590; 8-step chunks cost 1-6% at T = 4), except on small grids
         // (B < 16 at the real shape), where the GPU is far from full and one row per
         // invocation with 8-step chunks is faster (B = 8, T = 16: 44 us against 58).
-        // Replay: 8 lanes, 4 rows per invocation, 8-step chunks.
+        // Replay: 4 rows per invocation, 8-step chunks, 16 lanes up to T = 8 (B = 64,
+        // T = 8: 78 us against 82 with 8; the round 0.4-1% faster; only B = 8, T = 1
+        // slower: 13 against 11.6) and 8 beyond (B = 256, T = 16: 369 against 381;
+        // benches/results/h200-2026-11-30-replay-lanes-ab.txt).
         let (per_lane, threads, mut default_rpt, mut default_chunk) = match op {
             Op::Record => (32, 128, 2, if shape.steps() > 4 { 8 } else { 4 }),
-            _ => (16, 128, 4, 8),
+            _ => (if shape.steps() > 8 { 16 } else { 8 }, 128, 4, 8),
         };
         let lanes = tuning
             .lanes
@@ -802,6 +805,8 @@ fn add_new(keys: &mut Vec<KernelKey>, new: Vec<KernelKey>) {
 pub fn representative_keys(op: Op, dtypes: GdnDtypes, reduction: Reduction) -> Vec<KernelKey> {
     let shapes = [
         GdnShape::new(1, 2, 16, 32, 128, 128),
+        // Replay's class for drafts past 8 steps.
+        GdnShape::new(1, 9, 16, 32, 128, 128),
         GdnShape::new(1, 2, 3, 6, 94, 46),
         GdnShape::new(1, 2, 1, 1, 256, 2),
     ];
