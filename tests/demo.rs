@@ -146,13 +146,15 @@ fn round_prints_a_row_per_cell() {
 }
 
 /// `deltatape round --conv-in-place`: the conv inputs in the rollback's own buffer (no
-/// copy at the draft) run a round too.
+/// copy at the draft) run a round too, here with the draft in two parts.
 #[test]
 fn round_runs_with_conv_inputs_in_place() {
     if !common::has_gpu() {
         return;
     }
     let stdout = round(&[
+        "--draft-parts",
+        "2",
         "--conv-in-place",
         "--modes",
         "single",
@@ -166,6 +168,7 @@ fn round_runs_with_conv_inputs_in_place() {
         "1",
     ]);
     assert!(stdout.contains("inputs in place, not copied"), "{stdout}");
+    assert!(stdout.contains("draft parts: 2,"), "{stdout}");
     let rows = stdout
         .lines()
         .filter(|l| l.trim_start().starts_with("single"))
