@@ -136,7 +136,8 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
         if args.one_submission {
             format!("draft parts: {parts}, all and the commit in one submission")
         } else {
-            format!("draft parts: {parts}, each submitted once encoded, the commit encoded while the GPU drafts; GPU time without the gaps")
+            let each = if parts == 1 { "submitted" } else { "each submitted" };
+            format!("draft parts: {parts}, {each} once encoded, the commit encoded while the GPU drafts; GPU time without the gaps")
         },
         match (args.no_conv, args.conv_in_place) {
             (true, _) => "",
