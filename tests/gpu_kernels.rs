@@ -4,7 +4,9 @@
 
 mod common;
 use common::*;
-use deltatape::gpu::{GpuBackend, Op, RecordBuffers, Reduction, RepeatBuffers, ReplayBuffers};
+use deltatape::gpu::{
+    GpuBackend, KernelKey, Op, RecordBuffers, Reduction, RepeatBuffers, ReplayBuffers,
+};
 use deltatape::{
     Backend, DType, Element, Error, GdnDtypes, GdnShape, GqaLayout, RecordInputs, Recorded,
     RepeatShape, Tape,
@@ -129,12 +131,9 @@ fn record_and_replay_f32() {
     let Some(g) = gpu() else { return };
     check_gdn::<f32, f32, f32>(&g);
     // Replay's two classes at Dk = 128: 16 lanes up to T = 8, 8 beyond.
-    let lanes: Vec<u32> = g
-        .compiled_kernels()
-        .iter()
-        .filter(|k| k.op == Op::Replay && k.groups * k.lanes * 4 == 128)
-        .map(|k| k.lanes)
-        .collect();
+    let lanes = ran(&g, |k| {
+        (k.op == Op::Replay && k.groups * k.lanes * 4 == 128).then_some(k.lanes)
+    });
     for want in [8, 16] {
         assert!(
             lanes.contains(&want),
@@ -155,12 +154,9 @@ fn record_large_grid_class_matches_cpu() {
         record_large_grid(&g, steps);
     }
     // The chunks of the two-rows-per-invocation kernels that ran.
-    let chunks: Vec<u32> = g
-        .compiled_kernels()
-        .iter()
-        .filter(|k| k.op == Op::Record && k.rows_per_thread == 2)
-        .map(|k| k.chunk)
-        .collect();
+    let chunks = ran(&g, |k| {
+        (k.op == Op::Record && k.rows_per_thread == 2).then_some(k.chunk)
+    });
     for chunk in [4, 8] {
         assert!(
             chunks.contains(&chunk),
@@ -174,6 +170,11 @@ fn record_large_grid_class_matches_cpu() {
             .any(|k| k.op == Op::Record && k.pairs_in_thread()),
         "no record kernel paired bf16 rows within an invocation"
     );
+}
+
+/// What `pick` reads from each kernel `g` compiled (and so ran) that it picks.
+fn ran(g: &GpuBackend, pick: impl Fn(&KernelKey) -> Option<u32>) -> Vec<u32> {
+    g.compiled_kernels().iter().filter_map(pick).collect()
 }
 
 fn record_large_grid(g: &GpuBackend, steps: usize) {

@@ -498,8 +498,8 @@ fn conv_inputs_case(g: &deltatape::gpu::GpuBackend, steps: usize, channels: usiz
     let (gate, beta) = (storage(&d.g, none), storage(&d.beta, none));
     let y = storage(&vec![0.0; shape.v_len()], none);
     let accepted = [2u32, 3];
-    for in_place in [false, true] {
-        let mut rb = GpuRollback::with_options(
+    let rollback = || {
+        GpuRollback::with_options(
             g,
             shape,
             layers,
@@ -507,7 +507,10 @@ fn conv_inputs_case(g: &deltatape::gpu::GpuBackend, steps: usize, channels: usiz
             GdnDtypes::F32,
             options,
         )
-        .unwrap();
+        .unwrap()
+    };
+    for in_place in [false, true] {
+        let mut rb = rollback();
         let mut rng = Rng::new(11);
         let windows: Vec<Vec<f32>> = (0..layers)
             .map(|_| rng.vec(c.window_len(), -1.0, 1.0))
@@ -586,10 +589,12 @@ fn conv_inputs_case(g: &deltatape::gpu::GpuBackend, steps: usize, channels: usiz
         } else {
             // In two parts, as an engine that submits as it encodes: layer 1's inputs
             // go to layer 1's range. A part reaching past the last layer is refused.
-            assert!(matches!(
-                rb.encode_drafts_from(&mut encoder, layers - 1, &drafts),
-                Err(Error::IndexOutOfRange { .. })
-            ));
+            for first in [layers - 1, usize::MAX] {
+                assert!(matches!(
+                    rb.encode_drafts_from(&mut encoder, first, &drafts),
+                    Err(Error::IndexOutOfRange { .. })
+                ));
+            }
             rb.encode_drafts_from(&mut encoder, 0, &drafts[..1])
                 .unwrap();
             rb.encode_drafts_from(&mut encoder, 1, &drafts[1..])
@@ -606,15 +611,7 @@ fn conv_inputs_case(g: &deltatape::gpu::GpuBackend, steps: usize, channels: usiz
         }
     }
     // A layer past the last, or a rollback without a conv, is a typed error.
-    let rb = GpuRollback::with_options(
-        g,
-        shape,
-        layers,
-        GqaLayout::Blocked,
-        GdnDtypes::F32,
-        options,
-    )
-    .unwrap();
+    let rb = rollback();
     assert!(matches!(
         rb.conv_inputs_buffer(layers),
         Err(Error::IndexOutOfRange { .. })

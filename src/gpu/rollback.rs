@@ -348,10 +348,14 @@ impl GpuRollback {
         first: usize,
         drafts: &[DraftBuffers<'_>],
     ) -> Result<()> {
-        let prepared = drafts
-            .iter()
-            .enumerate()
-            .map(|(i, b)| Ok((first + i, self.prepare_draft(first + i, b)?)))
+        // The whole run must be layers: its last one is checked first (saturating, so
+        // a `first` near usize::MAX is refused rather than overflowed).
+        if let Some(last) = drafts.len().checked_sub(1) {
+            self.layer("draft", first.saturating_add(last))?;
+        }
+        let prepared = (first..)
+            .zip(drafts)
+            .map(|(layer, b)| Ok((layer, self.prepare_draft(layer, b)?)))
             .collect::<Result<Vec<_>>>()?;
         self.encode_prepared_drafts(encoder, &prepared);
         Ok(())
