@@ -36,6 +36,9 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
   # The draft in 4 parts, each submitted once encoded (the GPU starts on the first layers
   # while the host encodes the rest).
   .dev/deltatape round --modes single --conv-in-place --draft-parts 4 2>/dev/null | tee "$OUT/round-parts.txt"
+  # Each commit deferred to the next round's draft, which folds it into the state as it
+  # reads it (one pass over the state where a commit and a draft make two).
+  .dev/deltatape round --modes single --conv-in-place --deferred 2>/dev/null | tee "$OUT/round-deferred.txt"
   # And encoded whole before one submission (host and GPU work not overlapped).
   .dev/deltatape round --modes single --one-submission 2>/dev/null | tee "$OUT/round-one-submission.txt"
   .dev/deltatape bench ${BENCH_ARGS:---dtypes f32,bf16} --svg "$OUT/bench.svg" 2>/dev/null | tee "$OUT/bench.txt"

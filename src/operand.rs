@@ -1,7 +1,7 @@
 //! The operand tables: for each op, every tensor it reads or writes, once.
 //!
-//! One table per op ([`RecordOperands`], [`ReplayOperands`], [`RepeatOperands`],
-//! [`ConvOperands`]) names each operand with its role, its dtype slot, whether the kernel
+//! One table per op ([`RecordOperands`], [`ReplayOperands`], [`FoldRecordOperands`],
+//! [`RepeatOperands`], [`ConvOperands`]) names each operand with its role, its dtype slot, whether the kernel
 //! reads or writes it, how the kernel walks it and its element count for a shape. The
 //! same table drives host validation, the WGSL binding declarations and accessors, the
 //! bind-group entries, the host path's uploads and readbacks: the binding order is the
@@ -261,6 +261,47 @@ operand_table! {
 }
 
 operand_table! {
+    /// fold_record's operands (docs/SPEC.md "fold_record"), in binding order: a
+    /// deferred commit and the next draft in one pass over the state. The previous
+    /// draft's accepted prefix is replayed onto the snapshot in place (the committed
+    /// state, stored back), then record runs from it and writes this draft's tape.
+    pub struct FoldRecordOperands for GdnShape {
+        /// `[B, T, Hk, Dk]`.
+        q: T, Activation Act Read Rows = GdnShape::qk_len;
+        /// `[B, T, Hk, Dk]`.
+        k: T, Activation Act Read Rows = GdnShape::qk_len;
+        /// `[B, T, Hv, Dv]`.
+        v: T, Activation Act Read Scalars = GdnShape::v_len;
+        /// `[B, T, Hv]`, the decay, already exponentiated.
+        g: T, Activation Gate Read Scalars = GdnShape::gate_len;
+        /// `[B, T, Hv]`, already sigmoid'ed.
+        beta: T, Activation Gate Read Scalars = GdnShape::gate_len;
+        /// `[B, Hv, Dv, Dk]`: the snapshot, made the committed state in place (each
+        /// row read and written by one invocation), which this draft then reads.
+        state: T, State State ReadWrite Rows = GdnShape::state_len;
+        /// `[B, T, Hv, Dv]`.
+        y: T, Output Act Write Scalars = GdnShape::v_len;
+        /// `[B, T, Hv, Dv]`: the pending tape's innovations, read, then this draft's
+        /// (every element is read and written by one workgroup, reads first).
+        delta: T, Tape Tape ReadWrite Scalars = GdnShape::v_len;
+        /// `[B, T, Hk, Dk]`: this draft's tape k, a copy of k at key heads.
+        tape_k_grouped: T, Tape Act Write Rows = GdnShape::qk_len;
+        /// `[B, T, Hv]`: this draft's tape g, a copy of g.
+        tape_g: T, Tape Gate Write Scalars = GdnShape::gate_len;
+        /// `[B, T, Hk, Dk]`: the pending tape's k (another buffer than `tape_k_grouped`:
+        /// every workgroup of a key head reads it while one writes the new one).
+        pending_k_grouped: T, Tape Act Read Rows = GdnShape::qk_len;
+        /// `[B, T, Hv]`: the pending tape's g (another buffer than `tape_g`).
+        pending_g: T, Tape Gate Read Scalars = GdnShape::gate_len;
+        /// `[B]` u32: the pending draft's accepted counts, clamped to T on the GPU and
+        /// flagged in `status`.
+        accepted: T, Control U32 Read Words = GdnShape::batch;
+        /// `[B]` u32: where a count was clamped, the count as given (else untouched).
+        status: Option<T>, Control U32 Write Words = GdnShape::batch, optional;
+    }
+}
+
+operand_table! {
     /// repeat's operands (docs/SPEC.md "repeat"), in binding order; both in one dtype.
     pub struct RepeatOperands for RepeatShape {
         /// `[N, Hg, K]`.
@@ -343,6 +384,27 @@ mod tests {
         let named = ops.map(|spec, v| format!("{}={v}", spec.name));
         assert_eq!(named.snapshot.as_deref(), Some("snapshot=3"));
         assert!(named.mask.is_none());
+    }
+
+    /// fold_record reads the pending tape's delta and writes the new one in one buffer,
+    /// folds the state in place, and reads the pending k and g from buffers of their
+    /// own.
+    #[test]
+    fn fold_record_updates_the_state_and_delta_in_place() {
+        let rows: Vec<_> = FoldRecordOperands::<()>::SPECS
+            .iter()
+            .map(|s| (s.name, s.access))
+            .collect();
+        let read_write: Vec<_> = rows
+            .iter()
+            .filter(|(_, a)| *a == Access::ReadWrite)
+            .map(|(n, _)| *n)
+            .collect();
+        assert_eq!(read_write, ["state", "delta"]);
+        for name in ["pending_k_grouped", "pending_g", "accepted"] {
+            assert!(rows.contains(&(name, Access::Read)), "{name}");
+        }
+        assert_eq!(rows.len(), 14);
     }
 
     #[test]

@@ -741,3 +741,393 @@ fn conv_window_rolls_back_with_the_state() {
 
 // This file again at lavapipe's other subgroup widths (tests/common).
 subgroup_width_tests!();
+
+/// A deferred commit (the next draft folds it into the state: fold_record) gives the
+/// eager commit's results: every round's y (drafted from the folded state), and after
+/// `encode_flush` every layer's state, conv window and status flag, over rounds of
+/// device counts with 0, T and a count above T, for f32 and for bf16 activations and
+/// state. Pending, the state is refused; a draft abandoned unsubmitted gives its fold
+/// back; a masked draft replays the pending commit first; keep mode refuses.
+#[test]
+fn gpu_deferred_commit_matches_the_eager_one() {
+    let Some(g) = gpu() else { return };
+    let f32s = GdnDtypes::F32;
+    let bf16s = GdnDtypes {
+        act: deltatape::DType::BF16,
+        state: deltatape::DType::BF16,
+        ..GdnDtypes::F32
+    };
+    // Dv = 6: the row block reaches past Dv (rows clamped on load, not stored).
+    let tiled = GqaLayout::Tiled;
+    deferred_case::<f32>(&g, GdnShape::new(3, 5, 2, 4, 24, 6).unwrap(), f32s, tiled);
+    deferred_case::<bf16>(&g, GdnShape::new(2, 3, 1, 2, 16, 4).unwrap(), bf16s, tiled);
+    // T = 11: the fold and the draft each take two chunks.
+    deferred_case::<f32>(&g, GdnShape::new(2, 11, 1, 2, 16, 4).unwrap(), f32s, tiled);
+    // Dk = 94: rows read element by element (no vec4); three key heads, blocked.
+    let odd = GdnShape::new(2, 3, 3, 6, 94, 46).unwrap();
+    deferred_case::<f32>(&g, odd, f32s, GqaLayout::Blocked);
+    assert!(g
+        .compiled_kernels()
+        .iter()
+        .any(|k| k.op == deltatape::gpu::Op::FoldRecord));
+}
+
+fn deferred_case<A: Element + bytemuck::Pod>(
+    g: &deltatape::gpu::GpuBackend,
+    shape: GdnShape,
+    dtypes: GdnDtypes,
+    layout: GqaLayout,
+) {
+    use deltatape::gpu::{DraftBuffers, GpuRollback};
+    use deltatape::wgpu::{self, util::DeviceExt};
+    let layers = 2;
+    let t = shape.steps() as u32;
+    let conv = ConvConfig {
+        channels: 5,
+        kernel: 4,
+    };
+    let make = |mode| {
+        let options = RollbackOptions {
+            mode,
+            conv: Some(conv),
+        };
+        GpuRollback::with_options(g, shape, layers, layout, dtypes, options).unwrap()
+    };
+    let (mut eager, mut deferred) = (
+        make(RollbackMode::SingleState),
+        make(RollbackMode::SingleState),
+    );
+    let mut rng = Rng::new(5);
+    for l in 0..layers {
+        let s: Vec<A> = deltatape::dtype::cast_from_f32(&rng.vec(shape.state_len(), -0.3, 0.3));
+        let w: Vec<A> = deltatape::dtype::cast_from_f32(&rng.vec(
+            conv.shape(&shape).unwrap().window_len(),
+            -1.0,
+            1.0,
+        ));
+        for rb in [&mut eager, &mut deferred] {
+            rb.write_state(l, &s).unwrap();
+            rb.write_conv_window(l, &w).unwrap();
+        }
+    }
+    let storage = |bytes: &[u8], usage: wgpu::BufferUsages| {
+        let mut bytes = bytes.to_vec();
+        bytes.resize(bytes.len().div_ceil(4).max(1) * 4, 0);
+        g.device()
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: None,
+                contents: &bytes,
+                usage: wgpu::BufferUsages::STORAGE | usage,
+            })
+    };
+    let none = wgpu::BufferUsages::empty();
+    let read_y = |y: &wgpu::Buffer| -> Vec<A> {
+        let bytes = g.read_buffer::<u32>("y", y, y.size() as usize / 4).unwrap();
+        bytemuck::cast_slice::<u32, A>(&bytes)[..shape.v_len()].to_vec()
+    };
+    let b = shape.batch();
+    // One counts buffer per round: a deferred commit's counts are read by the next
+    // draft, so they must not be overwritten before it runs.
+    let rounds: Vec<Vec<u32>> = vec![
+        (0..b as u32).map(|i| (i + 1) % (t + 1)).collect(),
+        vec![t; b],
+        (0..b as u32)
+            .map(|i| if i == 1 { t + 4 } else { i % 2 })
+            .collect(),
+        vec![0; b],
+    ];
+    let counts: Vec<wgpu::Buffer> = rounds
+        .iter()
+        .map(|c| storage(bytemuck::cast_slice(c), none))
+        .collect();
+    for (round, c) in rounds.iter().enumerate() {
+        let draws: Vec<Draw> = (0..layers)
+            .map(|l| draw(&shape, 900 + 10 * round as u64 + l as u64))
+            .collect();
+        let typed: Vec<Typed<A, f32>> = draws.iter().map(|d| d.typed_gated::<A, f32>()).collect();
+        let bufs: Vec<[wgpu::Buffer; 6]> = typed
+            .iter()
+            .map(|t| {
+                let x: Vec<A> = deltatape::dtype::cast_from_f32(&rng.vec(
+                    conv.shape(&shape).unwrap().x_len(),
+                    -1.0,
+                    1.0,
+                ));
+                [
+                    storage(bytemuck::cast_slice(&t.q), none),
+                    storage(bytemuck::cast_slice(&t.k), none),
+                    storage(bytemuck::cast_slice(&t.v), none),
+                    storage(bytemuck::cast_slice(&t.g), none),
+                    storage(bytemuck::cast_slice(&t.beta), none),
+                    storage(bytemuck::cast_slice(&x), wgpu::BufferUsages::COPY_SRC),
+                ]
+            })
+            .collect();
+        let mut ys = Vec::new();
+        for (which, rb) in [&mut eager, &mut deferred].into_iter().enumerate() {
+            let y: Vec<wgpu::Buffer> = (0..layers)
+                .map(|_| {
+                    storage(
+                        &vec![0u8; shape.v_len() * A::DTYPE.size_bytes()],
+                        wgpu::BufferUsages::COPY_SRC,
+                    )
+                })
+                .collect();
+            let drafts: Vec<DraftBuffers<'_>> = bufs
+                .iter()
+                .zip(&y)
+                .map(|([q, k, v, gate, beta, x], y)| DraftBuffers {
+                    q,
+                    k,
+                    v,
+                    g: gate,
+                    beta,
+                    y,
+                    mask: None,
+                    conv_x: Some(x),
+                })
+                .collect();
+            if which == 1 && round == 2 {
+                // An abandoned draft gives its fold back: the commit is pending again.
+                let mut dropped = g.encoder();
+                rb.encode_drafts(&mut dropped, &drafts).unwrap();
+                assert!(!rb.has_deferred_commit());
+                drop(dropped);
+                rb.abandon_draft();
+                assert!(rb.has_deferred_commit());
+            }
+            let mut encoder = g.encoder();
+            rb.encode_drafts(&mut encoder, &drafts).unwrap();
+            assert!(!rb.has_deferred_commit());
+            if which == 0 {
+                rb.encode_commit_from_buffer(&mut encoder, &counts[round])
+                    .unwrap();
+            } else {
+                rb.encode_commit_deferred(&mut encoder, &counts[round])
+                    .unwrap();
+                assert!(rb.has_deferred_commit());
+                assert!(matches!(rb.state_buffer(0), Err(Error::Order { .. })));
+                assert!(matches!(rb.read_state::<A>(1), Err(Error::Order { .. })));
+            }
+            g.queue().submit([encoder.finish()]);
+            ys.push(y.iter().map(&read_y).collect::<Vec<_>>());
+        }
+        for (l, (got, want)) in ys[1].iter().zip(&ys[0]).enumerate() {
+            assert_close(
+                &format!("{dtypes:?} {shape:?} round {round} counts {c:?}: layer {l}'s y"),
+                got,
+                want,
+                1e-5,
+            );
+        }
+    }
+    let mut encoder = g.encoder();
+    deferred.encode_flush(&mut encoder).unwrap();
+    assert!(!deferred.has_deferred_commit());
+    g.queue().submit([encoder.finish()]);
+    for l in 0..layers {
+        assert_close(
+            &format!("{dtypes:?} {shape:?} layer {l}'s state"),
+            &deferred.read_state::<A>(l).unwrap(),
+            &eager.read_state::<A>(l).unwrap(),
+            1e-5,
+        );
+        assert_eq!(
+            deferred.read_conv_window::<A>(l).unwrap(),
+            eager.read_conv_window::<A>(l).unwrap(),
+            "layer {l}'s conv window"
+        );
+    }
+    let mut flagged = vec![0; b];
+    flagged[1] = t + 4;
+    assert_eq!(deferred.read_status().unwrap(), flagged);
+    assert_eq!(eager.read_status().unwrap(), flagged);
+    // With no draft since the commit, a deferred commit is refused like any other;
+    // keep mode has no single state to fold into.
+    let mut encoder = g.encoder();
+    assert!(matches!(
+        deferred.encode_commit_deferred(&mut encoder, &counts[0]),
+        Err(Error::Order { .. })
+    ));
+    let mut keep = make(RollbackMode::KeepDrafted);
+    let d = draw(&shape, 1).typed_gated::<A, f32>();
+    let ins = [&d.q, &d.k, &d.v].map(|x| storage(bytemuck::cast_slice(x), none));
+    let gates = [&d.g, &d.beta].map(|x| storage(bytemuck::cast_slice(x), none));
+    let x = storage(
+        &vec![0u8; conv.shape(&shape).unwrap().x_len() * A::DTYPE.size_bytes()],
+        wgpu::BufferUsages::COPY_SRC,
+    );
+    let y = storage(&vec![0u8; shape.v_len() * A::DTYPE.size_bytes()], none);
+    let draft = DraftBuffers {
+        q: &ins[0],
+        k: &ins[1],
+        v: &ins[2],
+        g: &gates[0],
+        beta: &gates[1],
+        y: &y,
+        mask: None,
+        conv_x: Some(&x),
+    };
+    keep.encode_drafts(&mut encoder, &vec![draft; layers])
+        .unwrap();
+    assert!(matches!(
+        keep.encode_commit_deferred(&mut encoder, &counts[0]),
+        Err(Error::Unsupported { arg: "mode", .. })
+    ));
+    // A masked draft after a deferred commit replays it first; a masked draft's own
+    // commit cannot be deferred.
+    let mask = storage(
+        bytemuck::cast_slice(&vec![1u32; shape.mask_len()]),
+        wgpu::BufferUsages::COPY_SRC,
+    );
+    let masked = DraftBuffers {
+        mask: Some(&mask),
+        ..draft
+    };
+    for (which, rb) in [&mut eager, &mut deferred].into_iter().enumerate() {
+        rb.encode_drafts(&mut encoder, &vec![draft; layers])
+            .unwrap();
+        if which == 0 {
+            rb.encode_commit_from_buffer(&mut encoder, &counts[0])
+                .unwrap();
+        } else {
+            rb.encode_commit_deferred(&mut encoder, &counts[0]).unwrap();
+        }
+        rb.encode_drafts(&mut encoder, &vec![masked; layers])
+            .unwrap();
+        assert!(!rb.has_deferred_commit());
+        assert!(matches!(
+            rb.encode_commit_deferred(&mut encoder, &counts[0]),
+            Err(Error::Unsupported { arg: "mask", .. })
+        ));
+        rb.encode_commit_from_buffer(&mut encoder, &counts[1])
+            .unwrap();
+    }
+    g.queue().submit([encoder.finish()]);
+    for l in 0..layers {
+        assert_close(
+            &format!("{dtypes:?} {shape:?} layer {l}'s state after a masked draft"),
+            &deferred.read_state::<A>(l).unwrap(),
+            &eager.read_state::<A>(l).unwrap(),
+            1e-5,
+        );
+    }
+}
+
+/// One backend's rounds of draft and commit (deferred or not) with a conv: each round's
+/// y per layer (the GPU's; the CPU rollback keeps no y), then every layer's state and
+/// conv window (after a flush).
+type RoundsOut = (Vec<Vec<Vec<f32>>>, Vec<Vec<f32>>, Vec<Vec<f32>>);
+
+fn deferred_rounds(backend: &Backend, deferred: bool) -> RoundsOut {
+    let shape = GdnShape::new(3, 4, 2, 4, 16, 6).unwrap();
+    let conv = ConvConfig {
+        channels: 3,
+        kernel: 4,
+    };
+    let c = conv.shape(&shape).unwrap();
+    let layers = 2;
+    let options = RollbackOptions {
+        conv: Some(conv),
+        ..Default::default()
+    };
+    let mut rb = Rollback::<f32, f32, f32>::with_options(
+        backend,
+        shape,
+        layers,
+        GqaLayout::Blocked,
+        options,
+    )
+    .unwrap();
+    let mut rng = Rng::new(21);
+    for l in 0..layers {
+        rb.set_state(l, &rng.vec(shape.state_len(), -0.3, 0.3))
+            .unwrap();
+        rb.set_conv_window(l, &rng.vec(c.window_len(), -1.0, 1.0))
+            .unwrap();
+    }
+    let mut ys = Vec::new();
+    for (round, counts) in [[1u32, 4, 0], [4, 4, 4], [0, 0, 0], [2, 1, 3]]
+        .iter()
+        .enumerate()
+    {
+        let draws: Vec<Draw> = (0..layers)
+            .map(|l| draw(&shape, 40 + 10 * round as u64 + l as u64))
+            .collect();
+        let typed: Vec<Typed<f32>> = draws.iter().map(|d| d.typed::<f32>()).collect();
+        let inputs: Vec<RecordInputs<'_, f32>> = typed.iter().map(|t| t.inputs(None)).collect();
+        let xs: Vec<Vec<f32>> = (0..layers).map(|_| rng.vec(c.x_len(), -1.0, 1.0)).collect();
+        let xs: Vec<&[f32]> = xs.iter().map(Vec::as_slice).collect();
+        rb.draft_with_conv(&inputs, &xs).unwrap();
+        assert!(!rb.has_deferred_commit());
+        if let Backend::Gpu(_) = backend {
+            ys.push((0..layers).map(|l| rb.draft_y(l).unwrap()).collect());
+        }
+        if deferred {
+            rb.commit_deferred(counts).unwrap();
+            assert!(rb.has_deferred_commit());
+            assert!(matches!(rb.state(0), Err(Error::Order { .. })));
+        } else {
+            rb.commit(counts).unwrap();
+        }
+    }
+    rb.flush().unwrap();
+    assert!(!rb.has_deferred_commit());
+    let states = (0..layers).map(|l| rb.state(l).unwrap()).collect();
+    let windows = (0..layers).map(|l| rb.conv_window(l).unwrap()).collect();
+    // Counts above T are refused on the host; keep mode and masked drafts cannot defer.
+    let t = shape.steps() as u32;
+    let d = draw(&shape, 1).typed::<f32>();
+    let x = vec![0.0; c.x_len()];
+    rb.draft_with_conv(&vec![d.inputs(None); layers], &vec![&x[..]; layers])
+        .unwrap();
+    assert!(matches!(
+        rb.commit_deferred(&[t + 1, 0, 0]),
+        Err(Error::AcceptedOutOfRange { .. })
+    ));
+    let mask = vec![1u32; shape.mask_len()];
+    rb.draft_with_conv(&vec![d.inputs(Some(&mask)); layers], &vec![&x[..]; layers])
+        .unwrap();
+    assert!(matches!(
+        rb.commit_deferred(&[1, 1, 1]),
+        Err(Error::Unsupported { arg: "mask", .. })
+    ));
+    let keep = RollbackOptions {
+        mode: RollbackMode::KeepDrafted,
+        ..options
+    };
+    let mut kept =
+        Rollback::<f32, f32, f32>::with_options(backend, shape, layers, GqaLayout::Blocked, keep)
+            .unwrap();
+    kept.draft_with_conv(&vec![d.inputs(None); layers], &vec![&x[..]; layers])
+        .unwrap();
+    assert!(matches!(
+        kept.commit_deferred(&[1, 1, 1]),
+        Err(Error::Unsupported { arg: "mode", .. })
+    ));
+    (ys, states, windows)
+}
+
+/// `Rollback::commit_deferred` on every backend: over rounds of counts with 0, T and
+/// partial acceptance, the CPU's deferred commit (the fold_record twin: replay, then
+/// record) gives the eager commit's states and conv windows bit for bit; the GPU's
+/// deferred commit matches them, and its drafts' y match its eager commit's.
+#[test]
+fn deferred_commit_on_every_backend() {
+    let eager = deferred_rounds(&cpu(), false);
+    let on_cpu = deferred_rounds(&cpu(), true);
+    assert_eq!(on_cpu, eager);
+    let Some(g) = gpu() else { return };
+    let gpu_eager = deferred_rounds(&Backend::Gpu(g.clone()), false);
+    let (ys, states, windows) = deferred_rounds(&Backend::Gpu(g), true);
+    assert_eq!(ys.len(), 4);
+    for (round, (got, want)) in ys.iter().zip(&gpu_eager.0).enumerate() {
+        for (l, (got, want)) in got.iter().zip(want).enumerate() {
+            assert_close(&format!("round {round} layer {l}'s y"), got, want, 1e-5);
+        }
+    }
+    for (l, (got, want)) in states.iter().zip(&eager.1).enumerate() {
+        assert_close(&format!("layer {l}'s state"), got, want, 1e-5);
+    }
+    assert_eq!(windows, eager.2);
+}

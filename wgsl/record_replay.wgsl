@@ -29,8 +29,14 @@
 #endif
 #if RECORD
 #requires raw_k, unpack_k, raw_q, unpack_q, raw1_v, unpack1_v, raw1_g, unpack1_g, load1_g
-#requires raw1_beta, unpack1_beta, load_state_in
+#requires raw1_beta, unpack1_beta
 #requires row_sum3, emit_row, qk_row, key_head, first_value_head
+#if FOLD
+#requires load_state, store_state, raw_pending_k_grouped, unpack_pending_k_grouped
+#requires raw1_pending_g, unpack1_pending_g, raw1_delta, unpack1_delta, load_accepted
+#else
+#requires load_state_in
+#endif
 #if HAS_STATE_OUT
 #requires store_state_out
 #endif
@@ -71,6 +77,14 @@
 // S' = S * g,
 //   delta = (v - S'.k) * beta,  S'' = S' + k delta,  y = S''.q = S'.q + delta (k.q).
 //
+// fold_record (docs/SPEC.md "fold_record"): a deferred commit and the next draft in one
+// pass over the state. Replay's fold of the pending tape's first accepted[b] steps onto
+// the snapshot (in place, as replay's), the result stored as the committed state, then
+// record's steps from it in registers. The pending delta is read and this draft's
+// written in the same buffer: each element by one workgroup, the fold's reads staged
+// before the barrier that opens record's first chunk. The pending k and g are other
+// buffers than this draft's tape k and g, which one workgroup writes while all read.
+//
 // state_replay (docs/SPEC.md "replay"): fold the first accepted[b] steps of the tape
 // onto the pre-draft snapshot, S = S * g_t + k_t delta_t; no reduction. accepted[b] is
 // data on the GPU-resident path and cannot be checked on the host: it is clamped to T
@@ -108,6 +122,9 @@ var<workgroup> q_stage: array<vec4<f32>, CHUNK * STAGED>;
 var<workgroup> row_stage: array<f32, CHUNK * ROWS>; // record: v; replay: the tape's delta
 #if RECORD
 var<workgroup> gate_stage: array<vec4<f32>, CHUNK>; // g (1 where masked), beta, live
+#if FOLD
+var<workgroup> steps_shared: u32;
+#endif
 #else
 var<workgroup> gate_stage: array<vec2<f32>, CHUNK>; // g, live
 var<workgroup> steps_shared: u32;
@@ -138,6 +155,73 @@ var<private> next_g: tape_g_raw1;
 #endif
 #if HAS_MASK
 var<private> next_live: u32;
+#endif
+#if FOLD
+var<private> next_fold_k: array<pending_k_grouped_raw, KQ_ITEMS>;
+var<private> next_fold_delta: array<delta_raw1, V_ITEMS>;
+var<private> next_fold_g: pending_g_raw1;
+
+// fold_record: issue the global loads of the pending tape's steps t0 .. t0 + CHUNK
+// (t0 < steps), as replay's fetch_chunk.
+fn fetch_fold_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, steps: u32, li: u32) {
+    let n = min(CHUNK, steps - t0);
+    #unroll
+    for (var j = 0u; j < KQ_ITEMS; j++) {
+        let i = li + j * WG_SIZE;
+        if i / STAGED < n {
+            next_fold_k[j] = raw_pending_k_grouped(qk_row(d, b, t0 + i / STAGED, hk), (i % STAGED) * 4u, d.key_dim);
+        }
+    }
+    #unroll
+    for (var j = 0u; j < V_ITEMS; j++) {
+        let i = li + j * WG_SIZE;
+        if i / ROWS < n {
+            let dv = min(row_base + i % ROWS, d.value_dim - 1u);
+            next_fold_delta[j] = raw1_delta(v_index(d, b, t0 + i / ROWS, hv, dv));
+        }
+    }
+    if li < n {
+        next_fold_g = raw1_pending_g(gate_index(d, b, t0 + li, hv));
+    }
+}
+
+// fold_record: a folded state value as the state dtype stores it, so that record goes
+// on from the committed state exactly as a draft that loads it would.
+fn state_as_stored(v: vec4<f32>) -> vec4<f32> {
+#if STATE_BF16
+    let w = vec2<u32>(bf16_pack2(v.x, v.y), bf16_pack2(v.z, v.w));
+    return vec4<f32>(bf16_lo(w.x), bf16_hi(w.x), bf16_lo(w.y), bf16_hi(w.y));
+#else
+#if STATE_F16
+    return vec4<f32>(vec4<f16>(v));
+#else
+    return v;
+#endif
+#endif
+}
+
+// fold_record: convert the fetched pending chunk into workgroup memory (k, delta, and
+// g in gate_stage's x).
+fn stage_fold_chunk(d: GdnDims, b: u32, hv: u32, row_base: u32, t0: u32, li: u32) {
+    #unroll
+    for (var j = 0u; j < KQ_ITEMS; j++) {
+        let i = li + j * WG_SIZE;
+        if i < CHUNK * STAGED {
+            k_stage[i] = unpack_pending_k_grouped(next_fold_k[j], (i % STAGED) * 4u, d.key_dim);
+        }
+    }
+    #unroll
+    for (var j = 0u; j < V_ITEMS; j++) {
+        let i = li + j * WG_SIZE;
+        if i < CHUNK * ROWS {
+            let vi = v_index(d, b, t0 + i / ROWS, hv, min(row_base + i % ROWS, d.value_dim - 1u));
+            row_stage[i] = unpack1_delta(next_fold_delta[j], vi);
+        }
+    }
+    if li < CHUNK {
+        gate_stage[li] = vec4<f32>(unpack1_pending_g(next_fold_g, gate_index(d, b, t0 + li, hv)), 0.0, 0.0, 0.0);
+    }
+}
 #endif
 
 // Issue the global loads of the chunk of steps t0 .. t0 + CHUNK (t0 < steps).
@@ -299,7 +383,11 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
         #unroll
         for (var m = 0u; m < GROUPS; m++) {
 #if RECORD
+#if FOLD
+            s[rr * GROUPS + m] = load_state(srow, lane_col(m, lane), d.key_dim);
+#else
             s[rr * GROUPS + m] = load_state_in(srow, lane_col(m, lane), d.key_dim);
+#endif
 #else
 #if HAS_SNAPSHOT
             s[rr * GROUPS + m] = load_snapshot(srow, lane_col(m, lane), d.key_dim);
@@ -312,6 +400,63 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
 
 #if RECORD
     fetch_chunk(d, b, hv, hk, row_base, 0u, li);
+#if FOLD
+    // The deferred commit, while record's first chunk is on its way: replay's fold
+    // (the whole workgroup is one sequence, so its count is uniform), then the
+    // committed state stored in place (not at all when nothing was accepted). The
+    // fold's loads wait for the count: fetching the whole draft's first chunk before it
+    // was 2.4% faster at B = 1 but 1-3% slower from B = 4 on (more bytes where the
+    // kernel waits on bandwidth; benches/results/h200-2026-11-30-fold-ab.txt).
+    if li == 0u {
+        let given = load_accepted(b);
+        steps_shared = min(given, d.steps);
+#if HAS_STATUS
+        if given > d.steps && hv == 0u && row_base == 0u {
+            store_status(b, given);
+        }
+#endif
+    }
+    let folded = workgroupUniformLoad(&steps_shared);
+    fetch_fold_chunk(d, b, hv, hk, row_base, 0u, folded, li);
+    for (var t0 = 0u; t0 < folded; t0 += CHUNK) {
+        workgroupBarrier(); // the previous chunk has been read
+        stage_fold_chunk(d, b, hv, row_base, t0, li);
+        workgroupBarrier();
+        if t0 + CHUNK < folded {
+            fetch_fold_chunk(d, b, hv, hk, row_base, t0 + CHUNK, folded, li);
+        }
+        let n = min(CHUNK, folded - t0);
+        for (var c = 0u; c < n; c++) {
+            let g = gate_stage[c].x;
+            var delta = array<f32, RPT>();
+            #unroll
+            for (var rr = 0u; rr < RPT; rr++) {
+                delta[rr] = row_stage[c * ROWS + first_row + rr];
+            }
+            #unroll
+            for (var m = 0u; m < GROUPS; m++) {
+                let kk = k_stage[c * STAGED + m * LANES + lane];
+                #unroll
+                for (var rr = 0u; rr < RPT; rr++) {
+                    s[rr * GROUPS + m] = s[rr * GROUPS + m] * g + kk * delta[rr];
+                }
+            }
+        }
+    }
+    if folded > 0u {
+        #unroll
+        for (var rr = 0u; rr < RPT; rr++) {
+            if first_dv + rr < d.value_dim {
+                let srow = state_row(d, b, hv, first_dv + rr);
+                #unroll
+                for (var m = 0u; m < GROUPS; m++) {
+                    s[rr * GROUPS + m] = state_as_stored(s[rr * GROUPS + m]);
+                    store_state(srow, lane_col(m, lane), d.key_dim, s[rr * GROUPS + m]);
+                }
+            }
+        }
+    }
+#endif
     for (var t0 = 0u; t0 < d.steps; t0 += CHUNK) {
         workgroupBarrier(); // the previous chunk has been read
         stage_chunk(d, b, hv, hk, row_base, t0, li);

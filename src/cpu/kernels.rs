@@ -352,6 +352,63 @@ pub(crate) fn replay<A: Element, S: Element, P: Element, G: Element>(
     });
 }
 
+/// fold_record (docs/SPEC.md): the deferred commit's replay of the pending tape
+/// (`delta` as it holds on entry, `pending_k_grouped`, `pending_g`) onto `state` in
+/// place, then record from the result, writing y and this draft's tape (`delta`,
+/// `tape_k_grouped`, `tape_g`). The WGSL kernel's operands, in its binding order.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn fold_record<A: Element, S: Element, P: Element, G: Element>(
+    threads: usize,
+    shape: &GdnShape,
+    layout: GqaLayout,
+    q: &[A],
+    k: &[A],
+    v: &[A],
+    g: &[G],
+    beta: &[G],
+    state: &mut [S],
+    y: &mut [A],
+    delta: &mut [P],
+    tape_k_grouped: &mut [A],
+    tape_g: &mut [G],
+    pending_k_grouped: &[A],
+    pending_g: &[G],
+    accepted: &[u32],
+    status: Option<&mut [u32]>,
+) {
+    replay::<A, S, P, G>(
+        threads,
+        shape,
+        layout,
+        delta,
+        None,
+        Some(pending_k_grouped),
+        pending_g,
+        None,
+        accepted,
+        state,
+        None,
+        status,
+    );
+    record(
+        threads,
+        shape,
+        layout,
+        q,
+        k,
+        v,
+        g,
+        beta,
+        state,
+        y,
+        None,
+        delta,
+        None,
+        Some(tape_k_grouped),
+        Some(tape_g),
+    );
+}
+
 /// One row of replay: `dst = fold over steps i of (S = S*gg[i] + kk[i, :]*dd[i])`
 /// starting from `src`, or from `dst` itself when there is no `src` (in place).
 /// `kk` is `[steps][Dk]`.

@@ -3,11 +3,13 @@
 //! into the caller's command encoder or compute pass as often as it likes. Nothing is
 //! built unless every check passes.
 
-use super::kernel::{KernelKey, Op, Reduction, MAX_KEY_DIM};
+use super::kernel::{KernelKey, Reduction, MAX_KEY_DIM};
 use super::GpuBackend;
 use crate::dtype::{DType, GdnDtypes};
 use crate::error::{Error, Result};
-use crate::operand::{ConvOperands, OperandSpec, RecordOperands, RepeatOperands, ReplayOperands};
+use crate::operand::{
+    ConvOperands, FoldRecordOperands, OperandSpec, RecordOperands, RepeatOperands, ReplayOperands,
+};
 use crate::shape::{ConvShape, GdnShape, GqaLayout, RepeatShape};
 use std::sync::Arc;
 
@@ -20,6 +22,9 @@ pub type RecordBuffers<'a> = RecordOperands<&'a wgpu::Buffer>;
 /// Buffers of one replay call. `accepted` holds `[B]` u32; values above T are clamped
 /// to T (a GPU buffer's contents cannot be checked before the dispatch).
 pub type ReplayBuffers<'a> = ReplayOperands<&'a wgpu::Buffer>;
+/// Buffers of one fold_record call: `state` and `delta` are read, then written (see
+/// [`FoldRecordOperands`]); `accepted` holds `[B]` u32, values above T clamped to T.
+pub type FoldRecordBuffers<'a> = FoldRecordOperands<&'a wgpu::Buffer>;
 /// Buffers of one repeat call.
 pub type RepeatBuffers<'a> = RepeatOperands<&'a wgpu::Buffer>;
 /// Buffers of one conv_commit call: `window` is rolled forward in place; `accepted`
@@ -178,7 +183,7 @@ fn check_key_dim(op: &'static str, shape: &GdnShape) -> Result<()> {
 /// would share a word, refuse rather than race. bf16 gates need no case: g and beta are
 /// only read, and each word of the tape's g has one writer (wgsl/record_replay.wgsl).
 fn check_bf16_pairs(op: &'static str, shape: &GdnShape, key: &KernelKey) -> Result<()> {
-    let (dtypes, record) = (&key.dtypes, key.op == Op::Record);
+    let (dtypes, record) = (&key.dtypes, key.op.records());
     if dtypes.state == DType::BF16 && shape.key_dim() % 2 == 1 {
         return Err(Error::Unsupported {
             op,
@@ -256,7 +261,27 @@ impl GpuBackend {
         self.prepare_gdn(shape, layout, key, ReplayOperands::<()>::SPECS, slots)
     }
 
-    /// The checks and parameters record and replay share.
+    /// Validate fold_record's buffers (docs/SPEC.md "fold_record") and build its
+    /// dispatch: the pending draft's accepted prefix (`delta`, `pending_k_grouped`,
+    /// `pending_g`, `accepted`) replayed onto `state` in place, then record from it,
+    /// writing y and this draft's tape (`delta`, `tape_k_grouped`, `tape_g`). The state
+    /// is not written where nothing was accepted. `status` (when given) flags counts
+    /// above T.
+    pub fn prepare_fold_record(
+        &self,
+        shape: &GdnShape,
+        layout: GqaLayout,
+        dtypes: GdnDtypes,
+        buffers: &FoldRecordBuffers<'_>,
+    ) -> Result<Prepared> {
+        let class = &self.inner.options.record_class;
+        let key = KernelKey::fold_record(shape, dtypes, self.reduction, class)
+            .with_bound(buffers.bound());
+        let slots = buffers.slots().into_iter().map(|b| b.copied()).collect();
+        self.prepare_gdn(shape, layout, key, FoldRecordOperands::<()>::SPECS, slots)
+    }
+
+    /// The checks and parameters record, replay and fold_record share.
     fn prepare_gdn(
         &self,
         shape: &GdnShape,
@@ -556,7 +581,7 @@ impl GpuBackend {
             });
         }
         if key.reduction == Reduction::Subgroup
-            && key.op == Op::Record
+            && key.op.records()
             && !features.contains(wgpu::Features::SUBGROUP)
         {
             return Err(Error::Unsupported {

@@ -11,7 +11,8 @@ use super::options::ShapeClass;
 use super::wgsl::{self, Value, WgslError};
 use crate::dtype::{DType, GdnDtypes};
 use crate::operand::{
-    Access, ConvOperands, OperandSpec, RecordOperands, RepeatOperands, ReplayOperands, Walk,
+    Access, ConvOperands, FoldRecordOperands, OperandSpec, RecordOperands, RepeatOperands,
+    ReplayOperands, Walk,
 };
 use crate::shape::{GdnShape, RepeatShape, MAX_CONV_KERNEL};
 use std::fmt::Write as _;
@@ -27,24 +28,32 @@ pub enum Op {
     Repeat,
     /// conv_commit: the conv window rolled forward in place.
     Conv,
+    /// fold_record: a deferred commit's replay, in place, then record from the result.
+    FoldRecord,
 }
 
 impl Op {
-    pub const ALL: [Op; 4] = [Op::Record, Op::Replay, Op::Repeat, Op::Conv];
+    pub const ALL: [Op; 5] = [Op::Record, Op::Replay, Op::Repeat, Op::Conv, Op::FoldRecord];
     pub const fn name(self) -> &'static str {
         match self {
             Op::Record => "record",
             Op::Replay => "replay",
             Op::Repeat => "repeat",
             Op::Conv => "conv",
+            Op::FoldRecord => "fold_record",
         }
     }
 
-    /// The op's file of `wgsl/` (record and replay share one, the `RECORD` define
-    /// picks the op).
+    /// Whether the op is record's step (record, and fold_record after its fold).
+    pub const fn records(self) -> bool {
+        matches!(self, Op::Record | Op::FoldRecord)
+    }
+
+    /// The op's file of `wgsl/` (record, replay and fold_record share one, the `RECORD`
+    /// and `FOLD` defines pick the op).
     pub const fn file(self) -> &'static str {
         match self {
-            Op::Record | Op::Replay => "record_replay",
+            Op::Record | Op::Replay | Op::FoldRecord => "record_replay",
             Op::Repeat => "repeat",
             Op::Conv => "conv",
         }
@@ -58,7 +67,9 @@ impl std::str::FromStr for Op {
             .into_iter()
             .find(|op| op.name() == s)
             .ok_or_else(|| {
-                format!("unknown kernel `{s}` (expected record, replay, repeat or conv)")
+                format!(
+                    "unknown kernel `{s}` (expected record, replay, repeat, conv or fold_record)"
+                )
             })
     }
 }
@@ -133,6 +144,18 @@ impl KernelKey {
         Self::gdn(Op::Record, shape, dtypes, reduction, masked, class)
     }
 
+    /// The fold_record kernel for `shape` (record's shape class and its `class`
+    /// overrides): a deferred commit's fold, then record; `status` not bound (see
+    /// [`KernelKey::with_bound`]).
+    pub fn fold_record(
+        shape: &GdnShape,
+        dtypes: GdnDtypes,
+        reduction: Reduction,
+        class: &ShapeClass,
+    ) -> Self {
+        Self::gdn(Op::FoldRecord, shape, dtypes, reduction, false, class)
+    }
+
     /// The replay kernel for `shape`, with the shape class `class` overrides: the plain
     /// op (from a snapshot, k expanded; a mask when `masked`). See
     /// [`KernelKey::with_bound`] for the other variants.
@@ -168,7 +191,7 @@ impl KernelKey {
         // slower: 13 against 11.6) and 8 beyond (B = 256, T = 16: 369 against 381;
         // benches/results/h200-2026-11-30-replay-lanes-ab.txt).
         let (per_lane, threads, mut default_rpt, mut default_chunk) = match op {
-            Op::Record => (32, 128, 2, if shape.steps() > 4 { 8 } else { 4 }),
+            Op::Record | Op::FoldRecord => (32, 128, 2, if shape.steps() > 4 { 8 } else { 4 }),
             _ => (if shape.steps() > 8 { 16 } else { 8 }, 128, 4, 8),
         };
         let lanes = tuning
@@ -176,7 +199,7 @@ impl KernelKey {
             .unwrap_or_else(|| dk.div_ceil(per_lane).next_power_of_two().min(64));
         let rows_total =
             shape.batch() as u64 * shape.value_heads() as u64 * shape.value_dim() as u64;
-        if op == Op::Record && rows_total * lanes as u64 / 2 < SMALL_GRID_INVOCATIONS {
+        if op.records() && rows_total * lanes as u64 / 2 < SMALL_GRID_INVOCATIONS {
             (default_rpt, default_chunk) = (1, 8);
         }
         let groups = dk.div_ceil(lanes * 4).max(1);
@@ -294,6 +317,7 @@ impl KernelKey {
             Op::Replay => of(ReplayOperands::<()>::SPECS),
             Op::Repeat => of(RepeatOperands::<()>::SPECS),
             Op::Conv => of(ConvOperands::<()>::SPECS),
+            Op::FoldRecord => of(FoldRecordOperands::<()>::SPECS),
         }
     }
 
@@ -319,7 +343,7 @@ impl KernelKey {
         match self.op {
             Op::Record => self.row_bit("state_out"),
             Op::Replay => self.row_bit("snapshot") | self.row_bit("tape_k"),
-            Op::Repeat | Op::Conv => 0,
+            Op::Repeat | Op::Conv | Op::FoldRecord => 0,
         }
     }
 
@@ -348,7 +372,7 @@ impl KernelKey {
         const VEC4: u32 = 16;
         let (chunk, rows, wg) = (self.chunk, self.rows, self.workgroup_size());
         match self.op {
-            Op::Record => {
+            Op::Record | Op::FoldRecord => {
                 let staged = 2 * chunk * self.staged_row() * VEC4 + chunk * rows * 4 + chunk * VEC4;
                 // row_partials (vec3 has a 16-byte stride), plus the subgroup width.
                 let reduction = wg * VEC4
@@ -361,7 +385,9 @@ impl KernelKey {
                 } else {
                     0
                 };
-                staged + reduction + pairs
+                // fold_record's count of steps to fold (`steps_shared`).
+                let fold = if self.op == Op::FoldRecord { 4 } else { 0 };
+                staged + reduction + pairs + fold
             }
             Op::Replay => chunk * self.staged_row() * VEC4 + chunk * rows * 4 + chunk * 8 + 4,
             Op::Repeat | Op::Conv => 0,
@@ -386,7 +412,7 @@ impl KernelKey {
 
     /// Whether record pairs neighbouring rows for bf16 y / delta words.
     pub fn pairs_outputs(&self) -> bool {
-        self.op == Op::Record && (self.dtypes.act == DType::BF16 || self.dtypes.tape == DType::BF16)
+        self.op.records() && (self.dtypes.act == DType::BF16 || self.dtypes.tape == DType::BF16)
     }
 
     /// Whether each invocation holds both rows of every bf16 output pair (an even
@@ -455,6 +481,7 @@ impl KernelKey {
             Op::Replay => self.bindings_of(ReplayOperands::<()>::SPECS),
             Op::Repeat => self.bindings_of(RepeatOperands::<()>::SPECS),
             Op::Conv => self.bindings_of(ConvOperands::<()>::SPECS),
+            Op::FoldRecord => self.bindings_of(FoldRecordOperands::<()>::SPECS),
         }
     }
 
@@ -487,6 +514,14 @@ impl KernelKey {
                 (format!("HAS_{}", name.to_uppercase()), Value::Bool(bound))
             })
             .collect();
+        // The optional rows of other ops that the shared file of record, replay and
+        // fold_record reads: unbound where this op's table has no such row.
+        for name in ["mask", "state_out", "snapshot", "status"] {
+            let define = format!("HAS_{}", name.to_uppercase());
+            if !defines.iter().any(|(n, _)| *n == define) {
+                defines.push((define, Value::Bool(false)));
+            }
+        }
         let fixed = [
             ("LANES", Value::U32(self.lanes)),
             ("ROWS", Value::U32(self.rows)),
@@ -508,7 +543,12 @@ impl KernelKey {
             // The tape's g is written in bf16 words: one writer per word.
             ("GATE_BF16", Value::Bool(self.dtypes.gate == DType::BF16)),
             // record_replay.wgsl: the record kernel, else replay.
-            ("RECORD", Value::Bool(self.op == Op::Record)),
+            ("RECORD", Value::Bool(self.op.records())),
+            // fold_record: record after folding a deferred commit into the state.
+            ("FOLD", Value::Bool(self.op == Op::FoldRecord)),
+            // fold_record rounds the folded state to the state dtype, as stored.
+            ("STATE_BF16", Value::Bool(self.dtypes.state == DType::BF16)),
+            ("STATE_F16", Value::Bool(self.dtypes.state == DType::F16)),
             // conv_commit: the most window values an invocation holds (two rows).
             ("CONV_SPAN", Value::U32(2 * (MAX_CONV_KERNEL as u32 - 1))),
         ];
@@ -522,7 +562,7 @@ impl KernelKey {
         let mut src = String::new();
         for (i, b) in self.bindings().iter().enumerate() {
             // Record and replay prefetch their steps: they load in two halves.
-            let split = matches!(self.op, Op::Record | Op::Replay);
+            let split = matches!(self.op, Op::Record | Op::Replay | Op::FoldRecord);
             b.write_wgsl(&mut src, i as u32 + 1, self.vec4, split);
         }
         let names = wgsl::defined_names(&src).into_iter().collect();
@@ -784,7 +824,7 @@ pub fn all_variants() -> Vec<KernelKey> {
     // The gate accessors do not depend on the reduction: one each, at one shape (every
     // variant costs the Dawn test time).
     for dtypes in GATED {
-        for op in [Op::Record, Op::Replay] {
+        for op in [Op::Record, Op::Replay, Op::FoldRecord] {
             let real = GdnShape::new(1, 2, 16, 32, 128, 128).expect("a valid shape");
             add_new(&mut keys, keys_at(op, dtypes, Reduction::Subgroup, &real));
         }
@@ -828,6 +868,7 @@ fn keys_at(op: Op, dtypes: GdnDtypes, reduction: Reduction, shape: &GdnShape) ->
             Op::Replay => KernelKey::replay(shape, dtypes, masked, &class),
             Op::Repeat => KernelKey::repeat(&shape.tape_k_repeat(), dtypes.act),
             Op::Conv => KernelKey::conv(dtypes.act),
+            Op::FoldRecord => KernelKey::fold_record(shape, dtypes, reduction, &class),
         };
         // The rollback's variants: record writing the tape's k and g, with and without
         // the drafted state; replay from k at key heads, in place or from a snapshot,
@@ -843,6 +884,8 @@ fn keys_at(op: Op, dtypes: GdnDtypes, reduction: Reduction, shape: &GdnShape) ->
                 bits(&["mask", "tape_k_grouped", "status"]),
                 bits(&["mask", "tape_k_grouped", "status", "snapshot"]),
             ],
+            // The first layer's flags clamped counts.
+            Op::FoldRecord => vec![bits(&["status"])],
             Op::Repeat | Op::Conv => vec![],
         };
         let mask = key.bound & key.row_bit("mask");

@@ -22,7 +22,8 @@ pub use device::{
     choose_adapter, device_requirements, list_adapters, wanted_features, AdapterReport, Chosen,
 };
 pub use encode::{
-    ConvBuffers, Prepared, RecordBuffers, RepeatBuffers, ReplayBuffers, MAX_GPU_ELEMENTS,
+    ConvBuffers, FoldRecordBuffers, Prepared, RecordBuffers, RepeatBuffers, ReplayBuffers,
+    MAX_GPU_ELEMENTS,
 };
 pub use host::Pending;
 pub use kernel::{

@@ -1,9 +1,10 @@
 //! Rollback on the GPU, resident: per layer the committed state (the snapshot while a
 //! draft is open; in [`RollbackMode::KeepDrafted`] also a drafted state) and a tape of
 //! delta, k at key heads and g, all written by record in one dispatch. Nothing goes
-//! through the host between draft and commit.
+//! through the host between draft and commit. A commit may also be deferred to the
+//! next draft, which folds it into the state as it reads it (fold_record).
 
-use super::encode::{ConvBuffers, Prepared, RecordBuffers, ReplayBuffers};
+use super::encode::{ConvBuffers, FoldRecordBuffers, Prepared, RecordBuffers, ReplayBuffers};
 use super::GpuBackend;
 use crate::dtype::GdnDtypes;
 use crate::error::{Error, Result};
@@ -41,6 +42,16 @@ struct Layer {
     tape_k: wgpu::Buffer,
     tape_g: wgpu::Buffer,
     tape_mask: Option<wgpu::Buffer>,
+    /// The commit this layer's state still owes
+    /// ([`GpuRollback::encode_commit_deferred`]): the next draft folds it.
+    deferred: Option<DeferredFold>,
+    /// The deferred commit that the open draft folds: given back to `deferred` if the
+    /// draft is abandoned, its tape k and g made `spare` once the draft is committed.
+    folding: Option<DeferredFold>,
+    /// A second tape k and g (allocated by the first deferred commit): a draft that
+    /// folds writes its tape into one pair while it reads the deferred tape from the
+    /// other.
+    spare: Option<(wgpu::Buffer, wgpu::Buffer)>,
     /// The prepared dispatches of recent drafts and commits, by the buffers they bind:
     /// an engine drafts from the same activation buffers every step, so after the first
     /// step of each state slot a draft or a commit is encoded without validation,
@@ -85,10 +96,22 @@ impl ResidentConv {
 /// at B = 1, T = 8: 575 against 491 us).
 pub const CONV_COPY_DISPATCH_FROM: u64 = 2 << 20;
 
-/// One layer's draft dispatches: record and, when the conv inputs are the caller's and
-/// large, the copy that keeps them.
+/// A commit deferred to the next draft: the accepted counts and the committed draft's
+/// tape k and g (its delta stays in the layer's delta buffer, which the folding draft
+/// reads before it writes its own).
+#[derive(Clone)]
+struct DeferredFold {
+    accepted: wgpu::Buffer,
+    tape_k: wgpu::Buffer,
+    tape_g: wgpu::Buffer,
+}
+
+/// One layer's draft dispatches: record (fold_record when it folds a deferred commit)
+/// after, for a deferred commit that a masked draft cannot fold, that commit's replay;
+/// and, when the conv inputs are the caller's and large, the copy that keeps them.
 #[derive(Clone)]
 struct DraftDispatches {
+    replay_first: Option<Prepared>,
     record: Prepared,
     conv_copy: Option<Prepared>,
 }
@@ -98,6 +121,8 @@ struct DraftDispatches {
 /// transfer.
 struct LayerDraft {
     dispatches: DraftDispatches,
+    /// Whether the draft carries the layer's deferred commit (folded or replayed first).
+    settles_deferred: bool,
     mask: Option<(wgpu::Buffer, wgpu::Buffer)>,
     conv_transfer: Option<(wgpu::Buffer, wgpu::Buffer, std::ops::Range<u64>)>,
 }
@@ -128,6 +153,17 @@ fn check_input(
         });
     }
     Ok(())
+}
+
+/// A layer whose state owes a deferred commit has no committed state to hand out.
+fn check_not_deferred(op: &'static str, l: &Layer) -> Result<()> {
+    match l.deferred {
+        None => Ok(()),
+        Some(_) => Err(Error::Order {
+            op,
+            why: "a deferred commit is pending: draft or encode_flush first",
+        }),
+    }
 }
 
 fn no_conv(op: &'static str) -> Error {
@@ -236,6 +272,9 @@ impl GpuRollback {
                     tape_k: buffer(gpu, "tape k", bytes(dtypes.act, shape.qk_len())?, rw),
                     tape_g: buffer(gpu, "tape g", bytes(dtypes.gate, shape.gate_len())?, rw),
                     tape_mask: None,
+                    deferred: None,
+                    folding: None,
+                    spare: None,
                     drafts_prepared: Vec::new(),
                     commits_prepared: Vec::new(),
                 })
@@ -309,8 +348,20 @@ impl GpuRollback {
     }
 
     /// The committed state of `layer` (`[B, Hv, Dv, Dk]`, the rollback's state dtype).
+    /// While a deferred commit is pending ([`GpuRollback::encode_commit_deferred`]) the
+    /// buffer still holds the snapshot: `Error::Order` then, until a draft folds it in or
+    /// [`GpuRollback::encode_flush`] replays it.
     pub fn state_buffer(&self, layer: usize) -> Result<&wgpu::Buffer> {
-        Ok(self.layer("state_buffer", layer)?.states.committed())
+        const OP: &str = "state_buffer";
+        let l = self.layer(OP, layer)?;
+        check_not_deferred(OP, l)?;
+        Ok(l.states.committed())
+    }
+
+    /// Whether some layer's state still owes a deferred commit (see
+    /// [`GpuRollback::encode_commit_deferred`]).
+    pub fn has_deferred_commit(&self) -> bool {
+        self.layers.iter().any(|l| l.deferred.is_some())
     }
 
     /// Encode one layer's draft: one record dispatch reading the committed state and
@@ -372,6 +423,9 @@ impl GpuRollback {
                 timestamp_writes: None,
             });
             for (_, d) in drafts {
+                if let Some(replay) = &d.dispatches.replay_first {
+                    replay.encode_in(&mut pass);
+                }
                 d.dispatches.record.encode_in(&mut pass);
                 if let Some(copy) = &d.dispatches.conv_copy {
                     copy.encode_in(&mut pass);
@@ -386,7 +440,11 @@ impl GpuRollback {
             if let Some((x, kept, range)) = &d.conv_transfer {
                 encoder.copy_buffer_to_buffer(x, 0, kept, range.start, range.end - range.start);
             }
-            self.layers[*layer].tape_mask = d.mask.as_ref().map(|(_, keep)| keep.clone());
+            let l = &mut self.layers[*layer];
+            l.tape_mask = d.mask.as_ref().map(|(_, keep)| keep.clone());
+            if d.settles_deferred {
+                l.folding = l.deferred.take();
+            }
             self.drafts.open(*layer);
         }
     }
@@ -451,14 +509,24 @@ impl GpuRollback {
             Some((x, kept, range, false)) => (None, Some((x.clone(), kept, range))),
             None => (None, None),
         };
+        // The tape k and g alternate between two pairs once commits are deferred, so
+        // they are part of the key; a deferred commit adds its own buffers.
+        let deferred = l.deferred.clone();
         let key: Vec<wgpu::Buffer> = [b.q, b.k, b.v, b.g, b.beta, b.y, l.states.committed()]
             .into_iter()
+            .chain([&l.tape_k, &l.tape_g])
             .chain(b.mask)
             .chain(conv_copy.as_ref().map(|(x, ..)| *x))
+            .chain(
+                deferred
+                    .iter()
+                    .flat_map(|f| [&f.accepted, &f.tape_k, &f.tape_g]),
+            )
             .cloned()
             .collect();
         let (states, delta, tape_k, tape_g) = (&l.states, &l.delta, &l.tape_k, &l.tape_g);
-        let dispatches = cached(&mut l.drafts_prepared, key, || {
+        let status = &self.status;
+        let record_of = |states: &States<wgpu::Buffer>, delta, tape_k, tape_g| {
             let record = RecordBuffers {
                 q: b.q,
                 k: b.k,
@@ -473,6 +541,55 @@ impl GpuRollback {
                 tape_k_grouped: Some(tape_k),
                 tape_g: Some(tape_g),
             };
+            gpu.prepare_record(&shape, layout, dtypes, &record)
+        };
+        let dispatches = cached(&mut l.drafts_prepared, key, || {
+            // The first layer's fold (or replay) flags counts above T for all: every
+            // layer reads the same counts (see `encode_replays`).
+            let status = (layer == 0).then_some(status);
+            let (replay_first, record) = match (&deferred, b.mask) {
+                // One pass over the state: the deferred replay, then record from it.
+                (Some(f), None) => {
+                    let fold = FoldRecordBuffers {
+                        q: b.q,
+                        k: b.k,
+                        v: b.v,
+                        g: b.g,
+                        beta: b.beta,
+                        state: states.committed(),
+                        y: b.y,
+                        delta,
+                        tape_k_grouped: tape_k,
+                        tape_g,
+                        pending_k_grouped: &f.tape_k,
+                        pending_g: &f.tape_g,
+                        accepted: &f.accepted,
+                        status,
+                    };
+                    (
+                        None,
+                        gpu.prepare_fold_record(&shape, layout, dtypes, &fold)?,
+                    )
+                }
+                // fold_record takes no mask: a masked draft replays the deferred
+                // commit first, then records.
+                (Some(f), Some(_)) => {
+                    let replay = ReplayBuffers {
+                        tape_delta: delta,
+                        tape_k: None,
+                        tape_k_grouped: Some(&f.tape_k),
+                        tape_g: &f.tape_g,
+                        snapshot: None,
+                        accepted: &f.accepted,
+                        state_out: states.committed(),
+                        mask: None,
+                        status,
+                    };
+                    let replay = gpu.prepare_replay(&shape, layout, dtypes, &replay)?;
+                    (Some(replay), record_of(states, delta, tape_k, tape_g)?)
+                }
+                (None, _) => (None, record_of(states, delta, tape_k, tape_g)?),
+            };
             let conv_copy = match &conv_copy {
                 None => None,
                 Some((x, kept, range)) => {
@@ -481,12 +598,14 @@ impl GpuRollback {
                 }
             };
             Ok(DraftDispatches {
-                record: gpu.prepare_record(&shape, layout, dtypes, &record)?,
+                replay_first,
+                record,
                 conv_copy,
             })
         })?;
         Ok(LayerDraft {
             dispatches,
+            settles_deferred: deferred.is_some(),
             mask,
             conv_transfer,
         })
@@ -511,9 +630,20 @@ impl GpuRollback {
             let accepted = self.gpu.words_buffer(accepted);
             self.encode_replays(encoder, &accepted, false, kind == CommitKind::Replayed)?;
         }
+        self.finish_commit(kind);
+        Ok(kind)
+    }
+
+    /// After a commit's work: the new committed slots, no open drafts, and the tape k
+    /// and g of every deferred commit those drafts folded free for the next one.
+    fn finish_commit(&mut self, kind: CommitKind) {
+        for l in &mut self.layers {
+            if let Some(f) = l.folding.take() {
+                l.spare = Some((f.tape_k, f.tape_g));
+            }
+        }
         self.drafts
             .finish(kind, self.layers.iter_mut().map(|l| &mut l.states));
-        Ok(kind)
     }
 
     /// Encode the commit of every layer with the accepted counts in a GPU buffer
@@ -529,10 +659,125 @@ impl GpuRollback {
     ) -> Result<()> {
         self.drafts.check_open("commit")?;
         self.encode_replays(encoder, accepted, true, true)?;
-        self.drafts.finish(
-            CommitKind::Replayed,
-            self.layers.iter_mut().map(|l| &mut l.states),
+        self.finish_commit(CommitKind::Replayed);
+        Ok(())
+    }
+
+    /// [`GpuRollback::encode_commit_from_buffer`] with the states' replay left to the
+    /// next draft: each layer's next draft folds its accepted prefix into the state as
+    /// it reads it (one fold_record dispatch: the state is read once and written once,
+    /// where a commit and a draft read it twice and write it once). The conv windows
+    /// are committed now. `accepted` is read when those drafts run, so it must hold the
+    /// counts until then (an engine's acceptance kernel writes them after the draft).
+    ///
+    /// Until a layer is drafted again its state buffer holds the snapshot:
+    /// [`GpuRollback::state_buffer`] and [`GpuRollback::read_state`] refuse it, and
+    /// [`GpuRollback::encode_flush`] replays every pending commit now.
+    /// [`GpuRollback::write_state`] replaces the state and drops the layer's pending
+    /// commit. The first deferred commit allocates a second tape k and g per layer
+    /// (`(Hk * Dk * act + Hv * gate) bytes` per step and sequence), which the folding
+    /// draft writes while it reads the committed draft's.
+    ///
+    /// Single-state rollbacks only; a masked draft is committed eagerly (a
+    /// [`GpuRollback::encode_commit_from_buffer`]), and a masked draft after a deferred
+    /// commit replays it in its own dispatch first.
+    pub fn encode_commit_deferred(
+        &mut self,
+        encoder: &mut wgpu::CommandEncoder,
+        accepted: &wgpu::Buffer,
+    ) -> Result<()> {
+        const OP: &str = "commit_deferred";
+        if self.mode != RollbackMode::SingleState {
+            return Err(Error::Unsupported {
+                op: OP,
+                arg: "mode",
+                why: "a deferred commit folds into the one state of RollbackMode::SingleState"
+                    .into(),
+            });
+        }
+        self.drafts.check_open(OP)?;
+        if self.layers.iter().any(|l| l.tape_mask.is_some()) {
+            return Err(Error::Unsupported {
+                op: OP,
+                arg: "mask",
+                why: "a masked draft is committed eagerly (encode_commit_from_buffer)".into(),
+            });
+        }
+        let need = self.shape.batch() as u64 * 4;
+        check_input(OP, "accepted", accepted, U::STORAGE, "STORAGE", need)?;
+        let (k_bytes, g_bytes) = (
+            self.dtypes.act.buffer_bytes(self.shape.qk_len()),
+            self.dtypes.gate.buffer_bytes(self.shape.gate_len()),
         );
+        let (Some(k_bytes), Some(g_bytes)) = (k_bytes, g_bytes) else {
+            return Err(Error::Overflow {
+                op: OP,
+                arg: "tape",
+            });
+        };
+        if self.conv.is_some() {
+            self.encode_replays(encoder, accepted, true, false)?;
+        }
+        self.finish_commit(CommitKind::Replayed);
+        let rw = U::STORAGE | U::COPY_SRC | U::COPY_DST;
+        for l in &mut self.layers {
+            let (k, g) = l.spare.take().unwrap_or_else(|| {
+                (
+                    buffer(&self.gpu, "tape k", k_bytes, rw),
+                    buffer(&self.gpu, "tape g", g_bytes, rw),
+                )
+            });
+            l.deferred = Some(DeferredFold {
+                accepted: accepted.clone(),
+                tape_k: std::mem::replace(&mut l.tape_k, k),
+                tape_g: std::mem::replace(&mut l.tape_g, g),
+            });
+        }
+        Ok(())
+    }
+
+    /// Replay every pending deferred commit now (one in-place replay per layer that
+    /// owes one, in one compute pass): afterwards every state buffer holds its
+    /// committed state. Nothing is encoded when no commit is pending.
+    pub fn encode_flush(&mut self, encoder: &mut wgpu::CommandEncoder) -> Result<()> {
+        let (gpu, shape, layout, dtypes) = (&self.gpu, &self.shape, self.layout, self.dtypes);
+        let status = &self.status;
+        let mut prepared = Vec::new();
+        for l in &self.layers {
+            if let Some(f) = &l.deferred {
+                prepared.push(gpu.prepare_replay(
+                    shape,
+                    layout,
+                    dtypes,
+                    &ReplayBuffers {
+                        tape_delta: &l.delta,
+                        tape_k: None,
+                        tape_k_grouped: Some(&f.tape_k),
+                        tape_g: &f.tape_g,
+                        snapshot: None,
+                        accepted: &f.accepted,
+                        state_out: l.states.committed(),
+                        mask: None,
+                        // One flag suffices (see `encode_replays`).
+                        status: prepared.is_empty().then_some(status),
+                    },
+                )?);
+            }
+        }
+        if !prepared.is_empty() {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("flush"),
+                timestamp_writes: None,
+            });
+            for p in &prepared {
+                p.encode_in(&mut pass);
+            }
+        }
+        for l in &mut self.layers {
+            if let Some(f) = l.deferred.take() {
+                l.spare = Some((f.tape_k, f.tape_g));
+            }
+        }
         Ok(())
     }
 
@@ -552,7 +797,7 @@ impl GpuRollback {
         let (gpu, shape, layout, dtypes) = (&self.gpu, &self.shape, self.layout, self.dtypes);
         let status = &self.status;
         for (index, l) in self.layers.iter_mut().enumerate().filter(|_| replay) {
-            let key: Vec<wgpu::Buffer> = [accepted, l.states.committed()]
+            let key: Vec<wgpu::Buffer> = [accepted, l.states.committed(), &l.tape_k, &l.tape_g]
                 .into_iter()
                 .chain(&l.tape_mask)
                 .cloned()
@@ -681,7 +926,13 @@ impl GpuRollback {
 
     /// Forget the open draft of every layer (after an encoder that held it was
     /// dropped unsubmitted): a commit then says there is no draft.
+    /// A draft that folded a deferred commit gives it back: the commit is pending again.
     pub fn abandon_draft(&mut self) {
+        for l in &mut self.layers {
+            if let Some(f) = l.folding.take() {
+                l.deferred = Some(f);
+            }
+        }
         self.drafts.abandon();
     }
 
@@ -708,11 +959,16 @@ impl GpuRollback {
         })
     }
 
-    /// Overwrite a layer's committed state from the host.
+    /// Overwrite a layer's committed state from the host (dropping the layer's pending
+    /// deferred commit, if any: the state given replaces it).
     pub fn write_state<S: crate::Element>(&mut self, layer: usize, state: &[S]) -> Result<()> {
-        let l = self.layer("write_state", layer)?;
+        self.layer("write_state", layer)?;
         crate::error::check_len("write_state", "state", self.shape.state_len(), state.len())?;
         self.check_state_dtype::<S>("write_state")?;
+        let l = &mut self.layers[layer];
+        if let Some(f) = l.deferred.take() {
+            l.spare = Some((f.tape_k, f.tape_g));
+        }
         let mut bytes = bytemuck::cast_slice::<S, u8>(state).to_vec();
         bytes.resize(bytes.len().div_ceil(4) * 4, 0);
         self.gpu
@@ -724,6 +980,7 @@ impl GpuRollback {
     /// Read a layer's committed state back to the host (blocking, bounded).
     pub fn read_state<S: crate::Element>(&self, layer: usize) -> Result<Vec<S>> {
         let l = self.layer("read_state", layer)?;
+        check_not_deferred("read_state", l)?;
         self.check_state_dtype::<S>("read_state")?;
         self.gpu
             .read_buffer("read_state", l.states.committed(), self.shape.state_len())

@@ -828,7 +828,16 @@ mod tests {
             matches!(err, WgslError::BadUnroll { ref file, .. } if file == "record_replay"),
             "{err}"
         );
-        let no_loop = record.replacen("#unroll\n", "#unroll\n// the loop below\n", 1);
+        // The #unroll before the header's first loop (the state's load, which record
+        // assembles; the file's first #unroll may lie in a branch record leaves out).
+        let unroll = record[..record.find(header).unwrap()]
+            .rfind("#unroll\n")
+            .unwrap();
+        let no_loop = format!(
+            "{}#unroll\n// the loop below\n{}",
+            &record[..unroll],
+            &record[unroll + "#unroll\n".len()..]
+        );
         assert!(matches!(
             assemble_record(&no_loop),
             Err(WgslError::BadUnroll { .. })

@@ -156,6 +156,11 @@ struct CpuLayer<A, S, P, G> {
     tape_k: Vec<A>,
     tape_g: Vec<G>,
     mask: Option<Vec<u32>>,
+    /// A commit left to the next draft ([`Rollback::commit_deferred`]): the counts and
+    /// the committed draft's tape k and g (its delta stays in `delta`).
+    deferred: Option<(Vec<u32>, Vec<A>, Vec<G>)>,
+    /// The other tape k and g, which a folding draft writes (as on the GPU).
+    spare: Option<(Vec<A>, Vec<G>)>,
 }
 
 struct CpuConv<A> {
@@ -290,6 +295,8 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
                             tape_k: alloc_vec("rollback", "tape_k", shape.qk_len())?,
                             tape_g: alloc_vec("rollback", "tape_g", shape.gate_len())?,
                             mask: None,
+                            deferred: None,
+                            spare: None,
                         })
                     })
                     .collect::<Result<_>>()?,
@@ -392,17 +399,26 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
         check_len("set_state", "state", self.shape.state_len(), state.len())?;
         match &mut self.store {
             Store::Cpu { layers, .. } => {
-                layers[layer].states.committed_mut().copy_from_slice(state)
+                let l = &mut layers[layer];
+                l.states.committed_mut().copy_from_slice(state);
+                if let Some((_, k, g)) = l.deferred.take() {
+                    l.spare = Some((k, g));
+                }
             }
             Store::Gpu { rollback, .. } => rollback.write_state(layer, state)?,
         }
         Ok(())
     }
 
-    /// A layer's committed state, on the host.
+    /// A layer's committed state, on the host. `Error::Order` while a deferred commit
+    /// is pending ([`Rollback::commit_deferred`]): draft or [`Rollback::flush`] first.
     pub fn state(&self, layer: usize) -> Result<Vec<S>> {
         self.check_layer("state", layer)?;
         match &self.store {
+            Store::Cpu { layers, .. } if layers[layer].deferred.is_some() => Err(Error::Order {
+                op: "read_state",
+                why: "a deferred commit is pending: draft or encode_flush first",
+            }),
             Store::Cpu { layers, .. } => Ok(layers[layer].states.committed().clone()),
             Store::Gpu { rollback, .. } => rollback.read_state(layer),
         }
@@ -504,23 +520,68 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
                 let mut y = alloc_vec(OP, "y", shape.v_len())?;
                 for (index, (l, i)) in layers.iter_mut().zip(inputs).enumerate() {
                     let (state, drafted) = l.states.split();
-                    kernels::record(
-                        cpu.threads(),
-                        &shape,
-                        layout,
-                        i.q,
-                        i.k,
-                        i.v,
-                        i.g,
-                        i.beta,
-                        state,
-                        &mut y,
-                        drafted.map(|d| &mut d[..]),
-                        &mut l.delta,
-                        i.mask,
-                        Some(&mut l.tape_k),
-                        Some(&mut l.tape_g),
-                    );
+                    match l.deferred.take() {
+                        // The deferred commit folded into this draft, as on the GPU.
+                        Some((accepted, pending_k, pending_g)) if i.mask.is_none() => {
+                            kernels::fold_record(
+                                cpu.threads(),
+                                &shape,
+                                layout,
+                                i.q,
+                                i.k,
+                                i.v,
+                                i.g,
+                                i.beta,
+                                state,
+                                &mut y,
+                                &mut l.delta,
+                                &mut l.tape_k,
+                                &mut l.tape_g,
+                                &pending_k,
+                                &pending_g,
+                                &accepted,
+                                None,
+                            );
+                            l.spare = Some((pending_k, pending_g));
+                        }
+                        pending => {
+                            // A masked draft replays a deferred commit first.
+                            if let Some((accepted, pending_k, pending_g)) = pending {
+                                kernels::replay::<A, S, P, G>(
+                                    cpu.threads(),
+                                    &shape,
+                                    layout,
+                                    &l.delta,
+                                    None,
+                                    Some(&pending_k),
+                                    &pending_g,
+                                    None,
+                                    &accepted,
+                                    state,
+                                    None,
+                                    None,
+                                );
+                                l.spare = Some((pending_k, pending_g));
+                            }
+                            kernels::record(
+                                cpu.threads(),
+                                &shape,
+                                layout,
+                                i.q,
+                                i.k,
+                                i.v,
+                                i.g,
+                                i.beta,
+                                state,
+                                &mut y,
+                                drafted.map(|d| &mut d[..]),
+                                &mut l.delta,
+                                i.mask,
+                                Some(&mut l.tape_k),
+                                Some(&mut l.tape_g),
+                            );
+                        }
+                    }
                     if let (Some(c), Some(xs)) = (&mut l.conv, conv_x) {
                         c.x.copy_from_slice(xs[index]);
                     }
@@ -658,6 +719,104 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
                 arg: "accepted",
                 why: "counts in a GPU buffer need a GPU rollback; use commit".into(),
             }),
+        }
+    }
+
+    /// Commit the draft as [`Rollback::commit`] does, leaving the states' replay to the
+    /// next draft, which folds it into each state as it reads it (one pass over the
+    /// state: see [`GpuRollback::encode_commit_deferred`]); the conv windows are
+    /// committed now. Until the next draft, [`Rollback::state`] refuses and
+    /// [`Rollback::flush`] replays. Single-state rollbacks and unmasked drafts only.
+    pub fn commit_deferred(&mut self, accepted: &[u32]) -> Result<()> {
+        const OP: &str = "commit_deferred";
+        self.shape.check_accepted(OP, accepted)?;
+        match &mut self.store {
+            Store::Gpu { rollback, .. } => {
+                let counts = rollback.backend().words_buffer(accepted);
+                submit(OP, rollback, |r, e| r.encode_commit_deferred(e, &counts))
+            }
+            Store::Cpu {
+                cpu,
+                layers,
+                drafts,
+            } => {
+                if self.options.mode != RollbackMode::SingleState {
+                    return Err(Error::Unsupported {
+                        op: OP,
+                        arg: "mode",
+                        why: "a deferred commit folds into the one state of RollbackMode::SingleState"
+                            .into(),
+                    });
+                }
+                drafts.check_open(OP)?;
+                if layers.iter().any(|l| l.mask.is_some()) {
+                    return Err(Error::Unsupported {
+                        op: OP,
+                        arg: "mask",
+                        why: "a masked draft is committed eagerly (encode_commit_from_buffer)"
+                            .into(),
+                    });
+                }
+                if let Some(conv) = &self.conv {
+                    for c in layers.iter_mut().filter_map(|l| l.conv.as_mut()) {
+                        kernels::conv_commit(cpu.threads(), conv, &c.x, accepted, &mut c.window);
+                    }
+                }
+                for l in layers.iter_mut() {
+                    let (k, g) = match l.spare.take() {
+                        Some(pair) => pair,
+                        None => (
+                            alloc_vec(OP, "tape_k", self.shape.qk_len())?,
+                            alloc_vec(OP, "tape_g", self.shape.gate_len())?,
+                        ),
+                    };
+                    let pending_k = std::mem::replace(&mut l.tape_k, k);
+                    let pending_g = std::mem::replace(&mut l.tape_g, g);
+                    l.deferred = Some((accepted.to_vec(), pending_k, pending_g));
+                }
+                drafts.finish(
+                    CommitKind::Replayed,
+                    layers.iter_mut().map(|l| &mut l.states),
+                );
+                Ok(())
+            }
+        }
+    }
+
+    /// Replay every pending deferred commit now (see [`Rollback::commit_deferred`]).
+    pub fn flush(&mut self) -> Result<()> {
+        match &mut self.store {
+            Store::Gpu { rollback, .. } => submit("flush", rollback, |r, e| r.encode_flush(e)),
+            Store::Cpu { cpu, layers, .. } => {
+                for l in layers.iter_mut() {
+                    if let Some((accepted, k, g)) = l.deferred.take() {
+                        kernels::replay::<A, S, P, G>(
+                            cpu.threads(),
+                            &self.shape,
+                            self.layout,
+                            &l.delta,
+                            None,
+                            Some(&k),
+                            &g,
+                            None,
+                            &accepted,
+                            l.states.committed_mut(),
+                            None,
+                            None,
+                        );
+                        l.spare = Some((k, g));
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether a deferred commit is pending (see [`Rollback::commit_deferred`]).
+    pub fn has_deferred_commit(&self) -> bool {
+        match &self.store {
+            Store::Gpu { rollback, .. } => rollback.has_deferred_commit(),
+            Store::Cpu { layers, .. } => layers.iter().any(|l| l.deferred.is_some()),
         }
     }
 

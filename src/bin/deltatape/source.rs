@@ -58,6 +58,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
         Op::Replay => KernelKey::replay(&shape, dtypes, args.masked, &class),
         Op::Repeat => KernelKey::repeat(&shape.tape_k_repeat(), args.dtypes.dtype),
         Op::Conv => KernelKey::conv(args.dtypes.dtype),
+        Op::FoldRecord => KernelKey::fold_record(&shape, dtypes, reduction, &class),
     };
     let target = match args.lang {
         Lang::Msl => Target::Msl,
