@@ -4,9 +4,7 @@ mod common;
 use std::process::Command;
 
 fn demo(args: &[&str]) -> (i32, String) {
-    // DELTATAPE_BIN: the binary when the test executable runs on another machine.
-    let bin = std::env::var("DELTATAPE_BIN")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_deltatape").to_string());
+    let bin = deltatape_bin();
     let out = Command::new(bin)
         .arg("demo")
         .args([
@@ -81,11 +79,14 @@ fn demo_refuses_bad_arguments() {
     assert!(out.contains("batch"), "{out}");
 }
 
+/// The binary: DELTATAPE_BIN when the test executable runs on another machine.
+fn deltatape_bin() -> String {
+    std::env::var("DELTATAPE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_deltatape").to_string())
+}
+
 /// `deltatape round` with `args`, which must succeed: its stdout.
 fn round(args: &[&str]) -> String {
-    let bin = std::env::var("DELTATAPE_BIN")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_deltatape").to_string());
-    let out = Command::new(bin)
+    let out = Command::new(deltatape_bin())
         .arg("round")
         .args(args)
         .output()
@@ -131,15 +132,16 @@ fn round_prints_a_row_per_cell() {
             .filter_map(|w| w.parse().ok())
             .collect();
         // B, T, wall, gpu, commit (NaN without timestamps), encode, submit, wall/gpu,
-        // MiB per sequence and layer, snapshots.
-        assert_eq!(cols.len(), 10, "{row}");
-        assert!(cols[2] > 0.0 && cols[3] > 0.0 && cols[8] < cols[9], "{row}");
+        // back-to-back wall, its ratio to gpu, MiB per sequence and layer, snapshots.
+        assert_eq!(cols.len(), 12, "{row}");
+        assert!(cols[2] > 0.0 && cols[3] > 0.0 && cols[8] > 0.0, "{row}");
+        assert!(cols[10] < cols[11], "{row}");
         // The commit is part of the round.
         assert!(
             cols[4].is_nan() || (cols[4] > 0.0 && cols[4] < cols[3]),
             "{row}"
         );
-        per_mode.push(cols[8]);
+        per_mode.push(cols[10]);
     }
     // Keeping the drafted state costs memory: one state per layer is less.
     assert!(per_mode[0] < per_mode[2], "{stdout}");
@@ -174,4 +176,48 @@ fn round_runs_with_conv_inputs_in_place() {
         .filter(|l| l.trim_start().starts_with("single"))
         .count();
     assert_eq!(rows, 1, "{stdout}");
+}
+
+/// `deltatape round --deferred`: each commit is folded into the next round's draft; the
+/// keep mode, which has no single state to fold into, is refused.
+#[test]
+fn round_defers_commits() {
+    if !common::has_gpu() {
+        return;
+    }
+    let stdout = round(&[
+        "--deferred",
+        "--modes",
+        "single",
+        "--batches",
+        "2",
+        "--steps",
+        "3",
+        "--layers",
+        "2",
+        "--rounds",
+        "2",
+    ]);
+    assert!(
+        stdout.contains("commit deferred to the next round's draft"),
+        "{stdout}"
+    );
+    let rows = stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with("deferred"))
+        .count();
+    assert_eq!(rows, 1, "{stdout}");
+    let out = Command::new(deltatape_bin())
+        .args([
+            "round",
+            "--deferred",
+            "--modes",
+            "single,keep",
+            "--layers",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--modes single"));
 }

@@ -2,8 +2,9 @@
 //! engine runs it: every layer's draft, a GPU kernel that writes each sequence's
 //! accepted count (partial acceptance), and the commit from that device buffer, with
 //! no host read. Reports wall time and GPU time per round (and the
-//! commit's part of the GPU time), the CPU time to encode it, and the memory per
-//! sequence per layer next to per-step snapshots.
+//! commit's part of the GPU time), the CPU time to encode it, the wall time per round
+//! when rounds run back to back (the host encoding the next while the GPU runs one),
+//! and the memory per sequence per layer next to per-step snapshots.
 
 use crate::progress::Progress;
 use deltatape::gpu::DraftBuffers;
@@ -163,7 +164,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
         }
     );
     println!(
-        "{:>6} {:>4} {:>3} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>14} {:>14}",
+        "{:>6} {:>4} {:>3} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>11} {:>8} {:>14} {:>14}",
         "mode",
         "B",
         "T",
@@ -173,6 +174,8 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
         "encode_us",
         "submit_us",
         "wall/gpu",
+        "b2b_wall_us",
+        "b2b/gpu",
         "MiB/seq/layer",
         "snapshots"
     );
@@ -246,17 +249,15 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
                     mask: None,
                     conv_x: conv_x.as_ref(),
                 };
-                let (mut best_wall, mut best_encode, mut best_submit) =
-                    (f64::MAX, f64::MAX, f64::MAX);
-                // (GPU time of the round, of its commit) of the round fastest on the GPU.
-                let mut best_gpu = (f64::MAX, f64::NAN);
-                for round in 0..args.rounds + 2 {
+                // The acceptance kernel's bindings for a round (its parameters: the round
+                // and T).
+                let accept_bind = |round: usize| {
                     let params = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
                         label: None,
                         contents: bytemuck::cast_slice(&[round as u32, t as u32]),
                         usage: wgpu::BufferUsages::UNIFORM,
                     });
-                    let bind = device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    device.create_bind_group(&wgpu::BindGroupDescriptor {
                         label: None,
                         layout: &accept.get_bind_group_layout(0),
                         entries: &[
@@ -269,7 +270,14 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
                                 resource: params.as_entire_binding(),
                             },
                         ],
-                    });
+                    })
+                };
+                let (mut best_wall, mut best_encode, mut best_submit) =
+                    (f64::MAX, f64::MAX, f64::MAX);
+                // (GPU time of the round, of its commit) of the round fastest on the GPU.
+                let mut best_gpu = (f64::MAX, f64::NAN);
+                for round in 0..args.rounds + 2 {
+                    let bind = accept_bind(round);
                     gpu.wait_idle("round")?;
                     let t0 = Instant::now();
                     let marker = |encoder: &mut wgpu::CommandEncoder, index: u32| {
@@ -368,18 +376,43 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
                         best_submit = best_submit.min(submit);
                     }
                 }
+                // Back to back: the rounds encoded and submitted one after another, with
+                // no wait between them (an engine whose acceptance stays on the GPU can
+                // encode step n + 1 while the GPU runs step n); wall time per round.
+                let binds: Vec<_> = (0..args.rounds).map(accept_bind).collect();
+                gpu.wait_idle("round")?;
+                let t_b2b = Instant::now();
+                for bind in &binds {
+                    let mut encoder = gpu.encoder();
+                    rollback.encode_drafts(&mut encoder, &vec![draft; layers])?;
+                    {
+                        let mut pass = encoder.begin_compute_pass(&Default::default());
+                        pass.set_pipeline(&accept);
+                        pass.set_bind_group(0, bind, &[]);
+                        pass.dispatch_workgroups(b.div_ceil(64) as u32, 1, 1);
+                    }
+                    if args.deferred {
+                        rollback.encode_commit_deferred(&mut encoder, &accepted)?;
+                    } else {
+                        rollback.encode_commit_from_buffer(&mut encoder, &accepted)?;
+                    }
+                    gpu.queue().submit([encoder.finish()]);
+                }
+                gpu.wait_idle("round")?;
+                let b2b_wall = t_b2b.elapsed().as_secs_f64() * 1e6 / args.rounds.max(1) as f64;
                 let fp = Footprint::new(&shape, layers, GdnDtypes::F32, options)?;
                 let (states, tape) = fp.per_sequence_layer();
                 let mib = |x: u64| x as f64 / (1u64 << 20) as f64;
                 let (best_gpu, best_commit) = best_gpu;
                 println!(
-                "{:>6} {b:>4} {t:>3} {best_wall:>10.1} {best_gpu:>10.1} {best_commit:>10.1} {best_encode:>10.1} {best_submit:>10.1} {:>9.2} {:>14.2} {:>14.2}",
+                "{:>6} {b:>4} {t:>3} {best_wall:>10.1} {best_gpu:>10.1} {best_commit:>10.1} {best_encode:>10.1} {best_submit:>10.1} {:>9.2} {b2b_wall:>11.1} {:>8.2} {:>14.2} {:>14.2}",
                 if args.deferred {
                     "deferred".to_string()
                 } else {
                     format!("{mode:?}").to_lowercase()
                 },
                 best_wall / best_gpu,
+                b2b_wall / best_gpu,
                 mib(states + tape),
                 mib(fp.per_sequence_layer_with_snapshots())
             );
