@@ -5,7 +5,7 @@
 #endif
 #import entry
 #provides kernel_main, params, ConvParams
-#requires load1_x, load_accepted, load1_window, store2_window, RPT, CONV_SPAN
+#requires load1_x, load_accepted, load1_window, store2_window, RPT, CONV_SPAN, CONV_PAIRS
 // conv_commit (SPEC.md "conv_commit"): each conv window row (b, c) of each layer rolled
 // forward to the accepted prefix of the draft, in place. The new window[b, c, :] is the
 // last K-1 values of window[b, c, :] ++ x[b, 0..a, c], with a = min(accepted[b], T): a
@@ -17,8 +17,8 @@
 // packs two values per u32 word. So each invocation owns RPT = 2 consecutive rows:
 // 2 (K-1) values from the even index 2 p (K-1), whole words whether K-1 is odd or even
 // (one row per invocation would split a word between two invocations whenever K-1 is
-// odd). It loads both rows' old windows into registers first, and only then stores, a
-// whole word at a time. A layer's rows are paired within the layer; the strides are
+// odd). It reads every new value of both rows (from the old window or from x) first,
+// and only then stores, a whole word at a time. A layer's rows are paired within the layer; the strides are
 // even, so every layer starts on a word.
 
 struct ConvParams {
@@ -67,30 +67,33 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
     let width = params.width;
     let n = min(RPT, params.rows - first) * width; // values it owns
     let base = layer * params.window_stride + first * width;
-    // Both rows' old windows into registers, before anything is stored.
-    var old = array<f32, CONV_SPAN>();
-    for (var e = 0u; e < n; e++) {
-        old[e] = load1_window(base + e);
-    }
-    // Value j of row r's new window is value a + j of old ++ x[b, 0..a, c].
+    // Value j of row r's new window is value a + j of old ++ x[b, 0..a, c]: read from
+    // the window itself or from x, every value before anything is stored (this
+    // invocation alone reads and writes its rows' words). Unrolled to CONV_SPAN with
+    // guards, so `rolled` is indexed by constants and stays in registers.
     var rolled = array<f32, CONV_SPAN>();
-    for (var e = 0u; e < n; e++) {
-        let r = e / width;
-        let j = e - r * width;
-        let row = first + r;
-        let b = row / params.channels;
-        let p = min(load_accepted(b), params.steps) + j;
-        if p < width {
-            rolled[e] = old[r * width + p];
-        } else {
-            rolled[e] = load1_x(conv_x_index(layer, b, p - width, row % params.channels));
+    #unroll
+    for (var e = 0u; e < CONV_SPAN; e++) {
+        if e < n {
+            let r = e / width;
+            let j = e - r * width;
+            let row = first + r;
+            let b = row / params.channels;
+            let p = min(load_accepted(b), params.steps) + j;
+            if p < width {
+                rolled[e] = load1_window(base + r * width + p);
+            } else {
+                rolled[e] = load1_x(conv_x_index(layer, b, p - width, row % params.channels));
+            }
         }
     }
     // Whole words: pairs from the even index `base`.
-    for (var e = 0u; e < n; e += 2u) {
+    #unroll
+    for (var h = 0u; h < CONV_PAIRS; h++) {
+        let e = 2u * h;
         if e + 1u < n {
             store2_window(base + e, rolled[e], rolled[e + 1u]);
-        } else {
+        } else if e < n {
             store_last_window(base + e, rolled[e]);
         }
     }

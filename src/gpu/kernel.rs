@@ -551,6 +551,8 @@ impl KernelKey {
             ("STATE_F16", Value::Bool(self.dtypes.state == DType::F16)),
             // conv_commit: the most window values an invocation holds (two rows).
             ("CONV_SPAN", Value::U32(2 * (MAX_CONV_KERNEL as u32 - 1))),
+            // conv_commit: the whole words of those values.
+            ("CONV_PAIRS", Value::U32(MAX_CONV_KERNEL as u32 - 1)),
         ];
         defines.extend(fixed.into_iter().map(|(n, v)| (n.to_string(), v)));
         defines
