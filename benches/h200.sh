@@ -23,7 +23,8 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
     # A bound per test binary, so that a hang shows as a failure and the bench still runs.
     timeout "${TEST_TIMEOUT:-240}" "$t" > "$OUT/test.log" 2>&1
     rc=$?
-    [ "$rc" = 0 ] || { status=1; echo "exit $rc" | tee -a "$OUT/tests.txt"; }
+    # A failing binary's whole log is kept (a hang shows which tests never finished).
+    [ "$rc" = 0 ] || { status=1; echo "exit $rc" | tee -a "$OUT/tests.txt"; cp "$OUT/test.log" "$OUT/$(basename "$t").log"; }
     grep -E "^test result|panicked|FAILED" "$OUT/test.log" | tee -a "$OUT/tests.txt"
   done
   .dev/deltatape demo 2>&1 | tee "$OUT/demo.txt" || status=1
