@@ -1073,6 +1073,13 @@ fn deferred_rounds(backend: &Backend, deferred: bool) -> RoundsOut {
     }
     rb.flush().unwrap();
     assert!(!rb.has_deferred_commit());
+    // Deferring allocated a second tape k and g per layer, and the footprint says so.
+    let eager_fp = Footprint::new(&shape, layers, GdnDtypes::F32, options).unwrap();
+    let deferred_fp = Footprint::new_deferred(&shape, layers, GdnDtypes::F32, options).unwrap();
+    let extra = layers * (shape.qk_len() + shape.gate_len()) * 4;
+    assert_eq!(deferred_fp.tape_bytes, eager_fp.tape_bytes + extra as u64);
+    let want = if deferred { deferred_fp } else { eager_fp };
+    assert_eq!(rb.footprint().tape_bytes, want.tape_bytes);
     let states = (0..layers).map(|l| rb.state(l).unwrap()).collect();
     let windows = (0..layers).map(|l| rb.conv_window(l).unwrap()).collect();
     // Counts above T are refused on the host; keep mode and masked drafts cannot defer.

@@ -358,6 +358,13 @@ impl GpuRollback {
         Ok(l.states.committed())
     }
 
+    /// How many layers hold a second tape k and g (allocated by their first deferred
+    /// commit): for the footprint.
+    pub(crate) fn deferred_tapes(&self) -> usize {
+        let holds = |l: &&Layer| l.spare.is_some() || l.deferred.is_some() || l.folding.is_some();
+        self.layers.iter().filter(holds).count()
+    }
+
     /// Whether some layer's state still owes a deferred commit (see
     /// [`GpuRollback::encode_commit_deferred`]).
     pub fn has_deferred_commit(&self) -> bool {

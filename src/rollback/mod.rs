@@ -55,7 +55,8 @@ impl ConvConfig {
 /// Memory a draft's rollback costs, next to what per-step snapshots would cost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Footprint {
-    /// Bytes of all layers' tapes (delta, k at key heads, g; the mask if any is extra).
+    /// Bytes of all layers' tapes (delta, k at key heads, g; the mask if any is extra;
+    /// with deferred commits, a second k and g per layer: [`Footprint::new_deferred`]).
     pub tape_bytes: u64,
     /// Bytes of a state snapshot after every draft step, all layers.
     pub per_step_snapshot_bytes: u64,
@@ -91,6 +92,26 @@ impl Footprint {
     ) -> Result<Self> {
         let conv = options.conv.map(|c| c.shape(shape)).transpose()?;
         Ok(Self::of(shape, layers, dtypes, options.mode, conv.as_ref()))
+    }
+
+    /// [`Footprint::new`] for a rollback that defers its commits
+    /// ([`Rollback::commit_deferred`], [`GpuRollback::encode_commit_deferred`]):
+    /// `tape_bytes` also holds the second tape k and g they allocate.
+    pub fn new_deferred(
+        shape: &GdnShape,
+        layers: usize,
+        dtypes: GdnDtypes,
+        options: RollbackOptions,
+    ) -> Result<Self> {
+        let mut fp = Self::new(shape, layers, dtypes, options)?;
+        fp.tape_bytes += Self::deferred_tape_bytes(shape, dtypes) * layers as u64;
+        Ok(fp)
+    }
+
+    /// One layer's second tape k and g, which a deferred commit allocates.
+    fn deferred_tape_bytes(shape: &GdnShape, dtypes: GdnDtypes) -> u64 {
+        (shape.qk_len() * dtypes.act.size_bytes() + shape.gate_len() * dtypes.gate.size_bytes())
+            as u64
     }
 
     fn of(
@@ -367,9 +388,18 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
         let dtypes = dtypes::<A, S, P, G>();
         let mode = self.options.mode;
         let mut fp = Footprint::of(&self.shape, self.layers, dtypes, mode, self.conv.as_ref());
-        if let Store::Gpu { inputs, .. } = &self.store {
-            fp.upload_bytes = inputs.iter().map(GpuInputs::bytes).sum();
-        }
+        let deferred_tapes = match &self.store {
+            Store::Gpu { inputs, rollback } => {
+                fp.upload_bytes = inputs.iter().map(GpuInputs::bytes).sum();
+                rollback.deferred_tapes()
+            }
+            Store::Cpu { layers, .. } => layers
+                .iter()
+                .filter(|l| l.spare.is_some() || l.deferred.is_some())
+                .count(),
+        };
+        fp.tape_bytes +=
+            Footprint::deferred_tape_bytes(&self.shape, dtypes) * deferred_tapes as u64;
         fp
     }
 
