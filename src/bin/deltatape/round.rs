@@ -317,7 +317,8 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
                         )?;
                         marker(&mut encoder, 2 * part as u32 + 1);
                         // The engine's acceptance kernel, outside the timed parts: the
-                        // GPU time is the draft and the commit.
+                        // GPU time is the draft and the commit (approximately: a pass-
+                        // boundary timestamp does not wait for work in flight).
                         if part + 1 == parts {
                             let mut pass = encoder.begin_compute_pass(&Default::default());
                             pass.set_pipeline(&accept);
