@@ -71,19 +71,28 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
     // the window itself or from x, every value before anything is stored (this
     // invocation alone reads and writes its rows' words). Unrolled to CONV_SPAN with
     // guards, so `rolled` is indexed by constants and stays in registers.
+    // Each row's sequence, channel and count once (RPT = 2 rows): every invocation of a
+    // small batch reads the same few counts, so a load per value would crowd one cache
+    // line.
+    let last = min(first + 1u, params.rows - 1u);
+    let b0 = first / params.channels;
+    let b1 = last / params.channels;
+    let c0 = first % params.channels;
+    let c1 = last % params.channels;
+    let a0 = min(load_accepted(b0), params.steps);
+    let a1 = select(min(load_accepted(b1), params.steps), a0, b1 == b0);
     var rolled = array<f32, CONV_SPAN>();
     #unroll
     for (var e = 0u; e < CONV_SPAN; e++) {
         if e < n {
-            let r = e / width;
-            let j = e - r * width;
-            let row = first + r;
-            let b = row / params.channels;
-            let p = min(load_accepted(b), params.steps) + j;
+            let second = e >= width;
+            let j = select(e, e - width, second);
+            let b = select(b0, b1, second);
+            let p = select(a0, a1, second) + j;
             if p < width {
-                rolled[e] = load1_window(base + r * width + p);
+                rolled[e] = load1_window(base + e - j + p);
             } else {
-                rolled[e] = load1_x(conv_x_index(layer, b, p - width, row % params.channels));
+                rolled[e] = load1_x(conv_x_index(layer, b, p - width, select(c0, c1, second)));
             }
         }
     }
