@@ -1,21 +1,18 @@
 //! An engine's decode loop with deltatape, all on the GPU: each round drafts T tokens
 //! through every layer, a GPU kernel (here a toy) decides how many drafted tokens each
-//! sequence keeps, and the commit folds exactly those into every layer's state. The
-//! counts never reach the host. Run: `cargo run --example engine_loop`.
+//! sequence keeps, and the commit folds exactly those into every layer's state (deferred:
+//! the next round's draft folds it in as it reads the state, one pass over the state
+//! instead of two). The counts never reach the host. Run: `cargo run --example engine_loop`.
 use deltatape::gpu::DraftBuffers;
 use deltatape::wgpu::{self, util::DeviceExt};
 use deltatape::{GdnDtypes, GdnShape, GpuBackend, GpuRollback, GqaLayout};
 
 /// The toy acceptance kernel: sequence b keeps (b + round) % (T + 1) drafted tokens (a
 /// real engine compares draft and target tokens here).
-const ACCEPT: &str = "
-@group(0) @binding(0) var<storage, read_write> accepted: array<u32>;
+const ACCEPT: &str = "@group(0) @binding(0) var<storage, read_write> accepted: array<u32>;
 @group(0) @binding(1) var<uniform> round_and_steps: vec2<u32>;
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) id: vec3<u32>) {
-    if id.x < arrayLength(&accepted) {
-        accepted[id.x] = (id.x + round_and_steps.x) % (round_and_steps.y + 1u);
-    }
+@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if id.x < arrayLength(&accepted) { accepted[id.x] = (id.x + round_and_steps.x) % (round_and_steps.y + 1u); }
 }";
 
 fn entry(binding: u32, buffer: &wgpu::Buffer) -> wgpu::BindGroupEntry<'_> {
@@ -84,9 +81,12 @@ pub fn main() -> deltatape::Result<()> {
             pass.set_bind_group(0, &bind, &[]);
             pass.dispatch_workgroups(1, 1, 1);
         }
-        rollback.encode_commit_from_buffer(&mut encoder, &accepted)?;
+        rollback.encode_commit_deferred(&mut encoder, &accepted)?; // or _from_buffer: at once
         gpu.queue().submit([encoder.finish()]);
     }
+    let mut encoder = gpu.encoder(); // the last round's commit: no draft follows to fold it
+    rollback.encode_flush(&mut encoder)?;
+    gpu.queue().submit([encoder.finish()]);
     // Only now, for the printout: one layer's committed state, and no count was above T.
     assert_eq!(rollback.read_status()?, vec![0; shape.batch()]);
     let state: Vec<f32> = rollback.read_state(0)?;
