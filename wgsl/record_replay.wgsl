@@ -19,8 +19,12 @@
 #else
 #import record_emit_direct
 #endif
+#if FOLD
+#import accepted_count
+#endif
 #else
 #import entry
+#import accepted_count
 #endif
 #provides kernel_main, params
 #requires row_tile, lane_col, state_row, v_index, gate_index
@@ -33,7 +37,7 @@
 #requires row_sum3, emit_row, qk_row, key_head, first_value_head
 #if FOLD
 #requires load_state, store_state, raw_pending_k_grouped, unpack_pending_k_grouped
-#requires raw1_pending_g, unpack1_pending_g, raw1_delta, unpack1_delta, load_accepted
+#requires raw1_pending_g, unpack1_pending_g, raw1_delta, unpack1_delta, accepted_steps
 #else
 #requires load_state_in
 #endif
@@ -51,7 +55,7 @@
 #endif
 #endif
 #else
-#requires raw1_tape_delta, unpack1_tape_delta, raw1_tape_g, unpack1_tape_g, load_accepted
+#requires raw1_tape_delta, unpack1_tape_delta, raw1_tape_g, unpack1_tape_g, accepted_steps
 #requires store_state_out
 #if HAS_TAPE_K_GROUPED
 #requires raw_tape_k_grouped, unpack_tape_k_grouped, qk_row, key_head
@@ -63,11 +67,8 @@
 #else
 #requires load_state_out
 #endif
-#if HAS_STATUS
-#requires store_status
 #endif
-#endif
-// The state-row kernels, one file (RECORD picks the op): they share the tiling, the
+// The state-row kernels, one file (RECORD and FOLD pick the op): they share the tiling, the
 // staging of each chunk of steps and the state's load and store; they differ in the step.
 //
 // gated_delta_step_record (docs/SPEC.md "record"): the GatedDeltaNet forward step that
@@ -88,11 +89,11 @@
 // state_replay (docs/SPEC.md "replay"): fold the first accepted[b] steps of the tape
 // onto the pre-draft snapshot, S = S * g_t + k_t delta_t; no reduction. accepted[b] is
 // data on the GPU-resident path and cannot be checked on the host: it is clamped to T
-// here, and flagged in `status` when bound. In place (no snapshot bound: the state is
-// read from state_out and written back): every valid row is read and written by the one
-// invocation that holds it, reads before writes. An invocation whose row lies past Dv
-// reads the clamped last row, which another invocation may be writing, and discards
-// what it read.
+// and flagged in `status` when bound (wgsl/accepted_count.wgsl, shared with
+// fold_record). In place (no snapshot bound: the state is read from state_out and
+// written back): every valid row is read and written by the one invocation that holds
+// it, reads before writes. An invocation whose row lies past Dv reads the clamped
+// last row, which another invocation may be writing, and discards what it read.
 //
 // One workgroup serves ROWS rows dv of one (b, hv) head. LANES lanes share a row, and
 // each invocation holds RPT rows: lane j keeps the state elements of groups
@@ -122,12 +123,8 @@ var<workgroup> q_stage: array<vec4<f32>, CHUNK * STAGED>;
 var<workgroup> row_stage: array<f32, CHUNK * ROWS>; // record: v; replay: the tape's delta
 #if RECORD
 var<workgroup> gate_stage: array<vec4<f32>, CHUNK>; // g (1 where masked), beta, live
-#if FOLD
-var<workgroup> steps_shared: u32;
-#endif
 #else
 var<workgroup> gate_stage: array<vec2<f32>, CHUNK>; // g, live
-var<workgroup> steps_shared: u32;
 #endif
 
 // One invocation's share of the next chunk, on its way from global to workgroup memory:
@@ -407,16 +404,7 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
     // fold's loads wait for the count: fetching the whole draft's first chunk before it
     // was 2.4% faster at B = 1 but 1-3% slower from B = 4 on (more bytes where the
     // kernel waits on bandwidth; benches/results/h200-2026-11-30-fold-ab.txt).
-    if li == 0u {
-        let given = load_accepted(b);
-        steps_shared = min(given, d.steps);
-#if HAS_STATUS
-        if given > d.steps && hv == 0u && row_base == 0u {
-            store_status(b, given);
-        }
-#endif
-    }
-    let folded = workgroupUniformLoad(&steps_shared);
+    let folded = accepted_steps(d, b, hv, row_base, li);
     fetch_fold_chunk(d, b, hv, hk, row_base, 0u, folded, li);
     for (var t0 = 0u; t0 < folded; t0 += CHUNK) {
         workgroupBarrier(); // the previous chunk has been read
@@ -505,17 +493,7 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
         }
     }
 #else
-    // The whole workgroup is one sequence: its step count is uniform.
-    if li == 0u {
-        let given = load_accepted(b);
-        steps_shared = min(given, d.steps);
-#if HAS_STATUS
-        if given > d.steps && hv == 0u && row_base == 0u {
-            store_status(b, given);
-        }
-#endif
-    }
-    let steps = workgroupUniformLoad(&steps_shared);
+    let steps = accepted_steps(d, b, hv, row_base, li);
     fetch_chunk(d, b, hv, hk, row_base, 0u, steps, li);
     for (var t0 = 0u; t0 < steps; t0 += CHUNK) {
         workgroupBarrier(); // the previous chunk has been read

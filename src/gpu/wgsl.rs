@@ -40,6 +40,7 @@ macro_rules! sources {
 
 /// The files of `wgsl/`, by the name `#import` uses.
 pub const SOURCES: &[(&str, &str)] = sources![
+    "accepted_count",
     "bf16",
     "conv",
     "entry",
