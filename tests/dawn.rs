@@ -707,7 +707,92 @@ fn gdn_cases<A: Element, S: Element, P: Element>(
         wg,
         ops,
     ));
+    // fold_record (no mask): that replay's fold, in place, of the record above's tape,
+    // then a second draft recorded from the folded state. The subgroup variant only:
+    // its record part is record's, whose cases cover both reductions.
+    if !masked {
+        let typed2 = draw(shape, seed + 1000).typed::<A>();
+        let want2: Recorded<A, S, P> = cpu()
+            .record(shape, layout, &typed2.inputs(None), &want_s)
+            .unwrap();
+        {
+            let reduction = Reduction::Subgroup;
+            let key = KernelKey::fold_record(shape, dt, reduction, &ShapeClass::default());
+            let wg = key.workgroups_gdn(shape);
+            let ops = vec![
+                (
+                    "q",
+                    Ok(upload(&typed2.q)),
+                    bytes_of(A::DTYPE, typed2.q.len()),
+                ),
+                (
+                    "k",
+                    Ok(upload(&typed2.k)),
+                    bytes_of(A::DTYPE, typed2.k.len()),
+                ),
+                (
+                    "v",
+                    Ok(upload(&typed2.v)),
+                    bytes_of(A::DTYPE, typed2.v.len()),
+                ),
+                (
+                    "g",
+                    Ok(upload(&typed2.g)),
+                    bytes_of(A::DTYPE, typed2.g.len()),
+                ),
+                (
+                    "beta",
+                    Ok(upload(&typed2.beta)),
+                    bytes_of(A::DTYPE, typed2.beta.len()),
+                ),
+                (
+                    "state",
+                    in_place("state", &want_s, &state),
+                    bytes_of(S::DTYPE, state.len()),
+                ),
+                ("y", out("y", &want2.y), bytes_of(A::DTYPE, want2.y.len())),
+                (
+                    "delta",
+                    in_place("delta", &want2.delta, &want.delta),
+                    bytes_of(P::DTYPE, want.delta.len()),
+                ),
+                (
+                    "tape_k_grouped",
+                    out("tape_k", &typed2.k),
+                    bytes_of(A::DTYPE, typed2.k.len()),
+                ),
+                (
+                    "tape_g",
+                    out("tape_g", &typed2.g),
+                    bytes_of(A::DTYPE, typed2.g.len()),
+                ),
+                (
+                    "pending_k_grouped",
+                    Ok(upload(&typed.k)),
+                    bytes_of(A::DTYPE, typed.k.len()),
+                ),
+                (
+                    "pending_g",
+                    Ok(upload(&typed.g)),
+                    bytes_of(A::DTYPE, typed.g.len()),
+                ),
+                ("accepted", Ok(words(&accepted)), 4 * accepted.len() as u64),
+            ];
+            let name = format!("fold_record.{reduction:?}.{tag}").to_lowercase();
+            let params = gdn_params(shape, layout, &key, wg);
+            cases.push(write_case(root, name, &key, params, wg, ops));
+        }
+    }
     cases
+}
+
+/// An operand read, then written in place: `input` uploaded, `want` expected back.
+fn in_place<E: Element>(what: &'static str, want: &[E], input: &[E]) -> Result<Vec<u8>, Expect> {
+    let mut o = out(what, want);
+    if let Err(e) = &mut o {
+        e.input = Some(upload(input));
+    }
+    o
 }
 
 /// Repeat of one dtype, with the GPU path's 16-bit-as-words rewrite for even rows.
@@ -785,14 +870,14 @@ fn conv_case<E: Element>(root: &Path, (b, t, c, k): (usize, usize, usize, usize)
         0,
         0,
     ]);
-    let mut in_place = out("window", &want);
-    if let Err(e) = &mut in_place {
-        e.input = Some(upload(&window));
-    }
     let ops = vec![
         ("x", Ok(upload(&x)), bytes_of(E::DTYPE, x.len())),
         ("accepted", Ok(words(&accepted)), 4 * accepted.len() as u64),
-        ("window", in_place, bytes_of(E::DTYPE, window.len())),
+        (
+            "window",
+            in_place("window", &want, &window),
+            bytes_of(E::DTYPE, window.len()),
+        ),
     ];
     let name = format!("conv.{}.b{b}t{t}c{c}k{k}", E::DTYPE);
     write_case(root, name, &key, params, wg, ops)
@@ -897,6 +982,13 @@ fn dawn_runs_conv_commit() {
 #[test]
 fn dawn_runs_record() {
     run_on_dawn("run-record", &[Op::Record]);
+}
+
+/// fold_record on Dawn: a deferred commit's fold in place (state and delta read, then
+/// written) and the next draft, against the CPU's replay then record.
+#[test]
+fn dawn_runs_fold_record() {
+    run_on_dawn("run-fold", &[Op::FoldRecord]);
 }
 
 fn run_on_dawn(name: &str, ops: &[Op]) {
