@@ -40,6 +40,9 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
   # Each commit deferred to the next round's draft, which folds it into the state as it
   # reads it (one pass over the state where a commit and a draft make two).
   .dev/deltatape round --modes single --conv-in-place --deferred 2>/dev/null | tee "$OUT/round-deferred.txt"
+  # Without the conv window, like the snapshot peer, whose verify has no conv work.
+  .dev/deltatape round --modes single --no-conv 2>/dev/null | tee "$OUT/round-no-conv.txt"
+  .dev/deltatape round --modes single --no-conv --deferred 2>/dev/null | tee "$OUT/round-deferred-no-conv.txt"
   # And encoded whole before one submission (host and GPU work not overlapped).
   .dev/deltatape round --modes single --one-submission 2>/dev/null | tee "$OUT/round-one-submission.txt"
   .dev/deltatape bench ${BENCH_ARGS:---dtypes f32,bf16} --svg "$OUT/bench.svg" 2>/dev/null | tee "$OUT/bench.txt"
