@@ -8,7 +8,7 @@ use super::encode::{ConvBuffers, FoldRecordBuffers, Prepared, RecordBuffers, Rep
 use super::GpuBackend;
 use crate::dtype::GdnDtypes;
 use crate::error::{Error, Result};
-use crate::rollback::commit::{CommitKind, Drafts, RollbackMode, States};
+use crate::rollback::commit::{deferred_pending, CommitKind, Drafts, RollbackMode, States};
 use crate::rollback::RollbackOptions;
 use crate::shape::{ConvShape, GdnShape, GqaLayout};
 use wgpu::BufferUsages as U;
@@ -159,11 +159,42 @@ fn check_input(
 fn check_not_deferred(op: &'static str, l: &Layer) -> Result<()> {
     match l.deferred {
         None => Ok(()),
-        Some(_) => Err(Error::Order {
-            op,
-            why: "a deferred commit is pending: draft or encode_flush first",
-        }),
+        Some(_) => Err(deferred_pending(op)),
     }
+}
+
+impl Layer {
+    /// A deferred commit's tape k and g, no longer read: the pair the next fold writes.
+    fn free_deferred(&mut self, f: DeferredFold) {
+        self.spare = Some((f.tape_k, f.tape_g));
+    }
+}
+
+/// The in-place replay of a deferred commit `f` onto `state` (what fold_record folds),
+/// with the tape's delta in `delta`; flags counts above T in `status` when given.
+#[allow(clippy::too_many_arguments)]
+fn prepare_deferred_replay(
+    gpu: &GpuBackend,
+    shape: &GdnShape,
+    layout: GqaLayout,
+    dtypes: GdnDtypes,
+    delta: &wgpu::Buffer,
+    state: &wgpu::Buffer,
+    f: &DeferredFold,
+    status: Option<&wgpu::Buffer>,
+) -> Result<Prepared> {
+    let replay = ReplayBuffers {
+        tape_delta: delta,
+        tape_k: None,
+        tape_k_grouped: Some(&f.tape_k),
+        tape_g: &f.tape_g,
+        snapshot: None,
+        accepted: &f.accepted,
+        state_out: state,
+        mask: None,
+        status,
+    };
+    gpu.prepare_replay(shape, layout, dtypes, &replay)
 }
 
 fn no_conv(op: &'static str) -> Error {
@@ -581,18 +612,10 @@ impl GpuRollback {
                 // fold_record takes no mask: a masked draft replays the deferred
                 // commit first, then records.
                 (Some(f), Some(_)) => {
-                    let replay = ReplayBuffers {
-                        tape_delta: delta,
-                        tape_k: None,
-                        tape_k_grouped: Some(&f.tape_k),
-                        tape_g: &f.tape_g,
-                        snapshot: None,
-                        accepted: &f.accepted,
-                        state_out: states.committed(),
-                        mask: None,
-                        status,
-                    };
-                    let replay = gpu.prepare_replay(&shape, layout, dtypes, &replay)?;
+                    let state = states.committed();
+                    let replay = prepare_deferred_replay(
+                        &gpu, &shape, layout, dtypes, delta, state, f, status,
+                    )?;
                     (Some(replay), record_of(states, delta, tape_k, tape_g)?)
                 }
                 (None, _) => (None, record_of(states, delta, tape_k, tape_g)?),
@@ -646,7 +669,7 @@ impl GpuRollback {
     fn finish_commit(&mut self, kind: CommitKind) {
         for l in &mut self.layers {
             if let Some(f) = l.folding.take() {
-                l.spare = Some((f.tape_k, f.tape_g));
+                l.free_deferred(f);
             }
         }
         self.drafts
@@ -694,22 +717,8 @@ impl GpuRollback {
         accepted: &wgpu::Buffer,
     ) -> Result<()> {
         const OP: &str = "commit_deferred";
-        if self.mode != RollbackMode::SingleState {
-            return Err(Error::Unsupported {
-                op: OP,
-                arg: "mode",
-                why: "a deferred commit folds into the one state of RollbackMode::SingleState"
-                    .into(),
-            });
-        }
-        self.drafts.check_open(OP)?;
-        if self.layers.iter().any(|l| l.tape_mask.is_some()) {
-            return Err(Error::Unsupported {
-                op: OP,
-                arg: "mask",
-                why: "a masked draft is committed eagerly (encode_commit_from_buffer)".into(),
-            });
-        }
+        let masked = self.layers.iter().any(|l| l.tape_mask.is_some());
+        self.drafts.check_deferrable(OP, self.mode, masked)?;
         let need = self.shape.batch() as u64 * 4;
         check_input(OP, "accepted", accepted, U::STORAGE, "STORAGE", need)?;
         let (k_bytes, g_bytes) = (
@@ -752,22 +761,11 @@ impl GpuRollback {
         let mut prepared = Vec::new();
         for l in &self.layers {
             if let Some(f) = &l.deferred {
-                prepared.push(gpu.prepare_replay(
-                    shape,
-                    layout,
-                    dtypes,
-                    &ReplayBuffers {
-                        tape_delta: &l.delta,
-                        tape_k: None,
-                        tape_k_grouped: Some(&f.tape_k),
-                        tape_g: &f.tape_g,
-                        snapshot: None,
-                        accepted: &f.accepted,
-                        state_out: l.states.committed(),
-                        mask: None,
-                        // One flag suffices (see `encode_replays`).
-                        status: prepared.is_empty().then_some(status),
-                    },
+                // One flag suffices (see `encode_replays`).
+                let status = prepared.is_empty().then_some(status);
+                let state = l.states.committed();
+                prepared.push(prepare_deferred_replay(
+                    gpu, shape, layout, dtypes, &l.delta, state, f, status,
                 )?);
             }
         }
@@ -782,7 +780,7 @@ impl GpuRollback {
         }
         for l in &mut self.layers {
             if let Some(f) = l.deferred.take() {
-                l.spare = Some((f.tape_k, f.tape_g));
+                l.free_deferred(f);
             }
         }
         Ok(())
@@ -974,7 +972,7 @@ impl GpuRollback {
         self.check_state_dtype::<S>("write_state")?;
         let l = &mut self.layers[layer];
         if let Some(f) = l.deferred.take() {
-            l.spare = Some((f.tape_k, f.tape_g));
+            l.free_deferred(f);
         }
         let mut bytes = bytemuck::cast_slice::<S, u8>(state).to_vec();
         bytes.resize(bytes.len().div_ceil(4) * 4, 0);

@@ -128,6 +128,35 @@ impl Drafts {
         })
     }
 
+    /// A deferred commit's rules, the same on every backend: every layer holds a draft,
+    /// the rollback keeps one state per layer (the fold writes it in place), and no
+    /// draft was masked (fold_record takes no mask).
+    pub(crate) fn check_deferrable(
+        &self,
+        op: &'static str,
+        mode: RollbackMode,
+        masked: bool,
+    ) -> Result<()> {
+        if mode != RollbackMode::SingleState {
+            return Err(Error::Unsupported {
+                op,
+                arg: "mode",
+                why: "a deferred commit folds into the one state of RollbackMode::SingleState"
+                    .into(),
+            });
+        }
+        self.check_open(op)?;
+        if masked {
+            return Err(Error::Unsupported {
+                op,
+                arg: "mask",
+                why: "a masked draft is committed eagerly (commit, or encode_commit_from_buffer)"
+                    .into(),
+            });
+        }
+        Ok(())
+    }
+
     /// Every layer must hold a draft to commit.
     pub(crate) fn check_open(&self, op: &'static str) -> Result<()> {
         match self.open.iter().position(|d| !d) {
@@ -154,5 +183,13 @@ impl Drafts {
             states.into_iter().for_each(States::swap);
         }
         self.abandon();
+    }
+}
+
+/// The error for a state that still owes a deferred commit.
+pub(crate) fn deferred_pending(op: &'static str) -> Error {
+    Error::Order {
+        op,
+        why: "a deferred commit is pending: draft or flush first",
     }
 }

@@ -257,6 +257,33 @@ fn submit<T>(
     })
 }
 
+/// The in-place replay of a deferred commit (counts, tape k, tape g) whose delta is
+/// `delta` onto `state`: what fold_record folds. Gives back the tape k and g.
+fn replay_deferred<A: Element, S: Element, P: Element, G: Element>(
+    cpu: &CpuBackend,
+    shape: &GdnShape,
+    layout: GqaLayout,
+    delta: &[P],
+    (accepted, k, g): (Vec<u32>, Vec<A>, Vec<G>),
+    state: &mut [S],
+) -> (Vec<A>, Vec<G>) {
+    kernels::replay::<A, S, P, G>(
+        cpu.threads(),
+        shape,
+        layout,
+        delta,
+        None,
+        Some(&k),
+        &g,
+        None,
+        &accepted,
+        state,
+        None,
+        None,
+    );
+    (k, g)
+}
+
 /// A rollback needs at least one layer.
 pub(crate) fn check_layers(layers: usize) -> Result<()> {
     match layers {
@@ -445,10 +472,9 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
     pub fn state(&self, layer: usize) -> Result<Vec<S>> {
         self.check_layer("state", layer)?;
         match &self.store {
-            Store::Cpu { layers, .. } if layers[layer].deferred.is_some() => Err(Error::Order {
-                op: "read_state",
-                why: "a deferred commit is pending: draft or encode_flush first",
-            }),
+            Store::Cpu { layers, .. } if layers[layer].deferred.is_some() => {
+                Err(commit::deferred_pending("read_state"))
+            }
             Store::Cpu { layers, .. } => Ok(layers[layer].states.committed().clone()),
             Store::Gpu { rollback, .. } => rollback.read_state(layer),
         }
@@ -576,22 +602,11 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
                         }
                         pending => {
                             // A masked draft replays a deferred commit first.
-                            if let Some((accepted, pending_k, pending_g)) = pending {
-                                kernels::replay::<A, S, P, G>(
-                                    cpu.threads(),
-                                    &shape,
-                                    layout,
-                                    &l.delta,
-                                    None,
-                                    Some(&pending_k),
-                                    &pending_g,
-                                    None,
-                                    &accepted,
-                                    state,
-                                    None,
-                                    None,
-                                );
-                                l.spare = Some((pending_k, pending_g));
+                            if let Some(pending) = pending {
+                                let delta = &l.delta;
+                                let (k, g) =
+                                    replay_deferred(cpu, &shape, layout, delta, pending, state);
+                                l.spare = Some((k, g));
                             }
                             kernels::record(
                                 cpu.threads(),
@@ -770,23 +785,8 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
                 layers,
                 drafts,
             } => {
-                if self.options.mode != RollbackMode::SingleState {
-                    return Err(Error::Unsupported {
-                        op: OP,
-                        arg: "mode",
-                        why: "a deferred commit folds into the one state of RollbackMode::SingleState"
-                            .into(),
-                    });
-                }
-                drafts.check_open(OP)?;
-                if layers.iter().any(|l| l.mask.is_some()) {
-                    return Err(Error::Unsupported {
-                        op: OP,
-                        arg: "mask",
-                        why: "a masked draft is committed eagerly (encode_commit_from_buffer)"
-                            .into(),
-                    });
-                }
+                let masked = layers.iter().any(|l| l.mask.is_some());
+                drafts.check_deferrable(OP, self.options.mode, masked)?;
                 if let Some(conv) = &self.conv {
                     for c in layers.iter_mut().filter_map(|l| l.conv.as_mut()) {
                         kernels::conv_commit(cpu.threads(), conv, &c.x, accepted, &mut c.window);
@@ -819,22 +819,17 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
             Store::Gpu { rollback, .. } => submit("flush", rollback, |r, e| r.encode_flush(e)),
             Store::Cpu { cpu, layers, .. } => {
                 for l in layers.iter_mut() {
-                    if let Some((accepted, k, g)) = l.deferred.take() {
-                        kernels::replay::<A, S, P, G>(
-                            cpu.threads(),
+                    if let Some(pending) = l.deferred.take() {
+                        let state = l.states.committed_mut();
+                        let pair = replay_deferred(
+                            cpu,
                             &self.shape,
                             self.layout,
                             &l.delta,
-                            None,
-                            Some(&k),
-                            &g,
-                            None,
-                            &accepted,
-                            l.states.committed_mut(),
-                            None,
-                            None,
+                            pending,
+                            state,
                         );
-                        l.spare = Some((k, g));
+                        l.spare = Some(pair);
                     }
                 }
                 Ok(())
