@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::rollback::commit::{deferred_pending, CommitKind, Drafts, RollbackMode, States};
 use crate::rollback::RollbackOptions;
 use crate::shape::{ConvShape, GdnShape, GqaLayout};
+use std::borrow::Cow;
 use wgpu::BufferUsages as U;
 
 /// The activations of one layer's draft, as GPU buffers (dtypes: the rollback's).
@@ -34,6 +35,14 @@ pub struct DraftBuffers<'a> {
     pub conv_x: Option<&'a wgpu::Buffer>,
 }
 
+/// The buffers a layer's draft dispatches are cached by: q, k, v, g, beta, y, the
+/// state, the tape k and g, the mask, the copied conv inputs, and a deferred commit's
+/// counts, tape k and tape g.
+const DRAFT_KEY: usize = 14;
+/// The buffers a layer's commit dispatch is cached by: the counts, the state, the tape k
+/// and g, the kept mask.
+const COMMIT_KEY: usize = 5;
+
 struct Layer {
     /// The committed state (and the one a draft writes, when kept).
     states: States<wgpu::Buffer>,
@@ -56,8 +65,8 @@ struct Layer {
     /// an engine drafts from the same activation buffers every step, so after the first
     /// step of each state slot a draft or a commit is encoded without validation,
     /// bind-group creation or any allocation.
-    drafts_prepared: Vec<(Vec<wgpu::Buffer>, DraftDispatches)>,
-    commits_prepared: Vec<(Vec<wgpu::Buffer>, Prepared)>,
+    drafts_prepared: PreparedCache<DraftDispatches, DRAFT_KEY>,
+    commits_prepared: PreparedCache<Prepared, COMMIT_KEY>,
 }
 
 /// Every layer's conv window and drafted conv inputs, one buffer each (layer `l` at
@@ -71,7 +80,7 @@ struct ResidentConv {
     window: wgpu::Buffer,
     x: wgpu::Buffer,
     /// The commit's dispatch, by the counts buffer it binds.
-    prepared: Vec<(Vec<wgpu::Buffer>, Prepared)>,
+    prepared: PreparedCache<Prepared, 1>,
 }
 
 impl ResidentConv {
@@ -120,7 +129,8 @@ struct DraftDispatches {
 /// mask and, for small conv inputs, the (source, rollback's buffer, range) of their
 /// transfer.
 struct LayerDraft {
-    dispatches: DraftDispatches,
+    /// Its dispatches: the layer's `drafts_prepared` entry at this index.
+    dispatches: usize,
     /// Whether the draft carries the layer's deferred commit (folded or replayed first).
     settles_deferred: bool,
     mask: Option<(wgpu::Buffer, wgpu::Buffer)>,
@@ -208,21 +218,40 @@ fn no_conv(op: &'static str) -> Error {
 /// Prepared dispatches kept per layer: two state slots, a few input sets.
 const PREPARED_PER_LAYER: usize = 4;
 
-/// The cached value for `key`, or `build()` cached (the oldest dropped when full).
-fn cached<T: Clone>(
-    cache: &mut Vec<(Vec<wgpu::Buffer>, T)>,
-    key: Vec<wgpu::Buffer>,
-    build: impl FnOnce() -> Result<T>,
-) -> Result<T> {
-    if let Some((_, v)) = cache.iter().find(|(k, _)| *k == key) {
-        return Ok(v.clone());
+/// Prepared dispatches by the `N` buffers they bind (`None`: an optional operand left
+/// out), newest last. An engine encodes from the same buffers every step, so a lookup
+/// only compares references: no allocation, no reference count touched.
+struct PreparedCache<T, const N: usize>(Vec<([Option<wgpu::Buffer>; N], T)>);
+
+impl<T, const N: usize> PreparedCache<T, N> {
+    fn new() -> Self {
+        PreparedCache(Vec::new())
     }
-    let v = build()?;
-    if cache.len() >= PREPARED_PER_LAYER {
-        cache.remove(0);
+
+    /// The index of the entry for `key`, after `build()` made one if there was none
+    /// (the oldest dropped when full). It holds until the next call.
+    fn index(
+        &mut self,
+        key: [Option<&wgpu::Buffer>; N],
+        build: impl FnOnce() -> Result<T>,
+    ) -> Result<usize> {
+        let hit = |(k, _): &([Option<wgpu::Buffer>; N], T)| {
+            k.iter().zip(&key).all(|(a, b)| a.as_ref() == *b)
+        };
+        if let Some(i) = self.0.iter().position(hit) {
+            return Ok(i);
+        }
+        let v = build()?;
+        if self.0.len() >= PREPARED_PER_LAYER {
+            self.0.remove(0);
+        }
+        self.0.push((key.map(|b| b.cloned()), v));
+        Ok(self.0.len() - 1)
     }
-    cache.push((key, v.clone()));
-    Ok(v)
+
+    fn get(&self, index: usize) -> &T {
+        &self.0[index].1
+    }
 }
 
 /// Resident rollback state of `layers` GDN layers on one GPU.
@@ -306,8 +335,8 @@ impl GpuRollback {
                     deferred: None,
                     folding: None,
                     spare: None,
-                    drafts_prepared: Vec::new(),
-                    commits_prepared: Vec::new(),
+                    drafts_prepared: PreparedCache::new(),
+                    commits_prepared: PreparedCache::new(),
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -320,7 +349,7 @@ impl GpuRollback {
                     all,
                     window: buffer(gpu, "conv window", bytes(dtypes.act, all.window_len())?, rw),
                     x: buffer(gpu, "conv x", bytes(dtypes.act, all.x_len())?, rw),
-                    prepared: Vec::new(),
+                    prepared: PreparedCache::new(),
                 }))
             }
         };
@@ -460,12 +489,13 @@ impl GpuRollback {
                 label: Some("draft"),
                 timestamp_writes: None,
             });
-            for (_, d) in drafts {
-                if let Some(replay) = &d.dispatches.replay_first {
+            for (layer, d) in drafts {
+                let dispatches = self.layers[*layer].drafts_prepared.get(d.dispatches);
+                if let Some(replay) = &dispatches.replay_first {
                     replay.encode_in(&mut pass);
                 }
-                d.dispatches.record.encode_in(&mut pass);
-                if let Some(copy) = &d.dispatches.conv_copy {
+                dispatches.record.encode_in(&mut pass);
+                if let Some(copy) = &dispatches.conv_copy {
                     copy.encode_in(&mut pass);
                 }
             }
@@ -512,7 +542,7 @@ impl GpuRollback {
                 } else {
                     check_copied(OP, "conv_x", x, bytes)?;
                 }
-                Some((x, c.x.clone(), range, by_dispatch))
+                Some((x, &c.x, range, by_dispatch))
             }
             (None, Some(_)) => {
                 return Err(Error::Unsupported {
@@ -540,28 +570,34 @@ impl GpuRollback {
                 Some((m.clone(), keep))
             }
         };
-        let gpu = self.gpu.clone();
-        let l = &mut self.layers[layer];
         let (conv_copy, conv_transfer) = match conv_copy {
             Some((x, kept, range, true)) => (Some((x, kept, range)), None),
-            Some((x, kept, range, false)) => (None, Some((x.clone(), kept, range))),
+            Some((x, kept, range, false)) => (None, Some((x.clone(), kept.clone(), range))),
             None => (None, None),
         };
+        // Fields, not `self`: the cache below is borrowed mutably beside them.
+        let gpu = &self.gpu;
+        let l = &mut self.layers[layer];
         // The tape k and g alternate between two pairs once commits are deferred, so
         // they are part of the key; a deferred commit adds its own buffers.
-        let deferred = l.deferred.clone();
-        let key: Vec<wgpu::Buffer> = [b.q, b.k, b.v, b.g, b.beta, b.y, l.states.committed()]
-            .into_iter()
-            .chain([&l.tape_k, &l.tape_g])
-            .chain(b.mask)
-            .chain(conv_copy.as_ref().map(|(x, ..)| *x))
-            .chain(
-                deferred
-                    .iter()
-                    .flat_map(|f| [&f.accepted, &f.tape_k, &f.tape_g]),
-            )
-            .cloned()
-            .collect();
+        let deferred = l.deferred.as_ref();
+        let pending = deferred;
+        let key = [
+            Some(b.q),
+            Some(b.k),
+            Some(b.v),
+            Some(b.g),
+            Some(b.beta),
+            Some(b.y),
+            Some(l.states.committed()),
+            Some(&l.tape_k),
+            Some(&l.tape_g),
+            b.mask,
+            conv_copy.as_ref().map(|(x, ..)| *x),
+            pending.map(|f| &f.accepted),
+            pending.map(|f| &f.tape_k),
+            pending.map(|f| &f.tape_g),
+        ];
         let (states, delta, tape_k, tape_g) = (&l.states, &l.delta, &l.tape_k, &l.tape_g);
         let status = &self.status;
         let record_of = |states: &States<wgpu::Buffer>, delta, tape_k, tape_g| {
@@ -581,11 +617,11 @@ impl GpuRollback {
             };
             gpu.prepare_record(&shape, layout, dtypes, &record)
         };
-        let dispatches = cached(&mut l.drafts_prepared, key, || {
+        let dispatches = l.drafts_prepared.index(key, || {
             // The first layer's fold (or replay) flags counts above T for all: every
             // layer reads the same counts (see `encode_replays`).
             let status = (layer == 0).then_some(status);
-            let (replay_first, record) = match (&deferred, b.mask) {
+            let (replay_first, record) = match (deferred, b.mask) {
                 // One pass over the state: the deferred replay, then record from it.
                 (Some(f), None) => {
                     let fold = FoldRecordBuffers {
@@ -614,7 +650,7 @@ impl GpuRollback {
                 (Some(f), Some(_)) => {
                     let state = states.committed();
                     let replay = prepare_deferred_replay(
-                        &gpu, &shape, layout, dtypes, delta, state, f, status,
+                        gpu, &shape, layout, dtypes, delta, state, f, status,
                     )?;
                     (Some(replay), record_of(states, delta, tape_k, tape_g)?)
                 }
@@ -798,47 +834,47 @@ impl GpuRollback {
     ) -> Result<()> {
         // Validate and build every dispatch before encoding any of them, so an error
         // leaves the encoder untouched.
-        let mut prepared = Vec::with_capacity(self.layers.len() + 1);
+        // Cached dispatches are borrowed; uncached ones (a counts buffer the caller
+        // does not keep) are built for this commit alone.
+        let mut prepared: Vec<Cow<'_, Prepared>> = Vec::with_capacity(self.layers.len() + 1);
         let (gpu, shape, layout, dtypes) = (&self.gpu, &self.shape, self.layout, self.dtypes);
         let status = &self.status;
         for (index, l) in self.layers.iter_mut().enumerate().filter(|_| replay) {
-            let key: Vec<wgpu::Buffer> = [accepted, l.states.committed(), &l.tape_k, &l.tape_g]
-                .into_iter()
-                .chain(&l.tape_mask)
-                .cloned()
-                .collect();
-            let (states, l_delta, l_k, l_g, l_mask) = (
-                &l.states,
-                &l.delta,
-                &l.tape_k,
-                &l.tape_g,
-                l.tape_mask.as_ref(),
-            );
+            let Layer {
+                states,
+                delta,
+                tape_k,
+                tape_g,
+                tape_mask,
+                commits_prepared,
+                ..
+            } = l;
+            let key = [
+                Some(accepted),
+                Some(states.committed()),
+                Some(&*tape_k),
+                Some(&*tape_g),
+                tape_mask.as_ref(),
+            ];
             // In place on the committed state, or from it into the drafted slot.
             let (snapshot, state_out) = match states.drafted() {
                 None => (None, states.committed()),
                 Some(drafted) => (Some(states.committed()), drafted),
             };
-            let mut scratch = Vec::new();
-            let store = if cache {
-                &mut l.commits_prepared
-            } else {
-                &mut scratch
-            };
-            prepared.push(cached(store, key, || {
+            let build = || {
                 gpu.prepare_replay(
                     shape,
                     layout,
                     dtypes,
                     &ReplayBuffers {
-                        tape_delta: l_delta,
+                        tape_delta: delta,
                         tape_k: None,
-                        tape_k_grouped: Some(l_k),
-                        tape_g: l_g,
+                        tape_k_grouped: Some(tape_k),
+                        tape_g,
                         snapshot,
                         accepted,
                         state_out,
-                        mask: l_mask,
+                        mask: tape_mask.as_ref(),
                         // Every layer reads the same counts, so the first layer's replay
                         // flags them for all. wgpu puts a barrier before each dispatch
                         // that writes a buffer an earlier one wrote (storage read-write is
@@ -848,21 +884,37 @@ impl GpuRollback {
                         status: (index == 0).then_some(status),
                     },
                 )
-            })?);
+            };
+            prepared.push(if cache {
+                let i = commits_prepared.index(key, build)?;
+                Cow::Borrowed(commits_prepared.get(i))
+            } else {
+                Cow::Owned(build()?)
+            });
         }
         // Every layer's conv window in one dispatch.
         if let Some(c) = &mut self.conv {
-            let mut scratch = Vec::new();
-            let store = if cache { &mut c.prepared } else { &mut scratch };
-            let (all, window, x) = (&c.all, &c.window, &c.x);
-            prepared.push(cached(store, vec![accepted.clone()], || {
+            let ResidentConv {
+                all,
+                window,
+                x,
+                prepared: conv_prepared,
+                ..
+            } = &mut **c;
+            let build = || {
                 let buffers = ConvBuffers {
                     x,
                     accepted,
                     window,
                 };
                 gpu.prepare_conv_commit(all, dtypes.act, &buffers)
-            })?);
+            };
+            prepared.push(if cache {
+                let i = conv_prepared.index([Some(accepted)], build)?;
+                Cow::Borrowed(conv_prepared.get(i))
+            } else {
+                Cow::Owned(build()?)
+            });
         }
         // One pass for every layer: a pass each costs more than the dispatches here.
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
