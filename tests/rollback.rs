@@ -766,10 +766,38 @@ fn gpu_deferred_commit_matches_the_eager_one() {
     // Dk = 94: rows read element by element (no vec4); three key heads, blocked.
     let odd = GdnShape::new(2, 3, 3, 6, 94, 46).unwrap();
     deferred_case::<f32>(&g, odd, f32s, GqaLayout::Blocked);
-    assert!(g
-        .compiled_kernels()
-        .iter()
-        .any(|k| k.op == deltatape::gpu::Op::FoldRecord));
+    // These small grids fetch the fold's first chunk before the count; larger ones
+    // after it (KernelKey::early_fold): the later fetch too, on the same device.
+    use deltatape::gpu::{GpuBackend, GpuOptions, Op, ShapeClass};
+    let late = GpuOptions {
+        record_class: ShapeClass {
+            early_fold: Some(false),
+            ..ShapeClass::default()
+        },
+        ..GpuOptions::default()
+    };
+    let g_late =
+        GpuBackend::from_device(g.device().clone(), g.queue().clone(), None, late).unwrap();
+    deferred_case::<bf16>(
+        &g_late,
+        GdnShape::new(2, 3, 1, 2, 16, 4).unwrap(),
+        bf16s,
+        tiled,
+    );
+    deferred_case::<f32>(
+        &g_late,
+        GdnShape::new(2, 11, 1, 2, 16, 4).unwrap(),
+        f32s,
+        tiled,
+    );
+    let folds = |g: &GpuBackend, early: bool| {
+        g.compiled_kernels()
+            .iter()
+            .filter(|k| k.op == Op::FoldRecord && k.early_fold == early)
+            .count()
+    };
+    assert!(folds(&g, true) > 0 && folds(&g, false) == 0);
+    assert!(folds(&g_late, false) > 0 && folds(&g_late, true) == 0);
 }
 
 fn deferred_case<A: Element + bytemuck::Pod>(

@@ -400,12 +400,17 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
 #if FOLD
     // The deferred commit, while record's first chunk is on its way: replay's fold
     // (the whole workgroup is one sequence, so its count is uniform), then the
-    // committed state stored in place (not at all when nothing was accepted). The
-    // fold's loads wait for the count: fetching the whole draft's first chunk before it
-    // was 2.4% faster at B = 1 but 1-3% slower from B = 4 on (more bytes where the
-    // kernel waits on bandwidth; benches/results/h200-2026-11-30-fold-ab.txt).
+    // committed state stored in place (not at all when nothing was accepted). On small
+    // grids (EARLY_FOLD, see KernelKey::early_fold) the fold's first chunk is fetched
+    // whole before the count, whose latency it then hides; elsewhere only the accepted
+    // steps are fetched, after it (fewer bytes where the kernel waits on bandwidth).
+#if EARLY_FOLD
+    fetch_fold_chunk(d, b, hv, hk, row_base, 0u, d.steps, li);
+    let folded = accepted_steps(d, b, hv, row_base, li);
+#else
     let folded = accepted_steps(d, b, hv, row_base, li);
     fetch_fold_chunk(d, b, hv, hk, row_base, 0u, folded, li);
+#endif
     for (var t0 = 0u; t0 < folded; t0 += CHUNK) {
         workgroupBarrier(); // the previous chunk has been read
         stage_fold_chunk(d, b, hv, row_base, t0, li);

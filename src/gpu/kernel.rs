@@ -105,6 +105,10 @@ pub struct KernelKey {
     pub chunk: u32,
     /// Rows of Dk (or repeat's rows) are whole vec4s: vector loads and stores.
     pub vec4: bool,
+    /// fold_record: the deferred commit's first chunk is fetched before its count, so
+    /// the two loads overlap (the chunk's whole length, whatever the count). Only on
+    /// grids of at most [`EARLY_FOLD_LANES`] lanes, where the kernel waits on latency.
+    pub early_fold: bool,
     /// The rows of the op's operand table that are bound (bit i: row i; see
     /// [`crate::operand::rows_bound`]): which optional operands the kernel reads or
     /// writes. Each optional row is a `HAS_<NAME>` define of the WGSL.
@@ -119,6 +123,13 @@ pub const WORKGROUP_MEMORY_BUDGET: u32 = 16 << 10;
 /// Record's grids below this many invocations (at two rows each) are "small" (see
 /// `gdn`): about half of what an H200 keeps resident.
 const SMALL_GRID_INVOCATIONS: u64 = 1 << 17;
+
+/// fold_record fetches its fold's first chunk early on grids of at most this many lanes
+/// (B <= 2 at Qwen3-Next's shape). On the H200 the early fetch made the B = 1 round
+/// 2.6% faster but B = 8 and 64 2-3% slower, where the extra bytes cost more than the
+/// latency they hide (benches/results/h200-2026-11-30-fold-ab.txt, and the A/B in
+/// `...-12-01-early-fold-ab.txt`).
+pub const EARLY_FOLD_LANES: u64 = 1 << 15;
 
 /// Most staged values of one kind an invocation carries per chunk (see `gdn`).
 const MAX_STAGE_ITEMS: u32 = 4;
@@ -223,6 +234,10 @@ impl KernelKey {
             rows_per_thread,
             chunk: 1,
             vec4: dk.is_multiple_of(4),
+            early_fold: op == Op::FoldRecord
+                && tuning
+                    .early_fold
+                    .unwrap_or(rows_total * lanes as u64 <= EARLY_FOLD_LANES),
             bound: 0,
         };
         let mask = if masked { key.row_bit("mask") } else { 0 };
@@ -285,6 +300,7 @@ impl KernelKey {
             rows_per_thread,
             chunk: 1,
             vec4,
+            early_fold: false,
             bound: 0,
         }
         .with_bound(0)
@@ -432,7 +448,7 @@ impl KernelKey {
             format!(".gate_{}", d.gate)
         };
         format!(
-            "{}.{}.{}.{}{gate}.{}.l{}r{}g{}t{}c{}{}{}",
+            "{}.{}.{}.{}{gate}.{}.l{}r{}g{}t{}c{}{}{}{}",
             self.op.name(),
             d.act,
             d.state,
@@ -447,6 +463,7 @@ impl KernelKey {
             self.rows_per_thread,
             self.chunk,
             if self.vec4 { ".v4" } else { "" },
+            if self.early_fold { ".early" } else { "" },
             self.variant_suffix(),
         )
     }
@@ -546,6 +563,7 @@ impl KernelKey {
             ("RECORD", Value::Bool(self.op.records())),
             // fold_record: record after folding a deferred commit into the state.
             ("FOLD", Value::Bool(self.op == Op::FoldRecord)),
+            ("EARLY_FOLD", Value::Bool(self.early_fold)),
             // fold_record rounds the folded state to the state dtype, as stored.
             ("STATE_BF16", Value::Bool(self.dtypes.state == DType::BF16)),
             ("STATE_F16", Value::Bool(self.dtypes.state == DType::F16)),
@@ -831,6 +849,17 @@ pub fn all_variants() -> Vec<KernelKey> {
             add_new(&mut keys, keys_at(op, dtypes, Reduction::Subgroup, &real));
         }
     }
+    // The representative shapes are small grids, whose fold_record fetches early: the
+    // late fetch of larger grids at one shape, every dtype and reduction.
+    let late: Vec<KernelKey> = keys
+        .iter()
+        .filter(|k| k.op == Op::FoldRecord && k.early_fold && k.lanes == 4 && k.groups == 8)
+        .map(|k| KernelKey {
+            early_fold: false,
+            ..*k
+        })
+        .collect();
+    add_new(&mut keys, late);
     keys
 }
 

@@ -27,7 +27,7 @@ pub use encode::{
 };
 pub use host::Pending;
 pub use kernel::{
-    all_variants, representative_keys, KernelKey, Op, Reduction, MAX_KEY_DIM,
+    all_variants, representative_keys, KernelKey, Op, Reduction, EARLY_FOLD_LANES, MAX_KEY_DIM,
     WORKGROUP_MEMORY_BUDGET,
 };
 pub use options::{GpuOptions, ShapeClass};

@@ -17,6 +17,9 @@ pub struct ShapeClass {
     pub rows_per_invocation: Option<u32>,
     /// Steps staged in workgroup memory per barrier pair: 1, 2, 4, 8 or 16.
     pub chunk: Option<u32>,
+    /// fold_record only: fetch the deferred commit's first chunk before its count is
+    /// known (see [`crate::gpu::KernelKey::early_fold`]).
+    pub early_fold: Option<bool>,
 }
 
 impl ShapeClass {
@@ -50,7 +53,7 @@ impl ShapeClass {
         Ok(())
     }
 
-    /// Read `DELTATAPE_<OP>_{LANES,ROWS,RPT,CHUNK}`.
+    /// Read `DELTATAPE_<OP>_{LANES,ROWS,RPT,CHUNK,EARLY}` (`EARLY`: 0 or 1).
     fn from_env(op: &str) -> Result<Self> {
         let read = |what: &str| -> Result<Option<u32>> {
             let var = format!("DELTATAPE_{op}_{what}");
@@ -63,11 +66,23 @@ impl ShapeClass {
                 }),
             }
         };
+        let early_fold = match read("EARLY")? {
+            None => None,
+            Some(v @ (0 | 1)) => Some(v == 1),
+            Some(v) => {
+                return Err(Error::BadEnv {
+                    var: format!("DELTATAPE_{op}_EARLY"),
+                    value: v.to_string(),
+                    why: "expected 0 or 1",
+                })
+            }
+        };
         Ok(ShapeClass {
             lanes: read("LANES")?,
             rows: read("ROWS")?,
             rows_per_invocation: read("RPT")?,
             chunk: read("CHUNK")?,
+            early_fold,
         })
     }
 }
@@ -104,7 +119,7 @@ impl Default for GpuOptions {
 impl GpuOptions {
     /// The defaults, overridden by `DELTATAPE_GPU_TIMEOUT_MS`, `WGPU_ADAPTER_NAME`,
     /// `WGPU_BACKEND` (as wgpu reads it) and the shape-class knobs
-    /// `DELTATAPE_{RECORD,REPLAY}_{LANES,ROWS,RPT,CHUNK}`.
+    /// `DELTATAPE_{RECORD,REPLAY}_{LANES,ROWS,RPT,CHUNK}` and `DELTATAPE_RECORD_EARLY`.
     pub fn from_env() -> Result<Self> {
         let mut options = GpuOptions::default();
         if let Ok(value) = std::env::var("DELTATAPE_GPU_TIMEOUT_MS") {

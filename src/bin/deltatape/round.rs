@@ -313,11 +313,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
                         let mut encoder = gpu.encoder();
                         marker(&mut encoder, 2 * part as u32);
                         let range = part_layers(part);
-                        rollback.encode_drafts_from(
-                            &mut encoder,
-                            range.start,
-                            &drafts[range],
-                        )?;
+                        rollback.encode_drafts_from(&mut encoder, range.start, &drafts[range])?;
                         marker(&mut encoder, 2 * part as u32 + 1);
                         // The engine's acceptance kernel, outside the timed parts: the
                         // GPU time is the draft and the commit (approximately: a pass-
