@@ -14,12 +14,13 @@
 // x_layer_stride apart) share the counts.
 //
 // In place is safe only if no invocation reads what another writes, and a 16-bit window
-// packs two values per u32 word. So each invocation owns RPT = 2 consecutive rows:
-// 2 (K-1) values from the even index 2 p (K-1), whole words whether K-1 is odd or even
-// (one row per invocation would split a word between two invocations whenever K-1 is
-// odd). It reads every new value of both rows (from the old window or from x) first,
-// and only then stores, a whole word at a time. A layer's rows are paired within the layer; the strides are
-// even, so every layer starts on a word.
+// packs two values per u32 word. So each invocation owns RPT consecutive rows: one for
+// 4-byte values; two for 16-bit ones, 2 (K-1) values from the even index 2 p (K-1),
+// whole words whether K-1 is odd or even (one row per invocation would split a word
+// between two invocations whenever K-1 is odd). It reads every new value of its rows
+// (from the old window or from x) first, and only then stores, a whole word at a time.
+// A layer's rows are grouped within the layer; the strides are even, so every layer
+// starts on a word.
 
 struct ConvParams {
     batch: u32,
@@ -71,10 +72,10 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
     // the window itself or from x, every value before anything is stored (this
     // invocation alone reads and writes its rows' words). Unrolled to CONV_SPAN with
     // guards, so `rolled` is indexed by constants and stays in registers.
-    // Each row's sequence, channel and count once (RPT = 2 rows): every invocation of a
-    // small batch reads the same few counts, so a load per value would crowd one cache
+    // Each row's sequence, channel and count once (RPT <= 2 rows): every invocation of
+    // a small batch reads the same few counts, so a load per value would crowd one cache
     // line.
-    let last = min(first + 1u, params.rows - 1u);
+    let last = min(first + RPT - 1u, params.rows - 1u);
     let b0 = first / params.channels;
     let b1 = last / params.channels;
     let c0 = first % params.channels;

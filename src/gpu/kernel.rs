@@ -138,7 +138,7 @@ const MAX_STAGE_ITEMS: u32 = 4;
 const REPEAT_WG: u32 = 256;
 /// Groups of 4 elements each repeat invocation copies (loads in flight per invocation).
 const REPEAT_GROUPS: u32 = 4;
-/// Window rows per conv_commit workgroup: two per invocation (see `wgsl/conv.wgsl`).
+/// Window rows per conv_commit workgroup (one or two per invocation, see `KernelKey::conv`).
 const CONV_ROWS: u32 = 128;
 
 impl KernelKey {
@@ -274,10 +274,14 @@ impl KernelKey {
         Self::one_dtype(Op::Repeat, dtype, REPEAT_WG, REPEAT_GROUPS, 1, vec4)
     }
 
-    /// The conv_commit kernel for element dtype `dtype` (any shape): two window rows
-    /// per invocation, so that every u32 word of a 16-bit window has one writer.
+    /// The conv_commit kernel for element dtype `dtype` (any shape): one window row per
+    /// invocation for 4-byte values; two for 16-bit ones, so that every u32 word of the
+    /// window has one writer. (f32 with one row instead of two: the commit's conv part
+    /// 21 -> 17 us at B = 1 and 271 -> 203 us at B = 64, 36 layers, on the H200;
+    /// benches/results/h200-2026-12-01-conv-rows-ab.txt.)
     pub fn conv(dtype: DType) -> Self {
-        Self::one_dtype(Op::Conv, dtype, CONV_ROWS, 1, 2, false)
+        let rows_per_thread = if dtype.size_bytes() == 4 { 1 } else { 2 };
+        Self::one_dtype(Op::Conv, dtype, CONV_ROWS, 1, rows_per_thread, false)
     }
 
     /// A kernel of one dtype with no reductions and no staging (repeat, conv):
@@ -539,6 +543,7 @@ impl KernelKey {
                 defines.push((define, Value::Bool(false)));
             }
         }
+        let conv_span = self.rows_per_thread * (MAX_CONV_KERNEL as u32 - 1);
         let fixed = [
             ("LANES", Value::U32(self.lanes)),
             ("ROWS", Value::U32(self.rows)),
@@ -567,10 +572,10 @@ impl KernelKey {
             // fold_record rounds the folded state to the state dtype, as stored.
             ("STATE_BF16", Value::Bool(self.dtypes.state == DType::BF16)),
             ("STATE_F16", Value::Bool(self.dtypes.state == DType::F16)),
-            // conv_commit: the most window values an invocation holds (two rows).
-            ("CONV_SPAN", Value::U32(2 * (MAX_CONV_KERNEL as u32 - 1))),
-            // conv_commit: the whole words of those values.
-            ("CONV_PAIRS", Value::U32(MAX_CONV_KERNEL as u32 - 1)),
+            // conv_commit: the most window values an invocation holds (its rows).
+            ("CONV_SPAN", Value::U32(conv_span)),
+            // conv_commit: the value pairs (whole words when 16-bit) of those values.
+            ("CONV_PAIRS", Value::U32(conv_span.div_ceil(2))),
         ];
         defines.extend(fixed.into_iter().map(|(n, v)| (n.to_string(), v)));
         defines
