@@ -131,6 +131,13 @@ const SMALL_GRID_INVOCATIONS: u64 = 1 << 17;
 /// `...-12-01-early-fold-ab.txt`).
 pub const EARLY_FOLD_LANES: u64 = 1 << 15;
 
+/// fold_record with T <= 4 on grids of at most this many lanes (B = 1 at Qwen3-Next's
+/// shape) splits each state row over twice the lanes. On the H200 the deferred B = 1,
+/// T = 4 round went from 254-255 to 249-250 us (three runs each), while B = 2, record
+/// (the eager round) and T = 16 got 1-4% slower with it
+/// (benches/results/h200-2026-12-01-fold-lanes-ab.txt).
+pub const TINY_FOLD_LANES: u64 = 1 << 14;
+
 /// Most staged values of one kind an invocation carries per chunk (see `gdn`).
 const MAX_STAGE_ITEMS: u32 = 4;
 
@@ -196,7 +203,9 @@ impl KernelKey {
         // both) and stages 4 steps per chunk up to T = 4 and 8 beyond (B = 256, T = 8:
         // 523 us against 590; 8-step chunks cost 1-6% at T = 4), except on small grids
         // (B < 16 at the real shape), where the GPU is far from full and one row per
-        // invocation with 8-step chunks is faster (B = 8, T = 16: 44 us against 58).
+        // invocation with 8-step chunks is faster (B = 8, T = 16: 44 us against 58);
+        // fold_record on the smallest grids with T <= 4 takes twice the lanes
+        // (TINY_FOLD_LANES) and fetches its fold early (EARLY_FOLD_LANES).
         // Replay: 4 rows per invocation, 8-step chunks, 16 lanes up to T = 8 (B = 64,
         // T = 8: 78 us against 82 with 8; the round 0.4-1% faster; only B = 8, T = 1
         // slower: 13 against 11.6) and 8 beyond (B = 256, T = 16: 369 against 381;
@@ -205,11 +214,19 @@ impl KernelKey {
             Op::Record | Op::FoldRecord => (32, 128, 2, if shape.steps() > 4 { 8 } else { 4 }),
             _ => (if shape.steps() > 8 { 16 } else { 8 }, 128, 4, 8),
         };
-        let lanes = tuning
-            .lanes
-            .unwrap_or_else(|| dk.div_ceil(per_lane).next_power_of_two().min(64));
         let rows_total =
             shape.batch() as u64 * shape.value_heads() as u64 * shape.value_dim() as u64;
+        let lanes = tuning.lanes.unwrap_or_else(|| {
+            let lanes = dk.div_ceil(per_lane).next_power_of_two().min(64);
+            let tiny_fold = op == Op::FoldRecord
+                && shape.steps() <= 4
+                && rows_total * lanes as u64 <= TINY_FOLD_LANES;
+            if tiny_fold {
+                (2 * lanes).min(64)
+            } else {
+                lanes
+            }
+        });
         if op.records() && rows_total * lanes as u64 / 2 < SMALL_GRID_INVOCATIONS {
             (default_rpt, default_chunk) = (1, 8);
         }

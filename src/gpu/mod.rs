@@ -28,7 +28,7 @@ pub use encode::{
 pub use host::Pending;
 pub use kernel::{
     all_variants, representative_keys, KernelKey, Op, Reduction, EARLY_FOLD_LANES, MAX_KEY_DIM,
-    WORKGROUP_MEMORY_BUDGET,
+    TINY_FOLD_LANES, WORKGROUP_MEMORY_BUDGET,
 };
 pub use options::{GpuOptions, ShapeClass};
 pub use rollback::{DraftBuffers, GpuRollback, CONV_COPY_DISPATCH_FROM};
