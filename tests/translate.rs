@@ -144,3 +144,46 @@ fn gated_variants_are_covered() {
         keys.len() - plain
     );
 }
+
+/// fold_record's small-grid classes follow the measured rules: at Qwen3-Next's shape the
+/// fold's first chunk is fetched before the count up to B = 2 (`KernelKey::early_fold`),
+/// and each state row is split over 8 lanes instead of 4 only at B = 1 with T <= 4
+/// (`TINY_FOLD_LANES`); record takes neither, and an override wins.
+#[test]
+fn fold_record_small_grid_classes() {
+    use deltatape::gpu::ShapeClass;
+    use deltatape::{GdnDtypes, GdnShape};
+    let shape = |b, t| GdnShape::new(b, t, 16, 32, 128, 128).unwrap();
+    let fold = |b, t, class: &ShapeClass| {
+        KernelKey::fold_record(&shape(b, t), GdnDtypes::F32, Reduction::Subgroup, class)
+    };
+    let default = ShapeClass::default();
+    let early = |b, t| fold(b, t, &default).early_fold;
+    assert!(early(1, 4) && early(1, 16) && early(2, 4) && early(2, 8));
+    assert!(!early(4, 4) && !early(8, 8) && !early(64, 8) && !early(256, 16));
+    let lanes = |b, t| fold(b, t, &default).lanes;
+    assert_eq!(
+        (lanes(1, 1), lanes(1, 4), lanes(1, 8), lanes(2, 4)),
+        (8, 8, 4, 4)
+    );
+    assert_eq!((lanes(8, 4), lanes(64, 8)), (4, 4));
+    let record = KernelKey::record(
+        &shape(1, 4),
+        GdnDtypes::F32,
+        Reduction::Subgroup,
+        false,
+        &default,
+    );
+    assert!(!record.early_fold && record.lanes == 4);
+    let late = ShapeClass {
+        early_fold: Some(false),
+        lanes: Some(4),
+        ..ShapeClass::default()
+    };
+    assert!(!fold(1, 4, &late).early_fold && fold(1, 4, &late).lanes == 4);
+    let forced = ShapeClass {
+        early_fold: Some(true),
+        ..ShapeClass::default()
+    };
+    assert!(fold(64, 8, &forced).early_fold);
+}

@@ -146,3 +146,25 @@ impl GpuOptions {
         self.replay_class.check("replay_class")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn early_knob_is_zero_or_one() {
+        // An op name of its own: no other test reads these variables.
+        let (var, op) = ("DELTATAPE_EARLYTEST_EARLY", "EARLYTEST");
+        let early = || ShapeClass::from_env(op).map(|c| c.early_fold);
+        std::env::set_var(var, "1");
+        assert_eq!(early().unwrap(), Some(true));
+        std::env::set_var(var, "0");
+        assert_eq!(early().unwrap(), Some(false));
+        for bad in ["2", "yes"] {
+            std::env::set_var(var, bad);
+            assert!(matches!(early(), Err(Error::BadEnv { .. })), "{bad}");
+        }
+        std::env::remove_var(var);
+        assert_eq!(early().unwrap(), None);
+    }
+}
