@@ -766,6 +766,13 @@ fn gpu_deferred_commit_matches_the_eager_one() {
     // Dk = 94: rows read element by element (no vec4); three key heads, blocked.
     let odd = GdnShape::new(2, 3, 3, 6, 94, 46).unwrap();
     deferred_case::<f32>(&g, odd, f32s, GqaLayout::Blocked);
+    // Dk = Dv = 128 at T = 4, the small-grid classes the H200 runs at B = 1 and 2:
+    // 4096 state rows (half Qwen3-Next's heads at B = 2, as its B = 1) take 8 lanes per
+    // row, 8192 (its B = 2) 4; both fetch the fold early.
+    for (b, hk, hv) in [(2, 8, 16), (2, 16, 32)] {
+        let real = GdnShape::new(b, 4, hk, hv, 128, 128).unwrap();
+        deferred_case::<f32>(&g, real, f32s, GqaLayout::Blocked);
+    }
     // These small grids fetch the fold's first chunk before the count; larger ones
     // after it (KernelKey::early_fold): the later fetch too, on the same device.
     use deltatape::gpu::{GpuBackend, GpuOptions, Op, ShapeClass};
@@ -797,6 +804,12 @@ fn gpu_deferred_commit_matches_the_eager_one() {
             .count()
     };
     assert!(folds(&g, true) > 0 && folds(&g, false) == 0);
+    let real_folds = |lanes| {
+        g.compiled_kernels()
+            .iter()
+            .any(|k| k.op == Op::FoldRecord && k.lanes == lanes && k.groups * k.lanes * 4 == 128)
+    };
+    assert!(real_folds(8) && real_folds(4));
     assert!(folds(&g_late, false) > 0 && folds(&g_late, true) == 0);
 }
 
