@@ -86,11 +86,16 @@ fn deltatape_bin() -> String {
 
 /// `deltatape round` with `args`, which must succeed: its stdout.
 fn round(args: &[&str]) -> String {
+    subcommand("round", args)
+}
+
+/// `deltatape <name>` with `args`, which must succeed: its stdout.
+fn subcommand(name: &str, args: &[&str]) -> String {
     let out = Command::new(deltatape_bin())
-        .arg("round")
+        .arg(name)
         .args(args)
         .output()
-        .expect("run deltatape round");
+        .expect("run deltatape");
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
         out.status.success(),
@@ -220,4 +225,47 @@ fn round_defers_commits() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--modes single"));
+}
+
+/// `deltatape bench` reports the dispatch floor: a tiny copy's GPU time per dispatch,
+/// back to back, with a barrier between dependent dispatches and without one.
+#[test]
+fn bench_reports_the_dispatch_floor() {
+    if !common::has_gpu() {
+        return;
+    }
+    let stdout = subcommand(
+        "bench",
+        &[
+            "--batches",
+            "1",
+            "--steps",
+            "1",
+            "--dtypes",
+            "f32",
+            "--ops",
+            "repeat",
+            "--dims",
+            "1,1,4,4",
+            "--copy-mib",
+            "1",
+            "--runs",
+            "2",
+            "--warmup",
+            "1",
+        ],
+    );
+    let floor = stdout
+        .lines()
+        .find(|l| l.starts_with("dispatch floor:"))
+        .unwrap_or_else(|| panic!("no floor line: {stdout}"));
+    let us: Vec<f64> = floor
+        .split_whitespace()
+        .zip(floor.split_whitespace().skip(1))
+        .filter(|(_, unit)| *unit == "us")
+        .map(|(v, _)| v.parse().unwrap())
+        .collect();
+    assert_eq!(us.len(), 2, "{floor}");
+    assert!(us.iter().all(|&t| t > 0.0 && t.is_finite()), "{floor}");
+    assert!(stdout.lines().any(|l| l.starts_with("repeat")), "{stdout}");
 }

@@ -1,7 +1,7 @@
 //! The benchmark's outputs: a text table, JSON, and an SVG chart of GB/s against T per
 //! op with the copy bandwidth drawn as the ceiling.
 
-use super::run::{BenchOp, BenchRun, Cell, BATCH};
+use super::run::{BenchOp, BenchRun, Cell, BATCH, FLOOR_BYTES};
 use std::fmt::Write as _;
 
 /// The table: one row per cell, best and median microseconds, GB/s, ratio to the large
@@ -18,6 +18,13 @@ pub fn table(run: &BenchRun) -> String {
         run.copy_best_us,
         run.copy_bytes >> 20,
         run.copy_gbps
+    );
+    let _ = writeln!(
+        s,
+        "dispatch floor: a {} KiB copy, {BATCH} back to back in one pass: {:.2} us each when each depends on the one before (a barrier between them), {:.2} us when none does",
+        FLOOR_BYTES >> 10,
+        run.floor.dependent_us,
+        run.floor.independent_us
     );
     let _ = write!(s, "{:<7} {:<5} {:>4} {:>3}", "op", "dtype", "B", "T");
     for (_, header, _, _) in columns(None, run.copy_gbps) {
@@ -93,11 +100,13 @@ pub fn json(run: &BenchRun) -> String {
     let mut s = String::new();
     let _ = write!(
         s,
-        "{{\"adapter\":{},\"clock\":{},\"copy_gbps\":{:.1},\"copy_best_us\":{:.2},\"cells\":[",
+        "{{\"adapter\":{},\"clock\":{},\"copy_gbps\":{:.1},\"copy_best_us\":{:.2},\"floor_dependent_us\":{:.3},\"floor_independent_us\":{:.3},\"cells\":[",
         json_str(&run.adapter),
         json_str(run.clock),
         run.copy_gbps,
-        run.copy_best_us
+        run.copy_best_us,
+        run.floor.dependent_us,
+        run.floor.independent_us
     );
     for (i, c) in run.cells.iter().enumerate() {
         let _ = write!(

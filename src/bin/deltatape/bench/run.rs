@@ -7,7 +7,9 @@
 //! Besides the single dispatch, each cell times the op as an engine runs it: `BATCH`
 //! prepared dispatches encoded back to back into one compute pass and one submission,
 //! reported per op as CPU encode time, GPU time (timestamps around the pass) and wall
-//! time (encode, submit and wait).
+//! time (encode, submit and wait). The run's header gives the floor under all of them:
+//! a tiny copy's GPU time per dispatch back to back, each dependent on the one before
+//! (a barrier between them, as between an engine's layers) and each independent.
 //!
 //! Effective bandwidth counts the bytes the math must move, each once: for record the
 //! state in and out, q, k, v, g, beta, y and the tape's delta; for replay the snapshot,
@@ -130,8 +132,22 @@ pub struct BenchRun {
     pub copy_gbps: f64,
     pub copy_best_us: f64,
     pub copy_bytes: u64,
+    pub floor: DispatchFloor,
     pub cells: Vec<Cell>,
 }
+
+/// The GPU time per dispatch of a tiny copy ([`FLOOR_BYTES`]), [`BATCH`] of them back to
+/// back in one pass: each writing the buffer the one before wrote (so wgpu puts a
+/// barrier between them, as between an engine's dependent layers), and each on buffers
+/// of its own (no barrier: the GPU may overlap them).
+#[derive(Clone, Copy, Debug)]
+pub struct DispatchFloor {
+    pub dependent_us: f64,
+    pub independent_us: f64,
+}
+
+/// Bytes the dispatch-floor copy moves each way.
+pub const FLOOR_BYTES: u64 = 4096;
 
 /// Bytes the op moves (module docs), activations of `act_bytes` each, state and tape
 /// f32.
@@ -156,6 +172,30 @@ pub fn moved_bytes(op: BenchOp, shape: &GdnShape, act_bytes: u64) -> u64 {
     }
 }
 
+/// Times the tiny copy of [`DispatchFloor`], dependent and independent.
+fn dispatch_floor(gpu: &GpuBackend, timer: &Timer<'_>) -> Result<DispatchFloor> {
+    let shape = copy_shape(FLOOR_BYTES)?;
+    let pairs: Vec<_> = (0..BATCH as u32)
+        .map(|i| {
+            (
+                random_buffer(gpu, FLOOR_BYTES, 100 + 2 * i),
+                random_buffer(gpu, FLOOR_BYTES, 101 + 2 * i),
+            )
+        })
+        .collect();
+    let prepared = pairs
+        .iter()
+        .map(|(src, dst)| {
+            let buffers = RepeatBuffers { src, dst };
+            gpu.prepare_repeat(&shape, GqaLayout::Blocked, DType::F32, &buffers)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(DispatchFloor {
+        dependent_us: time_batch(gpu, timer, &prepared[..1])?.1,
+        independent_us: time_batch(gpu, timer, &prepared)?.1,
+    })
+}
+
 /// The copy kernel (repeat with one head per head) over `bytes` of source.
 fn copy_shape(bytes: u64) -> Result<RepeatShape> {
     RepeatShape::new(bytes.div_ceil(16) as usize, 1, 1, 4)
@@ -170,8 +210,13 @@ struct Timer<'a> {
     wall: bool,
 }
 
-/// Times `BATCH` dispatches of `prepared` back to back: (encode, GPU, wall) us per op.
-fn time_batch(gpu: &GpuBackend, timer: &Timer<'_>, prepared: &Prepared) -> Result<(f64, f64, f64)> {
+/// Times `BATCH` dispatches back to back, cycling through `prepared`: (encode, GPU,
+/// wall) us per op.
+fn time_batch(
+    gpu: &GpuBackend,
+    timer: &Timer<'_>,
+    prepared: &[Prepared],
+) -> Result<(f64, f64, f64)> {
     let mut best = (f64::MAX, f64::MAX, f64::MAX);
     for _ in 0..5 {
         let t0 = Instant::now();
@@ -188,8 +233,8 @@ fn time_batch(gpu: &GpuBackend, timer: &Timer<'_>, prepared: &Prepared) -> Resul
                         end_of_pass_write_index: Some(1),
                     }),
             });
-            for _ in 0..BATCH {
-                prepared.encode_in(&mut pass);
+            for p in prepared.iter().cycle().take(BATCH) {
+                p.encode_in(&mut pass);
             }
         }
         // wgpu records a pass's commands and encodes them at finish: it counts.
@@ -449,6 +494,7 @@ pub fn run(
     }
     let copy_best = time_copy(&mut timer, &big_copy)?;
     let copy_moved = 2 * big_copy.dst_len() as u64 * 4;
+    let floor = dispatch_floor(gpu, &timer)?;
 
     let total = cfg.ops.len() * cfg.dtypes.len() * cfg.batches.len() * cfg.steps.len();
     let mut cells = Vec::with_capacity(total);
@@ -542,7 +588,7 @@ pub fn run(
                         timer.time(cfg.warmup, cfg.runs, &|e, ts| prepared.encode_timed(e, ts))?
                     };
                     let (batch_encode_us, batch_gpu_us, batch_wall_us) =
-                        time_batch(gpu, &timer, &prepared)?;
+                        time_batch(gpu, &timer, std::slice::from_ref(&prepared))?;
                     let (best_us, median_us) = best_and_median(times);
                     let copy_same_us = time_copy(&mut timer, &copy_shape(bytes / 2)?)?;
                     cells.push(Cell {
@@ -573,6 +619,7 @@ pub fn run(
         copy_gbps: copy_moved as f64 / (copy_best * 1e-6) / 1e9,
         copy_best_us: copy_best,
         copy_bytes: copy_moved,
+        floor,
         cells,
     })
 }
