@@ -125,16 +125,16 @@ pub const WORKGROUP_MEMORY_BUDGET: u32 = 16 << 10;
 const SMALL_GRID_INVOCATIONS: u64 = 1 << 17;
 
 /// fold_record fetches its fold's first chunk early on grids of at most this many lanes
-/// (B <= 2 at Qwen3-Next's shape). On the H200 the early fetch made the B = 1 round
-/// 2.6% faster but B = 8 and 64 2-3% slower, where the extra bytes cost more than the
-/// latency they hide (benches/results/h200-2026-11-30-fold-ab.txt, and the A/B in
+/// (B <= 2 at Qwen3-Next's shape). On the H200 the early fetch made the deferred B = 1
+/// round 2.4-2.6% faster but B = 8 and 64 2-3% slower, where the extra bytes cost more
+/// than the latency they hide (benches/results/h200-2026-11-30-fold-ab.txt, and the A/B in
 /// `...-12-01-early-fold-ab.txt`).
 pub const EARLY_FOLD_LANES: u64 = 1 << 15;
 
 /// fold_record with T <= 4 on grids of at most this many lanes (B = 1 at Qwen3-Next's
 /// shape) splits each state row over twice the lanes. On the H200 the deferred B = 1,
 /// T = 4 round went from 254-255 to 249-250 us (three runs each), while B = 2, record
-/// (the eager round) and T = 16 got 1-4% slower with it
+/// (the eager round) and T = 16 got 1-10% slower with it
 /// (benches/results/h200-2026-12-01-fold-lanes-ab.txt).
 pub const TINY_FOLD_LANES: u64 = 1 << 14;
 
