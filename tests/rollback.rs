@@ -773,12 +773,14 @@ fn gpu_deferred_commit_matches_the_eager_one() {
         let real = GdnShape::new(b, 4, hk, hv, 128, 128).unwrap();
         deferred_case::<f32>(&g, real, f32s, GqaLayout::Blocked);
     }
-    // These small grids fetch the fold's first chunk before the count; larger ones
-    // after it (KernelKey::early_fold): the later fetch too, on the same device.
+    // These small grids fetch the fold's first chunk before the count, one row per
+    // invocation; large ones fetch after it with two rows (KernelKey::early_fold, the
+    // large-grid class): that class too, on the same device.
     use deltatape::gpu::{GpuBackend, GpuOptions, Op, ShapeClass};
     let late = GpuOptions {
         record_class: ShapeClass {
             early_fold: Some(false),
+            rows_per_invocation: Some(2),
             ..ShapeClass::default()
         },
         ..GpuOptions::default()
@@ -811,6 +813,10 @@ fn gpu_deferred_commit_matches_the_eager_one() {
     };
     assert!(real_folds(8) && real_folds(4));
     assert!(folds(&g_late, false) > 0 && folds(&g_late, true) == 0);
+    assert!(g_late
+        .compiled_kernels()
+        .iter()
+        .all(|k| k.op != Op::FoldRecord || k.rows_per_thread == 2));
 }
 
 fn deferred_case<A: Element + bytemuck::Pod>(

@@ -871,17 +871,6 @@ pub fn all_variants() -> Vec<KernelKey> {
             add_new(&mut keys, keys_at(op, dtypes, Reduction::Subgroup, &real));
         }
     }
-    // The representative shapes are small grids, whose fold_record fetches early: the
-    // late fetch of larger grids at one shape, every dtype and reduction.
-    let late: Vec<KernelKey> = keys
-        .iter()
-        .filter(|k| k.op == Op::FoldRecord && k.early_fold && k.lanes == 4 && k.groups == 8)
-        .map(|k| KernelKey {
-            early_fold: false,
-            ..*k
-        })
-        .collect();
-    add_new(&mut keys, late);
     keys
 }
 
@@ -907,6 +896,28 @@ pub fn representative_keys(op: Op, dtypes: GdnDtypes, reduction: Reduction) -> V
     for shape in shapes.into_iter().flatten() {
         add_new(&mut keys, keys_at(op, dtypes, reduction, &shape));
     }
+    // Grids larger than the representative shapes' (plain op only, 4- and 8-step
+    // chunks): record's two-rows-per-invocation class (B = 16); fold_record's late
+    // fetch, in the small-grid class (B = 4) and in the large one (B = 16).
+    let batches: &[usize] = match op {
+        Op::Record => &[16],
+        Op::FoldRecord => &[4, 16],
+        _ => &[],
+    };
+    let class = ShapeClass::default();
+    let larger = batches
+        .iter()
+        .flat_map(|&batch| [2, 8].map(|steps| (batch, steps)));
+    let larger = larger
+        .map(|(batch, steps)| {
+            let large = GdnShape::new(batch, steps, 16, 32, 128, 128).expect("a valid shape");
+            match op {
+                Op::Record => KernelKey::record(&large, dtypes, reduction, false, &class),
+                _ => KernelKey::fold_record(&large, dtypes, reduction, &class),
+            }
+        })
+        .collect();
+    add_new(&mut keys, larger);
     keys
 }
 
@@ -946,17 +957,6 @@ fn keys_at(op: Op, dtypes: GdnDtypes, reduction: Reduction, shape: &GdnShape) ->
             .into_iter()
             .map(|v| key.with_bound(v & !key.row_bit("mask") | mask));
         add_new(&mut keys, std::iter::once(key).chain(rollback).collect());
-    }
-    // A grid large enough for record's two-rows-per-invocation class, with 4- and
-    // 8-step chunks (plain op only).
-    if op == Op::Record {
-        for steps in [2, 8] {
-            let large = GdnShape::new(16, steps, 16, 32, 128, 128).expect("a valid shape");
-            let key = KernelKey::record(&large, dtypes, reduction, false, &class);
-            if !keys.contains(&key) {
-                keys.push(key);
-            }
-        }
     }
     keys
 }

@@ -581,7 +581,6 @@ impl GpuRollback {
         // The tape k and g alternate between two pairs once commits are deferred, so
         // they are part of the key; a deferred commit adds its own buffers.
         let deferred = l.deferred.as_ref();
-        let pending = deferred;
         let key = [
             Some(b.q),
             Some(b.k),
@@ -594,9 +593,9 @@ impl GpuRollback {
             Some(&l.tape_g),
             b.mask,
             conv_copy.as_ref().map(|(x, ..)| *x),
-            pending.map(|f| &f.accepted),
-            pending.map(|f| &f.tape_k),
-            pending.map(|f| &f.tape_g),
+            deferred.map(|f| &f.accepted),
+            deferred.map(|f| &f.tape_k),
+            deferred.map(|f| &f.tape_g),
         ];
         let (states, delta, tape_k, tape_g) = (&l.states, &l.delta, &l.tape_k, &l.tape_g);
         let status = &self.status;
