@@ -5,7 +5,8 @@
 mod common;
 use common::*;
 use deltatape::gpu::{
-    GpuBackend, KernelKey, Op, RecordBuffers, Reduction, RepeatBuffers, ReplayBuffers,
+    GpuBackend, GpuOptions, KernelKey, Op, RecordBuffers, Reduction, RepeatBuffers, ReplayBuffers,
+    ShapeClass,
 };
 use deltatape::{
     Backend, DType, Element, Error, GdnDtypes, GdnShape, GqaLayout, RecordInputs, Recorded,
@@ -196,6 +197,100 @@ fn record_large_grid(g: &GpuBackend, steps: usize) {
     }
     one::<f32>(&gpu_backend, &shape, &d, &m);
     one::<bf16>(&gpu_backend, &shape, &d, &m);
+}
+
+/// Record on the large-grid class keeps the state as a scale times its registers
+/// (`KernelKey::scaled_state`) and folds the scale back in when it leaves (2^-40,
+/// 2^40): gates that vanish over a draft (1e-3 .. 1e-30, and 0, the limit of exp
+/// underflowing) make it do so mid-chunk. Both step forms, on a small and a large grid
+/// each, with and without a mask.
+#[test]
+fn record_with_vanishing_gates_matches_cpu() {
+    let Some(g) = gpu() else { return };
+    let flipped = |scaled| {
+        let options = GpuOptions {
+            record_class: ShapeClass {
+                scaled_state: Some(scaled),
+                ..ShapeClass::default()
+            },
+            ..GpuOptions::default()
+        };
+        GpuBackend::from_device(g.device().clone(), g.queue().clone(), None, options).unwrap()
+    };
+    let gates = [
+        1.0, 1e-3, 0.7, 1e-30, 0.9, 0.0, 1e-12, 0.5, 1e-6, 1.0, 1e-20,
+    ];
+    // (B, Hv, Dv): 1536 state rows (small grid: per-element decay by default), 65536
+    // (large: scaled by default).
+    let (on, off) = (flipped(true), flipped(false));
+    for ((b, hv, dv), other) in [((2, 4, 48), &on), ((4, 4, 4096), &off)] {
+        let shape = GdnShape::new(b, 16, 2, hv, 128, dv).unwrap();
+        let mut d = draw(&shape, 33);
+        // Each (sequence, head) walks the list from its own start.
+        for (i, g) in d.g.iter_mut().enumerate() {
+            *g = gates[(i * 7 + i / hv) % gates.len()];
+        }
+        let m = mask(&shape, 33);
+        for backend in [&g, other] {
+            for mask in [None, Some(&m[..])] {
+                let what = format!("{shape:?} masked={}", mask.is_some());
+                let typed = d.typed::<f32>();
+                let inputs = typed.inputs(mask);
+                let want: Recorded<f32, f32, f32> = cpu()
+                    .record(&shape, GqaLayout::Blocked, &inputs, &d.state)
+                    .unwrap();
+                let got: Recorded<f32, f32, f32> = Backend::Gpu(backend.clone())
+                    .record(&shape, GqaLayout::Blocked, &inputs, &d.state)
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert_record_close(&what, &got, &want);
+            }
+        }
+    }
+    // Each form ran on both grids: the default backend's and the flipped ones'.
+    let forms = |g: &GpuBackend| {
+        let records = g
+            .compiled_kernels()
+            .into_iter()
+            .filter(|k| k.op == Op::Record);
+        let (mut scaled, mut plain) = (false, false);
+        for k in records {
+            scaled |= k.scaled_state;
+            plain |= !k.scaled_state;
+        }
+        (scaled, plain)
+    };
+    assert_eq!(forms(&g), (true, true));
+    assert_eq!((forms(&on), forms(&off)), ((true, false), (false, true)));
+}
+
+/// Every shape, dtype triple, layout, mask and count of `check_gdn` with record's
+/// scaled state forced (by default only large grids, which those shapes are not, take
+/// it).
+#[test]
+fn record_scaled_state_on_every_shape() {
+    let Some(g) = gpu() else { return };
+    let options = GpuOptions {
+        record_class: ShapeClass {
+            scaled_state: Some(true),
+            ..ShapeClass::default()
+        },
+        ..GpuOptions::default()
+    };
+    let scaled =
+        GpuBackend::from_device(g.device().clone(), g.queue().clone(), None, options).unwrap();
+    check_gdn::<f32, f32, f32>(&scaled);
+    check_gdn::<bf16, bf16, bf16>(&scaled);
+    check_gdn::<f16, f32, f16>(&scaled);
+    let records: Vec<bool> = scaled
+        .compiled_kernels()
+        .iter()
+        .filter(|k| k.op == Op::Record)
+        .map(|k| k.scaled_state)
+        .collect();
+    assert!(
+        !records.is_empty() && records.iter().all(|&s| s),
+        "{records:?}"
+    );
 }
 
 #[test]

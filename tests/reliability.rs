@@ -12,7 +12,8 @@ use common::f64ref::{self, assert_close64, widen};
 use common::{assert_close, cpu, draw, gpu, mask, rel_err, tol, EncodeOnce, Rng};
 use deltatape::dtype::cast_from_f32;
 use deltatape::gpu::{
-    GpuRollback, KernelKey, RecordBuffers, Reduction, RepeatBuffers, ReplayBuffers,
+    GpuOptions, GpuRollback, KernelKey, RecordBuffers, Reduction, RepeatBuffers, ReplayBuffers,
+    ShapeClass,
 };
 use deltatape::wgpu;
 use deltatape::{
@@ -472,6 +473,16 @@ fn nan_in_a_masked_step_changes_nothing() {
             "gpu-workgroup",
             Backend::Gpu(gb.with_reduction(Reduction::Workgroup).unwrap()),
         ));
+        // Record's scaled state (KernelKey::scaled_state) too: large grids take it.
+        let scaled = GpuOptions {
+            record_class: ShapeClass {
+                scaled_state: Some(true),
+                ..ShapeClass::default()
+            },
+            ..GpuOptions::default()
+        };
+        let scaled = GpuBackend::from_device(gb.device().clone(), gb.queue().clone(), None, scaled);
+        backends.push(("gpu-scaled", Backend::Gpu(scaled.unwrap())));
         backends.push(("gpu", Backend::Gpu(gb)));
     }
     for (name, backend) in &backends {
@@ -1230,5 +1241,84 @@ fn check_bad_buffer(r: &deltatape::Result<()>, op: &str, arg: &str, need: u64, u
             "{op} `{arg}`: expected {}, got {other:?}",
             if usage { "BufferUsage" } else { "BufferSize" }
         ),
+    }
+}
+
+/// A wait (`GpuBackend::wait_for`) polls the device for up to `GpuOptions::spin`, then
+/// blocks. Blocking at once, after a short spin, or spinning longer than the work: it
+/// returns only once the submission is done (the queue's completion callback, which
+/// only a poll that sees the work finished runs, has run), and a timeout shorter than
+/// the work is `Error::Timeout` whatever the spin.
+#[test]
+fn waits_return_when_the_work_is_done_and_time_out_when_bounded() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+    let _guard = shared();
+    let Some(g) = gpu() else { return };
+    // A 16 MiB copy, four times: milliseconds on lavapipe, tens of microseconds on a
+    // large GPU, more than the 1 us bound below anywhere.
+    let n = 4usize << 20;
+    let buffer = |usage| {
+        g.device().create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: 4 * n as u64,
+            usage: wgpu::BufferUsages::STORAGE | usage,
+            mapped_at_creation: false,
+        })
+    };
+    let (src, dst) = (
+        buffer(wgpu::BufferUsages::empty()),
+        buffer(wgpu::BufferUsages::empty()),
+    );
+    let shape = RepeatShape::new(n / 256, 1, 1, 256).unwrap();
+    let prepared = g
+        .prepare_repeat(
+            &shape,
+            GqaLayout::Blocked,
+            DType::F32,
+            &RepeatBuffers {
+                src: &src,
+                dst: &dst,
+            },
+        )
+        .unwrap();
+    let submit = |backend: &GpuBackend| {
+        let mut encoder = backend.encoder();
+        for _ in 0..4 {
+            prepared.encode(&mut encoder);
+        }
+        let submission = backend.queue().submit([encoder.finish()]);
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = done.clone();
+        backend
+            .queue()
+            .on_submitted_work_done(move || flag.store(true, Ordering::SeqCst));
+        (submission, done)
+    };
+    let with = |timeout, spin| {
+        let options = GpuOptions {
+            timeout,
+            spin,
+            ..GpuOptions::default()
+        };
+        GpuBackend::from_device(g.device().clone(), g.queue().clone(), None, options).unwrap()
+    };
+    let minute = Duration::from_secs(60);
+    for spin in [Duration::ZERO, Duration::from_micros(50), minute] {
+        let backend = with(minute, spin);
+        let (submission, done) = submit(&backend);
+        backend.wait_for(submission, "test").unwrap();
+        assert!(
+            done.load(Ordering::SeqCst),
+            "spin {spin:?}: returned before the work was done"
+        );
+        let bounded = with(Duration::from_micros(1), spin);
+        let (submission, _) = submit(&bounded);
+        let got = bounded.wait_for(submission, "test");
+        assert!(
+            matches!(got, Err(Error::Timeout { .. })),
+            "spin {spin:?}: {got:?}"
+        );
+        backend.wait_idle("test").unwrap();
     }
 }

@@ -774,13 +774,15 @@ fn gpu_deferred_commit_matches_the_eager_one() {
         deferred_case::<f32>(&g, real, f32s, GqaLayout::Blocked);
     }
     // These small grids fetch the fold's first chunk before the count, one row per
-    // invocation; large ones fetch after it with two rows (KernelKey::early_fold, the
-    // large-grid class): that class too, on the same device.
+    // invocation; large ones fetch after it with two rows and keep the state scaled
+    // (KernelKey::early_fold, scaled_state, the large-grid class): that class too, on
+    // the same device.
     use deltatape::gpu::{GpuBackend, GpuOptions, Op, ShapeClass};
     let late = GpuOptions {
         record_class: ShapeClass {
             early_fold: Some(false),
             rows_per_invocation: Some(2),
+            scaled_state: Some(true),
             ..ShapeClass::default()
         },
         ..GpuOptions::default()
@@ -813,6 +815,13 @@ fn gpu_deferred_commit_matches_the_eager_one() {
     };
     assert!(real_folds(8) && real_folds(4));
     assert!(folds(&g_late, false) > 0 && folds(&g_late, true) == 0);
+    let scaled = |g: &GpuBackend| {
+        g.compiled_kernels()
+            .iter()
+            .filter(|k| k.op == Op::FoldRecord)
+            .all(|k| k.scaled_state)
+    };
+    assert!(scaled(&g_late) && !scaled(&g));
     assert!(g_late
         .compiled_kernels()
         .iter()

@@ -187,3 +187,49 @@ fn fold_record_small_grid_classes() {
     };
     assert!(fold(64, 8, &forced).early_fold);
 }
+
+/// record and fold_record keep the state scaled (`KernelKey::scaled_state`) on the
+/// large-grid class with more than one step, as measured; small grids (B < 16 at
+/// Qwen3-Next's shape), single steps and replay do not, and an override wins.
+#[test]
+fn scaled_state_follows_the_grid() {
+    use deltatape::gpu::ShapeClass;
+    use deltatape::{GdnDtypes, GdnShape};
+    let shape = |b, t| GdnShape::new(b, t, 16, 32, 128, 128).unwrap();
+    let default = ShapeClass::default();
+    let record = |b, t, class: &ShapeClass| {
+        KernelKey::record(
+            &shape(b, t),
+            GdnDtypes::F32,
+            Reduction::Subgroup,
+            false,
+            class,
+        )
+        .scaled_state
+    };
+    let fold = |b, t| {
+        KernelKey::fold_record(&shape(b, t), GdnDtypes::F32, Reduction::Subgroup, &default)
+            .scaled_state
+    };
+    assert!(record(16, 2, &default) && record(64, 8, &default) && record(256, 16, &default));
+    assert!(fold(16, 4) && fold(64, 16));
+    assert!(!record(1, 8, &default) && !record(8, 16, &default) && !record(256, 1, &default));
+    assert!(!fold(1, 4) && !fold(8, 8) && !fold(64, 1));
+    assert!(!KernelKey::replay(&shape(64, 8), GdnDtypes::F32, false, &default).scaled_state);
+    let on = ShapeClass {
+        scaled_state: Some(true),
+        ..ShapeClass::default()
+    };
+    let off = ShapeClass {
+        scaled_state: Some(false),
+        ..ShapeClass::default()
+    };
+    assert!(record(1, 1, &on) && !record(256, 16, &off));
+    // The scaled record is among the variants naga and Tint check, masked too.
+    let scaled = deltatape::gpu::all_variants()
+        .into_iter()
+        .filter(|k| k.scaled_state)
+        .collect::<Vec<_>>();
+    assert!(scaled.iter().any(|k| k.op == Op::Record && k.masked()));
+    assert!(scaled.iter().any(|k| k.op == Op::FoldRecord));
+}

@@ -115,6 +115,11 @@
 @group(0) @binding(0) var<uniform> params: GdnParams;
 
 const STAGED: u32 = GROUPS * LANES; // vec4s of one k (or q) row
+#if SCALED_STATE
+// Record's state scale stays in (2^-40, 2^40) (see kernel_main).
+const SCALE_MIN: f32 = 9.094947e-13;
+const SCALE_MAX: f32 = 1.0995116e12;
+#endif
 
 var<workgroup> k_stage: array<vec4<f32>, CHUNK * STAGED>;
 #if RECORD
@@ -450,6 +455,13 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
         }
     }
 #endif
+#if SCALED_STATE
+    // The state is scale * s (KernelKey::scaled_state): a step's decay multiplies the
+    // scale, the head's and so the same for every row of the workgroup. It is folded
+    // back into s when it leaves (SCALE_MIN, SCALE_MAX), so that s and delta / scale
+    // stay far from f32's limits (at once when a gate is 0 or not finite, as S * g).
+    var scale = 1.0;
+#endif
     for (var t0 = 0u; t0 < d.steps; t0 += CHUNK) {
         workgroupBarrier(); // the previous chunk has been read
         stage_chunk(d, b, hv, hk, row_base, t0, li);
@@ -466,6 +478,20 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
             let live = !HAS_MASK || gate.z != 0.0;
             let g = gate.x;
             let beta = gate.y;
+#if SCALED_STATE
+            scale *= g;
+            if !(abs(scale) >= SCALE_MIN && abs(scale) <= SCALE_MAX) {
+                #unroll
+                for (var rr = 0u; rr < RPT; rr++) {
+                    #unroll
+                    for (var m = 0u; m < GROUPS; m++) {
+                        s[rr * GROUPS + m] *= scale;
+                    }
+                }
+                scale = 1.0;
+            }
+            let inv_scale = 1.0 / scale;
+#endif
 
             var kk: array<vec4<f32>, GROUPS>;
             var part = array<vec2<f32>, RPT>();
@@ -477,26 +503,51 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
                 kq += dot(kk[m], qq);
                 #unroll
                 for (var rr = 0u; rr < RPT; rr++) {
+#if !SCALED_STATE
                     s[rr * GROUPS + m] = s[rr * GROUPS + m] * g;
+#endif
                     part[rr] += vec2<f32>(dot(s[rr * GROUPS + m], kk[m]), dot(s[rr * GROUPS + m], qq));
                 }
             }
             #unroll
             for (var rr = 0u; rr < RPT; rr++) {
+#if SCALED_STATE
+                // (S * g).k and (S * g).q: the decay is in the scale.
+                let sums = row_sum3(vec3<f32>(part[rr] * scale, kq), li, sg);
+#else
                 let sums = row_sum3(vec3<f32>(part[rr], kq), li, sg);
+#endif
                 let dv_unclamped = first_dv + rr;
                 let delta = (row_stage[c * ROWS + first_row + rr] - sums.x) * beta;
                 let y = sums.y + delta * sums.z;
+#if SCALED_STATE
+                // A masked step's k may be NaN: selected away, not multiplied by 0.
+                let step = delta * inv_scale;
+                #unroll
+                for (var m = 0u; m < GROUPS; m++) {
+                    s[rr * GROUPS + m] += select(vec4<f32>(0.0), kk[m] * step, live);
+                }
+#else
                 #unroll
                 for (var m = 0u; m < GROUPS; m++) {
                     s[rr * GROUPS + m] = s[rr * GROUPS + m] + select(vec4<f32>(0.0), kk[m] * delta, live);
                 }
+#endif
                 let vi = v_index(d, b, t, hv, min(dv_unclamped, d.value_dim - 1u));
                 let valid = dv_unclamped < d.value_dim;
                 emit_row(li, first_row + rr, vi, valid, select(0.0, y, live), select(0.0, delta, live), t);
             }
         }
     }
+#if SCALED_STATE
+    #unroll
+    for (var rr = 0u; rr < RPT; rr++) {
+        #unroll
+        for (var m = 0u; m < GROUPS; m++) {
+            s[rr * GROUPS + m] *= scale;
+        }
+    }
+#endif
 #else
     let steps = accepted_steps(d, b, hv, row_base, li);
     fetch_chunk(d, b, hv, hk, row_base, 0u, steps, li);

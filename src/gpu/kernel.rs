@@ -109,6 +109,15 @@ pub struct KernelKey {
     /// the two loads overlap (the chunk's whole length, whatever the count). Only on
     /// grids of at most [`EARLY_FOLD_LANES`] lanes, where the kernel waits on latency.
     pub early_fold: bool,
+    /// record and fold_record: the state is kept as a scale times its registers, so a
+    /// step's decay multiplies one scalar instead of every element (three operations
+    /// per element and step instead of four; the scale is folded back into the state
+    /// when it leaves (2^-40, 2^40)). Only on grids that are not small (see
+    /// `SMALL_GRID_INVOCATIONS`) and drafts of more than one step: on the H200 it made
+    /// record 3-11% faster at B = 64 and 256, T >= 4, and 1.5-7% slower at B = 1 and
+    /// 8, where each step's extra scalar work lies on the latency path
+    /// (benches/results/h200-2026-12-01-scaled-ab.txt).
+    pub scaled_state: bool,
     /// The rows of the op's operand table that are bound (bit i: row i; see
     /// [`crate::operand::rows_bound`]): which optional operands the kernel reads or
     /// writes. Each optional row is a `HAS_<NAME>` define of the WGSL.
@@ -227,7 +236,8 @@ impl KernelKey {
                 lanes
             }
         });
-        if op.records() && rows_total * lanes as u64 / 2 < SMALL_GRID_INVOCATIONS {
+        let small_grid = op.records() && rows_total * lanes as u64 / 2 < SMALL_GRID_INVOCATIONS;
+        if small_grid {
             (default_rpt, default_chunk) = (1, 8);
         }
         let groups = dk.div_ceil(lanes * 4).max(1);
@@ -255,6 +265,10 @@ impl KernelKey {
                 && tuning
                     .early_fold
                     .unwrap_or(rows_total * lanes as u64 <= EARLY_FOLD_LANES),
+            scaled_state: op.records()
+                && tuning
+                    .scaled_state
+                    .unwrap_or(!small_grid && shape.steps() > 1),
             bound: 0,
         };
         let mask = if masked { key.row_bit("mask") } else { 0 };
@@ -322,6 +336,7 @@ impl KernelKey {
             chunk: 1,
             vec4,
             early_fold: false,
+            scaled_state: false,
             bound: 0,
         }
         .with_bound(0)
@@ -469,7 +484,7 @@ impl KernelKey {
             format!(".gate_{}", d.gate)
         };
         format!(
-            "{}.{}.{}.{}{gate}.{}.l{}r{}g{}t{}c{}{}{}{}",
+            "{}.{}.{}.{}{gate}.{}.l{}r{}g{}t{}c{}{}{}{}{}",
             self.op.name(),
             d.act,
             d.state,
@@ -485,6 +500,7 @@ impl KernelKey {
             self.chunk,
             if self.vec4 { ".v4" } else { "" },
             if self.early_fold { ".early" } else { "" },
+            if self.scaled_state { ".scaled" } else { "" },
             self.variant_suffix(),
         )
     }
@@ -586,6 +602,7 @@ impl KernelKey {
             // fold_record: record after folding a deferred commit into the state.
             ("FOLD", Value::Bool(self.op == Op::FoldRecord)),
             ("EARLY_FOLD", Value::Bool(self.early_fold)),
+            ("SCALED_STATE", Value::Bool(self.scaled_state)),
             // fold_record rounds the folded state to the state dtype, as stored.
             ("STATE_BF16", Value::Bool(self.dtypes.state == DType::BF16)),
             ("STATE_F16", Value::Bool(self.dtypes.state == DType::F16)),
@@ -896,23 +913,25 @@ pub fn representative_keys(op: Op, dtypes: GdnDtypes, reduction: Reduction) -> V
     for shape in shapes.into_iter().flatten() {
         add_new(&mut keys, keys_at(op, dtypes, reduction, &shape));
     }
-    // Grids larger than the representative shapes' (plain op only, 4- and 8-step
-    // chunks): record's two-rows-per-invocation class (B = 16); fold_record's late
-    // fetch, in the small-grid class (B = 4) and in the large one (B = 16).
+    // Grids larger than the representative shapes' (4- and 8-step chunks): record's
+    // large-grid class (B = 16: two rows per invocation, the scaled state), masked and
+    // not; fold_record's late fetch, in the small-grid class (B = 4) and in the large
+    // one (B = 16).
     let batches: &[usize] = match op {
         Op::Record => &[16],
         Op::FoldRecord => &[4, 16],
         _ => &[],
     };
     let class = ShapeClass::default();
-    let larger = batches
-        .iter()
-        .flat_map(|&batch| [2, 8].map(|steps| (batch, steps)));
+    let larger = batches.iter().flat_map(|&batch| {
+        [(2, false), (8, false), (8, true)].map(|(steps, masked)| (batch, steps, masked))
+    });
     let larger = larger
-        .map(|(batch, steps)| {
+        .filter(|&(_, _, masked)| !masked || op == Op::Record)
+        .map(|(batch, steps, masked)| {
             let large = GdnShape::new(batch, steps, 16, 32, 128, 128).expect("a valid shape");
             match op {
-                Op::Record => KernelKey::record(&large, dtypes, reduction, false, &class),
+                Op::Record => KernelKey::record(&large, dtypes, reduction, masked, &class),
                 _ => KernelKey::fold_record(&large, dtypes, reduction, &class),
             }
         })

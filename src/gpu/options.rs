@@ -20,6 +20,9 @@ pub struct ShapeClass {
     /// fold_record only: fetch the deferred commit's first chunk before its count is
     /// known (see [`crate::gpu::KernelKey::early_fold`]).
     pub early_fold: Option<bool>,
+    /// record and fold_record: keep the state as a scale times its registers (see
+    /// [`crate::gpu::KernelKey::scaled_state`]).
+    pub scaled_state: Option<bool>,
 }
 
 impl ShapeClass {
@@ -53,7 +56,8 @@ impl ShapeClass {
         Ok(())
     }
 
-    /// Read `DELTATAPE_<OP>_{LANES,ROWS,RPT,CHUNK,EARLY}` (`EARLY`: 0 or 1).
+    /// Read `DELTATAPE_<OP>_{LANES,ROWS,RPT,CHUNK,EARLY,SCALED}` (`EARLY`, `SCALED`: 0
+    /// or 1).
     fn from_env(op: &str) -> Result<Self> {
         let read = |what: &str| -> Result<Option<u32>> {
             let var = format!("DELTATAPE_{op}_{what}");
@@ -66,15 +70,15 @@ impl ShapeClass {
                 }),
             }
         };
-        let early_fold = match read("EARLY")? {
-            None => None,
-            Some(v @ (0 | 1)) => Some(v == 1),
-            Some(v) => {
-                return Err(Error::BadEnv {
-                    var: format!("DELTATAPE_{op}_EARLY"),
+        let flag = |what: &str| -> Result<Option<bool>> {
+            match read(what)? {
+                None => Ok(None),
+                Some(v @ (0 | 1)) => Ok(Some(v == 1)),
+                Some(v) => Err(Error::BadEnv {
+                    var: format!("DELTATAPE_{op}_{what}"),
                     value: v.to_string(),
                     why: "expected 0 or 1",
-                })
+                }),
             }
         };
         Ok(ShapeClass {
@@ -82,7 +86,8 @@ impl ShapeClass {
             rows: read("ROWS")?,
             rows_per_invocation: read("RPT")?,
             chunk: read("CHUNK")?,
-            early_fold,
+            early_fold: flag("EARLY")?,
+            scaled_state: flag("SCALED")?,
         })
     }
 }
@@ -92,6 +97,13 @@ impl ShapeClass {
 pub struct GpuOptions {
     /// Bound on every readback wait (then `Error::Timeout`).
     pub timeout: Duration,
+    /// How long a wait polls the device without blocking (yielding the thread between
+    /// polls) before it blocks. A blocking wait sleeps until the driver wakes the
+    /// thread, which on the H200 (Vulkan) added 35-65 us to a resident round
+    /// (benches/results/h200-2026-12-01-spin-ab.txt), as much as a few of its layers;
+    /// CUDA's default synchronization spins too. Waits longer than this block, so a
+    /// long one costs a core for this long at most. Zero: block at once.
+    pub spin: Duration,
     /// Take the first usable adapter whose name contains this (case-insensitive)
     /// instead of the best-ranked one.
     pub adapter_name: Option<String>,
@@ -108,6 +120,7 @@ impl Default for GpuOptions {
     fn default() -> Self {
         GpuOptions {
             timeout: Duration::from_secs(120),
+            spin: Duration::from_millis(2),
             adapter_name: None,
             backends: wgpu::Backends::PRIMARY,
             record_class: ShapeClass::default(),
@@ -117,9 +130,11 @@ impl Default for GpuOptions {
 }
 
 impl GpuOptions {
-    /// The defaults, overridden by `DELTATAPE_GPU_TIMEOUT_MS`, `WGPU_ADAPTER_NAME`,
+    /// The defaults, overridden by `DELTATAPE_GPU_TIMEOUT_MS`, `DELTATAPE_SPIN_US`,
+    /// `WGPU_ADAPTER_NAME`,
     /// `WGPU_BACKEND` (as wgpu reads it) and the shape-class knobs
-    /// `DELTATAPE_{RECORD,REPLAY}_{LANES,ROWS,RPT,CHUNK}` and `DELTATAPE_RECORD_EARLY`.
+    /// `DELTATAPE_{RECORD,REPLAY}_{LANES,ROWS,RPT,CHUNK}` and
+    /// `DELTATAPE_RECORD_{EARLY,SCALED}`.
     pub fn from_env() -> Result<Self> {
         let mut options = GpuOptions::default();
         if let Ok(value) = std::env::var("DELTATAPE_GPU_TIMEOUT_MS") {
@@ -129,6 +144,14 @@ impl GpuOptions {
                 value,
                 why: "expected a positive number of milliseconds",
             })?);
+        }
+        if let Ok(value) = std::env::var("DELTATAPE_SPIN_US") {
+            options.spin =
+                Duration::from_micros(value.parse::<u64>().map_err(|_| Error::BadEnv {
+                    var: "DELTATAPE_SPIN_US".into(),
+                    value,
+                    why: "expected a whole number of microseconds (0: block at once)",
+                })?);
         }
         options.adapter_name = std::env::var("WGPU_ADAPTER_NAME").ok();
         if let Some(backends) = wgpu::Backends::from_env() {
@@ -152,19 +175,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn early_knob_is_zero_or_one() {
+    fn flag_knobs_are_zero_or_one() {
         // An op name of its own: no other test reads these variables.
-        let (var, op) = ("DELTATAPE_EARLYTEST_EARLY", "EARLYTEST");
-        let early = || ShapeClass::from_env(op).map(|c| c.early_fold);
-        std::env::set_var(var, "1");
-        assert_eq!(early().unwrap(), Some(true));
-        std::env::set_var(var, "0");
-        assert_eq!(early().unwrap(), Some(false));
-        for bad in ["2", "yes"] {
-            std::env::set_var(var, bad);
-            assert!(matches!(early(), Err(Error::BadEnv { .. })), "{bad}");
+        let op = "FLAGTEST";
+        type Field = fn(ShapeClass) -> Option<bool>;
+        let knobs: [(&str, Field); 2] =
+            [("EARLY", |c| c.early_fold), ("SCALED", |c| c.scaled_state)];
+        for (knob, field) in knobs {
+            let var = format!("DELTATAPE_{op}_{knob}");
+            let read = || ShapeClass::from_env(op).map(field);
+            std::env::set_var(&var, "1");
+            assert_eq!(read().unwrap(), Some(true));
+            std::env::set_var(&var, "0");
+            assert_eq!(read().unwrap(), Some(false));
+            for bad in ["2", "yes"] {
+                std::env::set_var(&var, bad);
+                assert!(matches!(read(), Err(Error::BadEnv { .. })), "{var}={bad}");
+            }
+            std::env::remove_var(&var);
+            assert_eq!(read().unwrap(), None);
         }
-        std::env::remove_var(var);
-        assert_eq!(early().unwrap(), None);
     }
 }

@@ -240,8 +240,8 @@ fn time_batch(
         // wgpu records a pass's commands and encodes them at finish: it counts.
         let commands = e.finish();
         let encode = t0.elapsed().as_secs_f64();
-        gpu.queue().submit([commands]);
-        gpu.wait_idle("bench")?;
+        let submission = gpu.queue().submit([commands]);
+        gpu.wait_for(submission, "bench")?;
         let wall = t0.elapsed().as_secs_f64();
         let gpu_us = match timer.read_ticks(1)? {
             Some(t) if t[0] > 0.0 => t[0],
