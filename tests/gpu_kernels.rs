@@ -206,17 +206,21 @@ fn record_large_grid(g: &GpuBackend, steps: usize) {
 /// each, with and without a mask.
 #[test]
 fn record_with_vanishing_gates_matches_cpu() {
-    let Some(g) = gpu() else { return };
-    let flipped = |scaled| {
+    let Some(device) = gpu() else { return };
+    // Backends on the test's device with the measured classes (not the environment's
+    // overrides) and with the scaled state forced on or off.
+    let with = |scaled| {
         let options = GpuOptions {
             record_class: ShapeClass {
-                scaled_state: Some(scaled),
+                scaled_state: scaled,
                 ..ShapeClass::default()
             },
             ..GpuOptions::default()
         };
-        GpuBackend::from_device(g.device().clone(), g.queue().clone(), None, options).unwrap()
+        let (d, q) = (device.device().clone(), device.queue().clone());
+        GpuBackend::from_device(d, q, None, options).unwrap()
     };
+    let (g, flipped) = (with(None), |scaled| with(Some(scaled)));
     let gates = [
         1.0, 1e-3, 0.7, 1e-30, 0.9, 0.0, 1e-12, 0.5, 1e-6, 1.0, 1e-20,
     ];
