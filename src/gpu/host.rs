@@ -13,7 +13,7 @@ use crate::ops::HostSide;
 use futures_intrusive::channel::shared::{oneshot_channel, OneshotReceiver};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use wgpu::BufferUsages as U;
 
 /// Outputs on their way back: staging buffers mapped once the submission is done.
@@ -30,25 +30,16 @@ struct Readback {
 
 impl Readback {
     fn wait_blocking(self) -> Result<Vec<Vec<u8>>> {
-        let device = self.backend.device().clone();
-        poll_until_done(
-            &device,
-            self.backend.queue(),
-            self.submission.clone(),
-            self.backend.waits(),
-            self.op,
-        )?;
+        self.backend.wait_for(self.submission.clone(), self.op)?;
         self.finish()
     }
 
     #[cfg(not(target_arch = "wasm32"))]
     async fn wait_async(self) -> Result<Vec<Vec<u8>>> {
         let (tx, rx) = oneshot_channel();
-        let (device, queue) = (self.backend.device().clone(), self.backend.queue().clone());
-        let (submission, waits, op) = (self.submission.clone(), self.backend.waits(), self.op);
+        let (backend, submission, op) = (self.backend.clone(), self.submission.clone(), self.op);
         std::thread::spawn(move || {
-            tx.send(poll_until_done(&device, &queue, submission, waits, op))
-                .ok();
+            tx.send(backend.wait_for(submission, op)).ok();
         });
         rx.receive().await.unwrap_or(Err(Error::Gpu {
             op,
@@ -106,65 +97,6 @@ impl Readback {
             pool.give(b);
         }
         Ok(out)
-    }
-}
-
-/// How a wait for the GPU goes: polled without blocking for up to `spin`, then
-/// blocked on, for at most `timeout` in all (see [`super::GpuOptions::spin`]).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Waits {
-    pub timeout: Duration,
-    pub spin: Duration,
-}
-
-fn poll_until_done(
-    device: &wgpu::Device,
-    queue: &wgpu::Queue,
-    submission: wgpu::SubmissionIndex,
-    waits: Waits,
-    op: &'static str,
-) -> Result<()> {
-    // A browser's one thread cannot block on the GPU: the async calls work there.
-    if cfg!(target_arch = "wasm32") {
-        return Err(Error::Unsupported {
-            op,
-            arg: "wait",
-            why: "blocking waits are not possible on wasm32; use the *_async calls".into(),
-        });
-    }
-    let start = Instant::now();
-    let gpu_error = |e: wgpu::PollError| Error::Gpu {
-        op,
-        message: e.to_string(),
-    };
-    let spin = waits.spin.min(waits.timeout);
-    if !spin.is_zero() {
-        // Done once everything submitted so far is (so `submission` too; the queue's
-        // pending buffer writes are submitted, as `wait_idle` does). Polled with
-        // `PollType::Poll`: wgpu 30's non-blocking `Wait` asserts on a race with
-        // another thread's poll (resource.rs, "If the queue is empty ..."), which the
-        // eight-thread test in tests/reliability.rs hit.
-        let done = Arc::new(AtomicBool::new(false));
-        let flag = done.clone();
-        queue.on_submitted_work_done(move || flag.store(true, Ordering::Release));
-        while start.elapsed() < spin {
-            device.poll(wgpu::PollType::Poll).map_err(gpu_error)?;
-            if done.load(Ordering::Acquire) {
-                return Ok(());
-            }
-            std::thread::yield_now();
-        }
-    }
-    match device.poll(wgpu::PollType::Wait {
-        submission_index: Some(submission),
-        timeout: Some(waits.timeout.saturating_sub(start.elapsed())),
-    }) {
-        Ok(_) => Ok(()),
-        Err(wgpu::PollError::Timeout) => Err(Error::Timeout {
-            op,
-            millis: waits.timeout.as_millis() as u64,
-        }),
-        Err(e) => Err(gpu_error(e)),
     }
 }
 
@@ -325,16 +257,55 @@ impl GpuBackend {
     }
 
     /// Wait (bounded) until `submission` is done, as [`super::GpuOptions::spin`] and
-    /// [`super::GpuOptions::timeout`] say: without the extra submission of
-    /// [`GpuBackend::wait_idle`].
+    /// [`super::GpuOptions::timeout`] say: polled without blocking for up to `spin`,
+    /// then blocked on, for at most `timeout` in all. Unlike [`GpuBackend::wait_idle`]
+    /// it submits nothing.
     pub fn wait_for(&self, submission: wgpu::SubmissionIndex, op: &'static str) -> Result<()> {
-        poll_until_done(self.device(), self.queue(), submission, self.waits(), op)
-    }
-
-    fn waits(&self) -> Waits {
-        Waits {
-            timeout: self.inner.options.timeout,
-            spin: self.inner.options.spin,
+        // A browser's one thread cannot block on the GPU: the async calls work there.
+        if cfg!(target_arch = "wasm32") {
+            return Err(Error::Unsupported {
+                op,
+                arg: "wait",
+                why: "blocking waits are not possible on wasm32; use the *_async calls".into(),
+            });
+        }
+        let start = Instant::now();
+        let gpu_error = |e: wgpu::PollError| Error::Gpu {
+            op,
+            message: e.to_string(),
+        };
+        let (timeout, spin) = (self.inner.options.timeout, self.inner.options.spin);
+        let spin = spin.min(timeout);
+        if !spin.is_zero() {
+            // Done once everything submitted so far is (so `submission` too; the queue's
+            // pending buffer writes are submitted, as `wait_idle` does). Polled with
+            // `PollType::Poll`: wgpu 30's non-blocking `Wait` asserts on a race with
+            // another thread's poll (resource.rs, "If the queue is empty ..."), which the
+            // eight-thread test in tests/reliability.rs hit.
+            let done = Arc::new(AtomicBool::new(false));
+            let flag = done.clone();
+            self.queue()
+                .on_submitted_work_done(move || flag.store(true, Ordering::Release));
+            while start.elapsed() < spin {
+                self.device()
+                    .poll(wgpu::PollType::Poll)
+                    .map_err(gpu_error)?;
+                if done.load(Ordering::Acquire) {
+                    return Ok(());
+                }
+                std::thread::yield_now();
+            }
+        }
+        match self.device().poll(wgpu::PollType::Wait {
+            submission_index: Some(submission),
+            timeout: Some(timeout.saturating_sub(start.elapsed())),
+        }) {
+            Ok(_) => Ok(()),
+            Err(wgpu::PollError::Timeout) => Err(Error::Timeout {
+                op,
+                millis: timeout.as_millis() as u64,
+            }),
+            Err(e) => Err(gpu_error(e)),
         }
     }
 

@@ -99,7 +99,7 @@ pub struct GpuOptions {
     pub timeout: Duration,
     /// How long a wait polls the device without blocking (yielding the thread between
     /// polls) before it blocks. A blocking wait sleeps until the driver wakes the
-    /// thread, which on the H200 (Vulkan) added 35-65 us to a resident round
+    /// thread, which on the H200 (Vulkan) added 35-100 us to a resident round
     /// (benches/results/h200-2026-12-01-spin-ab.txt), as much as a few of its layers;
     /// CUDA's default synchronization spins too. Waits longer than this block, so a
     /// long one costs a core for this long at most. Zero: block at once.
@@ -195,5 +195,23 @@ mod tests {
             std::env::remove_var(&var);
             assert_eq!(read().unwrap(), None);
         }
+    }
+
+    #[test]
+    fn spin_knob_is_microseconds() {
+        // No other unit test reads the environment's GPU options.
+        let var = "DELTATAPE_SPIN_US";
+        std::env::set_var(var, "250");
+        assert_eq!(
+            GpuOptions::from_env().unwrap().spin,
+            Duration::from_micros(250)
+        );
+        std::env::set_var(var, "-1");
+        assert!(matches!(GpuOptions::from_env(), Err(Error::BadEnv { .. })));
+        std::env::remove_var(var);
+        assert_eq!(
+            GpuOptions::from_env().unwrap().spin,
+            GpuOptions::default().spin
+        );
     }
 }
