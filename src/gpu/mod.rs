@@ -15,6 +15,7 @@ mod kernel;
 mod options;
 mod rollback;
 mod scope;
+#[cfg(feature = "translate")]
 mod translate;
 mod wgsl;
 
@@ -32,6 +33,7 @@ pub use kernel::{
 };
 pub use options::{GpuOptions, ShapeClass};
 pub use rollback::{DraftBuffers, GpuRollback, CONV_COPY_DISPATCH_FROM};
+#[cfg(feature = "translate")]
 pub use translate::{translate, validate, Target};
 pub use wgsl::WgslError;
 
