@@ -15,13 +15,51 @@ if [ "$(node -p 'try{require("./node_modules/webgpu/package.json").version}catch
   npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 fi
 
+# The mirror this machine's apt already uses for Debian's main archive (the entry that
+# serves the `bookworm` suite itself), so that no mirror is named here: one-line
+# sources (`deb [opts] URI bookworm ...`) and deb822 ones (`URIs:` / `Suites:`).
+debian_mirror() {
+  local f m
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -f "$f" ] || continue
+    m="$(awk '$1 == "deb" {
+      i = 2
+      if ($i ~ /^\[/) { while ($i !~ /\]$/) i++; i++ }
+      if ($(i + 1) == "bookworm") { print $i; exit }
+    }' "$f")"
+    if [ -n "$m" ]; then echo "$m"; return; fi
+  done
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [ -f "$f" ] || continue
+    m="$(awk 'BEGIN { RS = ""; FS = "\n" }
+    {
+      uri = ""; suites = ""; types = ""; enabled = "yes"
+      for (i = 1; i <= NF; i++) {
+        line = $i
+        if (line ~ /^URIs:/) { sub(/^URIs:[ \t]*/, "", line); split(line, u, /[ \t]+/); uri = u[1] }
+        else if (line ~ /^Suites:/) { sub(/^Suites:/, "", line); suites = " " line " " }
+        else if (line ~ /^Types:/) { sub(/^Types:/, "", line); types = " " line " " }
+        else if (line ~ /^Enabled:/) { sub(/^Enabled:[ \t]*/, "", line); enabled = line }
+      }
+      gsub(/\t/, " ", suites); gsub(/\t/, " ", types)
+      if (uri != "" && enabled != "no" && types ~ / deb / && suites ~ / bookworm /) { print uri; exit }
+    }' "$f")"
+    if [ -n "$m" ]; then echo "$m"; return; fi
+  done
+}
+
 lvp="$here/mesa/root/usr/lib/x86_64-linux-gnu/libvulkan_lvp.so"
 if [ ! -f "$here/mesa/lvp_icd.json" ] || [ ! -f "$lvp" ]; then
   rm -rf mesa
   mkdir -p mesa/apt/sources mesa/apt/lists/partial mesa/apt/cache/archives/partial mesa/debs
-  cat > mesa/apt/sources/backports.sources <<'SRC'
+  mirror="$(debian_mirror)"
+  if [ -z "$mirror" ]; then
+    echo "dawn: no Debian bookworm entry in /etc/apt/sources.list{,.d/} to take the mirror from" >&2
+    exit 1
+  fi
+  cat > mesa/apt/sources/backports.sources <<SRC
 Types: deb
-URIs: http://deb.debian.org/debian
+URIs: $mirror
 Suites: bookworm-backports
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
