@@ -6,6 +6,7 @@
 //! when rounds run back to back (the host encoding the next while the GPU runs one),
 //! and the memory per sequence per layer next to per-step snapshots.
 
+use crate::bench::timestamps::{self, Clock};
 use crate::progress::Progress;
 use deltatape::gpu::DraftBuffers;
 use deltatape::wgpu::{self, util::DeviceExt};
@@ -55,7 +56,7 @@ pub struct Args {
     /// encodes the rest, so the GPU starts before the host has encoded every layer.
     /// The GPU time is the busy time of each part: the GPU waiting between them is not
     /// counted, but each part's entry and timestamps are (30-40 us a round on the H200
-    /// at 4 parts, while the wall time hardly moved: README, performance).
+    /// at 4 parts, while the wall time hardly moved: docs/PERFORMANCE.md's git history).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     draft_parts: u32,
     /// Defer each commit to the next round's draft (`encode_commit_deferred`): the
@@ -168,7 +169,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
         gpu.options().spin.as_micros()
     );
     println!(
-        "{:>6} {:>4} {:>3} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>11} {:>8} {:>14} {:>14}",
+        "{:>6} {:>4} {:>3} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>11} {:>8} {:>14} {:>14}  clock",
         "mode",
         "B",
         "T",
@@ -186,6 +187,12 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
     let cells = args.modes.len() * args.batches.len() * args.steps.len();
     let mut progress = Progress::new("round", cells);
     let mut done = 0;
+    // Cleared once timestamps fail their check: gpu_us is then the wall time (clock
+    // `wall`), as it is without timestamp queries.
+    let mut timestamps_trusted = has_ts;
+    if !has_ts {
+        eprintln!("round: no timestamp queries: gpu_us is the wall time (clock `wall`)");
+    }
     for &mode in &args.modes {
         for &b in &args.batches {
             for &t in &args.steps {
@@ -283,6 +290,8 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
                     (f64::MAX, f64::MAX, f64::MAX);
                 // (GPU time of the round, of its commit) of the round fastest on the GPU.
                 let mut best_gpu = (f64::MAX, f64::NAN);
+                // The clock of the rounds counted (mixed if it changed during the row).
+                let mut row_clock: Option<Clock> = None;
                 for round in 0..args.rounds + 2 {
                     let bind = accept_bind(round);
                     gpu.wait_idle("round")?;
@@ -352,7 +361,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
                         gpu.wait_for(last, "round")?;
                     }
                     let wall = t0.elapsed().as_secs_f64() * 1e6;
-                    let (gpu_us, commit_us) = if has_ts {
+                    let (gpu_us, commit_us, round_clock) = if timestamps_trusted {
                         let mut e = gpu.encoder();
                         e.resolve_query_set(&query, 0..stamps, &resolved, 0);
                         e.copy_buffer_to_buffer(&resolved, 0, &readback, 0, 8 * stamps as u64);
@@ -371,13 +380,25 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
                         let us = |ticks: u64| {
                             ticks as f64 * gpu.queue().get_timestamp_period() as f64 / 1e3
                         };
-                        let busy = |pair: &[u64]| pair[1].saturating_sub(pair[0]);
-                        let total = ticks.chunks(2).map(busy).sum();
-                        (us(total), us(busy(&ticks[ticks.len() - 2..])))
+                        let busy = |pair: &[u64]| pair[1] - pair[0];
+                        match timestamps::check(&ticks, gpu.queue().get_timestamp_period()) {
+                            Ok(()) => {
+                                let total = ticks.chunks(2).map(busy).sum();
+                                (us(total), us(busy(&ticks[ticks.len() - 2..])), Clock::Gpu)
+                            }
+                            Err(why) => {
+                                eprintln!("round: {why}: gpu_us is the wall time from here on (clock `wall`)");
+                                timestamps_trusted = false;
+                                (wall, f64::NAN, Clock::Wall)
+                            }
+                        }
                     } else {
-                        (wall, f64::NAN)
+                        (wall, f64::NAN, Clock::Wall)
                     };
                     if round >= 2 {
+                        row_clock = Some(
+                            row_clock.map_or(round_clock, |c| Clock::spanning(c, round_clock)),
+                        );
                         best_wall = best_wall.min(wall);
                         if gpu_us < best_gpu.0 {
                             best_gpu = (gpu_us, commit_us);
@@ -422,7 +443,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
                 let mib = |x: u64| x as f64 / (1u64 << 20) as f64;
                 let (best_gpu, best_commit) = best_gpu;
                 println!(
-                "{:>6} {b:>4} {t:>3} {best_wall:>10.1} {best_gpu:>10.1} {best_commit:>10.1} {best_encode:>10.1} {best_submit:>10.1} {:>9.2} {b2b_wall:>11.1} {:>8.2} {:>14.2} {:>14.2}",
+                "{:>6} {b:>4} {t:>3} {best_wall:>10.1} {best_gpu:>10.1} {best_commit:>10.1} {best_encode:>10.1} {best_submit:>10.1} {:>9.2} {b2b_wall:>11.1} {:>8.2} {:>14.2} {:>14.2}  {}",
                 if args.deferred {
                     "deferred".to_string()
                 } else {
@@ -431,7 +452,8 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
                 best_wall / best_gpu,
                 b2b_wall / best_gpu,
                 mib(states + tape),
-                mib(fp.per_sequence_layer_with_snapshots())
+                mib(fp.per_sequence_layer_with_snapshots()),
+                row_clock.unwrap_or(Clock::Wall).name()
             );
                 done += 1;
                 progress.update(done, "");

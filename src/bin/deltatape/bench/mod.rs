@@ -2,6 +2,7 @@
 
 mod report;
 mod run;
+pub mod timestamps;
 
 use crate::progress::Progress;
 use deltatape::{DType, GpuBackend};

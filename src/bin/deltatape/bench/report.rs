@@ -2,26 +2,31 @@
 //! op with the copy bandwidth drawn as the ceiling.
 
 use super::run::{BenchOp, BenchRun, Cell, BATCH, FLOOR_BYTES};
+use super::timestamps::Clock;
 use std::fmt::Write as _;
 
 /// The table: one row per cell, best and median microseconds, GB/s, ratio to the large
 /// copy's bandwidth (`/copy`), and the copy of the cell's own bytes over the op's time
 /// (`copy_us`, `/copy@size`), then the op back to back (`BATCH` dispatches in one pass
-/// and one submission) per op: CPU encode, GPU and wall microseconds.
+/// and one submission) per op: CPU encode, GPU and wall microseconds; last, the clock
+/// that timed the row (`gpu`, or `wall` where timestamps were missing or failed their
+/// check: then its GPU columns hold wall times).
 pub fn table(run: &BenchRun) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "adapter: {}", run.adapter);
     let _ = writeln!(s, "clock: {}", run.clock);
     let _ = writeln!(
         s,
-        "copy kernel: {:.1} us for {} MiB moved = {:.0} GB/s (the ceiling)",
+        "copy kernel ({} clock): {:.1} us for {} MiB moved = {:.0} GB/s (the ceiling)",
+        run.copy_clock.name(),
         run.copy_best_us,
         run.copy_bytes >> 20,
         run.copy_gbps
     );
     let _ = writeln!(
         s,
-        "dispatch floor: a {} KiB copy, {BATCH} back to back in one pass: {:.2} us each when each depends on the one before (a barrier between them), {:.2} us when none does",
+        "dispatch floor ({} clock): a {} KiB copy, {BATCH} back to back in one pass: {:.2} us each when each depends on the one before (a barrier between them), {:.2} us when none does",
+        run.floor.clock.name(),
         FLOOR_BYTES >> 10,
         run.floor.dependent_us,
         run.floor.independent_us
@@ -30,7 +35,7 @@ pub fn table(run: &BenchRun) -> String {
     for (_, header, _, _) in columns(None, run.copy_gbps) {
         let _ = write!(s, " {header:>10}");
     }
-    s.push('\n');
+    s.push_str("  clock\n");
     for c in &run.cells {
         let _ = write!(
             s,
@@ -43,7 +48,7 @@ pub fn table(run: &BenchRun) -> String {
         for (_, _, value, decimals) in columns(Some(c), run.copy_gbps) {
             let _ = write!(s, " {value:>10.decimals$}");
         }
-        s.push('\n');
+        let _ = writeln!(s, "  {}", c.clock.name());
     }
     s
 }
@@ -100,11 +105,13 @@ pub fn json(run: &BenchRun) -> String {
     let mut s = String::new();
     let _ = write!(
         s,
-        "{{\"adapter\":{},\"clock\":{},\"copy_gbps\":{:.1},\"copy_best_us\":{:.2},\"floor_dependent_us\":{:.3},\"floor_independent_us\":{:.3},\"cells\":[",
+        "{{\"adapter\":{},\"clock\":{},\"copy_clock\":\"{}\",\"copy_gbps\":{:.1},\"copy_best_us\":{:.2},\"floor_clock\":\"{}\",\"floor_dependent_us\":{:.3},\"floor_independent_us\":{:.3},\"cells\":[",
         json_str(&run.adapter),
-        json_str(run.clock),
+        json_str(&run.clock),
+        run.copy_clock.name(),
         run.copy_gbps,
         run.copy_best_us,
+        run.floor.clock.name(),
         run.floor.dependent_us,
         run.floor.independent_us
     );
@@ -121,7 +128,7 @@ pub fn json(run: &BenchRun) -> String {
         for (key, _, value, _) in columns(Some(c), run.copy_gbps) {
             let _ = write!(s, ",\"{key}\":{value:.4}");
         }
-        s.push('}');
+        let _ = write!(s, ",\"clock\":\"{}\"}}", c.clock.name());
     }
     s.push_str("]}\n");
     s
@@ -160,9 +167,14 @@ pub fn svg(run: &BenchRun) -> String {
     let _ = writeln!(s, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>");
     let _ = writeln!(
         s,
-        "<text x=\"{pad}\" y=\"20\" font-size=\"13\">deltatape bench: {} ({}), effective GB/s vs T</text>",
+        "<text x=\"{pad}\" y=\"20\" font-size=\"13\">deltatape bench: {} ({}), effective GB/s vs T{}</text>",
         xml(&run.adapter),
-        dtype.map(|d| d.name()).unwrap_or("")
+        dtype.map(|d| d.name()).unwrap_or(""),
+        if run.cells.iter().all(|c| c.clock == Clock::Gpu) && run.copy_clock == Clock::Gpu {
+            ""
+        } else {
+            " (wall clock, not GPU timestamps, in some or all cells)"
+        }
     );
     for (pi, op) in ops.iter().enumerate() {
         let x0 = pad + pi as f64 * (pw + pad);

@@ -1,5 +1,6 @@
 //! The GPU benchmark behind `deltatape bench`: record, replay and repeat timed on one
-//! adapter with timestamp queries (wall clock when there are none or they read zero),
+//! adapter with timestamp queries (wall clock when there are none or they fail
+//! [`timestamps::check`]: zero, constant or out of order; each cell says its clock),
 //! next to a copy kernel's bandwidth measured in the same run. It uses the crate's
 //! public resident API only: each op is a [`Prepared`] dispatch, timed in a compute pass
 //! of its own with timestamp writes.
@@ -28,6 +29,7 @@
 //! (2026-11-30) that made even an identity copy time about 4x slower per run, so it is
 //! off by default.
 
+use super::timestamps::{self, Clock, Untrusted};
 use deltatape::gpu::{Prepared, RecordBuffers, RepeatBuffers, ReplayBuffers};
 use deltatape::wgpu;
 use deltatape::{DType, Error, GdnDtypes, GdnShape, GpuBackend, GqaLayout, RepeatShape, Result};
@@ -111,6 +113,8 @@ pub struct Cell {
     pub batch_encode_us: f64,
     pub batch_gpu_us: f64,
     pub batch_wall_us: f64,
+    /// What timed the cell: the GPU times above are wall times unless it is `Gpu`.
+    pub clock: Clock,
 }
 
 impl Cell {
@@ -128,7 +132,10 @@ impl Cell {
 #[derive(Clone, Debug)]
 pub struct BenchRun {
     pub adapter: String,
-    pub clock: &'static str,
+    /// The run's clock in words (why it fell back to wall clock, if it did).
+    pub clock: String,
+    /// The clock of the copy ceiling's time.
+    pub copy_clock: Clock,
     pub copy_gbps: f64,
     pub copy_best_us: f64,
     pub copy_bytes: u64,
@@ -144,6 +151,7 @@ pub struct BenchRun {
 pub struct DispatchFloor {
     pub dependent_us: f64,
     pub independent_us: f64,
+    pub clock: Clock,
 }
 
 /// Bytes the dispatch-floor copy moves each way.
@@ -173,7 +181,7 @@ pub fn moved_bytes(op: BenchOp, shape: &GdnShape, act_bytes: u64) -> u64 {
 }
 
 /// Times the tiny copy of [`DispatchFloor`], dependent and independent.
-fn dispatch_floor(gpu: &GpuBackend, timer: &Timer<'_>) -> Result<DispatchFloor> {
+fn dispatch_floor(gpu: &GpuBackend, timer: &mut Timer<'_>) -> Result<DispatchFloor> {
     let shape = copy_shape(FLOOR_BYTES)?;
     let pairs: Vec<_> = (0..BATCH as u32)
         .map(|i| {
@@ -190,9 +198,13 @@ fn dispatch_floor(gpu: &GpuBackend, timer: &Timer<'_>) -> Result<DispatchFloor> 
             gpu.prepare_repeat(&shape, GqaLayout::Blocked, DType::F32, &buffers)
         })
         .collect::<Result<Vec<_>>>()?;
+    let before = timer.clock_now();
+    let dependent_us = time_batch(gpu, timer, &prepared[..1])?.1;
+    let independent_us = time_batch(gpu, timer, &prepared)?.1;
     Ok(DispatchFloor {
-        dependent_us: time_batch(gpu, timer, &prepared[..1])?.1,
-        independent_us: time_batch(gpu, timer, &prepared)?.1,
+        dependent_us,
+        independent_us,
+        clock: Clock::spanning(before, timer.clock_now()),
     })
 }
 
@@ -207,14 +219,15 @@ struct Timer<'a> {
     query: Option<wgpu::QuerySet>,
     resolve: Option<(wgpu::Buffer, wgpu::Buffer)>,
     capacity: u32,
-    wall: bool,
+    /// Set once timestamps fail [`timestamps::check`]: wall clock for the rest of the run.
+    fell_back: Option<Untrusted>,
 }
 
 /// Times `BATCH` dispatches back to back, cycling through `prepared`: (encode, GPU,
 /// wall) us per op.
 fn time_batch(
     gpu: &GpuBackend,
-    timer: &Timer<'_>,
+    timer: &mut Timer<'_>,
     prepared: &[Prepared],
 ) -> Result<(f64, f64, f64)> {
     let mut best = (f64::MAX, f64::MAX, f64::MAX);
@@ -225,8 +238,7 @@ fn time_batch(
             let mut pass = e.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("bench batch"),
                 timestamp_writes: timer
-                    .query
-                    .as_ref()
+                    .live_query()
                     .map(|q| wgpu::ComputePassTimestampWrites {
                         query_set: q,
                         beginning_of_pass_write_index: Some(0),
@@ -243,9 +255,10 @@ fn time_batch(
         let submission = gpu.queue().submit([commands]);
         gpu.wait_for(submission, "bench")?;
         let wall = t0.elapsed().as_secs_f64();
-        let gpu_us = match timer.read_ticks(1)? {
-            Some(t) if t[0] > 0.0 => t[0],
-            _ => wall * 1e6,
+        // Without trusted timestamps the "GPU" time is the wall time (the cell says so).
+        let gpu_us = match timer.read_spans(1)? {
+            Some(t) => t[0],
+            None => wall * 1e6,
         };
         best.0 = best.0.min(encode * 1e6);
         best.1 = best.1.min(gpu_us);
@@ -289,15 +302,32 @@ impl<'a> Timer<'a> {
             query,
             resolve,
             capacity,
-            wall: !has_ts,
+            fell_back: None,
         }
     }
 
-    fn clock(&self) -> &'static str {
-        if self.wall {
-            "wall clock (submit + wait)"
+    /// The query set while timestamps are trusted.
+    fn live_query(&self) -> Option<&wgpu::QuerySet> {
+        self.query.as_ref().filter(|_| self.fell_back.is_none())
+    }
+
+    /// The clock a measurement taken now uses.
+    fn clock_now(&self) -> Clock {
+        if self.live_query().is_some() {
+            Clock::Gpu
         } else {
-            "timestamp queries"
+            Clock::Wall
+        }
+    }
+
+    /// The run's clock in words.
+    fn clock(&self) -> String {
+        match (&self.query, self.fell_back) {
+            (None, _) => "wall clock (submit + wait): the adapter has no timestamp queries".into(),
+            (Some(_), Some(why)) => format!(
+                "timestamp queries until they failed the check ({why}), then wall clock (submit + wait); each row's clock column says which"
+            ),
+            (Some(_), None) => "timestamp queries".into(),
         }
     }
 
@@ -310,13 +340,10 @@ impl<'a> Timer<'a> {
             gpu.queue().submit([e.finish()]);
         }
         gpu.wait_idle("bench")?;
-        if !self.wall {
-            let times = self.time_stamped(runs, encode)?;
-            if times.iter().all(|&t| t > 0.0) {
+        if self.live_query().is_some() {
+            if let Some(times) = self.time_stamped(runs, encode)? {
                 return Ok(times);
             }
-            // Apple GPUs on macOS 26 read zero: fall back for the rest of the run.
-            self.wall = true;
         }
         let mut times = Vec::with_capacity(runs);
         for _ in 0..runs {
@@ -330,7 +357,8 @@ impl<'a> Timer<'a> {
         Ok(times)
     }
 
-    fn time_stamped(&self, runs: usize, encode: &EncodeFn<'_>) -> Result<Vec<f64>> {
+    /// Microseconds of each run from timestamps; `None` when they failed the check.
+    fn time_stamped(&mut self, runs: usize, encode: &EncodeFn<'_>) -> Result<Option<Vec<f64>>> {
         let Some(query) = &self.query else {
             return Err(Error::Gpu {
                 op: "bench",
@@ -350,12 +378,14 @@ impl<'a> Timer<'a> {
             );
         }
         self.gpu.queue().submit([e.finish()]);
-        Ok(self.read_ticks(runs)?.unwrap_or_default())
+        self.read_spans(runs)
     }
 
     /// Resolve the first `pairs` timestamp pairs written so far: microseconds each.
-    fn read_ticks(&self, pairs: usize) -> Result<Option<Vec<f64>>> {
-        let (Some(query), Some((resolve, readback))) = (&self.query, &self.resolve) else {
+    /// `None` without timestamps, or when these fail [`timestamps::check`] (the run then
+    /// falls back to wall clock, and says so once on stderr).
+    fn read_spans(&mut self, pairs: usize) -> Result<Option<Vec<f64>>> {
+        let (Some(query), Some((resolve, readback))) = (self.live_query(), &self.resolve) else {
             return Ok(None);
         };
         let gpu = self.gpu;
@@ -376,11 +406,16 @@ impl<'a> Timer<'a> {
             bytemuck::pod_collect_to_vec(&view)
         };
         readback.unmap();
-        let period_ns = gpu.queue().get_timestamp_period() as f64;
+        let period_ns = gpu.queue().get_timestamp_period();
+        if let Err(why) = timestamps::check(&ticks, period_ns) {
+            eprintln!("bench: {why}: timing by wall clock (submit + wait) from here on");
+            self.fell_back = Some(why);
+            return Ok(None);
+        }
         Ok(Some(
             ticks
                 .chunks(2)
-                .map(|p| p[1].saturating_sub(p[0]) as f64 * period_ns / 1e3)
+                .map(|p| (p[1] - p[0]) as f64 * period_ns as f64 / 1e3)
                 .collect(),
         ))
     }
@@ -492,9 +527,11 @@ pub fn run(
         gpu.queue().submit([e.finish()]);
         gpu.wait_idle("bench")?;
     }
+    let before = timer.clock_now();
     let copy_best = time_copy(&mut timer, &big_copy)?;
     let copy_moved = 2 * big_copy.dst_len() as u64 * 4;
-    let floor = dispatch_floor(gpu, &timer)?;
+    let copy_clock = Clock::spanning(before, timer.clock_now());
+    let floor = dispatch_floor(gpu, &mut timer)?;
 
     let total = cfg.ops.len() * cfg.dtypes.len() * cfg.batches.len() * cfg.steps.len();
     let mut cells = Vec::with_capacity(total);
@@ -578,6 +615,7 @@ pub fn run(
                             rotating[0].clone()
                         }
                     };
+                    let before = timer.clock_now();
                     let next = std::cell::Cell::new(0usize);
                     let times = if rotating.len() > 1 {
                         timer.time(cfg.warmup, cfg.runs, &|e, ts| {
@@ -588,7 +626,7 @@ pub fn run(
                         timer.time(cfg.warmup, cfg.runs, &|e, ts| prepared.encode_timed(e, ts))?
                     };
                     let (batch_encode_us, batch_gpu_us, batch_wall_us) =
-                        time_batch(gpu, &timer, std::slice::from_ref(&prepared))?;
+                        time_batch(gpu, &mut timer, std::slice::from_ref(&prepared))?;
                     let (best_us, median_us) = best_and_median(times);
                     let copy_same_us = time_copy(&mut timer, &copy_shape(bytes / 2)?)?;
                     cells.push(Cell {
@@ -603,6 +641,7 @@ pub fn run(
                         batch_encode_us,
                         batch_gpu_us,
                         batch_wall_us,
+                        clock: Clock::spanning(before, timer.clock_now()),
                     });
                     progress(
                         cells.len(),
@@ -616,6 +655,7 @@ pub fn run(
     Ok(BenchRun {
         adapter: gpu.describe(),
         clock: timer.clock(),
+        copy_clock,
         copy_gbps: copy_moved as f64 / (copy_best * 1e-6) / 1e9,
         copy_best_us: copy_best,
         copy_bytes: copy_moved,
