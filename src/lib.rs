@@ -1,23 +1,21 @@
-//! # deltatape: the map
+//! GPU kernels (WGSL on wgpu, Metal first) and a CPU reference backend for
+//! speculative-decoding rollback of GatedDeltaNet layers: `record` drafts T steps and
+//! writes an innovation tape, `replay` folds the accepted prefix of the tape onto the
+//! pre-draft state, `repeat` broadcasts key heads to value heads, and `conv_commit`
+//! rolls the causal conv1d window forward.
 //!
-//! - [`GdnShape`], [`RepeatShape`], [`ConvShape`], [`GqaLayout`] (`shape.rs`): the
-//!   dimensions, every index formula and size of the contract (`docs/SPEC.md`).
-//! - [`DType`], [`Element`], [`GdnDtypes`] (`dtype.rs`); [`Error`] (`error.rs`).
-//! - [`operand`]: one table per op (record, replay, repeat, conv_commit) naming every
-//!   operand; it drives validation, WGSL bindings, bind groups, uploads and readbacks.
-//! - [`Backend`] (`backend.rs`): the device-agnostic calls on host slices, over
-//!   [`CpuBackend`] (`cpu/`: the reference kernels, the oracle of every test) and
-//!   [`GpuBackend`] (`gpu/`: WGSL kernels from `wgsl/` on wgpu).
-//! - [`gpu`]: the resident path for callers that own a wgpu device: [`gpu::Prepared`]
-//!   dispatches built once from caller buffers, encoded into the caller's encoder or
-//!   pass; [`GpuRollback`]; kernel keys and their naga translations.
-//! - [`Rollback`] (`rollback/`): draft / commit over every layer of a model, on any
-//!   backend, with the commit logic shared by the CPU and the GPU.
-//! - [`ModelPreset`] (`models.rs`): the GatedDeltaNet shapes of real models.
+//! - [`Backend`]: the calls on host slices, on the CPU ([`CpuBackend`]) or the GPU
+//!   ([`GpuBackend`]), with the same shapes, results and errors.
+//! - [`GpuBackend::from_device`] and its `prepare_*` calls: dispatches over your own
+//!   wgpu buffers, validated once and encoded into your command encoders.
+//! - [`Rollback`] (any backend) and [`GpuRollback`] (resident): draft and commit over
+//!   every layer of a model.
+//! - [`Error`]: every call returns [`Result`]; input errors name the argument.
 //!
-//! The binary (`src/bin/deltatape/`) holds the demo, the GPU benchmark, `info`, `msl`.
-//!
-#![doc = include_str!("../README.md")]
+//! The README has the examples; `docs/` in the repository has the contract
+//! (`SPEC.md`), other libraries' conventions, the H200 performance tables and the
+//! portability notes.
+
 #![forbid(unsafe_code)]
 
 mod backend;
@@ -42,3 +40,11 @@ pub use rollback::{CommitKind, ConvConfig, Footprint, Rollback, RollbackMode, Ro
 pub use shape::{ConvShape, GdnShape, GqaLayout, RepeatShape, CONV_LAYER_ALIGN, MAX_CONV_KERNEL};
 /// The wgpu this crate is built on, for callers that pass in their own device.
 pub use wgpu;
+
+// The README's and docs' Rust code blocks are compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../docs/CONVENTIONS.md")]
+struct ConventionsDoctests;

@@ -1,5 +1,5 @@
-//! Other libraries' GatedDeltaNet conventions, each converted to this crate's (README,
-//! "Conventions"): one test per row of the README's table.
+//! Other libraries' GatedDeltaNet conventions, each converted to this crate's
+//! (docs/CONVENTIONS.md): one test per row of its table.
 //!
 //! Each test
 //! 1. draws inputs the way that library receives them (its layouts, its gate space, its
@@ -7,8 +7,8 @@
 //! 2. runs that library's recurrent rule, written here in f64 in *its* convention (what
 //!    its reference / kernel computes, read from its source: the file is named on each
 //!    reference function);
-//! 3. converts the inputs with the small conversion functions below (the ones the README
-//!    shows), runs `Backend::cpu().record`, converts y and the state back, and requires a
+//! 3. converts the inputs with the small conversion functions below (the ones
+//!    docs/CONVENTIONS.md names), runs `Backend::cpu().record`, converts y and the state back, and requires a
 //!    relative error below 1e-5 (the crate computes in f32);
 //! 4. shows that the conversion matters: leaving out one of its steps (the exp of g, the
 //!    state transposition, the q scale) or using the other GQA layout misses by a wide
@@ -25,7 +25,7 @@ use common::Rng;
 use deltatape::{Backend, GdnShape, GqaLayout, RecordInputs, Recorded};
 
 // ---------------------------------------------------------------------------------
-// Conversion functions: other conventions -> this crate's (the README's table).
+// Conversion functions: other conventions -> this crate's (docs/CONVENTIONS.md's table).
 // ---------------------------------------------------------------------------------
 
 /// `g` in log space (fla, vLLM, SGLang, Hugging Face, ggml) -> the decay itself:
