@@ -20,7 +20,23 @@ use std::fmt::Write as _;
 /// Largest key dimension (Dk) the record and replay kernels take.
 pub const MAX_KEY_DIM: usize = 256;
 
-/// The kernel families of `wgsl/` (each one file, named by [`Op::name`]).
+/// The kernel families of `wgsl/` (each one file, named by [`Op::name`]): the op registry.
+///
+/// How to add an op (the layout as it stands; the compiler finds every place of step 2):
+/// 1. docs/SPEC.md: the op's contract; src/shape.rs: its index formulas and lengths
+///    (one source of each formula, which the table, the CPU twin and `wgsl/shape.wgsl`
+///    follow).
+/// 2. Here: a variant, in [`Op::ALL`], [`Op::name`] and [`Op::file`]. Every `match` over
+///    `Op` lists its variants (none has a `_` arm), so the build then names each place
+///    that needs the new op's answer: `records`, `one_dtype`, `prefetches`,
+///    `KernelKey::{rows, bindings, plain_rows, mask_bit, workgroup_bytes}`, the tuning
+///    arm of `KernelKey::gdn` (or a constructor like `KernelKey::conv`), `keys_at` and
+///    `representative_keys` (what naga and Tint check).
+/// 3. src/operand.rs: its `operand_table!` (struct, typed rows `<Op>Row`, `op <Variant>`):
+///    host validation, WGSL bindings and accessors and bind groups follow from it.
+/// 4. wgsl/: its kernel file (the prelude of step 3 gives its buffers' accessors).
+/// 5. src/cpu/kernels.rs: its CPU twin, taking an `<Op>Args` struct of the table's rows.
+/// 6. src/ops.rs (the host call) and src/gpu/encode.rs (`prepare_*`): the call sites.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Op {
     Record,
