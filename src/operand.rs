@@ -10,6 +10,7 @@
 //! slices on the host path).
 
 use crate::dtype::{DType, GdnDtypes};
+use crate::gpu::Op;
 use crate::shape::{ConvShape, GdnShape, RepeatShape};
 
 /// What an operand is for.
@@ -127,17 +128,32 @@ pub fn rows_bound<T>(slots: &[Option<T>]) -> u16 {
         .fold(0, |bits, (i, _)| bits | 1 << i)
 }
 
-/// Declares an op's operand struct and its table from one list.
+/// A typed row of one op's operand table (the enum [`operand_table!`] generates beside
+/// the table): a misspelt row is a compile error, and a row of another op's table is
+/// refused by [`crate::gpu::KernelKey::binds`].
+pub trait OperandRow: Copy {
+    /// The op whose table this is.
+    const OP: Op;
+    /// The row's index in the table (its binding order).
+    fn index(self) -> usize;
+    /// The row's bit in a set of bound rows ([`rows_bound`]).
+    fn bit(self) -> u16 {
+        1 << self.index()
+    }
+}
+
+/// Declares an op's operand struct, its table and its typed rows from one list.
 ///
-/// Each line is `name: field type, Role Slot Access Walk = length_fn`, with `, optional`
-/// for an operand the caller may leave out (its field type is then `Option<T>`).
+/// The header names the struct, the row enum, the op and the shape type; each line is
+/// `[Row] name: field type, Role Slot Access Walk = length_fn`, with `, optional` for an
+/// operand the caller may leave out (its field type is then `Option<T>`).
 macro_rules! operand_table {
     (
         $(#[$meta:meta])*
-        pub struct $name:ident for $shape:ty {
+        pub struct $name:ident, rows $row:ident, op $op:ident, for $shape:ty {
             $(
                 $(#[$fmeta:meta])*
-                $field:ident: $fty:ty, $role:ident $slot:ident $access:ident $walk:ident = $len:path $(, $opt:ident)?;
+                [$variant:ident] $field:ident: $fty:ty, $role:ident $slot:ident $access:ident $walk:ident = $len:path $(, $opt:ident)?;
             )*
         }
     ) => {
@@ -145,6 +161,19 @@ macro_rules! operand_table {
         #[derive(Clone, Copy, Debug)]
         pub struct $name<T> {
             $( $(#[$fmeta])* pub $field: $fty, )*
+        }
+
+        #[doc = concat!("The rows of [`", stringify!($name), "`]'s table, in binding order.")]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $row {
+            $( #[doc = concat!("`", stringify!($field), "`.")] $variant, )*
+        }
+
+        impl $crate::operand::OperandRow for $row {
+            const OP: $crate::gpu::Op = $crate::gpu::Op::$op;
+            fn index(self) -> usize {
+                self as usize
+            }
         }
 
         impl<T> $name<T> {
@@ -201,33 +230,33 @@ macro_rules! operand_table {
 
 operand_table! {
     /// record's operands (docs/SPEC.md "record"), in binding order.
-    pub struct RecordOperands for GdnShape {
+    pub struct RecordOperands, rows RecordRow, op Record, for GdnShape {
         /// `[B, T, Hk, Dk]`.
-        q: T, Activation Act Read Rows = GdnShape::qk_len;
+        [Q] q: T, Activation Act Read Rows = GdnShape::qk_len;
         /// `[B, T, Hk, Dk]`.
-        k: T, Activation Act Read Rows = GdnShape::qk_len;
+        [K] k: T, Activation Act Read Rows = GdnShape::qk_len;
         /// `[B, T, Hv, Dv]`.
-        v: T, Activation Act Read Scalars = GdnShape::v_len;
+        [V] v: T, Activation Act Read Scalars = GdnShape::v_len;
         /// `[B, T, Hv]`, the decay, already exponentiated.
-        g: T, Activation Gate Read Scalars = GdnShape::gate_len;
+        [G] g: T, Activation Gate Read Scalars = GdnShape::gate_len;
         /// `[B, T, Hv]`, already sigmoid'ed.
-        beta: T, Activation Gate Read Scalars = GdnShape::gate_len;
+        [Beta] beta: T, Activation Gate Read Scalars = GdnShape::gate_len;
         /// `[B, Hv, Dv, Dk]`: the state before the draft.
-        state_in: T, State State Read Rows = GdnShape::state_len;
+        [StateIn] state_in: T, State State Read Rows = GdnShape::state_len;
         /// `[B, T, Hv, Dv]`.
-        y: T, Output Act Write Scalars = GdnShape::v_len;
+        [Y] y: T, Output Act Write Scalars = GdnShape::v_len;
         /// `[B, Hv, Dv, Dk]`: the state after the draft; `None`: not written (a
         /// rollback that keeps one state per layer replays the accepted prefix instead).
-        state_out: Option<T>, State State Write Rows = GdnShape::state_len, optional;
+        [StateOut] state_out: Option<T>, State State Write Rows = GdnShape::state_len, optional;
         /// `[B, T, Hv, Dv]`: the tape's innovations.
-        delta: T, Tape Tape Write Scalars = GdnShape::v_len;
+        [Delta] delta: T, Tape Tape Write Scalars = GdnShape::v_len;
         /// `[B, T]` u32, non-zero = live; `None`: every step is live.
-        mask: Option<T>, Control U32 Read Words = GdnShape::mask_len, optional;
+        [Mask] mask: Option<T>, Control U32 Read Words = GdnShape::mask_len, optional;
         /// `[B, T, Hk, Dk]`: the tape's k, a copy of k at key heads (replay reads it
         /// through the GQA layout); `None`: not written.
-        tape_k_grouped: Option<T>, Tape Act Write Rows = GdnShape::qk_len, optional;
+        [TapeKGrouped] tape_k_grouped: Option<T>, Tape Act Write Rows = GdnShape::qk_len, optional;
         /// `[B, T, Hv]`: the tape's g, a copy of g; `None`: not written.
-        tape_g: Option<T>, Tape Gate Write Scalars = GdnShape::gate_len, optional;
+        [TapeG] tape_g: Option<T>, Tape Gate Write Scalars = GdnShape::gate_len, optional;
     }
 }
 
@@ -235,28 +264,28 @@ operand_table! {
     /// replay's operands (docs/SPEC.md "replay"), in binding order. The tape's k comes
     /// either expanded to value heads (`tape_k`) or as record read it, at key heads
     /// (`tape_k_grouped`): exactly one of the two.
-    pub struct ReplayOperands for GdnShape {
+    pub struct ReplayOperands, rows ReplayRow, op Replay, for GdnShape {
         /// `[B, T, Hv, Dv]`.
-        tape_delta: T, Tape Tape Read Scalars = GdnShape::v_len;
+        [TapeDelta] tape_delta: T, Tape Tape Read Scalars = GdnShape::v_len;
         /// `[B, T, Hv, Dk]`: k expanded to value heads.
-        tape_k: Option<T>, Tape Act Read Rows = GdnShape::tape_k_len, optional;
+        [TapeK] tape_k: Option<T>, Tape Act Read Rows = GdnShape::tape_k_len, optional;
         /// `[B, T, Hk, Dk]`: k at key heads, read through the GQA layout.
-        tape_k_grouped: Option<T>, Tape Act Read Rows = GdnShape::qk_len, optional;
+        [TapeKGrouped] tape_k_grouped: Option<T>, Tape Act Read Rows = GdnShape::qk_len, optional;
         /// `[B, T, Hv]`.
-        tape_g: T, Tape Gate Read Scalars = GdnShape::gate_len;
+        [TapeG] tape_g: T, Tape Gate Read Scalars = GdnShape::gate_len;
         /// `[B, Hv, Dv, Dk]`: the state before the draft; `None`: replay in place,
         /// starting from `state_out` (each row is read and written by one invocation).
-        snapshot: Option<T>, State State Read Rows = GdnShape::state_len, optional;
+        [Snapshot] snapshot: Option<T>, State State Read Rows = GdnShape::state_len, optional;
         /// `[B]` u32. On the GPU a count above T is clamped to T (data on the device
         /// cannot be checked before the dispatch) and flagged in `status`; the host
         /// paths refuse it.
-        accepted: T, Control U32 Read Words = GdnShape::batch;
+        [Accepted] accepted: T, Control U32 Read Words = GdnShape::batch;
         /// `[B, Hv, Dv, Dk]`: the committed state.
-        state_out: T, State State Write Rows = GdnShape::state_len;
+        [StateOut] state_out: T, State State Write Rows = GdnShape::state_len;
         /// `[B, T]` u32, as given to record.
-        mask: Option<T>, Control U32 Read Words = GdnShape::mask_len, optional;
+        [Mask] mask: Option<T>, Control U32 Read Words = GdnShape::mask_len, optional;
         /// `[B]` u32: where a count was clamped, the count as given (else untouched).
-        status: Option<T>, Control U32 Write Words = GdnShape::batch, optional;
+        [Status] status: Option<T>, Control U32 Write Words = GdnShape::batch, optional;
     }
 }
 
@@ -265,63 +294,63 @@ operand_table! {
     /// deferred commit and the next draft in one pass over the state. The previous
     /// draft's accepted prefix is replayed onto the snapshot in place (the committed
     /// state, stored back), then record runs from it and writes this draft's tape.
-    pub struct FoldRecordOperands for GdnShape {
+    pub struct FoldRecordOperands, rows FoldRecordRow, op FoldRecord, for GdnShape {
         /// `[B, T, Hk, Dk]`.
-        q: T, Activation Act Read Rows = GdnShape::qk_len;
+        [Q] q: T, Activation Act Read Rows = GdnShape::qk_len;
         /// `[B, T, Hk, Dk]`.
-        k: T, Activation Act Read Rows = GdnShape::qk_len;
+        [K] k: T, Activation Act Read Rows = GdnShape::qk_len;
         /// `[B, T, Hv, Dv]`.
-        v: T, Activation Act Read Scalars = GdnShape::v_len;
+        [V] v: T, Activation Act Read Scalars = GdnShape::v_len;
         /// `[B, T, Hv]`, the decay, already exponentiated.
-        g: T, Activation Gate Read Scalars = GdnShape::gate_len;
+        [G] g: T, Activation Gate Read Scalars = GdnShape::gate_len;
         /// `[B, T, Hv]`, already sigmoid'ed.
-        beta: T, Activation Gate Read Scalars = GdnShape::gate_len;
+        [Beta] beta: T, Activation Gate Read Scalars = GdnShape::gate_len;
         /// `[B, Hv, Dv, Dk]`: the snapshot, made the committed state in place (each
         /// row read and written by one invocation), which this draft then reads.
-        state: T, State State ReadWrite Rows = GdnShape::state_len;
+        [State] state: T, State State ReadWrite Rows = GdnShape::state_len;
         /// `[B, T, Hv, Dv]`.
-        y: T, Output Act Write Scalars = GdnShape::v_len;
+        [Y] y: T, Output Act Write Scalars = GdnShape::v_len;
         /// `[B, T, Hv, Dv]`: the pending tape's innovations, read, then this draft's
         /// (every element is read and written by one workgroup, reads first).
-        delta: T, Tape Tape ReadWrite Scalars = GdnShape::v_len;
+        [Delta] delta: T, Tape Tape ReadWrite Scalars = GdnShape::v_len;
         /// `[B, T, Hk, Dk]`: this draft's tape k, a copy of k at key heads.
-        tape_k_grouped: T, Tape Act Write Rows = GdnShape::qk_len;
+        [TapeKGrouped] tape_k_grouped: T, Tape Act Write Rows = GdnShape::qk_len;
         /// `[B, T, Hv]`: this draft's tape g, a copy of g.
-        tape_g: T, Tape Gate Write Scalars = GdnShape::gate_len;
+        [TapeG] tape_g: T, Tape Gate Write Scalars = GdnShape::gate_len;
         /// `[B, T, Hk, Dk]`: the pending tape's k (another buffer than `tape_k_grouped`:
         /// every workgroup of a key head reads it while one writes the new one).
-        pending_k_grouped: T, Tape Act Read Rows = GdnShape::qk_len;
+        [PendingKGrouped] pending_k_grouped: T, Tape Act Read Rows = GdnShape::qk_len;
         /// `[B, T, Hv]`: the pending tape's g (another buffer than `tape_g`).
-        pending_g: T, Tape Gate Read Scalars = GdnShape::gate_len;
+        [PendingG] pending_g: T, Tape Gate Read Scalars = GdnShape::gate_len;
         /// `[B]` u32: the pending draft's accepted counts, clamped to T on the GPU and
         /// flagged in `status`.
-        accepted: T, Control U32 Read Words = GdnShape::batch;
+        [Accepted] accepted: T, Control U32 Read Words = GdnShape::batch;
         /// `[B]` u32: where a count was clamped, the count as given (else untouched).
-        status: Option<T>, Control U32 Write Words = GdnShape::batch, optional;
+        [Status] status: Option<T>, Control U32 Write Words = GdnShape::batch, optional;
     }
 }
 
 operand_table! {
     /// repeat's operands (docs/SPEC.md "repeat"), in binding order; both in one dtype.
-    pub struct RepeatOperands for RepeatShape {
+    pub struct RepeatOperands, rows RepeatRow, op Repeat, for RepeatShape {
         /// `[N, Hg, K]`.
-        src: T, Activation Act Read Rows = RepeatShape::src_len;
+        [Src] src: T, Activation Act Read Rows = RepeatShape::src_len;
         /// `[N, H, K]`.
-        dst: T, Output Act Write Rows = RepeatShape::dst_len;
+        [Dst] dst: T, Output Act Write Rows = RepeatShape::dst_len;
     }
 }
 
 operand_table! {
     /// conv_commit's operands (docs/SPEC.md "conv_commit"), in binding order; x and the
     /// window in one dtype.
-    pub struct ConvOperands for ConvShape {
+    pub struct ConvOperands, rows ConvRow, op Conv, for ConvShape {
         /// `[B, T, C]`: the drafted conv inputs.
-        x: T, Activation Act Read Scalars = ConvShape::x_len;
+        [X] x: T, Activation Act Read Scalars = ConvShape::x_len;
         /// `[B]` u32. On the GPU a count above T is clamped to T (data on the device
         /// cannot be checked before the dispatch); the host paths refuse it.
-        accepted: T, Control U32 Read Words = ConvShape::batch;
+        [Accepted] accepted: T, Control U32 Read Words = ConvShape::batch;
         /// `[B, C, K-1]`: the conv window, rolled forward in place.
-        window: T, State State ReadWrite Scalars = ConvShape::window_len;
+        [Window] window: T, State State ReadWrite Scalars = ConvShape::window_len;
     }
 }
 

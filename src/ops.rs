@@ -6,7 +6,8 @@
 //! by the CPU reference or by the GPU's host path: both accept and refuse exactly the
 //! same inputs with the same errors.
 
-use crate::cpu::{kernels, CpuBackend};
+use crate::cpu::kernels::{self, RecordArgs, ReplayArgs, TapeKeys};
+use crate::cpu::CpuBackend;
 use crate::dtype::{Element, GdnDtypes};
 use crate::error::{alloc_vec, check_len, Result};
 use crate::gpu::{GpuBackend, Pending};
@@ -192,23 +193,16 @@ impl<'a, A: Element, S: Element, P: Element, G: Element> HostCall<'a> for Record
             state: alloc_vec("record", "state_out", shape.state_len())?,
             delta: alloc_vec("record", "delta", shape.v_len())?,
         };
-        kernels::record(
-            cpu.threads(),
-            shape,
-            self.layout,
-            i.q,
-            i.k,
-            i.v,
-            i.g,
-            i.beta,
-            self.state_in,
-            &mut out.y,
-            Some(&mut out.state),
-            &mut out.delta,
-            i.mask,
-            None,
-            None,
-        );
+        let args = RecordArgs {
+            inputs: *i,
+            state_in: self.state_in,
+            y: &mut out.y,
+            state_out: Some(&mut out.state),
+            delta: &mut out.delta,
+            tape_k_grouped: None,
+            tape_g: None,
+        };
+        kernels::record(cpu.threads(), shape, self.layout, args);
         Ok(out)
     }
 
@@ -284,20 +278,17 @@ impl<'a, A: Element, S: Element, P: Element, G: Element> HostCall<'a> for Replay
         let t = &self.tape;
         let run = |out: &mut [S]| {
             // The host tape's k is expanded: the layout is not used.
-            kernels::replay(
-                cpu.threads(),
-                shape,
-                GqaLayout::Blocked,
-                t.delta,
-                Some(t.k),
-                None,
-                t.g,
-                Some(self.snapshot),
-                self.accepted,
-                out,
-                self.mask,
-                None,
-            )
+            let args = ReplayArgs {
+                tape_delta: t.delta,
+                tape_k: TapeKeys::Expanded(t.k),
+                tape_g: t.g,
+                snapshot: Some(self.snapshot),
+                accepted: self.accepted,
+                state_out: out,
+                mask: self.mask,
+                status: None,
+            };
+            kernels::replay(cpu.threads(), shape, GqaLayout::Blocked, args)
         };
         match self.out {
             Some(out) => {

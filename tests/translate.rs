@@ -2,6 +2,7 @@
 //! no GPU needed: what Metal and DX12 users would compile, checked on every run.
 
 use deltatape::gpu::{all_variants, translate, validate, KernelKey, Op, Reduction, Target};
+use deltatape::operand::{FoldRecordRow, RecordRow, ReplayRow};
 
 /// Every (op, dtype triple, reduction) the crate can compile, at representative shapes.
 fn all_keys() -> Vec<KernelKey> {
@@ -129,7 +130,13 @@ fn gated_variants_are_covered() {
                 assert!(src.contains(&decl), "{label}: no `{decl}`");
                 // The tape's g pairs gates in bf16 words (one writer per word).
                 let pairs = src.contains("store2_tape_g(gi, g, load1_g(gi + 1u))");
-                let bf16_tape_g = key.binds("tape_g") && dtypes.gate == DType::BF16;
+                let binds_tape_g = match op {
+                    Op::Record => key.binds(RecordRow::TapeG),
+                    Op::Replay => key.binds(ReplayRow::TapeG),
+                    Op::FoldRecord => key.binds(FoldRecordRow::TapeG),
+                    Op::Repeat | Op::Conv => false,
+                };
+                let bf16_tape_g = binds_tape_g && dtypes.gate == DType::BF16;
                 assert_eq!(pairs, op.records() && bf16_tape_g, "{label}");
             }
         }

@@ -2,9 +2,9 @@
 //! for line.
 //!
 //! Each function is the CPU twin of the WGSL kernel of the same name: after the thread
-//! count, the shape and the layout, the same operands in the same order as the kernel's
-//! bindings (the operand tables of `crate::operand`), so a test can swap one for the
-//! other one stage at a time. Arithmetic is f32 and follows the SPEC's order
+//! count, the shape and the layout, one struct of the kernel's operands (`RecordArgs`,
+//! ...: the rows of its operand table in `crate::operand`, each in its dtype), so a test
+//! can swap one for the other one stage at a time. Arithmetic is f32 and follows the SPEC's order
 //! (`S*g`, then `S + k*delta`), so on the CPU replaying a f32 tape reproduces record's
 //! state bit for bit. Work is spread over threads by (sequence, value head), which
 //! makes this backend a usable fallback device, not only an oracle.
@@ -12,6 +12,7 @@
 //! These functions validate nothing: the calls of `crate::ops` check lengths first.
 
 use crate::dtype::Element;
+use crate::ops::RecordInputs;
 use crate::shape::{ConvShape, GdnShape, GqaLayout, RepeatShape};
 use std::ops::Range;
 
@@ -109,24 +110,29 @@ const MIN_WORK_PER_THREAD: usize = 1 << 16;
 /// arithmetic is the SPEC's, in its order: `S *= g; kv += S*k` over `Dk` in order, then
 /// `delta = (v - kv) * beta`, then `S = S + k*delta; y += S*q` over `Dk` in order. Rows
 /// left over (`Dv % RECORD_ROWS`) take the same steps one row at a time.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn record<A: Element, S: Element, P: Element, G: Element>(
     threads: usize,
     shape: &GdnShape,
     layout: GqaLayout,
-    q: &[A],
-    k: &[A],
-    v: &[A],
-    g: &[G],
-    beta: &[G],
-    state_in: &[S],
-    y: &mut [A],
-    state_out: Option<&mut [S]>,
-    delta: &mut [P],
-    mask: Option<&[u32]>,
-    tape_k_grouped: Option<&mut [A]>,
-    tape_g: Option<&mut [G]>,
+    args: RecordArgs<'_, A, S, P, G>,
 ) {
+    let RecordArgs {
+        inputs:
+            RecordInputs {
+                q,
+                k,
+                v,
+                g,
+                beta,
+                mask,
+            },
+        state_in,
+        y,
+        state_out,
+        delta,
+        tape_k_grouped,
+        tape_g,
+    } = args;
     if let Some(tape_k) = tape_k_grouped {
         tape_k.copy_from_slice(k);
     }
@@ -269,6 +275,21 @@ pub(crate) fn record<A: Element, S: Element, P: Element, G: Element>(
     }
 }
 
+/// record's operands (`RecordOperands`' rows, each in its dtype).
+pub(crate) struct RecordArgs<'a, A, S, P, G> {
+    /// q, k, v, g, beta and the step mask.
+    pub inputs: RecordInputs<'a, A, G>,
+    pub state_in: &'a [S],
+    pub y: &'a mut [A],
+    /// `None`: the final state is not written.
+    pub state_out: Option<&'a mut [S]>,
+    pub delta: &'a mut [P],
+    /// `None`: the tape's copy of k is not written.
+    pub tape_k_grouped: Option<&'a mut [A]>,
+    /// `None`: the tape's copy of g is not written.
+    pub tape_g: Option<&'a mut [G]>,
+}
+
 /// One live step of a head in record: its index, gate, beta and where its v row starts.
 struct RecordStep {
     t: usize,
@@ -284,24 +305,25 @@ struct RecordStep {
 /// each state row is read from the snapshot (or, with none, from `state_out`: in place)
 /// [`REPLAY_LANES`] elements at a time, taken through every live step in registers
 /// (`S = S*g + k*delta`, the SPEC's order) and stored once to `state_out`: the state
-/// crosses memory exactly twice, as in a copy. The tape's k is `tape_k` (expanded) or
-/// `tape_k_grouped` (key heads, through `layout`); the ops give exactly one. As on the
-/// GPU, a count above T is clamped and recorded in `status`.
-#[allow(clippy::too_many_arguments)]
+/// crosses memory exactly twice, as in a copy. The tape's k is expanded or at key heads
+/// (through `layout`), [`TapeKeys`]. As on the GPU, a count above T is clamped and
+/// recorded in `status`.
 pub(crate) fn replay<A: Element, S: Element, P: Element, G: Element>(
     threads: usize,
     shape: &GdnShape,
     layout: GqaLayout,
-    tape_delta: &[P],
-    tape_k: Option<&[A]>,
-    tape_k_grouped: Option<&[A]>,
-    tape_g: &[G],
-    snapshot: Option<&[S]>,
-    accepted: &[u32],
-    state_out: &mut [S],
-    mask: Option<&[u32]>,
-    status: Option<&mut [u32]>,
+    args: ReplayArgs<'_, A, S, P, G>,
 ) {
+    let ReplayArgs {
+        tape_delta,
+        tape_k,
+        tape_g,
+        snapshot,
+        accepted,
+        state_out,
+        mask,
+        status,
+    } = args;
     let (t_len, hv_n, dv_n, dk) = dims(shape);
     let head_len = dv_n * dk;
     if let Some(status) = status {
@@ -311,10 +333,9 @@ pub(crate) fn replay<A: Element, S: Element, P: Element, G: Element>(
             }
         }
     }
-    let k_row = |b: usize, t: usize, hv: usize| match (tape_k, tape_k_grouped) {
-        (Some(k), _) => &k[shape.tape_k_row(b, t, hv)..][..dk],
-        (None, Some(k)) => &k[shape.qk_row(b, t, shape.key_head(layout, hv))..][..dk],
-        (None, None) => unreachable!("the ops give one of tape_k and tape_k_grouped"),
+    let k_row = |b: usize, t: usize, hv: usize| match tape_k {
+        TapeKeys::Expanded(k) => &k[shape.tape_k_row(b, t, hv)..][..dk],
+        TapeKeys::Grouped(k) => &k[shape.qk_row(b, t, shape.key_head(layout, hv))..][..dk],
     };
     par_heads(threads, shape, state_out, |heads, out| {
         let mut kk = vec![0f32; t_len * dk];
@@ -352,61 +373,90 @@ pub(crate) fn replay<A: Element, S: Element, P: Element, G: Element>(
     });
 }
 
+/// The tape's k as replay reads it.
+#[derive(Clone, Copy)]
+pub(crate) enum TapeKeys<'a, A> {
+    /// `[B, T, Hv, Dk]`: expanded to value heads (`tape_k`).
+    Expanded(&'a [A]),
+    /// `[B, T, Hk, Dk]`: at key heads, as record read it (`tape_k_grouped`).
+    Grouped(&'a [A]),
+}
+
+/// replay's operands (`ReplayOperands`' rows, each in its dtype; the table's `tape_k`
+/// and `tape_k_grouped`, of which a call binds one, are [`TapeKeys`]).
+pub(crate) struct ReplayArgs<'a, A, S, P, G> {
+    pub tape_delta: &'a [P],
+    pub tape_k: TapeKeys<'a, A>,
+    pub tape_g: &'a [G],
+    /// `None`: replay in place, from `state_out`.
+    pub snapshot: Option<&'a [S]>,
+    pub accepted: &'a [u32],
+    pub state_out: &'a mut [S],
+    pub mask: Option<&'a [u32]>,
+    /// `None`: clamped counts are not flagged.
+    pub status: Option<&'a mut [u32]>,
+}
+
+/// fold_record's operands (`FoldRecordOperands`' rows, each in its dtype).
+pub(crate) struct FoldRecordArgs<'a, A, S, P, G> {
+    /// q, k, v, g and beta; the mask must be `None` (fold_record's table has none: a
+    /// masked draft replays the deferred commit, then records).
+    pub inputs: RecordInputs<'a, A, G>,
+    pub state: &'a mut [S],
+    pub y: &'a mut [A],
+    pub delta: &'a mut [P],
+    pub tape_k_grouped: &'a mut [A],
+    pub tape_g: &'a mut [G],
+    pub pending_k_grouped: &'a [A],
+    pub pending_g: &'a [G],
+    pub accepted: &'a [u32],
+    pub status: Option<&'a mut [u32]>,
+}
+
 /// fold_record (docs/SPEC.md): the deferred commit's replay of the pending tape
 /// (`delta` as it holds on entry, `pending_k_grouped`, `pending_g`) onto `state` in
 /// place, then record from the result, writing y and this draft's tape (`delta`,
-/// `tape_k_grouped`, `tape_g`). The WGSL kernel's operands, in its binding order.
-#[allow(clippy::too_many_arguments)]
+/// `tape_k_grouped`, `tape_g`).
 pub(crate) fn fold_record<A: Element, S: Element, P: Element, G: Element>(
     threads: usize,
     shape: &GdnShape,
     layout: GqaLayout,
-    q: &[A],
-    k: &[A],
-    v: &[A],
-    g: &[G],
-    beta: &[G],
-    state: &mut [S],
-    y: &mut [A],
-    delta: &mut [P],
-    tape_k_grouped: &mut [A],
-    tape_g: &mut [G],
-    pending_k_grouped: &[A],
-    pending_g: &[G],
-    accepted: &[u32],
-    status: Option<&mut [u32]>,
+    args: FoldRecordArgs<'_, A, S, P, G>,
 ) {
-    replay::<A, S, P, G>(
-        threads,
-        shape,
-        layout,
-        delta,
-        None,
-        Some(pending_k_grouped),
-        pending_g,
-        None,
-        accepted,
-        state,
-        None,
-        status,
-    );
-    record(
-        threads,
-        shape,
-        layout,
-        q,
-        k,
-        v,
-        g,
-        beta,
+    let FoldRecordArgs {
+        inputs,
         state,
         y,
-        None,
         delta,
-        None,
-        Some(tape_k_grouped),
-        Some(tape_g),
-    );
+        tape_k_grouped,
+        tape_g,
+        pending_k_grouped,
+        pending_g,
+        accepted,
+        status,
+    } = args;
+    debug_assert!(inputs.mask.is_none(), "fold_record takes no mask");
+    let fold = ReplayArgs {
+        tape_delta: &*delta,
+        tape_k: TapeKeys::Grouped(pending_k_grouped),
+        tape_g: pending_g,
+        snapshot: None,
+        accepted,
+        state_out: &mut *state,
+        mask: None,
+        status,
+    };
+    replay(threads, shape, layout, fold);
+    let draft = RecordArgs {
+        inputs,
+        state_in: state,
+        y,
+        state_out: None,
+        delta,
+        tape_k_grouped: Some(tape_k_grouped),
+        tape_g: Some(tape_g),
+    };
+    record(threads, shape, layout, draft);
 }
 
 /// One row of replay: `dst = fold over steps i of (S = S*gg[i] + kk[i, :]*dd[i])`

@@ -3,12 +3,13 @@
 //! into the caller's command encoder or compute pass as often as it likes. Nothing is
 //! built unless every check passes.
 
-use super::kernel::{KernelKey, Reduction, MAX_KEY_DIM};
+use super::kernel::{KernelKey, Op, Reduction, MAX_KEY_DIM};
 use super::GpuBackend;
 use crate::dtype::{DType, GdnDtypes};
 use crate::error::{Error, Result};
 use crate::operand::{
-    ConvOperands, FoldRecordOperands, OperandSpec, RecordOperands, RepeatOperands, ReplayOperands,
+    ConvOperands, FoldRecordOperands, FoldRecordRow, OperandSpec, RecordOperands, RecordRow,
+    RepeatOperands, ReplayOperands,
 };
 use crate::shape::{ConvShape, GdnShape, GqaLayout, RepeatShape};
 use std::sync::Arc;
@@ -204,7 +205,11 @@ fn check_bf16_pairs(op: &'static str, shape: &GdnShape, key: &KernelKey) -> Resu
         });
     }
     if record
-        && key.binds("tape_k_grouped")
+        && match key.op {
+            Op::Record => key.binds(RecordRow::TapeKGrouped),
+            Op::FoldRecord => key.binds(FoldRecordRow::TapeKGrouped),
+            Op::Replay | Op::Repeat | Op::Conv => false,
+        }
         && dtypes.act == DType::BF16
         && shape.key_dim() % 2 == 1
     {

@@ -11,8 +11,8 @@ use super::options::ShapeClass;
 use super::wgsl::{self, Value, WgslError};
 use crate::dtype::{DType, GdnDtypes};
 use crate::operand::{
-    Access, ConvOperands, FoldRecordOperands, OperandSpec, RecordOperands, RepeatOperands,
-    ReplayOperands, Walk,
+    Access, ConvOperands, FoldRecordOperands, FoldRecordRow, OperandRow, OperandSpec,
+    RecordOperands, RecordRow, RepeatOperands, ReplayOperands, ReplayRow, Walk,
 };
 use crate::shape::{GdnShape, RepeatShape, MAX_CONV_KERNEL};
 use std::fmt::Write as _;
@@ -20,7 +20,23 @@ use std::fmt::Write as _;
 /// Largest key dimension (Dk) the record and replay kernels take.
 pub const MAX_KEY_DIM: usize = 256;
 
-/// The kernel families of `wgsl/` (each one file, named by [`Op::name`]).
+/// The kernel families of `wgsl/` (each one file, named by [`Op::name`]): the op registry.
+///
+/// How to add an op (the layout as it stands; the compiler finds every place of step 2):
+/// 1. docs/SPEC.md: the op's contract; src/shape.rs: its index formulas and lengths
+///    (one source of each formula, which the table, the CPU twin and `wgsl/shape.wgsl`
+///    follow).
+/// 2. Here: a variant, in [`Op::ALL`], [`Op::name`] and [`Op::file`]. Every `match` over
+///    `Op` lists its variants (none has a `_` arm), so the build then names each place
+///    that needs the new op's answer: `records`, `one_dtype`, `prefetches`,
+///    `KernelKey::{rows, bindings, plain_rows, mask_bit, workgroup_bytes}`, the tuning
+///    arm of `KernelKey::gdn` (or a constructor like `KernelKey::conv`), `keys_at` and
+///    `representative_keys` (what naga and Tint check).
+/// 3. src/operand.rs: its `operand_table!` (struct, typed rows `<Op>Row`, `op <Variant>`):
+///    host validation, WGSL bindings and accessors and bind groups follow from it.
+/// 4. wgsl/: its kernel file (the prelude of step 3 gives its buffers' accessors).
+/// 5. src/cpu/kernels.rs: its CPU twin, taking an `<Op>Args` struct of the table's rows.
+/// 6. src/ops.rs (the host call) and src/gpu/encode.rs (`prepare_*`): the call sites.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Op {
     Record,
@@ -46,7 +62,28 @@ impl Op {
 
     /// Whether the op is record's step (record, and fold_record after its fold).
     pub const fn records(self) -> bool {
-        matches!(self, Op::Record | Op::FoldRecord)
+        match self {
+            Op::Record | Op::FoldRecord => true,
+            Op::Replay | Op::Repeat | Op::Conv => false,
+        }
+    }
+
+    /// Whether the op moves values of one dtype (repeat, conv): its key's three dtypes
+    /// are that one.
+    pub const fn one_dtype(self) -> bool {
+        match self {
+            Op::Repeat | Op::Conv => true,
+            Op::Record | Op::Replay | Op::FoldRecord => false,
+        }
+    }
+
+    /// Whether the op's kernel prefetches its steps (loads in two halves: the
+    /// prelude's `raw_X` / `unpack_X`).
+    pub const fn prefetches(self) -> bool {
+        match self {
+            Op::Record | Op::Replay | Op::FoldRecord => true,
+            Op::Repeat | Op::Conv => false,
+        }
     }
 
     /// The op's file of `wgsl/` (record, replay and fold_record share one, the `RECORD`
@@ -221,7 +258,10 @@ impl KernelKey {
         // benches/results/h200-2026-11-30-replay-lanes-ab.txt).
         let (per_lane, threads, mut default_rpt, mut default_chunk) = match op {
             Op::Record | Op::FoldRecord => (32, 128, 2, if shape.steps() > 4 { 8 } else { 4 }),
-            _ => (if shape.steps() > 8 { 16 } else { 8 }, 128, 4, 8),
+            // (repeat and conv have keys of their own, `KernelKey::one_dtype`.)
+            Op::Replay | Op::Repeat | Op::Conv => {
+                (if shape.steps() > 8 { 16 } else { 8 }, 128, 4, 8)
+            }
         };
         let rows_total =
             shape.batch() as u64 * shape.value_heads() as u64 * shape.value_dim() as u64;
@@ -271,7 +311,7 @@ impl KernelKey {
                     .unwrap_or(!small_grid && shape.steps() > 1),
             bound: 0,
         };
-        let mask = if masked { key.row_bit("mask") } else { 0 };
+        let mask = if masked { key.mask_bit() } else { 0 };
         key.bound = key.required_rows() | key.plain_rows() | mask;
         // Every chunk step's gate is staged by its own invocation.
         let mut chunk = tuning
@@ -349,14 +389,33 @@ impl KernelKey {
         self
     }
 
-    /// Whether the operand `name` is bound.
-    pub fn binds(&self, name: &str) -> bool {
-        self.bound & self.row_bit(name) != 0
+    /// Whether the operand `row` of this key's op is bound.
+    ///
+    /// # Panics
+    /// When `row` is a row of another op's table (a bug in the caller).
+    pub fn binds<R: OperandRow>(&self, row: R) -> bool {
+        assert_eq!(
+            R::OP,
+            self.op,
+            "a row of {:?}'s table asked of a {:?} key",
+            R::OP,
+            self.op
+        );
+        self.bound & row.bit() != 0
+    }
+
+    /// The bit of the op's step mask row (0: the op takes no mask).
+    fn mask_bit(&self) -> u16 {
+        match self.op {
+            Op::Record => RecordRow::Mask.bit(),
+            Op::Replay => ReplayRow::Mask.bit(),
+            Op::FoldRecord | Op::Repeat | Op::Conv => 0,
+        }
     }
 
     /// Whether a step mask is bound.
     pub fn masked(&self) -> bool {
-        self.binds("mask")
+        self.bound & self.mask_bit() != 0
     }
 
     /// The op's operand rows: (name, optional), in table order.
@@ -373,14 +432,6 @@ impl KernelKey {
         }
     }
 
-    /// The bit of the op's operand row `name` (0 if the op has none).
-    pub fn row_bit(&self, name: &str) -> u16 {
-        self.rows()
-            .iter()
-            .position(|(n, _)| *n == name)
-            .map_or(0, |i| 1 << i)
-    }
-
     fn required_rows(&self) -> u16 {
         self.rows()
             .iter()
@@ -393,8 +444,8 @@ impl KernelKey {
     /// and the expanded k).
     fn plain_rows(&self) -> u16 {
         match self.op {
-            Op::Record => self.row_bit("state_out"),
-            Op::Replay => self.row_bit("snapshot") | self.row_bit("tape_k"),
+            Op::Record => RecordRow::StateOut.bit(),
+            Op::Replay => ReplayRow::Snapshot.bit() | ReplayRow::TapeK.bit(),
             Op::Repeat | Op::Conv | Op::FoldRecord => 0,
         }
     }
@@ -515,7 +566,7 @@ impl KernelKey {
         }
         for (i, (name, optional)) in self.rows().into_iter().enumerate() {
             let bit = 1u16 << i;
-            if name == "mask" || !optional {
+            if bit == self.mask_bit() || !optional {
                 continue;
             }
             match (self.bound & bit != 0, plain & bit != 0) {
@@ -621,8 +672,7 @@ impl KernelKey {
         let mut src = String::new();
         for (i, b) in self.bindings().iter().enumerate() {
             // Record and replay prefetch their steps: they load in two halves.
-            let split = matches!(self.op, Op::Record | Op::Replay | Op::FoldRecord);
-            b.write_wgsl(&mut src, i as u32 + 1, self.vec4, split);
+            b.write_wgsl(&mut src, i as u32 + 1, self.vec4, self.op.prefetches());
         }
         let names = wgsl::defined_names(&src).into_iter().collect();
         (src, names)
@@ -864,7 +914,7 @@ pub fn all_variants() -> Vec<KernelKey> {
             for state in DType::ALL {
                 for tape in DType::ALL {
                     // repeat and conv have one dtype.
-                    if matches!(op, Op::Repeat | Op::Conv) && (state != act || tape != act) {
+                    if op.one_dtype() && (state != act || tape != act) {
                         continue;
                     }
                     for reduction in [Reduction::Subgroup, Reduction::Workgroup] {
@@ -920,7 +970,7 @@ pub fn representative_keys(op: Op, dtypes: GdnDtypes, reduction: Reduction) -> V
     let batches: &[usize] = match op {
         Op::Record => &[16],
         Op::FoldRecord => &[4, 16],
-        _ => &[],
+        Op::Replay | Op::Repeat | Op::Conv => &[],
     };
     let class = ShapeClass::default();
     let larger = batches.iter().flat_map(|&batch| {
@@ -932,7 +982,8 @@ pub fn representative_keys(op: Op, dtypes: GdnDtypes, reduction: Reduction) -> V
             let large = GdnShape::new(batch, steps, 16, 32, 128, 128).expect("a valid shape");
             match op {
                 Op::Record => KernelKey::record(&large, dtypes, reduction, masked, &class),
-                _ => KernelKey::fold_record(&large, dtypes, reduction, &class),
+                Op::FoldRecord => KernelKey::fold_record(&large, dtypes, reduction, &class),
+                Op::Replay | Op::Repeat | Op::Conv => unreachable!("no larger grids for {op:?}"),
             }
         })
         .collect();
@@ -956,25 +1007,27 @@ fn keys_at(op: Op, dtypes: GdnDtypes, reduction: Reduction, shape: &GdnShape) ->
         // The rollback's variants: record writing the tape's k and g, with and without
         // the drafted state; replay from k at key heads, in place or from a snapshot,
         // flagging clamped counts.
-        let bits = |names: &[&str]| names.iter().fold(0, |b, n| b | key.row_bit(n));
+        fn bits<R: OperandRow>(rows: &[R]) -> u16 {
+            rows.iter().fold(0, |b, r| b | r.bit())
+        }
+        use {RecordRow as Rec, ReplayRow as Rep};
         let variants = match op {
             Op::Record => vec![
-                bits(&["mask", "tape_k_grouped", "tape_g"]),
-                bits(&["mask", "tape_k_grouped", "tape_g", "state_out"]),
+                bits(&[Rec::TapeKGrouped, Rec::TapeG]),
+                bits(&[Rec::TapeKGrouped, Rec::TapeG, Rec::StateOut]),
             ],
             Op::Replay => vec![
-                bits(&["mask", "tape_k_grouped"]),
-                bits(&["mask", "tape_k_grouped", "status"]),
-                bits(&["mask", "tape_k_grouped", "status", "snapshot"]),
+                bits(&[Rep::TapeKGrouped]),
+                bits(&[Rep::TapeKGrouped, Rep::Status]),
+                bits(&[Rep::TapeKGrouped, Rep::Status, Rep::Snapshot]),
             ],
             // The first layer's flags clamped counts.
-            Op::FoldRecord => vec![bits(&["status"])],
+            Op::FoldRecord => vec![bits(&[FoldRecordRow::Status])],
             Op::Repeat | Op::Conv => vec![],
         };
-        let mask = key.bound & key.row_bit("mask");
-        let rollback = variants
-            .into_iter()
-            .map(|v| key.with_bound(v & !key.row_bit("mask") | mask));
+        // Each variant masked as the key is.
+        let mask = key.bound & key.mask_bit();
+        let rollback = variants.into_iter().map(|v| key.with_bound(v | mask));
         add_new(&mut keys, std::iter::once(key).chain(rollback).collect());
     }
     keys

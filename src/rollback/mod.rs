@@ -14,7 +14,8 @@
 pub(crate) mod commit;
 
 use crate::backend::Backend;
-use crate::cpu::{kernels, CpuBackend};
+use crate::cpu::kernels::{self, FoldRecordArgs, RecordArgs, ReplayArgs, TapeKeys};
+use crate::cpu::CpuBackend;
 use crate::dtype::{Element, GdnDtypes};
 use crate::error::{alloc_vec, check_len, Error, Result};
 use crate::gpu::{DraftBuffers, GpuRollback};
@@ -267,20 +268,17 @@ fn replay_deferred<A: Element, S: Element, P: Element, G: Element>(
     (accepted, k, g): (Vec<u32>, Vec<A>, Vec<G>),
     state: &mut [S],
 ) -> (Vec<A>, Vec<G>) {
-    kernels::replay::<A, S, P, G>(
-        cpu.threads(),
-        shape,
-        layout,
-        delta,
-        None,
-        Some(&k),
-        &g,
-        None,
-        &accepted,
-        state,
-        None,
-        None,
-    );
+    let args = ReplayArgs {
+        tape_delta: delta,
+        tape_k: TapeKeys::Grouped(&k),
+        tape_g: &g,
+        snapshot: None,
+        accepted: &accepted,
+        state_out: state,
+        mask: None,
+        status: None,
+    };
+    kernels::replay::<A, S, P, G>(cpu.threads(), shape, layout, args);
     (k, g)
 }
 
@@ -579,25 +577,19 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
                     match l.deferred.take() {
                         // The deferred commit folded into this draft, as on the GPU.
                         Some((accepted, pending_k, pending_g)) if i.mask.is_none() => {
-                            kernels::fold_record(
-                                cpu.threads(),
-                                &shape,
-                                layout,
-                                i.q,
-                                i.k,
-                                i.v,
-                                i.g,
-                                i.beta,
+                            let args = FoldRecordArgs {
+                                inputs: *i,
                                 state,
-                                &mut y,
-                                &mut l.delta,
-                                &mut l.tape_k,
-                                &mut l.tape_g,
-                                &pending_k,
-                                &pending_g,
-                                &accepted,
-                                None,
-                            );
+                                y: &mut y,
+                                delta: &mut l.delta,
+                                tape_k_grouped: &mut l.tape_k,
+                                tape_g: &mut l.tape_g,
+                                pending_k_grouped: &pending_k,
+                                pending_g: &pending_g,
+                                accepted: &accepted,
+                                status: None,
+                            };
+                            kernels::fold_record(cpu.threads(), &shape, layout, args);
                             l.spare = Some((pending_k, pending_g));
                         }
                         pending => {
@@ -608,23 +600,16 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
                                     replay_deferred(cpu, &shape, layout, delta, pending, state);
                                 l.spare = Some((k, g));
                             }
-                            kernels::record(
-                                cpu.threads(),
-                                &shape,
-                                layout,
-                                i.q,
-                                i.k,
-                                i.v,
-                                i.g,
-                                i.beta,
-                                state,
-                                &mut y,
-                                drafted.map(|d| &mut d[..]),
-                                &mut l.delta,
-                                i.mask,
-                                Some(&mut l.tape_k),
-                                Some(&mut l.tape_g),
-                            );
+                            let args = RecordArgs {
+                                inputs: *i,
+                                state_in: state,
+                                y: &mut y,
+                                state_out: drafted.map(|d| &mut d[..]),
+                                delta: &mut l.delta,
+                                tape_k_grouped: Some(&mut l.tape_k),
+                                tape_g: Some(&mut l.tape_g),
+                            };
+                            kernels::record(cpu.threads(), &shape, layout, args);
                         }
                     }
                     if let (Some(c), Some(xs)) = (&mut l.conv, conv_x) {
@@ -727,20 +712,17 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
                             (committed, None) => (None, committed),
                             (committed, Some(drafted)) => (Some(&committed[..]), drafted),
                         };
-                        kernels::replay(
-                            cpu.threads(),
-                            &self.shape,
-                            self.layout,
-                            &l.delta,
-                            None,
-                            Some(&l.tape_k),
-                            &l.tape_g,
+                        let args = ReplayArgs {
+                            tape_delta: &l.delta,
+                            tape_k: TapeKeys::Grouped(&l.tape_k),
+                            tape_g: &l.tape_g,
                             snapshot,
                             accepted,
                             state_out,
-                            l.mask.as_deref(),
-                            None,
-                        );
+                            mask: l.mask.as_deref(),
+                            status: None,
+                        };
+                        kernels::replay(cpu.threads(), &self.shape, self.layout, args);
                     }
                 }
                 drafts.finish(kind, layers.iter_mut().map(|l| &mut l.states));
