@@ -257,7 +257,7 @@ fn bench_reports_the_dispatch_floor() {
     );
     let floor = stdout
         .lines()
-        .find(|l| l.starts_with("dispatch floor:"))
+        .find(|l| l.starts_with("dispatch floor"))
         .unwrap_or_else(|| panic!("no floor line: {stdout}"));
     let us: Vec<f64> = floor
         .split_whitespace()
