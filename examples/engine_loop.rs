@@ -2,10 +2,12 @@
 //! through every layer, a GPU kernel (here a toy) decides how many drafted tokens each
 //! sequence keeps, and the commit folds exactly those into every layer's state (deferred:
 //! the next round's draft folds it in as it reads the state, one pass over the state
-//! instead of two). The counts never reach the host. Run: `cargo run --example engine_loop`.
+//! instead of two). The counts never reach the host; at the end the states are checked
+//! against the CPU reference's for the same rounds. Run: `cargo run --example engine_loop`.
 use deltatape::gpu::DraftBuffers;
 use deltatape::wgpu::{self, util::DeviceExt};
-use deltatape::{GdnDtypes, GdnShape, GpuBackend, GpuRollback, GqaLayout};
+use deltatape::{Backend, DType, GdnDtypes, GdnShape, GpuBackend, GpuRollback, GqaLayout};
+use deltatape::{RecordInputs, Rollback};
 
 /// The toy acceptance kernel: sequence b keeps (b + round) % (T + 1) drafted tokens (a
 /// real engine compares draft and target tokens here).
@@ -87,13 +89,53 @@ pub fn main() -> deltatape::Result<()> {
     let mut encoder = gpu.encoder(); // the last round's commit: no draft follows to fold it
     rollback.encode_flush(&mut encoder)?;
     gpu.queue().submit([encoder.finish()]);
-    // Only now, for the printout: one layer's committed state, and no count was above T.
+    // Only now, on the host: no count was above T, and every layer's state is what the
+    // CPU reference gives for the same drafts and counts.
     assert_eq!(rollback.read_status()?, vec![0; shape.batch()]);
-    let state: Vec<f32> = rollback.read_state(0)?;
-    let norm = state.iter().map(|x| x * x).sum::<f32>().sqrt();
-    assert!(norm.is_finite() && norm > 0.0, "state norm {norm}");
-    println!(
-        "{rounds} rounds x {layers} layers committed on the GPU; layer 0 state norm {norm:.4}"
-    );
+    let reference = cpu_reference(shape, layers, rounds)?;
+    let mut largest = 0f32;
+    for (l, want) in reference.iter().enumerate() {
+        let got: Vec<f32> = rollback.read_state(l)?;
+        let scale = want.iter().fold(1f32, |m, x| m.max(x.abs()));
+        largest = got
+            .iter()
+            .zip(want)
+            .fold(largest, |m, (a, b)| m.max((a - b).abs() / scale));
+    }
+    if largest > DType::F32.tolerance() {
+        return Err(deltatape::Error::Unsupported {
+            op: "engine_loop",
+            arg: "state",
+            why: format!("GPU and CPU states differ by {largest:e}"),
+        });
+    }
+    println!("{rounds} rounds x {layers} layers committed on the GPU; largest state difference from the CPU reference {largest:.1e}");
     Ok(())
+}
+
+/// The same rounds on the CPU rollback (the crate's reference), counts on the host.
+fn cpu_reference(shape: GdnShape, layers: usize, rounds: u32) -> deltatape::Result<Vec<Vec<f32>>> {
+    let mut rb =
+        Rollback::<f32, f32, f32>::new(&Backend::cpu(), shape, layers, GqaLayout::Blocked)?;
+    let k_norm = 1.0 / (shape.key_dim() as f32).sqrt();
+    let (qk, vl, gl) = (shape.qk_len(), shape.v_len(), shape.gate_len());
+    let [q, k, v] = [(qk, 0.1), (qk, k_norm), (vl, 1.0)].map(|(n, x)| vec![x; n]);
+    let [g, beta] = [(gl, 0.9), (gl, 0.5)].map(|(n, x)| vec![x; n]);
+    let inputs = RecordInputs {
+        q: &q,
+        k: &k,
+        v: &v,
+        g: &g,
+        beta: &beta,
+        mask: None,
+    };
+    let t = shape.steps() as u32;
+    for round in 0..rounds {
+        rb.draft(&vec![inputs; layers])?;
+        let accepted: Vec<u32> = (0..shape.batch() as u32)
+            .map(|b| (b + round) % (t + 1))
+            .collect();
+        rb.commit(&accepted)?;
+    }
+    (0..layers).map(|l| rb.state(l)).collect()
 }

@@ -12,3 +12,14 @@ fn engine_loop_runs() {
     }
     engine_loop::main().expect("the engine loop example");
 }
+
+#[allow(dead_code)]
+#[path = "../examples/qwen3_next/main.rs"]
+mod qwen3_next;
+
+/// The model example on the backend the environment picks (lavapipe in CI): it fails
+/// unless its tokens equal transformers' own.
+#[test]
+fn qwen3_next_runs() {
+    qwen3_next::main().expect("the qwen3_next example");
+}

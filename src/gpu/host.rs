@@ -17,7 +17,7 @@ use std::time::Instant;
 use wgpu::BufferUsages as U;
 
 /// Outputs on their way back: staging buffers mapped once the submission is done.
-struct Readback {
+pub(crate) struct Readback {
     backend: GpuBackend,
     op: &'static str,
     submission: wgpu::SubmissionIndex,
@@ -29,7 +29,7 @@ struct Readback {
 }
 
 impl Readback {
-    fn wait_blocking(self) -> Result<Vec<Vec<u8>>> {
+    pub(crate) fn wait_blocking(self) -> Result<Vec<Vec<u8>>> {
         self.backend.wait_for(self.submission.clone(), self.op)?;
         self.finish()
     }
@@ -182,7 +182,7 @@ impl GpuBackend {
     }
 
     /// Copy `outputs` to staging buffers, submit, and start mapping them.
-    fn submit_and_map(
+    pub(crate) fn submit_and_map(
         &self,
         op: &'static str,
         mut encoder: wgpu::CommandEncoder,

@@ -992,6 +992,21 @@ impl GpuRollback {
         self.drafts.abandon();
     }
 
+    /// Whether `layer` holds a draft since the last commit.
+    pub(crate) fn is_drafted(&self, layer: usize) -> bool {
+        self.drafts.is_open(layer)
+    }
+
+    /// [`GpuRollback::abandon_draft`] for one layer, whose encoder was dropped
+    /// unsubmitted; the other layers' drafts stay open.
+    pub(crate) fn abandon_layer_draft(&mut self, layer: usize) {
+        let l = &mut self.layers[layer];
+        if let Some(f) = l.folding.take() {
+            l.deferred = Some(f);
+        }
+        self.drafts.close(layer);
+    }
+
     fn check_state_dtype<S: crate::Element>(&self, op: &'static str) -> Result<()> {
         self.check_dtype::<S>(op, "state", self.dtypes.state)
     }

@@ -101,6 +101,13 @@ impl Drafts {
     pub(crate) fn open(&mut self, layer: usize) {
         self.open[layer] = true;
     }
+    pub(crate) fn is_open(&self, layer: usize) -> bool {
+        self.open[layer]
+    }
+    /// Forget one layer's open draft (its encoder was dropped unsubmitted).
+    pub(crate) fn close(&mut self, layer: usize) {
+        self.open[layer] = false;
+    }
     /// Forget every open draft (after an encoder holding one was dropped unsubmitted).
     pub(crate) fn abandon(&mut self) {
         self.open.iter_mut().for_each(|d| *d = false);

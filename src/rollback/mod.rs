@@ -172,6 +172,8 @@ impl Footprint {
 
 struct CpuLayer<A, S, P, G> {
     states: States<Vec<S>>,
+    /// y of the last draft (`[B, T, Hv, Dv]`).
+    y: Vec<A>,
     /// The conv window and the drafted conv inputs, when the rollback keeps a conv.
     conv: Option<CpuConv<A>>,
     delta: Vec<P>,
@@ -191,6 +193,41 @@ struct CpuConv<A> {
 }
 
 impl GpuInputs {
+    /// Queue the writes of a layer's activations (and conv inputs) into its buffers.
+    fn upload<A: Element, G: Element>(
+        &self,
+        queue: &wgpu::Queue,
+        i: &RecordInputs<'_, A, G>,
+        conv_x: Option<&[A]>,
+    ) {
+        let write = |buf: &wgpu::Buffer, bytes: &[u8]| crate::gpu::write_padded(queue, buf, bytes);
+        write(&self.q, bytemuck::cast_slice(i.q));
+        write(&self.k, bytemuck::cast_slice(i.k));
+        write(&self.v, bytemuck::cast_slice(i.v));
+        write(&self.g, bytemuck::cast_slice(i.g));
+        write(&self.beta, bytemuck::cast_slice(i.beta));
+        if let Some(m) = i.mask {
+            write(&self.mask, bytemuck::cast_slice(m));
+        }
+        if let (Some(buf), Some(x)) = (&self.conv_x, conv_x) {
+            write(buf, bytemuck::cast_slice(x));
+        }
+    }
+
+    /// The draft of these buffers (`masked`: the draft reads the mask buffer).
+    fn draft(&self, masked: bool) -> DraftBuffers<'_> {
+        DraftBuffers {
+            q: &self.q,
+            k: &self.k,
+            v: &self.v,
+            g: &self.g,
+            beta: &self.beta,
+            y: &self.y,
+            mask: masked.then_some(&self.mask),
+            conv_x: self.conv_x.as_ref(),
+        }
+    }
+
     /// Bytes of this layer's buffers.
     fn bytes(&self) -> u64 {
         let fixed = [
@@ -282,6 +319,59 @@ fn replay_deferred<A: Element, S: Element, P: Element, G: Element>(
     (k, g)
 }
 
+/// One layer's draft on the CPU: record (or, with a deferred commit pending, fold it
+/// in first, as the GPU does), keeping y, the tape, the mask and the conv inputs.
+fn draft_cpu_layer<A: Element, S: Element, P: Element, G: Element>(
+    cpu: &CpuBackend,
+    shape: &GdnShape,
+    layout: GqaLayout,
+    l: &mut CpuLayer<A, S, P, G>,
+    i: &RecordInputs<'_, A, G>,
+    conv_x: Option<&[A]>,
+) {
+    let (state, drafted) = l.states.split();
+    match l.deferred.take() {
+        // The deferred commit folded into this draft, as on the GPU.
+        Some((accepted, pending_k, pending_g)) if i.mask.is_none() => {
+            let args = FoldRecordArgs {
+                inputs: *i,
+                state,
+                y: &mut l.y,
+                delta: &mut l.delta,
+                tape_k_grouped: &mut l.tape_k,
+                tape_g: &mut l.tape_g,
+                pending_k_grouped: &pending_k,
+                pending_g: &pending_g,
+                accepted: &accepted,
+                status: None,
+            };
+            kernels::fold_record(cpu.threads(), shape, layout, args);
+            l.spare = Some((pending_k, pending_g));
+        }
+        pending => {
+            // A masked draft replays a deferred commit first.
+            if let Some(pending) = pending {
+                let (k, g) = replay_deferred(cpu, shape, layout, &l.delta, pending, state);
+                l.spare = Some((k, g));
+            }
+            let args = RecordArgs {
+                inputs: *i,
+                state_in: state,
+                y: &mut l.y,
+                state_out: drafted.map(|d| &mut d[..]),
+                delta: &mut l.delta,
+                tape_k_grouped: Some(&mut l.tape_k),
+                tape_g: Some(&mut l.tape_g),
+            };
+            kernels::record(cpu.threads(), shape, layout, args);
+        }
+    }
+    if let (Some(c), Some(x)) = (&mut l.conv, conv_x) {
+        c.x.copy_from_slice(x);
+    }
+    l.mask = i.mask.map(<[u32]>::to_vec);
+}
+
 /// A rollback needs at least one layer.
 pub(crate) fn check_layers(layers: usize) -> Result<()> {
     match layers {
@@ -337,6 +427,7 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
                                     })
                                 })
                                 .transpose()?,
+                            y: alloc_vec("rollback", "y", shape.v_len())?,
                             delta: alloc_vec("rollback", "tape_delta", shape.v_len())?,
                             tape_k: alloc_vec("rollback", "tape_k", shape.qk_len())?,
                             tape_g: alloc_vec("rollback", "tape_g", shape.gate_len())?,
@@ -520,9 +611,11 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
 
     /// Record a draft of T tokens for every layer (`inputs[layer]`); one submission on
     /// the GPU, no readback. A rollback that keeps a conv window drafts with
-    /// [`Rollback::draft_with_conv`].
+    /// [`Rollback::draft_with_conv`]. Drafting again before the commit replaces the
+    /// round's draft. In a forward pass, where each layer's inputs come from the layer
+    /// before, draft layer by layer with [`Rollback::draft_layer`].
     pub fn draft(&mut self, inputs: &[RecordInputs<'_, A, G>]) -> Result<()> {
-        self.draft_layers(inputs, None)
+        self.draft_all(inputs, None)
     }
 
     /// [`Rollback::draft`] with each layer's drafted conv inputs `conv_x[layer]`
@@ -532,10 +625,93 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
         inputs: &[RecordInputs<'_, A, G>],
         conv_x: &[&[A]],
     ) -> Result<()> {
-        self.draft_layers(inputs, Some(conv_x))
+        self.draft_all(inputs, Some(conv_x))
     }
 
-    fn draft_layers(
+    /// Draft one layer of this round from its inputs (and, when the rollback keeps a
+    /// conv window, its drafted conv inputs `[B, T, C]`) and return its y
+    /// (`[B, T, Hv, Dv]`): a model's forward pass computes layer l+1's inputs from it.
+    /// Draft every layer once, in any order, then commit. A layer drafted twice in a
+    /// round is `Error::Order` and changes nothing; so is a commit before every layer
+    /// is drafted. On the GPU: one submission and one readback (of y) per layer.
+    pub fn draft_layer(
+        &mut self,
+        layer: usize,
+        inputs: &RecordInputs<'_, A, G>,
+        conv_x: Option<&[A]>,
+    ) -> Result<Vec<A>> {
+        const OP: &str = "draft_layer";
+        self.check_layer(OP, layer)?;
+        check_record_inputs(OP, &self.shape, inputs)?;
+        let conv_xs = conv_x.map(|x| [x]);
+        self.check_conv_inputs(OP, conv_xs.as_ref().map(|x| &x[..]))?;
+        let drafted = match &self.store {
+            Store::Cpu { drafts, .. } => drafts.is_open(layer),
+            Store::Gpu { rollback, .. } => rollback.is_drafted(layer),
+        };
+        if drafted {
+            return Err(Error::Order {
+                op: OP,
+                why: "this layer is already drafted in this round: commit first",
+            });
+        }
+        let (shape, layout) = (self.shape, self.layout);
+        match &mut self.store {
+            Store::Cpu {
+                cpu,
+                layers,
+                drafts,
+            } => {
+                let l = &mut layers[layer];
+                draft_cpu_layer(cpu, &shape, layout, l, inputs, conv_x);
+                drafts.open(layer);
+                Ok(l.y.clone())
+            }
+            Store::Gpu {
+                rollback,
+                inputs: bufs,
+            } => {
+                let gpu = rollback.backend().clone();
+                let b = &bufs[layer];
+                let read = gpu.guarded(OP, || {
+                    b.upload(gpu.queue(), inputs, conv_x);
+                    let mut encoder = gpu.encoder();
+                    rollback.encode_draft(&mut encoder, layer, &b.draft(inputs.mask.is_some()))?;
+                    let bytes = (shape.v_len() * A::DTYPE.size_bytes()) as u64;
+                    gpu.submit_and_map(OP, encoder, &[(&b.y, 0, bytes)], Vec::new())
+                });
+                match read {
+                    Ok(readback) => {
+                        let bytes = readback.wait_blocking()?;
+                        Ok(crate::ops::from_bytes(&bytes[0], shape.v_len()))
+                    }
+                    Err(e) => {
+                        // Nothing of this layer's draft ran: it is not open.
+                        rollback.abandon_layer_draft(layer);
+                        Err(e)
+                    }
+                }
+            }
+        }
+    }
+
+    /// A draft's conv inputs (one slice per drafted layer) against this rollback's conv.
+    fn check_conv_inputs(&self, op: &'static str, conv_x: Option<&[&[A]]>) -> Result<()> {
+        match (self.conv, conv_x) {
+            (None, None) => Ok(()),
+            (Some(c), Some(xs)) => xs
+                .iter()
+                .try_for_each(|x| check_len(op, "conv_x", c.x_len(), x.len())),
+            (Some(_), None) => Err(Error::Unsupported {
+                op,
+                arg: "conv_x",
+                why: "this rollback keeps a conv window: give the draft's conv inputs".into(),
+            }),
+            (None, Some(_)) => self.conv_shape(op).map(|_| ()),
+        }
+    }
+
+    fn draft_all(
         &mut self,
         inputs: &[RecordInputs<'_, A, G>],
         conv_x: Option<&[&[A]]>,
@@ -545,78 +721,21 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
         for i in inputs {
             check_record_inputs(OP, &self.shape, i)?;
         }
-        match (self.conv, conv_x) {
-            (None, None) => {}
-            (Some(c), Some(xs)) => {
-                check_len(OP, "conv_x", self.layers, xs.len())?;
-                for x in xs {
-                    check_len(OP, "conv_x", c.x_len(), x.len())?;
-                }
-            }
-            (Some(_), None) => {
-                return Err(Error::Unsupported {
-                    op: OP,
-                    arg: "conv_x",
-                    why: "this rollback keeps a conv window: draft with draft_with_conv".into(),
-                })
-            }
-            (None, Some(_)) => {
-                self.conv_shape(OP)?;
-            }
+        if let Some(xs) = conv_x {
+            check_len(OP, "conv_x", self.layers, xs.len())?;
         }
+        self.check_conv_inputs(OP, conv_x)?;
         let (shape, layout) = (self.shape, self.layout);
+        let conv_of = |layer: usize| conv_x.map(|xs| xs[layer]);
         match &mut self.store {
             Store::Cpu {
                 cpu,
                 layers,
                 drafts,
             } => {
-                let mut y = alloc_vec(OP, "y", shape.v_len())?;
-                for (index, (l, i)) in layers.iter_mut().zip(inputs).enumerate() {
-                    let (state, drafted) = l.states.split();
-                    match l.deferred.take() {
-                        // The deferred commit folded into this draft, as on the GPU.
-                        Some((accepted, pending_k, pending_g)) if i.mask.is_none() => {
-                            let args = FoldRecordArgs {
-                                inputs: *i,
-                                state,
-                                y: &mut y,
-                                delta: &mut l.delta,
-                                tape_k_grouped: &mut l.tape_k,
-                                tape_g: &mut l.tape_g,
-                                pending_k_grouped: &pending_k,
-                                pending_g: &pending_g,
-                                accepted: &accepted,
-                                status: None,
-                            };
-                            kernels::fold_record(cpu.threads(), &shape, layout, args);
-                            l.spare = Some((pending_k, pending_g));
-                        }
-                        pending => {
-                            // A masked draft replays a deferred commit first.
-                            if let Some(pending) = pending {
-                                let delta = &l.delta;
-                                let (k, g) =
-                                    replay_deferred(cpu, &shape, layout, delta, pending, state);
-                                l.spare = Some((k, g));
-                            }
-                            let args = RecordArgs {
-                                inputs: *i,
-                                state_in: state,
-                                y: &mut y,
-                                state_out: drafted.map(|d| &mut d[..]),
-                                delta: &mut l.delta,
-                                tape_k_grouped: Some(&mut l.tape_k),
-                                tape_g: Some(&mut l.tape_g),
-                            };
-                            kernels::record(cpu.threads(), &shape, layout, args);
-                        }
-                    }
-                    if let (Some(c), Some(xs)) = (&mut l.conv, conv_x) {
-                        c.x.copy_from_slice(xs[index]);
-                    }
-                    l.mask = i.mask.map(<[u32]>::to_vec);
-                    drafts.open(index);
+                for (layer, (l, i)) in layers.iter_mut().zip(inputs).enumerate() {
+                    draft_cpu_layer(cpu, &shape, layout, l, i, conv_of(layer));
+                    drafts.open(layer);
                 }
                 Ok(())
             }
@@ -626,36 +745,14 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
             } => {
                 let gpu = rollback.backend().clone();
                 let encoded = gpu.guarded(OP, || {
-                    let mut drafts = Vec::with_capacity(inputs.len());
                     for (layer, (b, i)) in bufs.iter().zip(inputs).enumerate() {
-                        let upload = |buf: &wgpu::Buffer, data: &[A]| {
-                            crate::gpu::write_padded(gpu.queue(), buf, bytemuck::cast_slice(data))
-                        };
-                        upload(&b.q, i.q);
-                        upload(&b.k, i.k);
-                        upload(&b.v, i.v);
-                        let upload_gate = |buf: &wgpu::Buffer, data: &[G]| {
-                            crate::gpu::write_padded(gpu.queue(), buf, bytemuck::cast_slice(data))
-                        };
-                        upload_gate(&b.g, i.g);
-                        upload_gate(&b.beta, i.beta);
-                        if let Some(m) = i.mask {
-                            crate::gpu::write_padded(gpu.queue(), &b.mask, bytemuck::cast_slice(m));
-                        }
-                        if let (Some(buf), Some(xs)) = (&b.conv_x, conv_x) {
-                            upload(buf, xs[layer]);
-                        }
-                        drafts.push(DraftBuffers {
-                            q: &b.q,
-                            k: &b.k,
-                            v: &b.v,
-                            g: &b.g,
-                            beta: &b.beta,
-                            y: &b.y,
-                            mask: i.mask.map(|_| &b.mask),
-                            conv_x: b.conv_x.as_ref(),
-                        });
+                        b.upload(gpu.queue(), i, conv_of(layer));
                     }
+                    let drafts: Vec<_> = bufs
+                        .iter()
+                        .zip(inputs)
+                        .map(|(b, i)| b.draft(i.mask.is_some()))
+                        .collect();
                     let mut encoder = gpu.encoder();
                     rollback.encode_drafts(&mut encoder, &drafts)?;
                     gpu.queue().submit([encoder.finish()]);
@@ -674,11 +771,7 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
     pub fn draft_y(&self, layer: usize) -> Result<Vec<A>> {
         self.check_layer("draft_y", layer)?;
         match &self.store {
-            Store::Cpu { .. } => Err(Error::Unsupported {
-                op: "draft_y",
-                arg: "layer",
-                why: "the CPU rollback does not keep y; use Backend::record".into(),
-            }),
+            Store::Cpu { layers, .. } => Ok(layers[layer].y.clone()),
             Store::Gpu { rollback, inputs } => {
                 rollback
                     .backend()
