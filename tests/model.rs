@@ -11,7 +11,7 @@ mod common;
 mod qwen3_next;
 
 use deltatape::{Backend, Error, RecordInputs, RollbackMode};
-use qwen3_next::{argmax, forward, greedy, speculative, tensor, Commit, Model, Session, FIXTURE};
+use qwen3_next::{argmax, fixture, forward, greedy, speculative, tensor, Commit, Model, Session};
 use safetensors::SafeTensors;
 
 const T: usize = 4;
@@ -23,7 +23,7 @@ struct Expected {
 }
 
 fn expected() -> Expected {
-    let bytes = std::fs::read(format!("{FIXTURE}/expected.safetensors")).unwrap();
+    let bytes = std::fs::read(fixture("expected.safetensors")).unwrap();
     let st = SafeTensors::deserialize(&bytes).unwrap();
     let ids = |name| -> Vec<u32> {
         tensor(&st, name)

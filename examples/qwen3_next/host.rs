@@ -5,10 +5,13 @@ use safetensors::SafeTensors;
 use std::collections::BTreeMap;
 
 pub type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
-pub const FIXTURE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/fixtures/qwen3_next_tiny"
-);
+/// The fixture's directory: under `CARGO_MANIFEST_DIR` when cargo runs this (a copied
+/// test binary run elsewhere sets it to its checkout), else where it was built.
+pub fn fixture(file: &str) -> String {
+    let root = std::env::var("CARGO_MANIFEST_DIR");
+    let root = root.as_deref().unwrap_or(env!("CARGO_MANIFEST_DIR"));
+    format!("{root}/tests/fixtures/qwen3_next_tiny/{file}")
+}
 pub const HK: usize = 2; // key heads
 pub const HV: usize = 4; // value heads
 pub const DK: usize = 16;
@@ -81,7 +84,7 @@ pub struct Model {
 
 impl Model {
     pub fn load() -> Res<Model> {
-        let bytes = std::fs::read(format!("{FIXTURE}/model.safetensors"))?;
+        let bytes = std::fs::read(fixture("model.safetensors"))?;
         let st = SafeTensors::deserialize(&bytes)?;
         let weights = (st.names().into_iter())
             .map(|n| Ok((n.to_string(), tensor(&st, n)?)))

@@ -9,7 +9,7 @@ mod host;
 use deltatape::wgpu::{self, util::DeviceExt};
 use deltatape::{Backend, ConvConfig, GdnShape, GqaLayout, RecordInputs, Rollback};
 use deltatape::{RollbackMode, RollbackOptions};
-pub use host::{argmax, tensor, Model, Res, FIXTURE};
+pub use host::{argmax, fixture, tensor, Model, Res};
 use host::{CHANNELS, DK, DV, HK, HV, KERNEL};
 use safetensors::SafeTensors;
 
@@ -178,7 +178,7 @@ pub fn speculative(
 
 pub fn main() -> Res<()> {
     let backend = Backend::from_env()?;
-    let bytes = std::fs::read(format!("{FIXTURE}/expected.safetensors"))?;
+    let bytes = std::fs::read(fixture("expected.safetensors"))?;
     let expected = SafeTensors::deserialize(&bytes)?;
     let prompt: Vec<u32> = tensor(&expected, "prompt")?
         .iter()
