@@ -1,0 +1,249 @@
+//! The chunked WY form of record (`record_chunked`, src/cpu/chunk.rs and
+//! src/gpu/chunk.rs) against record itself: the CPU twin against `CpuBackend::record`,
+//! the GPU kernels against the CPU twin, at T around the chunk size, with masks, both
+//! GQA layouts, every activation dtype, f32 gates beside bf16 activations, vanishing and
+//! zero gates; and bad input as typed errors.
+
+mod common;
+use common::*;
+use deltatape::cpu::ChunkSize;
+use deltatape::{CpuBackend, Element, Error, GdnShape, GqaLayout, RecordInputs, Recorded};
+use half::{bf16, f16};
+
+/// A line that shows in `cargo test`'s output even when the test passes.
+macro_rules! report {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+fn cpu() -> CpuBackend {
+    CpuBackend::default()
+}
+
+/// T around a chunk of `c` steps: one step, a partial chunk, a whole one, one more,
+/// several and a tail.
+fn steps_around(c: usize) -> [usize; 5] {
+    [1, c - 1, c, c + 1, 3 * c + 5]
+}
+
+/// The largest of record's three relative errors (y, state, delta).
+fn worst<A: Element, S: Element, P: Element>(
+    got: &Recorded<A, S, P>,
+    want: &Recorded<A, S, P>,
+) -> f64 {
+    rel_err(&got.y, &want.y)
+        .max(rel_err(&got.state, &want.state))
+        .max(rel_err(&got.delta, &want.delta))
+}
+
+/// record_chunked on the CPU against record, inputs in `A` and gates in `G`.
+fn cpu_case<A: Element, G: Element>(
+    shape: &GdnShape,
+    layout: GqaLayout,
+    chunk: ChunkSize,
+    d: &Draw,
+    mask: Option<&[u32]>,
+) -> f64 {
+    let t = d.typed_gated::<A, G>();
+    let want: Recorded<A, f32, f32> = cpu()
+        .record(shape, layout, &t.inputs(mask), &d.state)
+        .unwrap();
+    let got: Recorded<A, f32, f32> = cpu()
+        .record_chunked(shape, layout, chunk, &t.inputs(mask), &d.state)
+        .unwrap();
+    let what = format!("cpu {shape:?} {layout:?} {chunk:?} mask {}", mask.is_some());
+    assert_record_close(&what, &got, &want);
+    worst(&got, &want)
+}
+
+#[test]
+fn cpu_chunked_matches_record_at_every_length_around_the_chunk() {
+    let mut largest = 0f64;
+    for chunk in ChunkSize::ALL {
+        for t in steps_around(chunk.steps()) {
+            for layout in LAYOUTS {
+                let shape = GdnShape::new(2, t, 2, 4, 16, 12).unwrap();
+                let d = draw(&shape, 7 + t as u64);
+                let m = mask(&shape, t as u64);
+                for mask in [None, Some(&m[..])] {
+                    largest = largest.max(cpu_case::<f32, f32>(&shape, layout, chunk, &d, mask));
+                }
+            }
+        }
+    }
+    report!("cpu chunked vs record, f32: largest relative error {largest:.2e}");
+}
+
+#[test]
+fn cpu_chunked_matches_record_in_every_dtype() {
+    let shape = GdnShape::new(1, 45, 1, 2, 16, 16).unwrap();
+    let d = draw(&shape, 3);
+    let m = mask(&shape, 3);
+    for layout in LAYOUTS {
+        for mask in [None, Some(&m[..])] {
+            let c = ChunkSize::C16;
+            let e16 = cpu_case::<f16, f16>(&shape, layout, c, &d, mask);
+            let eb = cpu_case::<bf16, bf16>(&shape, layout, c, &d, mask);
+            let ebf = cpu_case::<bf16, f32>(&shape, layout, c, &d, mask);
+            report!("cpu {layout:?} mask {}: f16 {e16:.2e}, bf16 {eb:.2e}, bf16 with f32 gates {ebf:.2e}", mask.is_some());
+        }
+    }
+}
+
+/// State and tape in 16-bit dtypes: each rounded once, when stored.
+#[test]
+fn cpu_chunked_rounds_the_state_and_tape_once() {
+    let shape = GdnShape::new(1, 37, 1, 2, 16, 16).unwrap();
+    let d = draw(&shape, 5);
+    let t = d.typed::<f32>();
+    let state: Vec<bf16> = deltatape::dtype::cast_from_f32(&d.state);
+    let want: Recorded<f32, bf16, f16> = cpu()
+        .record(&shape, GqaLayout::Tiled, &t.inputs(None), &state)
+        .unwrap();
+    let got: Recorded<f32, bf16, f16> = cpu()
+        .record_chunked(
+            &shape,
+            GqaLayout::Tiled,
+            ChunkSize::C16,
+            &t.inputs(None),
+            &state,
+        )
+        .unwrap();
+    assert_record_close("cpu bf16 state, f16 tape", &got, &want);
+}
+
+/// A long sequence of small heads: the state recurrence across 64 chunks.
+#[test]
+fn cpu_chunked_matches_record_over_4096_steps() {
+    let shape = GdnShape::new(1, 4096, 1, 2, 16, 16).unwrap();
+    let d = draw(&shape, 11);
+    let m = mask(&shape, 11);
+    for layout in LAYOUTS {
+        let e = cpu_case::<f32, f32>(&shape, layout, ChunkSize::C64, &d, Some(&m));
+        report!("cpu T = 4096 {layout:?}: {e:.2e}");
+    }
+}
+
+/// Gates that vanish (1e-30: their products underflow to 0 inside a chunk) and that
+/// are exactly 0 (no ratio of cumulative products may be formed: it would be 0/0).
+fn gate_draws(shape: &GdnShape, seed: u64) -> Vec<(&'static str, Draw)> {
+    let d = draw(shape, seed);
+    let mut vanishing = d.clone();
+    let mut zero = d.clone();
+    let mut one = d.clone();
+    for (i, ((a, b), c)) in vanishing
+        .g
+        .iter_mut()
+        .zip(zero.g.iter_mut())
+        .zip(one.g.iter_mut())
+        .enumerate()
+    {
+        if i % 3 == 0 {
+            *a = 1e-30;
+        }
+        if i % 5 == 2 {
+            *b = 0.0;
+        }
+        *c = 1.0;
+    }
+    vec![("vanishing", vanishing), ("zero", zero), ("one", one)]
+}
+
+#[test]
+fn cpu_chunked_takes_vanishing_and_zero_gates() {
+    let shape = GdnShape::new(1, 69, 1, 2, 16, 16).unwrap();
+    for (what, d) in gate_draws(&shape, 13) {
+        for chunk in ChunkSize::ALL {
+            let e = cpu_case::<f32, f32>(&shape, GqaLayout::Blocked, chunk, &d, None);
+            assert!(e.is_finite(), "{what}");
+        }
+    }
+}
+
+/// In the WY form the corrected values `U - W S` are record's delta: replaying the
+/// chunked tape onto the initial state gives record's state.
+#[test]
+fn cpu_chunked_tape_replays_to_records_state() {
+    let shape = GdnShape::new(2, 40, 1, 2, 16, 8).unwrap();
+    let d = draw(&shape, 17);
+    let m = mask(&shape, 17);
+    let t = d.typed::<f32>();
+    let layout = GqaLayout::Blocked;
+    let want: Recorded<f32, f32, f32> = cpu()
+        .record(&shape, layout, &t.inputs(Some(&m)), &d.state)
+        .unwrap();
+    let got: Recorded<f32, f32, f32> = cpu()
+        .record_chunked(
+            &shape,
+            layout,
+            ChunkSize::C16,
+            &t.inputs(Some(&m)),
+            &d.state,
+        )
+        .unwrap();
+    assert_close(
+        "tape delta",
+        &got.delta,
+        &want.delta,
+        tol(deltatape::DType::F32),
+    );
+    let k = cpu().repeat(&shape.tape_k_repeat(), layout, &t.k).unwrap();
+    let tape = deltatape::TapeRef {
+        delta: &got.delta,
+        k: &k,
+        g: &t.g,
+    };
+    let accepted = vec![shape.steps() as u32; shape.batch()];
+    let replayed = cpu()
+        .replay::<f32, f32, f32>(&shape, &tape, &d.state, &accepted, Some(&m))
+        .unwrap();
+    assert_close(
+        "replayed state",
+        &replayed,
+        &want.state,
+        tol(deltatape::DType::F32),
+    );
+    // Masked steps: y and delta are zero.
+    for (i, &live) in m.iter().enumerate() {
+        if live == 0 {
+            let (b, step) = (i / shape.steps(), i % shape.steps());
+            let at = shape.v_index(b, step, 0, 0);
+            let n = shape.value_heads() * shape.value_dim();
+            assert!(got.y[at..at + n].iter().all(|&x| x == 0.0));
+            assert!(got.delta[at..at + n].iter().all(|&x| x == 0.0));
+        }
+    }
+}
+
+#[test]
+fn cpu_chunked_refuses_bad_lengths() {
+    let shape = GdnShape::new(1, 5, 1, 2, 16, 16).unwrap();
+    let d = draw(&shape, 1);
+    let t = d.typed::<f32>();
+    let short = RecordInputs {
+        v: &t.v[1..],
+        ..t.inputs(None)
+    };
+    let r: Result<Recorded<f32, f32, f32>, _> =
+        cpu().record_chunked(&shape, GqaLayout::Blocked, ChunkSize::C16, &short, &d.state);
+    assert!(matches!(r, Err(Error::Length { arg: "v", .. })), "{r:?}");
+    let r: Result<Recorded<f32, f32, f32>, _> = cpu().record_chunked(
+        &shape,
+        GqaLayout::Blocked,
+        ChunkSize::C16,
+        &t.inputs(None),
+        &d.state[1..],
+    );
+    assert!(
+        matches!(
+            r,
+            Err(Error::Length {
+                arg: "state_in",
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+}
