@@ -59,6 +59,10 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
         Op::Repeat => KernelKey::repeat(&shape.tape_k_repeat(), args.dtypes.dtype),
         Op::Conv => KernelKey::conv(args.dtypes.dtype),
         Op::FoldRecord => KernelKey::fold_record(&shape, dtypes, reduction, &class),
+        Op::ChunkWy => KernelKey::chunk_wy(&shape, dtypes, Default::default(), args.masked),
+        Op::ChunkState => {
+            KernelKey::chunk_state(&shape, dtypes, Default::default(), args.masked, true)
+        }
     };
     let target = match args.lang {
         Lang::Msl => Target::Msl,
