@@ -550,3 +550,51 @@ fn gpu_prepare_record_chunked_checks_its_buffers() {
         tol(deltatape::DType::F32),
     );
 }
+
+/// `deltatape bench --ops record_chunked` times the chunked record as an op of its own,
+/// beside record, at the chunk size `--chunk` names; a bad chunk size is refused.
+#[test]
+fn bench_times_record_chunked_as_its_own_op() {
+    if !has_gpu() {
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_deltatape");
+    let run = |chunk: &str| {
+        std::process::Command::new(bin)
+            .args([
+                "bench",
+                "--batches",
+                "1",
+                "--steps",
+                "20",
+                "--dtypes",
+                "f32",
+            ])
+            .args(["--ops", "record,record_chunked", "--dims", "1,2,16,16"])
+            .args([
+                "--copy-mib",
+                "1",
+                "--runs",
+                "2",
+                "--warmup",
+                "1",
+                "--chunk",
+                chunk,
+            ])
+            .output()
+            .expect("run deltatape")
+    };
+    let out = run("16");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for op in ["record ", "record_chunked "] {
+        assert!(stdout.lines().any(|l| l.starts_with(op)), "{op}: {stdout}");
+    }
+    let bad = run("48");
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("chunk"));
+}
