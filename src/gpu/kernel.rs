@@ -970,11 +970,17 @@ pub fn all_variants() -> Vec<KernelKey> {
             add_new(&mut keys, keys_at(op, dtypes, Reduction::Subgroup, &real));
         }
     }
-    // The chunked passes at every chunk size, plain and with gates of their own.
+    // The chunked passes at every chunk size, and once with f32 gates beside bf16
+    // activations.
     let real = GdnShape::new(1, 2, 16, 32, 128, 128).expect("a valid shape");
-    for dtypes in [GdnDtypes::F32, GATED[0]] {
-        add_new(&mut keys, super::chunk::chunk_keys(&real, dtypes));
-    }
+    add_new(&mut keys, super::chunk::chunk_keys(&real, GdnDtypes::F32));
+    add_new(
+        &mut keys,
+        vec![
+            KernelKey::chunk_wy(&real, GATED[0], ChunkSize::C16, true),
+            KernelKey::chunk_state(&real, GATED[0], ChunkSize::C16, true, true),
+        ],
+    );
     keys
 }
 
