@@ -549,6 +549,22 @@ fn gpu_prepare_record_chunked_checks_its_buffers() {
         &want.delta,
         tol(deltatape::DType::F32),
     );
+    // Without state_out (a rollback's draft keeps one state): y and delta as before.
+    let (y2, delta2) = (zeros(shape.v_len()), zeros(shape.v_len()));
+    let no_state = RecordBuffers {
+        state_out: None,
+        delta: &delta2,
+        ..buffers(&y2, None)
+    };
+    let prepared = gpu
+        .prepare_record_chunked(&shape, layout, dtypes, c, &no_state)
+        .unwrap();
+    let mut encoder = gpu.encoder();
+    prepared.encode(&mut encoder);
+    gpu.queue().submit([encoder.finish()]);
+    let f32_tol = tol(deltatape::DType::F32);
+    assert_close("y, no state_out", &read(&y2), &want.y, f32_tol);
+    assert_close("delta, no state_out", &read(&delta2), &want.delta, f32_tol);
 }
 
 /// `deltatape bench --ops record_chunked` times the chunked record as an op of its own,

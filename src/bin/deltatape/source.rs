@@ -15,7 +15,8 @@ pub enum Lang {
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// record, replay, repeat or conv.
+    /// record, replay, repeat, conv, fold_record, chunk_wy or chunk_state (the chunked
+    /// record's passes, at the default chunk size).
     kernel: Op,
     #[command(flatten)]
     dtypes: crate::dtypes::DtypeArgs,
