@@ -37,6 +37,37 @@ var<workgroup> q_tile: array<f32, CHUNK * TK>;
 var<workgroup> d_sh: array<f32, CHUNK * ROWS>;
 var<workgroup> qs_sh: array<f32, CHUNK * ROWS>;
 
+// Tile values each invocation stages.
+const LPT: u32 = (CHUNK * TK + WG_SIZE - 1u) / WG_SIZE;
+
+// This invocation's values of the w and q tile from column c0 (zeros past Dk and T).
+fn chunk_state_fetch(
+    w_out: ptr<function, array<f32, LPT>>,
+    q_out: ptr<function, array<f32, LPT>>,
+    li: u32,
+    ch: u32,
+    t0: u32,
+    c0: u32,
+    b: u32,
+    hk: u32,
+) {
+    let d = params.dims;
+    for (var l = 0u; l < LPT; l++) {
+        let e = li + l * WG_SIZE;
+        let i = e / TK;
+        let c = c0 + e % TK;
+        let t = t0 + i;
+        var wv = 0.0;
+        var qv = 0.0;
+        if e < CHUNK * TK && c < d.key_dim && t < d.steps {
+            wv = bitcast<f32>(load_w((ch * CHUNK + i) * d.key_dim + c));
+            qv = load1_q(qk_row(d, b, t, hk) + c);
+        }
+        (*w_out)[l] = wv;
+        (*q_out)[l] = qv;
+    }
+}
+
 fn kernel_main(li: u32, wg: u32, sg: u32) {
     // Uniform per workgroup: every barrier below is reached by all or none.
     if wg >= params.workgroups {
@@ -71,22 +102,22 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
             ws[p] = 0.0;
             qs[p] = 0.0;
         }
+        // Each tile's loads are issued one tile ahead, so they are in flight while the
+        // tile before is multiplied (this loop is the chain every chunk waits on).
+        var w_next: array<f32, LPT>;
+        var q_next: array<f32, LPT>;
+        chunk_state_fetch(&w_next, &q_next, li, ch, t0, 0u, b, hk);
         for (var c0 = 0u; c0 < d.key_dim; c0 += TK) {
             workgroupBarrier(); // the previous tile (and chunk) is read, s_sh written
-            for (var e = li; e < CHUNK * TK; e += WG_SIZE) {
-                let i = e / TK;
-                let c = c0 + e % TK;
-                let t = t0 + i;
-                var wv = 0.0;
-                var qv = 0.0;
-                if c < d.key_dim && t < d.steps {
-                    wv = bitcast<f32>(load_w((ch * CHUNK + i) * d.key_dim + c));
-                    qv = load1_q(qk_row(d, b, t, hk) + c);
+            for (var l = 0u; l < LPT; l++) {
+                let e = li + l * WG_SIZE;
+                if e < CHUNK * TK {
+                    w_tile[e] = w_next[l];
+                    q_tile[e] = q_next[l];
                 }
-                w_tile[e] = wv;
-                q_tile[e] = qv;
             }
             workgroupBarrier();
+            chunk_state_fetch(&w_next, &q_next, li, ch, t0, c0 + TK, b, hk);
             for (var p = 0u; p < PPT; p++) {
                 let e = li + p * WG_SIZE;
                 if e < CHUNK * ROWS {
