@@ -10,7 +10,7 @@
 //! slices on the host path).
 
 use crate::dtype::{DType, GdnDtypes};
-use crate::gpu::Op;
+use crate::gpu::{ChunkShape, Op};
 use crate::shape::{ConvShape, GdnShape, RepeatShape};
 
 /// What an operand is for.
@@ -26,6 +26,9 @@ pub enum Role {
     Output,
     /// u32 control data: the step mask, the accepted counts.
     Control,
+    /// f32 intermediates of a multi-pass op (its `prepare_*` allocates them), stored as
+    /// u32 bits.
+    Scratch,
 }
 
 /// Which of a call's dtypes an operand is stored in.
@@ -351,6 +354,64 @@ operand_table! {
         [Accepted] accepted: T, Control U32 Read Words = ConvShape::batch;
         /// `[B, C, K-1]`: the conv window, rolled forward in place.
         [Window] window: T, State State ReadWrite Scalars = ConvShape::window_len;
+    }
+}
+
+operand_table! {
+    /// record_chunked's first pass (`chunk_wy`, src/gpu/chunk.rs), in binding order:
+    /// each chunk's WY factors from its q, k, v and gates, into scratch (f32 bits).
+    pub struct ChunkWyOperands, rows ChunkWyRow, op ChunkWy, for ChunkShape {
+        /// `[B, T, Hk, Dk]`.
+        [Q] q: T, Activation Act Read Rows = ChunkShape::qk_len;
+        /// `[B, T, Hk, Dk]`.
+        [K] k: T, Activation Act Read Rows = ChunkShape::qk_len;
+        /// `[B, T, Hv, Dv]`.
+        [V] v: T, Activation Act Read Scalars = ChunkShape::v_len;
+        /// `[B, T, Hv]`, the decay, already exponentiated.
+        [G] g: T, Activation Gate Read Scalars = ChunkShape::gate_len;
+        /// `[B, T, Hv]`, already sigmoid'ed.
+        [Beta] beta: T, Activation Gate Read Scalars = ChunkShape::gate_len;
+        /// `[B, T]` u32, non-zero = live; `None`: every step is live.
+        [Mask] mask: Option<T>, Control U32 Read Words = ChunkShape::mask_len, optional;
+        /// `[B, Hv, chunks, C, Dk]`: `W = T diag(beta gam) K` per chunk.
+        [W] w: T, Scratch U32 Write Words = ChunkShape::w_len;
+        /// `[B, Hv, chunks, C, Dv]`: `U = T diag(beta) V` per chunk.
+        [U] u: T, Scratch U32 Write Words = ChunkShape::u_len;
+        /// `[B, Hv, chunks, C, C]`: the decayed `Q K^T`, lower triangle.
+        [M] m: T, Scratch U32 Write Words = ChunkShape::m_len;
+        /// `[B, Hv, chunks, 3C]`: each step's decay from the chunk's start, from it to
+        /// the chunk's end, and the whole chunk's.
+        [Decay] decay: T, Scratch U32 Write Words = ChunkShape::decay_len;
+    }
+}
+
+operand_table! {
+    /// record_chunked's second pass (`chunk_state`, src/gpu/chunk.rs), in binding
+    /// order: the state through every chunk in order, writing record's y, delta and
+    /// final state.
+    pub struct ChunkStateOperands, rows ChunkStateRow, op ChunkState, for ChunkShape {
+        /// `[B, T, Hk, Dk]`.
+        [Q] q: T, Activation Act Read Rows = ChunkShape::qk_len;
+        /// `[B, T, Hk, Dk]`.
+        [K] k: T, Activation Act Read Rows = ChunkShape::qk_len;
+        /// `[B, Hv, Dv, Dk]`: the state before the first step.
+        [StateIn] state_in: T, State State Read Rows = ChunkShape::state_len;
+        /// `[B, T, Hv, Dv]`.
+        [Y] y: T, Output Act Write Scalars = ChunkShape::v_len;
+        /// `[B, Hv, Dv, Dk]`: the state after the last step; `None`: not written.
+        [StateOut] state_out: Option<T>, State State Write Rows = ChunkShape::state_len, optional;
+        /// `[B, T, Hv, Dv]`: the tape's innovations.
+        [Delta] delta: T, Tape Tape Write Scalars = ChunkShape::v_len;
+        /// `[B, T]` u32, non-zero = live; `None`: every step is live.
+        [Mask] mask: Option<T>, Control U32 Read Words = ChunkShape::mask_len, optional;
+        /// The first pass's W.
+        [W] w: T, Scratch U32 Read Words = ChunkShape::w_len;
+        /// The first pass's U.
+        [U] u: T, Scratch U32 Read Words = ChunkShape::u_len;
+        /// The first pass's decayed `Q K^T`.
+        [M] m: T, Scratch U32 Read Words = ChunkShape::m_len;
+        /// The first pass's decays.
+        [Decay] decay: T, Scratch U32 Read Words = ChunkShape::decay_len;
     }
 }
 

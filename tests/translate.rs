@@ -134,7 +134,7 @@ fn gated_variants_are_covered() {
                     Op::Record => key.binds(RecordRow::TapeG),
                     Op::Replay => key.binds(ReplayRow::TapeG),
                     Op::FoldRecord => key.binds(FoldRecordRow::TapeG),
-                    Op::Repeat | Op::Conv => false,
+                    Op::Repeat | Op::Conv | Op::ChunkWy | Op::ChunkState => false,
                 };
                 let bf16_tape_g = binds_tape_g && dtypes.gate == DType::BF16;
                 assert_eq!(pairs, op.records() && bf16_tape_g, "{label}");

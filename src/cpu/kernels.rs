@@ -21,7 +21,7 @@ use std::ops::Range;
 /// Returns the per-group results in task order. `cost` (about element-steps in all)
 /// caps the threads so that each gets at least [`MIN_WORK_PER_THREAD`]; small calls
 /// run inline on the caller's thread.
-fn par_tasks<T: Send, R: Send>(
+pub(crate) fn par_tasks<T: Send, R: Send>(
     threads: usize,
     out: &mut [T],
     chunk_len: usize,

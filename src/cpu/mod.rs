@@ -1,6 +1,8 @@
 //! The CPU backend: the reference kernels (`kernels.rs`), threaded, behind the same
 //! calls as the GPU backend. It is the oracle of every test and a usable fallback device.
 
+pub(crate) mod chunk;
+pub use chunk::ChunkSize;
 pub(crate) mod kernels;
 
 use crate::error::{Error, Result};

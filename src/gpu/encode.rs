@@ -88,7 +88,7 @@ impl Prepared {
 }
 
 /// One dispatch before validation: a kernel, its parameters, its operands.
-struct Plan<'a, Sh: 'static> {
+pub(super) struct Plan<'a, Sh: 'static> {
     op: &'static str,
     key: KernelKey,
     params: ParamBlock,
@@ -104,7 +104,7 @@ struct Plan<'a, Sh: 'static> {
 impl<'a, Sh: 'static> Plan<'a, Sh> {
     /// A plan with the parameter words `params` (zero-padded to a [`ParamBlock`]) and no
     /// buffers yet.
-    fn new(
+    pub(super) fn new(
         op: &'static str,
         key: KernelKey,
         params: &[u32],
@@ -127,14 +127,14 @@ impl<'a, Sh: 'static> Plan<'a, Sh> {
     }
 
     /// The plan with the caller's buffers, one per table row (`None`: left out).
-    fn bind(mut self, slots: Vec<Option<&&'a wgpu::Buffer>>) -> Self {
+    pub(super) fn bind(mut self, slots: Vec<Option<&&'a wgpu::Buffer>>) -> Self {
         self.buffers = slots.into_iter().map(|b| b.copied()).collect();
         self.offsets = vec![0; self.buffers.len()];
         self
     }
 }
 
-fn u32_dim(op: &'static str, arg: &'static str, v: usize) -> Result<u32> {
+pub(super) fn u32_dim(op: &'static str, arg: &'static str, v: usize) -> Result<u32> {
     u32::try_from(v).map_err(|_| Error::DimTooLarge {
         op,
         arg,
@@ -145,7 +145,7 @@ fn u32_dim(op: &'static str, arg: &'static str, v: usize) -> Result<u32> {
 
 /// `GdnParams` of wgsl/shape.wgsl: the dims (8 words with padding), the GQA layout,
 /// row blocks and the workgroup count.
-fn gdn_params(
+pub(super) fn gdn_params(
     op: &'static str,
     shape: &GdnShape,
     layout: GqaLayout,
@@ -168,7 +168,7 @@ fn gdn_params(
     ])
 }
 
-fn check_key_dim(op: &'static str, shape: &GdnShape) -> Result<()> {
+pub(super) fn check_key_dim(op: &'static str, shape: &GdnShape) -> Result<()> {
     if shape.key_dim() > MAX_KEY_DIM {
         return Err(Error::DimTooLarge {
             op,
@@ -208,7 +208,7 @@ fn check_bf16_pairs(op: &'static str, shape: &GdnShape, key: &KernelKey) -> Resu
         && match key.op {
             Op::Record => key.binds(RecordRow::TapeKGrouped),
             Op::FoldRecord => key.binds(FoldRecordRow::TapeKGrouped),
-            Op::Replay | Op::Repeat | Op::Conv => false,
+            Op::Replay | Op::Repeat | Op::Conv | Op::ChunkWy | Op::ChunkState => false,
         }
         && dtypes.act == DType::BF16
         && shape.key_dim() % 2 == 1
@@ -434,7 +434,7 @@ impl GpuBackend {
 
     /// Check features, limits and every buffer against the operand table, then build
     /// the pipeline (cached), the parameters (cached) and the bind group.
-    fn prepare<Sh: 'static>(&self, d: Plan<'_, Sh>) -> Result<Prepared> {
+    pub(super) fn prepare<Sh: 'static>(&self, d: Plan<'_, Sh>) -> Result<Prepared> {
         let op = d.op;
         self.check_alive(op)?;
         self.check_key(op, &d.key)?;

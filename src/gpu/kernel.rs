@@ -9,10 +9,12 @@
 
 use super::options::ShapeClass;
 use super::wgsl::{self, Value, WgslError};
+use crate::cpu::ChunkSize;
 use crate::dtype::{DType, GdnDtypes};
 use crate::operand::{
-    Access, ConvOperands, FoldRecordOperands, FoldRecordRow, OperandRow, OperandSpec,
-    RecordOperands, RecordRow, RepeatOperands, ReplayOperands, ReplayRow, Walk,
+    Access, ChunkStateOperands, ChunkStateRow, ChunkWyOperands, ChunkWyRow, ConvOperands,
+    FoldRecordOperands, FoldRecordRow, OperandRow, OperandSpec, RecordOperands, RecordRow,
+    RepeatOperands, ReplayOperands, ReplayRow, Walk,
 };
 use crate::shape::{GdnShape, RepeatShape, MAX_CONV_KERNEL};
 use std::fmt::Write as _;
@@ -46,10 +48,22 @@ pub enum Op {
     Conv,
     /// fold_record: a deferred commit's replay, in place, then record from the result.
     FoldRecord,
+    /// record_chunked's first pass: each chunk's WY factors (src/gpu/chunk.rs).
+    ChunkWy,
+    /// record_chunked's second pass: the state through the chunks (src/gpu/chunk.rs).
+    ChunkState,
 }
 
 impl Op {
-    pub const ALL: [Op; 5] = [Op::Record, Op::Replay, Op::Repeat, Op::Conv, Op::FoldRecord];
+    pub const ALL: [Op; 7] = [
+        Op::Record,
+        Op::Replay,
+        Op::Repeat,
+        Op::Conv,
+        Op::FoldRecord,
+        Op::ChunkWy,
+        Op::ChunkState,
+    ];
     pub const fn name(self) -> &'static str {
         match self {
             Op::Record => "record",
@@ -57,6 +71,8 @@ impl Op {
             Op::Repeat => "repeat",
             Op::Conv => "conv",
             Op::FoldRecord => "fold_record",
+            Op::ChunkWy => "chunk_wy",
+            Op::ChunkState => "chunk_state",
         }
     }
 
@@ -64,7 +80,7 @@ impl Op {
     pub const fn records(self) -> bool {
         match self {
             Op::Record | Op::FoldRecord => true,
-            Op::Replay | Op::Repeat | Op::Conv => false,
+            Op::Replay | Op::Repeat | Op::Conv | Op::ChunkWy | Op::ChunkState => false,
         }
     }
 
@@ -73,7 +89,7 @@ impl Op {
     pub const fn one_dtype(self) -> bool {
         match self {
             Op::Repeat | Op::Conv => true,
-            Op::Record | Op::Replay | Op::FoldRecord => false,
+            Op::Record | Op::Replay | Op::FoldRecord | Op::ChunkWy | Op::ChunkState => false,
         }
     }
 
@@ -82,7 +98,7 @@ impl Op {
     pub const fn prefetches(self) -> bool {
         match self {
             Op::Record | Op::Replay | Op::FoldRecord => true,
-            Op::Repeat | Op::Conv => false,
+            Op::Repeat | Op::Conv | Op::ChunkWy | Op::ChunkState => false,
         }
     }
 
@@ -93,6 +109,8 @@ impl Op {
             Op::Record | Op::Replay | Op::FoldRecord => "record_replay",
             Op::Repeat => "repeat",
             Op::Conv => "conv",
+            Op::ChunkWy => "chunk_wy",
+            Op::ChunkState => "chunk_state",
         }
     }
 }
@@ -105,7 +123,7 @@ impl std::str::FromStr for Op {
             .find(|op| op.name() == s)
             .ok_or_else(|| {
                 format!(
-                    "unknown kernel `{s}` (expected record, replay, repeat, conv or fold_record)"
+                    "unknown kernel `{s}` (expected record, replay, repeat, conv, fold_record, chunk_wy or chunk_state)"
                 )
             })
     }
@@ -259,7 +277,7 @@ impl KernelKey {
         let (per_lane, threads, mut default_rpt, mut default_chunk) = match op {
             Op::Record | Op::FoldRecord => (32, 128, 2, if shape.steps() > 4 { 8 } else { 4 }),
             // (repeat and conv have keys of their own, `KernelKey::one_dtype`.)
-            Op::Replay | Op::Repeat | Op::Conv => {
+            Op::Replay | Op::Repeat | Op::Conv | Op::ChunkWy | Op::ChunkState => {
                 (if shape.steps() > 8 { 16 } else { 8 }, 128, 4, 8)
             }
         };
@@ -409,6 +427,8 @@ impl KernelKey {
         match self.op {
             Op::Record => RecordRow::Mask.bit(),
             Op::Replay => ReplayRow::Mask.bit(),
+            Op::ChunkWy => ChunkWyRow::Mask.bit(),
+            Op::ChunkState => ChunkStateRow::Mask.bit(),
             Op::FoldRecord | Op::Repeat | Op::Conv => 0,
         }
     }
@@ -429,6 +449,8 @@ impl KernelKey {
             Op::Repeat => of(RepeatOperands::<()>::SPECS),
             Op::Conv => of(ConvOperands::<()>::SPECS),
             Op::FoldRecord => of(FoldRecordOperands::<()>::SPECS),
+            Op::ChunkWy => of(ChunkWyOperands::<()>::SPECS),
+            Op::ChunkState => of(ChunkStateOperands::<()>::SPECS),
         }
     }
 
@@ -446,13 +468,17 @@ impl KernelKey {
         match self.op {
             Op::Record => RecordRow::StateOut.bit(),
             Op::Replay => ReplayRow::Snapshot.bit() | ReplayRow::TapeK.bit(),
-            Op::Repeat | Op::Conv | Op::FoldRecord => 0,
+            Op::ChunkState => ChunkStateRow::StateOut.bit(),
+            Op::Repeat | Op::Conv | Op::FoldRecord | Op::ChunkWy => 0,
         }
     }
 
     /// Threads per workgroup.
     pub fn workgroup_size(&self) -> u32 {
-        self.lanes * self.rows / self.rows_per_thread
+        match self.op {
+            Op::ChunkWy | Op::ChunkState => super::chunk::CHUNK_WG,
+            _ => self.lanes * self.rows / self.rows_per_thread,
+        }
     }
 
     /// Values of a k (or q) row that record / replay stage per step (vec4s).
@@ -494,6 +520,7 @@ impl KernelKey {
             }
             Op::Replay => chunk * self.staged_row() * VEC4 + chunk * rows * 4 + chunk * 8 + 4,
             Op::Repeat | Op::Conv => 0,
+            Op::ChunkWy | Op::ChunkState => super::chunk::workgroup_bytes(self),
         }
     }
 
@@ -587,6 +614,8 @@ impl KernelKey {
             Op::Repeat => self.bindings_of(RepeatOperands::<()>::SPECS),
             Op::Conv => self.bindings_of(ConvOperands::<()>::SPECS),
             Op::FoldRecord => self.bindings_of(FoldRecordOperands::<()>::SPECS),
+            Op::ChunkWy => self.bindings_of(ChunkWyOperands::<()>::SPECS),
+            Op::ChunkState => self.bindings_of(ChunkStateOperands::<()>::SPECS),
         }
     }
 
@@ -657,6 +686,9 @@ impl KernelKey {
             // fold_record rounds the folded state to the state dtype, as stored.
             ("STATE_BF16", Value::Bool(self.dtypes.state == DType::BF16)),
             ("STATE_F16", Value::Bool(self.dtypes.state == DType::F16)),
+            // record_chunked: y and delta stored in bf16 words (no single-value store).
+            ("ACT_BF16", Value::Bool(self.dtypes.act == DType::BF16)),
+            ("TAPE_BF16", Value::Bool(self.dtypes.tape == DType::BF16)),
             // conv_commit: the most window values an invocation holds (its rows).
             ("CONV_SPAN", Value::U32(conv_span)),
             // conv_commit: the value pairs (whole words when 16-bit) of those values.
@@ -938,6 +970,17 @@ pub fn all_variants() -> Vec<KernelKey> {
             add_new(&mut keys, keys_at(op, dtypes, Reduction::Subgroup, &real));
         }
     }
+    // The chunked passes at every chunk size, and once with f32 gates beside bf16
+    // activations.
+    let real = GdnShape::new(1, 2, 16, 32, 128, 128).expect("a valid shape");
+    add_new(&mut keys, super::chunk::chunk_keys(&real, GdnDtypes::F32));
+    add_new(
+        &mut keys,
+        vec![
+            KernelKey::chunk_wy(&real, GATED[0], ChunkSize::C16, true),
+            KernelKey::chunk_state(&real, GATED[0], ChunkSize::C16, true, true),
+        ],
+    );
     keys
 }
 
@@ -970,7 +1013,7 @@ pub fn representative_keys(op: Op, dtypes: GdnDtypes, reduction: Reduction) -> V
     let batches: &[usize] = match op {
         Op::Record => &[16],
         Op::FoldRecord => &[4, 16],
-        Op::Replay | Op::Repeat | Op::Conv => &[],
+        Op::Replay | Op::Repeat | Op::Conv | Op::ChunkWy | Op::ChunkState => &[],
     };
     let class = ShapeClass::default();
     let larger = batches.iter().flat_map(|&batch| {
@@ -983,7 +1026,9 @@ pub fn representative_keys(op: Op, dtypes: GdnDtypes, reduction: Reduction) -> V
             match op {
                 Op::Record => KernelKey::record(&large, dtypes, reduction, masked, &class),
                 Op::FoldRecord => KernelKey::fold_record(&large, dtypes, reduction, &class),
-                Op::Replay | Op::Repeat | Op::Conv => unreachable!("no larger grids for {op:?}"),
+                Op::Replay | Op::Repeat | Op::Conv | Op::ChunkWy | Op::ChunkState => {
+                    unreachable!("no larger grids for {op:?}")
+                }
             }
         })
         .collect();
@@ -1003,6 +1048,10 @@ fn keys_at(op: Op, dtypes: GdnDtypes, reduction: Reduction, shape: &GdnShape) ->
             Op::Repeat => KernelKey::repeat(&shape.tape_k_repeat(), dtypes.act),
             Op::Conv => KernelKey::conv(dtypes.act),
             Op::FoldRecord => KernelKey::fold_record(shape, dtypes, reduction, &class),
+            // One chunk size per dtype here; `chunk::representative_chunk_keys` adds the
+            // others.
+            Op::ChunkWy => KernelKey::chunk_wy(shape, dtypes, ChunkSize::C64, masked),
+            Op::ChunkState => KernelKey::chunk_state(shape, dtypes, ChunkSize::C64, masked, true),
         };
         // The rollback's variants: record writing the tape's k and g, with and without
         // the drafted state; replay from k at key heads, in place or from a snapshot,
@@ -1023,7 +1072,9 @@ fn keys_at(op: Op, dtypes: GdnDtypes, reduction: Reduction, shape: &GdnShape) ->
             ],
             // The first layer's flags clamped counts.
             Op::FoldRecord => vec![bits(&[FoldRecordRow::Status])],
-            Op::Repeat | Op::Conv => vec![],
+            // The final state left out.
+            Op::ChunkState => vec![0],
+            Op::Repeat | Op::Conv | Op::ChunkWy => vec![],
         };
         // Each variant masked as the key is.
         let mask = key.bound & key.mask_bit();

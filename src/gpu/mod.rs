@@ -8,6 +8,7 @@
 //!   the CPU backend, blocking or as futures.
 
 mod cache;
+mod chunk;
 mod device;
 mod encode;
 mod host;
@@ -19,6 +20,7 @@ mod scope;
 mod translate;
 mod wgsl;
 
+pub use chunk::{chunk_keys, ChunkShape, PreparedChunked};
 pub use device::{
     choose_adapter, device_requirements, list_adapters, wanted_features, AdapterReport, Chosen,
 };

@@ -42,6 +42,8 @@ macro_rules! sources {
 pub const SOURCES: &[(&str, &str)] = sources![
     "accepted_count",
     "bf16",
+    "chunk_state",
+    "chunk_wy",
     "conv",
     "entry",
     "entry_subgroup",

@@ -15,7 +15,8 @@ pub enum Lang {
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// record, replay, repeat or conv.
+    /// record, replay, repeat, conv, fold_record, chunk_wy or chunk_state (the chunked
+    /// record's passes, at the default chunk size).
     kernel: Op,
     #[command(flatten)]
     dtypes: crate::dtypes::DtypeArgs,
@@ -59,6 +60,10 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
         Op::Repeat => KernelKey::repeat(&shape.tape_k_repeat(), args.dtypes.dtype),
         Op::Conv => KernelKey::conv(args.dtypes.dtype),
         Op::FoldRecord => KernelKey::fold_record(&shape, dtypes, reduction, &class),
+        Op::ChunkWy => KernelKey::chunk_wy(&shape, dtypes, Default::default(), args.masked),
+        Op::ChunkState => {
+            KernelKey::chunk_state(&shape, dtypes, Default::default(), args.masked, true)
+        }
     };
     let target = match args.lang {
         Lang::Msl => Target::Msl,

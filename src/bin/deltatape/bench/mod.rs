@@ -20,9 +20,13 @@ pub struct Args {
     /// Activation dtypes (state and tape are f32).
     #[arg(long, value_delimiter = ',', default_value = "f32,bf16,f16")]
     dtypes: Vec<DType>,
-    /// Ops: record, replay, repeat.
+    /// Ops: record, replay, repeat, record_chunked (record in the chunked WY form,
+    /// chunks of `--chunk` steps; never picked by `record` itself).
     #[arg(long, value_delimiter = ',', default_value = "record,replay,repeat")]
     ops: Vec<String>,
+    /// Steps per chunk of record_chunked: 16, 32 or 64.
+    #[arg(long, default_value = "64")]
+    chunk: deltatape::cpu::ChunkSize,
     /// Key heads, value heads, key dim, value dim.
     #[arg(long, value_delimiter = ',', default_value = "16,32,128,128")]
     dims: Vec<usize>,
@@ -55,6 +59,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
             "record" => Ok(BenchOp::Record),
             "replay" => Ok(BenchOp::Replay),
             "repeat" => Ok(BenchOp::Repeat),
+            "record_chunked" => Ok(BenchOp::RecordChunked),
             other => Err(other.to_string()),
         })
         .collect::<Result<Vec<_>, _>>();
@@ -62,7 +67,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
         match ops {
             Ok(o) => o,
             Err(o) => {
-                eprintln!("unknown op `{o}` (record, replay, repeat)");
+                eprintln!("unknown op `{o}` (record, replay, repeat, record_chunked)");
                 return Ok(ExitCode::from(2));
             }
         },
@@ -91,6 +96,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
         runs: args.runs,
         copy_bytes: args.copy_mib << 20,
         repeat_rotate_bytes: args.repeat_rotate_mib << 20,
+        chunk: args.chunk,
     };
     let gpu = GpuBackend::from_env()?;
     eprintln!("bench on {}", gpu.describe());

@@ -30,7 +30,8 @@
 //! off by default.
 
 use super::timestamps::{self, Clock, Untrusted};
-use deltatape::gpu::{Prepared, RecordBuffers, RepeatBuffers, ReplayBuffers};
+use deltatape::cpu::ChunkSize;
+use deltatape::gpu::{Prepared, PreparedChunked, RecordBuffers, RepeatBuffers, ReplayBuffers};
 use deltatape::wgpu;
 use deltatape::{DType, Error, GdnDtypes, GdnShape, GpuBackend, GqaLayout, RepeatShape, Result};
 use std::time::Instant;
@@ -57,6 +58,8 @@ pub struct BenchConfig {
     pub copy_bytes: u64,
     /// Bytes repeat's rotating buffer sets cover together (0: one set, reused).
     pub repeat_rotate_bytes: u64,
+    /// Steps per chunk of record_chunked.
+    pub chunk: ChunkSize,
 }
 
 impl Default for BenchConfig {
@@ -74,6 +77,7 @@ impl Default for BenchConfig {
             runs: 20,
             copy_bytes: 512 << 20,
             repeat_rotate_bytes: 0,
+            chunk: ChunkSize::default(),
         }
     }
 }
@@ -83,6 +87,9 @@ pub enum BenchOp {
     Record,
     Replay,
     Repeat,
+    /// record in the chunked WY form (both passes; its scratch is not counted in the
+    /// bytes moved, which are record's).
+    RecordChunked,
 }
 
 impl BenchOp {
@@ -91,6 +98,7 @@ impl BenchOp {
             BenchOp::Record => "record",
             BenchOp::Replay => "replay",
             BenchOp::Repeat => "repeat",
+            BenchOp::RecordChunked => "record_chunked",
         }
     }
 }
@@ -163,7 +171,7 @@ pub fn moved_bytes(op: BenchOp, shape: &GdnShape, act_bytes: u64) -> u64 {
     let f32b = |n: usize| n as u64 * 4;
     let a = act_bytes;
     match op {
-        BenchOp::Record => {
+        BenchOp::Record | BenchOp::RecordChunked => {
             2 * f32b(shape.state_len())
                 + a * (2 * shape.qk_len() + 2 * shape.v_len() + 2 * shape.gate_len()) as u64
                 + f32b(shape.v_len())
@@ -196,6 +204,7 @@ fn dispatch_floor(gpu: &GpuBackend, timer: &mut Timer<'_>) -> Result<DispatchFlo
         .map(|(src, dst)| {
             let buffers = RepeatBuffers { src, dst };
             gpu.prepare_repeat(&shape, GqaLayout::Blocked, DType::F32, &buffers)
+                .map(Dispatch::One)
         })
         .collect::<Result<Vec<_>>>()?;
     let before = timer.clock_now();
@@ -228,7 +237,7 @@ struct Timer<'a> {
 fn time_batch(
     gpu: &GpuBackend,
     timer: &mut Timer<'_>,
-    prepared: &[Prepared],
+    prepared: &[Dispatch],
 ) -> Result<(f64, f64, f64)> {
     let mut best = (f64::MAX, f64::MAX, f64::MAX);
     for _ in 0..5 {
@@ -266,6 +275,33 @@ fn time_batch(
     }
     let n = BATCH as f64;
     Ok((best.0 / n, best.1 / n, best.2 / n))
+}
+
+/// What one cell times: one prepared dispatch, or the chunked record's two.
+#[derive(Clone)]
+enum Dispatch {
+    One(Prepared),
+    Chunked(PreparedChunked),
+}
+
+impl Dispatch {
+    fn encode_timed(
+        &self,
+        e: &mut wgpu::CommandEncoder,
+        ts: Option<wgpu::ComputePassTimestampWrites<'_>>,
+    ) {
+        match self {
+            Dispatch::One(p) => p.encode_timed(e, ts),
+            Dispatch::Chunked(p) => p.encode_timed(e, ts),
+        }
+    }
+
+    fn encode_in(&self, pass: &mut wgpu::ComputePass<'_>) {
+        match self {
+            Dispatch::One(p) => p.encode_in(pass),
+            Dispatch::Chunked(p) => p.encode_in(pass),
+        }
+    }
 }
 
 type EncodeFn<'f> =
@@ -558,27 +594,35 @@ pub fn run(
                     let acc = gpu.words_buffer(&vec![steps as u32; batch]);
                     let bytes = moved_bytes(op, &shape, a);
                     let mut rotating = Vec::new();
+                    let record_buffers = RecordBuffers {
+                        q: &q,
+                        k: &k,
+                        v: &v,
+                        g: &g,
+                        beta: &beta,
+                        state_in: &state,
+                        y: &y,
+                        state_out: Some(&state_out),
+                        delta: &delta,
+                        mask: None,
+                        tape_k_grouped: None,
+                        tape_g: None,
+                    };
                     let prepared = match op {
-                        BenchOp::Record => gpu.prepare_record(
+                        BenchOp::Record => Dispatch::One(gpu.prepare_record(
                             &shape,
                             GqaLayout::Blocked,
                             dt,
-                            &RecordBuffers {
-                                q: &q,
-                                k: &k,
-                                v: &v,
-                                g: &g,
-                                beta: &beta,
-                                state_in: &state,
-                                y: &y,
-                                state_out: Some(&state_out),
-                                delta: &delta,
-                                mask: None,
-                                tape_k_grouped: None,
-                                tape_g: None,
-                            },
-                        )?,
-                        BenchOp::Replay => gpu.prepare_replay(
+                            &record_buffers,
+                        )?),
+                        BenchOp::RecordChunked => Dispatch::Chunked(gpu.prepare_record_chunked(
+                            &shape,
+                            GqaLayout::Blocked,
+                            dt,
+                            cfg.chunk,
+                            &record_buffers,
+                        )?),
+                        BenchOp::Replay => Dispatch::One(gpu.prepare_replay(
                             &shape,
                             GqaLayout::Blocked,
                             dt,
@@ -593,7 +637,7 @@ pub fn run(
                                 tape_k_grouped: None,
                                 status: None,
                             },
-                        )?,
+                        )?),
                         BenchOp::Repeat => {
                             let rs = shape.tape_k_repeat();
                             let sets = cfg.repeat_rotate_bytes.div_ceil(bytes).clamp(1, 64);
@@ -612,7 +656,7 @@ pub fn run(
                                     },
                                 )?);
                             }
-                            rotating[0].clone()
+                            Dispatch::One(rotating[0].clone())
                         }
                     };
                     let before = timer.clock_now();

@@ -1,0 +1,616 @@
+//! The chunked WY form of record (`record_chunked`, src/cpu/chunk.rs and
+//! src/gpu/chunk.rs) against record itself: the CPU twin against `CpuBackend::record`,
+//! the GPU kernels against the CPU twin, at T around the chunk size, with masks, both
+//! GQA layouts, every activation dtype, f32 gates beside bf16 activations, vanishing and
+//! zero gates; and bad input as typed errors.
+
+mod common;
+use common::*;
+use deltatape::cpu::ChunkSize;
+use deltatape::{CpuBackend, Element, Error, GdnShape, GqaLayout, RecordInputs, Recorded};
+use half::{bf16, f16};
+
+/// A line that shows in `cargo test`'s output even when the test passes.
+macro_rules! report {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+fn cpu() -> CpuBackend {
+    CpuBackend::default()
+}
+
+/// T around a chunk of `c` steps: one step, a partial chunk, a whole one, one more,
+/// several and a tail.
+fn steps_around(c: usize) -> [usize; 5] {
+    [1, c - 1, c, c + 1, 3 * c + 5]
+}
+
+/// The largest of record's three relative errors (y, state, delta).
+fn worst<A: Element, S: Element, P: Element>(
+    got: &Recorded<A, S, P>,
+    want: &Recorded<A, S, P>,
+) -> f64 {
+    rel_err(&got.y, &want.y)
+        .max(rel_err(&got.state, &want.state))
+        .max(rel_err(&got.delta, &want.delta))
+}
+
+/// record_chunked on the CPU against record, inputs in `A` and gates in `G`.
+fn cpu_case<A: Element, G: Element>(
+    shape: &GdnShape,
+    layout: GqaLayout,
+    chunk: ChunkSize,
+    d: &Draw,
+    mask: Option<&[u32]>,
+) -> f64 {
+    let t = d.typed_gated::<A, G>();
+    let want: Recorded<A, f32, f32> = cpu()
+        .record(shape, layout, &t.inputs(mask), &d.state)
+        .unwrap();
+    let got: Recorded<A, f32, f32> = cpu()
+        .record_chunked(shape, layout, chunk, &t.inputs(mask), &d.state)
+        .unwrap();
+    let what = format!("cpu {shape:?} {layout:?} {chunk:?} mask {}", mask.is_some());
+    assert_record_close(&what, &got, &want);
+    worst(&got, &want)
+}
+
+#[test]
+fn cpu_chunked_matches_record_at_every_length_around_the_chunk() {
+    let mut largest = 0f64;
+    for chunk in ChunkSize::ALL {
+        for t in steps_around(chunk.steps()) {
+            for layout in LAYOUTS {
+                let shape = GdnShape::new(2, t, 2, 4, 16, 12).unwrap();
+                let d = draw(&shape, 7 + t as u64);
+                let m = mask(&shape, t as u64);
+                for mask in [None, Some(&m[..])] {
+                    largest = largest.max(cpu_case::<f32, f32>(&shape, layout, chunk, &d, mask));
+                }
+            }
+        }
+    }
+    report!("cpu chunked vs record, f32: largest relative error {largest:.2e}");
+}
+
+#[test]
+fn cpu_chunked_matches_record_in_every_dtype() {
+    let shape = GdnShape::new(1, 45, 1, 2, 16, 16).unwrap();
+    let d = draw(&shape, 3);
+    let m = mask(&shape, 3);
+    for layout in LAYOUTS {
+        for mask in [None, Some(&m[..])] {
+            let c = ChunkSize::C16;
+            let e16 = cpu_case::<f16, f16>(&shape, layout, c, &d, mask);
+            let eb = cpu_case::<bf16, bf16>(&shape, layout, c, &d, mask);
+            let ebf = cpu_case::<bf16, f32>(&shape, layout, c, &d, mask);
+            report!("cpu {layout:?} mask {}: f16 {e16:.2e}, bf16 {eb:.2e}, bf16 with f32 gates {ebf:.2e}", mask.is_some());
+        }
+    }
+}
+
+/// State and tape in 16-bit dtypes: each rounded once, when stored.
+#[test]
+fn cpu_chunked_rounds_the_state_and_tape_once() {
+    let shape = GdnShape::new(1, 37, 1, 2, 16, 16).unwrap();
+    let d = draw(&shape, 5);
+    let t = d.typed::<f32>();
+    let state: Vec<bf16> = deltatape::dtype::cast_from_f32(&d.state);
+    let want: Recorded<f32, bf16, f16> = cpu()
+        .record(&shape, GqaLayout::Tiled, &t.inputs(None), &state)
+        .unwrap();
+    let got: Recorded<f32, bf16, f16> = cpu()
+        .record_chunked(
+            &shape,
+            GqaLayout::Tiled,
+            ChunkSize::C16,
+            &t.inputs(None),
+            &state,
+        )
+        .unwrap();
+    assert_record_close("cpu bf16 state, f16 tape", &got, &want);
+}
+
+/// A long sequence of small heads: the state recurrence across 64 chunks.
+#[test]
+fn cpu_chunked_matches_record_over_4096_steps() {
+    let shape = GdnShape::new(1, 4096, 1, 2, 16, 16).unwrap();
+    let d = draw(&shape, 11);
+    let m = mask(&shape, 11);
+    for layout in LAYOUTS {
+        let e = cpu_case::<f32, f32>(&shape, layout, ChunkSize::C64, &d, Some(&m));
+        report!("cpu T = 4096 {layout:?}: {e:.2e}");
+    }
+}
+
+/// Gates that vanish (1e-30: their products underflow to 0 inside a chunk) and that
+/// are exactly 0 (no ratio of cumulative products may be formed: it would be 0/0).
+fn gate_draws(shape: &GdnShape, seed: u64) -> Vec<(&'static str, Draw)> {
+    let d = draw(shape, seed);
+    let mut vanishing = d.clone();
+    let mut zero = d.clone();
+    let mut one = d.clone();
+    for (i, ((a, b), c)) in vanishing
+        .g
+        .iter_mut()
+        .zip(zero.g.iter_mut())
+        .zip(one.g.iter_mut())
+        .enumerate()
+    {
+        if i % 3 == 0 {
+            *a = 1e-30;
+        }
+        if i % 5 == 2 {
+            *b = 0.0;
+        }
+        *c = 1.0;
+    }
+    vec![("vanishing", vanishing), ("zero", zero), ("one", one)]
+}
+
+#[test]
+fn cpu_chunked_takes_vanishing_and_zero_gates() {
+    let shape = GdnShape::new(1, 69, 1, 2, 16, 16).unwrap();
+    for (what, d) in gate_draws(&shape, 13) {
+        for chunk in ChunkSize::ALL {
+            let e = cpu_case::<f32, f32>(&shape, GqaLayout::Blocked, chunk, &d, None);
+            assert!(e.is_finite(), "{what}");
+        }
+    }
+}
+
+/// In the WY form the corrected values `U - W S` are record's delta: replaying the
+/// chunked tape onto the initial state gives record's state.
+#[test]
+fn cpu_chunked_tape_replays_to_records_state() {
+    let shape = GdnShape::new(2, 40, 1, 2, 16, 8).unwrap();
+    let d = draw(&shape, 17);
+    let m = mask(&shape, 17);
+    let t = d.typed::<f32>();
+    let layout = GqaLayout::Blocked;
+    let want: Recorded<f32, f32, f32> = cpu()
+        .record(&shape, layout, &t.inputs(Some(&m)), &d.state)
+        .unwrap();
+    let got: Recorded<f32, f32, f32> = cpu()
+        .record_chunked(
+            &shape,
+            layout,
+            ChunkSize::C16,
+            &t.inputs(Some(&m)),
+            &d.state,
+        )
+        .unwrap();
+    assert_close(
+        "tape delta",
+        &got.delta,
+        &want.delta,
+        tol(deltatape::DType::F32),
+    );
+    let k = cpu().repeat(&shape.tape_k_repeat(), layout, &t.k).unwrap();
+    let tape = deltatape::TapeRef {
+        delta: &got.delta,
+        k: &k,
+        g: &t.g,
+    };
+    let accepted = vec![shape.steps() as u32; shape.batch()];
+    let replayed = cpu()
+        .replay::<f32, f32, f32>(&shape, &tape, &d.state, &accepted, Some(&m))
+        .unwrap();
+    assert_close(
+        "replayed state",
+        &replayed,
+        &want.state,
+        tol(deltatape::DType::F32),
+    );
+    // Masked steps: y and delta are zero.
+    for (i, &live) in m.iter().enumerate() {
+        if live == 0 {
+            let (b, step) = (i / shape.steps(), i % shape.steps());
+            let at = shape.v_index(b, step, 0, 0);
+            let n = shape.value_heads() * shape.value_dim();
+            assert!(got.y[at..at + n].iter().all(|&x| x == 0.0));
+            assert!(got.delta[at..at + n].iter().all(|&x| x == 0.0));
+        }
+    }
+}
+
+#[test]
+fn cpu_chunked_refuses_bad_lengths() {
+    let shape = GdnShape::new(1, 5, 1, 2, 16, 16).unwrap();
+    let d = draw(&shape, 1);
+    let t = d.typed::<f32>();
+    let short = RecordInputs {
+        v: &t.v[1..],
+        ..t.inputs(None)
+    };
+    let r: Result<Recorded<f32, f32, f32>, _> =
+        cpu().record_chunked(&shape, GqaLayout::Blocked, ChunkSize::C16, &short, &d.state);
+    assert!(matches!(r, Err(Error::Length { arg: "v", .. })), "{r:?}");
+    let r: Result<Recorded<f32, f32, f32>, _> = cpu().record_chunked(
+        &shape,
+        GqaLayout::Blocked,
+        ChunkSize::C16,
+        &t.inputs(None),
+        &d.state[1..],
+    );
+    assert!(
+        matches!(
+            r,
+            Err(Error::Length {
+                arg: "state_in",
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+}
+
+// ---- The GPU's portable path against the CPU reference ----
+
+/// record_chunked on the GPU against the CPU's record, inputs in `A`, gates in `G`,
+/// state in `S`, tape in `P`; the largest of the three relative errors.
+fn gpu_case<A: Element, S: Element, P: Element, G: Element>(
+    gpu: &deltatape::GpuBackend,
+    shape: &GdnShape,
+    layout: GqaLayout,
+    chunk: ChunkSize,
+    d: &Draw,
+    mask: Option<&[u32]>,
+) -> f64 {
+    let t = d.typed_gated::<A, G>();
+    let state: Vec<S> = deltatape::dtype::cast_from_f32(&d.state);
+    let want: Recorded<A, S, P> = cpu()
+        .record(shape, layout, &t.inputs(mask), &state)
+        .unwrap();
+    let got: Recorded<A, S, P> = gpu
+        .record_chunked(shape, layout, chunk, &t.inputs(mask), &state)
+        .unwrap();
+    let what = format!("gpu {shape:?} {layout:?} {chunk:?} mask {}", mask.is_some());
+    assert_record_close(&what, &got, &want);
+    worst(&got, &want)
+}
+
+#[test]
+fn gpu_chunked_matches_record_at_every_length_around_the_chunk() {
+    let Some(gpu) = gpu() else { return };
+    for chunk in ChunkSize::ALL {
+        let mut largest = 0f64;
+        for t in steps_around(chunk.steps()) {
+            for layout in LAYOUTS {
+                let shape = GdnShape::new(2, t, 2, 4, 16, 12).unwrap();
+                let d = draw(&shape, 7 + t as u64);
+                let m = mask(&shape, t as u64);
+                for mask in [None, Some(&m[..])] {
+                    let e = gpu_case::<f32, f32, f32, f32>(&gpu, &shape, layout, chunk, &d, mask);
+                    largest = largest.max(e);
+                }
+            }
+        }
+        report!("gpu chunked vs record, f32, {chunk:?}: largest relative error {largest:.2e}");
+    }
+}
+
+#[test]
+fn gpu_chunked_matches_record_over_4096_steps() {
+    let Some(gpu) = gpu() else { return };
+    let shape = GdnShape::new(1, 4096, 1, 2, 16, 16).unwrap();
+    let d = draw(&shape, 11);
+    let m = mask(&shape, 11);
+    for chunk in ChunkSize::ALL {
+        for (layout, mask) in [(GqaLayout::Blocked, None), (GqaLayout::Tiled, Some(&m[..]))] {
+            let e = gpu_case::<f32, f32, f32, f32>(&gpu, &shape, layout, chunk, &d, mask);
+            report!(
+                "gpu T = 4096 {chunk:?} {layout:?} mask {}: {e:.2e}",
+                mask.is_some()
+            );
+        }
+    }
+}
+
+#[test]
+fn gpu_chunked_matches_record_in_every_dtype() {
+    let Some(gpu) = gpu() else { return };
+    let f16_ok = gpu
+        .features()
+        .contains(deltatape::wgpu::Features::SHADER_F16);
+    let shape = GdnShape::new(1, 77, 1, 2, 16, 16).unwrap();
+    let d = draw(&shape, 3);
+    let m = mask(&shape, 3);
+    for layout in LAYOUTS {
+        for mask in [None, Some(&m[..])] {
+            for chunk in [ChunkSize::C16, ChunkSize::C64] {
+                let g = &gpu;
+                let eb = gpu_case::<bf16, f32, f32, bf16>(g, &shape, layout, chunk, &d, mask);
+                let ebf = gpu_case::<bf16, f32, f32, f32>(g, &shape, layout, chunk, &d, mask);
+                let ebb = gpu_case::<bf16, bf16, bf16, bf16>(g, &shape, layout, chunk, &d, mask);
+                let mut line = format!(
+                    "gpu {layout:?} {chunk:?} mask {}: bf16 {eb:.2e}, bf16 with f32 gates {ebf:.2e}, all bf16 {ebb:.2e}",
+                    mask.is_some()
+                );
+                if f16_ok {
+                    let e16 = gpu_case::<f16, f32, f32, f16>(g, &shape, layout, chunk, &d, mask);
+                    let e16s = gpu_case::<f16, f16, f16, f16>(g, &shape, layout, chunk, &d, mask);
+                    line += &format!(", f16 {e16:.2e}, all f16 {e16s:.2e}");
+                } else {
+                    line += ", f16 skipped (no SHADER_F16)";
+                }
+                report!("{line}");
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_chunked_takes_vanishing_and_zero_gates() {
+    let Some(gpu) = gpu() else { return };
+    let shape = GdnShape::new(1, 69, 1, 2, 16, 16).unwrap();
+    for (what, d) in gate_draws(&shape, 13) {
+        for chunk in ChunkSize::ALL {
+            let e =
+                gpu_case::<f32, f32, f32, f32>(&gpu, &shape, GqaLayout::Blocked, chunk, &d, None);
+            report!("gpu {what} gates {chunk:?}: {e:.2e}");
+        }
+    }
+}
+
+/// Shapes off the tiles: odd Dk and Dv (f32), Dk past one tile but not a whole number
+/// of them, Dv above a block of rows, the largest Dk, GQA groups of 3.
+#[test]
+fn gpu_chunked_takes_odd_shapes() {
+    let Some(gpu) = gpu() else { return };
+    let shapes = [
+        (2, 37, 1, 3, 13, 7),
+        (1, 50, 2, 6, 94, 46),
+        (1, 20, 1, 1, 256, 2),
+        (1, 33, 1, 2, 5, 33),
+    ];
+    for (b, t, hk, hv, dk, dv) in shapes {
+        let shape = GdnShape::new(b, t, hk, hv, dk, dv).unwrap();
+        let d = draw(&shape, dk as u64);
+        let m = mask(&shape, dv as u64);
+        for layout in LAYOUTS {
+            for chunk in [ChunkSize::C16, ChunkSize::C32] {
+                let e = gpu_case::<f32, f32, f32, f32>(&gpu, &shape, layout, chunk, &d, Some(&m));
+                report!("gpu {shape:?} {layout:?} {chunk:?}: {e:.2e}");
+            }
+        }
+    }
+    // A real layer's heads (Dk = Dv = 128) over 512 steps, at every chunk size.
+    let shape = GdnShape::new(1, 512, 1, 2, 128, 128).unwrap();
+    let d = draw(&shape, 128);
+    for chunk in ChunkSize::ALL {
+        let e = gpu_case::<f32, f32, f32, f32>(&gpu, &shape, GqaLayout::Tiled, chunk, &d, None);
+        report!("gpu {shape:?} {chunk:?}: {e:.2e}");
+    }
+    // An empty draft: the state passes through.
+    let shape = GdnShape::new(1, 0, 1, 2, 16, 16).unwrap();
+    let d = draw(&shape, 1);
+    gpu_case::<f32, f32, f32, f32>(&gpu, &shape, GqaLayout::Blocked, ChunkSize::C16, &d, None);
+}
+
+#[test]
+fn gpu_chunked_refuses_bad_input_with_typed_errors() {
+    let Some(gpu) = gpu() else { return };
+    let layout = GqaLayout::Blocked;
+    let c = ChunkSize::C16;
+    let shape = GdnShape::new(1, 5, 1, 2, 16, 16).unwrap();
+    let d = draw(&shape, 1);
+    let t = d.typed::<f32>();
+    let short = RecordInputs {
+        q: &t.q[1..],
+        ..t.inputs(None)
+    };
+    let r = gpu.record_chunked::<f32, f32, f32, f32>(&shape, layout, c, &short, &d.state);
+    assert!(matches!(r, Err(Error::Length { arg: "q", .. })), "{r:?}");
+    let r = gpu.record_chunked::<f32, f32, f32, f32>(&shape, layout, c, &t.inputs(None), &[]);
+    assert!(
+        matches!(
+            r,
+            Err(Error::Length {
+                arg: "state_in",
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    // Dk above the kernels' limit.
+    let wide = GdnShape::new(1, 2, 1, 1, 300, 4).unwrap();
+    let dw = draw(&wide, 2);
+    let tw = dw.typed::<f32>();
+    let r = gpu.record_chunked::<f32, f32, f32, f32>(&wide, layout, c, &tw.inputs(None), &dw.state);
+    assert!(
+        matches!(r, Err(Error::DimTooLarge { arg: "key_dim", .. })),
+        "{r:?}"
+    );
+    // bf16 y with an odd Dv.
+    let odd = GdnShape::new(1, 3, 1, 1, 16, 5).unwrap();
+    let dodd = draw(&odd, 3);
+    let todd = dodd.typed::<bf16>();
+    let r = gpu.record_chunked::<bf16, f32, f32, bf16>(
+        &odd,
+        layout,
+        c,
+        &todd.inputs(None),
+        &dodd.state,
+    );
+    assert!(
+        matches!(
+            r,
+            Err(Error::Unsupported {
+                arg: "value_dim",
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+}
+
+/// The resident path: the tape's k and g copies are refused, y aliasing v is refused,
+/// and a prepared dispatch encodes like the host call computes.
+#[test]
+fn gpu_prepare_record_chunked_checks_its_buffers() {
+    use deltatape::gpu::RecordBuffers;
+    use deltatape::wgpu::util::DeviceExt;
+    let Some(gpu) = gpu() else { return };
+    let shape = GdnShape::new(1, 21, 1, 2, 16, 16).unwrap();
+    let d = draw(&shape, 4);
+    let t = d.typed::<f32>();
+    let dev = gpu.device();
+    let usage = deltatape::wgpu::BufferUsages::STORAGE
+        | deltatape::wgpu::BufferUsages::COPY_SRC
+        | deltatape::wgpu::BufferUsages::COPY_DST;
+    let up = |x: &[f32]| {
+        dev.create_buffer_init(&deltatape::wgpu::util::BufferInitDescriptor {
+            label: None,
+            contents: bytemuck::cast_slice(x),
+            usage,
+        })
+    };
+    let (q, k, v, g, beta, s) = (
+        up(&t.q),
+        up(&t.k),
+        up(&t.v),
+        up(&t.g),
+        up(&t.beta),
+        up(&d.state),
+    );
+    let zeros = |n: usize| up(&vec![0f32; n]);
+    let (y, so, delta, tk) = (
+        zeros(shape.v_len()),
+        zeros(shape.state_len()),
+        zeros(shape.v_len()),
+        zeros(shape.qk_len()),
+    );
+    let buffers = |y, tape_k_grouped| RecordBuffers {
+        q: &q,
+        k: &k,
+        v: &v,
+        g: &g,
+        beta: &beta,
+        state_in: &s,
+        y,
+        state_out: Some(&so),
+        delta: &delta,
+        mask: None,
+        tape_k_grouped,
+        tape_g: None,
+    };
+    let dtypes = deltatape::GdnDtypes::F32;
+    let (layout, c) = (GqaLayout::Blocked, ChunkSize::C16);
+    let r = gpu.prepare_record_chunked(&shape, layout, dtypes, c, &buffers(&y, Some(&tk)));
+    assert!(
+        matches!(
+            r,
+            Err(Error::Unsupported {
+                arg: "tape_k_grouped",
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    let r = gpu.prepare_record_chunked(&shape, layout, dtypes, c, &buffers(&v, None));
+    assert!(
+        matches!(
+            r,
+            Err(Error::Aliased {
+                arg: "y",
+                other: "v",
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    let prepared = gpu
+        .prepare_record_chunked(&shape, layout, dtypes, c, &buffers(&y, None))
+        .unwrap();
+    let mut encoder = gpu.encoder();
+    prepared.encode(&mut encoder);
+    gpu.queue().submit([encoder.finish()]);
+    let read = |b: &deltatape::wgpu::Buffer| -> Vec<f32> {
+        let len = (b.size() / 4) as usize;
+        gpu.read_buffer("test", b, len).unwrap()
+    };
+    let want: Recorded<f32, f32, f32> = cpu()
+        .record(&shape, layout, &t.inputs(None), &d.state)
+        .unwrap();
+    assert_close("resident y", &read(&y), &want.y, tol(deltatape::DType::F32));
+    assert_close(
+        "resident state",
+        &read(&so),
+        &want.state,
+        tol(deltatape::DType::F32),
+    );
+    assert_close(
+        "resident delta",
+        &read(&delta),
+        &want.delta,
+        tol(deltatape::DType::F32),
+    );
+    // Without state_out (a rollback's draft keeps one state): y and delta as before.
+    let (y2, delta2) = (zeros(shape.v_len()), zeros(shape.v_len()));
+    let no_state = RecordBuffers {
+        state_out: None,
+        delta: &delta2,
+        ..buffers(&y2, None)
+    };
+    let prepared = gpu
+        .prepare_record_chunked(&shape, layout, dtypes, c, &no_state)
+        .unwrap();
+    let mut encoder = gpu.encoder();
+    prepared.encode(&mut encoder);
+    gpu.queue().submit([encoder.finish()]);
+    let f32_tol = tol(deltatape::DType::F32);
+    assert_close("y, no state_out", &read(&y2), &want.y, f32_tol);
+    assert_close("delta, no state_out", &read(&delta2), &want.delta, f32_tol);
+}
+
+/// `deltatape bench --ops record_chunked` times the chunked record as an op of its own,
+/// beside record, at the chunk size `--chunk` names; a bad chunk size is refused.
+#[test]
+fn bench_times_record_chunked_as_its_own_op() {
+    if !has_gpu() {
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_deltatape");
+    let run = |chunk: &str| {
+        std::process::Command::new(bin)
+            .args([
+                "bench",
+                "--batches",
+                "1",
+                "--steps",
+                "20",
+                "--dtypes",
+                "f32",
+            ])
+            .args(["--ops", "record,record_chunked", "--dims", "1,2,16,16"])
+            .args([
+                "--copy-mib",
+                "1",
+                "--runs",
+                "2",
+                "--warmup",
+                "1",
+                "--chunk",
+                chunk,
+            ])
+            .output()
+            .expect("run deltatape")
+    };
+    let out = run("16");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for op in ["record ", "record_chunked "] {
+        assert!(stdout.lines().any(|l| l.starts_with(op)), "{op}: {stdout}");
+    }
+    let bad = run("48");
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("chunk"));
+}
