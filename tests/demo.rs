@@ -302,8 +302,9 @@ fn tune_prints_choices_and_writes_the_file() {
     assert_eq!(rows.len(), 4, "{stdout}");
     for row in &rows {
         let cols: Vec<&str> = row.split_whitespace().collect();
-        let us: f64 = cols[cols.len() - 2].parse().unwrap_or(f64::NAN);
+        let us: f64 = cols[cols.len() - 3].parse().unwrap_or(f64::NAN);
         assert!(us > 0.0 && us.is_finite(), "{row}");
+        assert!(["gpu", "wall"].contains(&cols[cols.len() - 1]), "{row}");
     }
     let text = std::fs::read_to_string(&file).expect("the tuning file");
     assert!(text.starts_with("deltatape-tuning 1\nadapter\t"), "{text}");

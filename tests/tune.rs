@@ -146,6 +146,10 @@ fn tune_chooses_caches_and_keeps_results() {
                 .unwrap_or_else(|| panic!("no {op:?} choice at {shape:?}"));
             assert!(c.micros.is_finite() && c.micros > 0.0, "{c:?}");
             assert!(c.micros <= c.default_micros, "{c:?}");
+            let timestamps = g
+                .features()
+                .contains(deltatape::wgpu::Features::TIMESTAMP_QUERY);
+            assert!(timestamps || !c.gpu_clock, "{c:?}");
         }
     }
     // The file holds the same classes; the in-memory cache and the file agree.
@@ -223,8 +227,8 @@ fn classes_from_a_file_are_applied_and_keep_results() {
         file_text(
             &adapter,
             &[
-                "choice\top=record\tshape=2,3,1,2,32,8\tdtypes=f32,f32,f32,f32\tlanes=8\trows=-\trpt=1\tchunk=2\tearly=-\tscaled=1\tus=1\tdefault_us=2",
-                "choice\top=replay\tshape=2,3,1,2,32,8\tdtypes=f32,f32,f32,f32\tlanes=2\trows=-\trpt=1\tchunk=1\tearly=-\tscaled=-\tus=1\tdefault_us=2",
+                "choice\top=record\tshape=2,3,1,2,32,8\tdtypes=f32,f32,f32,f32\tlanes=8\trows=-\trpt=1\tchunk=2\tearly=-\tscaled=1\tus=1\tdefault_us=2\tclock=wall",
+                "choice\top=replay\tshape=2,3,1,2,32,8\tdtypes=f32,f32,f32,f32\tlanes=2\trows=-\trpt=1\tchunk=1\tearly=-\tscaled=-\tus=1\tdefault_us=2\tclock=wall",
             ],
         ),
     )
@@ -310,7 +314,7 @@ fn a_corrupt_file_is_refused() {
         driver: "d".into(),
         driver_info: "1.0".into(),
     };
-    let good = "choice\top=record\tshape=1,2,1,2,16,8\tdtypes=f32,f32,f32,f32\tlanes=-\trows=-\trpt=1\tchunk=-\tearly=-\tscaled=-\tus=1\tdefault_us=2";
+    let good = "choice\top=record\tshape=1,2,1,2,16,8\tdtypes=f32,f32,f32,f32\tlanes=-\trows=-\trpt=1\tchunk=-\tearly=-\tscaled=-\tus=1\tdefault_us=2\tclock=wall";
     let valid = file_text(&adapter, &[good]);
     let cases: Vec<(String, usize)> = vec![
         (String::new(), 0),
@@ -326,6 +330,7 @@ fn a_corrupt_file_is_refused() {
             3,
         ),
         (valid.replace("\tus=1", ""), 3),
+        (valid.replace("clock=wall", "clock=sundial"), 3),
         (file_text(&adapter, &[good, good]), 4),
         (
             file_text(

@@ -7,7 +7,7 @@
 //! ```text
 //! deltatape-tuning 1
 //! adapter  name=...  backend=...  vendor=...  device=...  driver=...  driver_info=...
-//! choice  op=record  shape=B,T,Hk,Hv,Dk,Dv  dtypes=act,state,tape,gate  lanes=4  rows=-  rpt=1  chunk=8  early=-  scaled=0  us=..  default_us=..
+//! choice  op=record  shape=B,T,Hk,Hv,Dk,Dv  dtypes=act,state,tape,gate  lanes=4  rows=-  rpt=1  chunk=8  early=-  scaled=0  us=..  default_us=..  clock=gpu
 //! ```
 //! (`-`: the table's default for that parameter.)
 
@@ -227,6 +227,7 @@ impl GpuBackend {
                 class,
                 micros,
                 default_micros,
+                gpu_clock: clock,
             });
         }
     }
@@ -518,7 +519,7 @@ fn to_text(tuning: &Tuning, adapter: &AdapterKey) -> String {
         let (s, d) = (&c.shape, &c.dtypes);
         let _ = writeln!(
             out,
-            "choice\top={}\tshape={},{},{},{},{},{}\tdtypes={},{},{},{}\tlanes={}\trows={}\trpt={}\tchunk={}\tearly={}\tscaled={}\tus={:.3}\tdefault_us={:.3}",
+            "choice\top={}\tshape={},{},{},{},{},{}\tdtypes={},{},{},{}\tlanes={}\trows={}\trpt={}\tchunk={}\tearly={}\tscaled={}\tus={:.3}\tdefault_us={:.3}\tclock={}",
             c.op.name(),
             s.batch(),
             s.steps(),
@@ -538,6 +539,7 @@ fn to_text(tuning: &Tuning, adapter: &AdapterKey) -> String {
             flag(c.class.scaled_state),
             c.micros,
             c.default_micros,
+            if c.gpu_clock { "gpu" } else { "wall" },
         );
     }
     out
@@ -637,6 +639,11 @@ fn parse(text: &str) -> std::result::Result<Tuning, ParseError> {
             .map_err(|e| (n, e.to_string()))?;
         let micros = f.number::<f64>("us")?;
         let default_micros = f.number::<f64>("default_us")?;
+        let gpu_clock = match f.get("clock")? {
+            "gpu" => true,
+            "wall" => false,
+            v => return Err((n, format!("`clock={v}`: expected gpu or wall"))),
+        };
         if choices
             .iter()
             .any(|c: &Choice| c.op == op && c.shape == shape && c.dtypes == dtypes)
@@ -653,6 +660,7 @@ fn parse(text: &str) -> std::result::Result<Tuning, ParseError> {
             class,
             micros,
             default_micros,
+            gpu_clock,
         });
     }
     Ok(Tuning {

@@ -313,6 +313,8 @@ pub struct Choice {
     /// Median microseconds of one dispatch in the chosen class, and in the default one.
     pub micros: f64,
     pub default_micros: f64,
+    /// Whether the times are GPU timestamps (else wall clock, submit to completion).
+    pub gpu_clock: bool,
 }
 
 /// The shape classes a [`super::GpuBackend`] uses where they differ from the crate's

@@ -49,21 +49,22 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
     };
     let tuning = gpu.tune(&shapes, args.dtypes.gdn(), &options)?;
     println!(
-        "{:<7} {:>5} {:>4} {:<28} {:>11} {:>11}",
-        "op", "B", "T", "class", "us", "default us"
+        "{:<7} {:>5} {:>4} {:<28} {:>11} {:>11} {:>5}",
+        "op", "B", "T", "class", "us", "default us", "clock"
     );
     for c in tuning.choices() {
         if !shapes.contains(&c.shape) || c.dtypes != args.dtypes.gdn() {
             continue;
         }
         println!(
-            "{:<7} {:>5} {:>4} {:<28} {:>11.2} {:>11.2}",
+            "{:<7} {:>5} {:>4} {:<28} {:>11.2} {:>11.2} {:>5}",
             c.op.name(),
             c.shape.batch(),
             c.shape.steps(),
             describe(&c.class),
             c.micros,
-            c.default_micros
+            c.default_micros,
+            if c.gpu_clock { "gpu" } else { "wall" },
         );
     }
     println!("wrote {}", args.out.display());
