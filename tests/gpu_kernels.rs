@@ -4,7 +4,7 @@
 
 mod common;
 use common::*;
-use deltatape::gpu::{GpuBackend, RecordBuffers, RepeatBuffers, ReplayBuffers, Tuning};
+use deltatape::gpu::{GpuBackend, GpuOptions, RecordBuffers, RepeatBuffers, ReplayBuffers, Tuning};
 use deltatape::internals::{KernelKey, Op, Reduction, ShapeClass};
 use deltatape::{
     Backend, DType, Element, Error, GdnDtypes, GdnShape, GqaLayout, RecordInputs, Recorded,
@@ -205,14 +205,17 @@ fn record_large_grid(g: &GpuBackend, steps: usize) {
 #[test]
 fn record_with_vanishing_gates_matches_cpu() {
     let Some(device) = gpu() else { return };
-    // Backends on the test's device with the measured classes (not the environment's
-    // overrides) and with the scaled state forced on or off.
+    // Backends on the test's device, each with caches of its own, with the measured
+    // classes (not the environment's overrides) and with the scaled state forced on or
+    // off.
     let with = |scaled| {
         let tuning = Tuning::default().with_record_class(ShapeClass {
             scaled_state: scaled,
             ..ShapeClass::default()
         });
-        device.with_tuning(tuning).unwrap()
+        let (d, q) = (device.device().clone(), device.queue().clone());
+        let own = GpuBackend::from_device(d, q, None, GpuOptions::default()).unwrap();
+        own.with_tuning(tuning).unwrap()
     };
     let (g, flipped) = (with(None), |scaled| with(Some(scaled)));
     let gates = [

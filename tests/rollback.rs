@@ -778,7 +778,7 @@ fn gpu_deferred_commit_matches_the_eager_one() {
     // invocation; large ones fetch after it with two rows and keep the state scaled
     // (KernelKey::early_fold, scaled_state, the large-grid class): that class too, on
     // the same device.
-    use deltatape::gpu::{GpuBackend, Tuning};
+    use deltatape::gpu::{GpuBackend, GpuOptions, Tuning};
     use deltatape::internals::{Op, ShapeClass};
     let late = Tuning::default().with_record_class(ShapeClass {
         early_fold: Some(false),
@@ -786,7 +786,14 @@ fn gpu_deferred_commit_matches_the_eager_one() {
         scaled_state: Some(true),
         ..ShapeClass::default()
     });
-    let g_late = g.with_tuning(late).unwrap();
+    // A backend with caches of its own: its compiled kernels are its own.
+    let own = GpuBackend::from_device(
+        g.device().clone(),
+        g.queue().clone(),
+        None,
+        GpuOptions::default(),
+    );
+    let g_late = own.unwrap().with_tuning(late).unwrap();
     deferred_case::<bf16>(
         &g_late,
         GdnShape::new(2, 3, 1, 2, 16, 4).unwrap(),
