@@ -76,7 +76,13 @@ fn knob_without_effect_is_an_error() {
     for var in ["DELTATAPE_REPLAY_EARLY", "DELTATAPE_REPLAY_SCALED"] {
         std::env::set_var(var, "1");
         let got = Tuning::from_env();
+        // The backends' environment constructors refuse it too (before any device).
+        let backend = Backend::from_env().map(|_| ());
         std::env::remove_var(var);
+        assert!(
+            matches!(&backend, Err(Error::BadEnv { var: v, .. }) if v == var),
+            "{backend:?}"
+        );
         assert!(
             matches!(&got, Err(Error::BadEnv { var: v, .. }) if v == var),
             "{var}: {got:?}"

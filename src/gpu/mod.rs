@@ -206,7 +206,7 @@ impl GpuBackend {
         if let (Some(theirs), Some(ours)) = (tuning.adapter(), self.adapter_key()) {
             if *theirs != ours {
                 return Err(Error::TuningAdapter {
-                    path: String::new(),
+                    path: "passed to with_tuning".into(),
                     tuned: theirs.to_string(),
                     adapter: ours.to_string(),
                 });
