@@ -43,7 +43,8 @@ pub enum Backend {
 impl Backend {
     /// `choice`, with `DELTATAPE_BACKEND=cpu|gpu|auto` overriding it when set, and the
     /// options of each backend read from the environment ([`CpuOptions::from_env`],
-    /// [`GpuOptions::from_env`]).
+    /// [`GpuOptions::from_env`], and the GPU's shape classes from
+    /// [`crate::Tuning::from_env`]).
     pub fn from_env() -> Result<Self> {
         let choice = match std::env::var("DELTATAPE_BACKEND") {
             Err(_) => BackendChoice::Auto,
@@ -53,7 +54,11 @@ impl Backend {
                 why: "expected cpu, gpu or auto",
             })?,
         };
-        Self::with_options(choice, CpuOptions::from_env()?, GpuOptions::from_env()?)
+        let tuning = crate::Tuning::from_env()?;
+        match Self::with_options(choice, CpuOptions::from_env()?, GpuOptions::from_env()?)? {
+            Backend::Gpu(gpu) => gpu.with_tuning(tuning).map(Backend::Gpu),
+            cpu @ Backend::Cpu(_) => Ok(cpu),
+        }
     }
 
     /// Create the backend `choice` names, with default options.

@@ -138,13 +138,35 @@ pub enum Error {
     #[error("{op}: GPU readback timed out after {millis} ms")]
     Timeout { op: &'static str, millis: u64 },
 
-    /// An environment variable has a value the crate does not understand.
+    /// An environment variable has a value the crate does not understand, or one that
+    /// would have no effect.
     #[error("environment variable {var}={value}: {why}")]
     BadEnv {
         var: String,
         value: String,
         why: &'static str,
     },
+
+    /// A tuning file that is not one the crate writes (`line`: 1-based; 0: the file as
+    /// a whole).
+    #[error("tuning file {path}, line {line}: {why}")]
+    TuningFile {
+        path: String,
+        line: usize,
+        why: String,
+    },
+
+    /// A tuning measured on another adapter or driver than the backend's.
+    #[error("tuning {path}: measured on {tuned}, not on this backend's {adapter}")]
+    TuningAdapter {
+        path: String,
+        tuned: String,
+        adapter: String,
+    },
+
+    /// Reading or writing a file failed.
+    #[error("{path}: {message}")]
+    Io { path: String, message: String },
 }
 
 impl Error {

@@ -24,20 +24,38 @@ pub mod dtype;
 mod error;
 pub mod gpu;
 mod models;
-pub mod operand;
+mod operand;
 mod ops;
 mod rollback;
 mod shape;
+
+/// The crate's workshop, for its command line and tests: kernel keys and their
+/// enumeration, shape classes and the threshold table, operand tables, naga translation,
+/// device choice. Not part of the stable API.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::dtype::{cast_from_f32, to_f32_vec};
+    pub use crate::gpu::internals::*;
+    pub use crate::shape::{CONV_LAYER_ALIGN, MAX_CONV_KERNEL};
+    /// The GPU timestamp checks the bench and the autotune share.
+    pub mod timestamps {
+        pub use crate::gpu::timestamps::*;
+    }
+    /// The operand tables of every op.
+    pub mod operand {
+        pub use crate::operand::*;
+    }
+}
 
 pub use backend::{Backend, BackendChoice};
 pub use cpu::{CpuBackend, CpuOptions};
 pub use dtype::{DType, Element, GdnDtypes};
 pub use error::{Error, Result};
-pub use gpu::{GpuBackend, GpuOptions, GpuRollback};
+pub use gpu::{AdapterKey, GpuBackend, GpuOptions, GpuRollback, TuneOptions, Tuning};
 pub use models::ModelPreset;
 pub use ops::{RecordInputs, Recorded, Tape, TapeRef};
 pub use rollback::{CommitKind, ConvConfig, Footprint, Rollback, RollbackMode, RollbackOptions};
-pub use shape::{ConvShape, GdnShape, GqaLayout, RepeatShape, CONV_LAYER_ALIGN, MAX_CONV_KERNEL};
+pub use shape::{ConvShape, GdnShape, GqaLayout, RepeatShape};
 /// The wgpu this crate is built on, for callers that pass in their own device.
 pub use wgpu;
 

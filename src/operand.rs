@@ -131,7 +131,7 @@ pub fn rows_bound<T>(slots: &[Option<T>]) -> u16 {
         .fold(0, |bits, (i, _)| bits | 1 << i)
 }
 
-/// A typed row of one op's operand table (the enum [`operand_table!`] generates beside
+/// A typed row of one op's operand table (the enum `operand_table!` generates beside
 /// the table): a misspelt row is a compile error, and a row of another op's table is
 /// refused by [`crate::gpu::KernelKey::binds`].
 pub trait OperandRow: Copy {

@@ -283,7 +283,7 @@ impl GdnShape {
     }
 
     /// Check `accepted[b] <= T` for every sequence.
-    pub fn check_accepted(&self, op: &'static str, accepted: &[u32]) -> Result<()> {
+    pub(crate) fn check_accepted(&self, op: &'static str, accepted: &[u32]) -> Result<()> {
         check_accepted(op, accepted, self.batch, self.steps)
     }
 }
@@ -463,7 +463,7 @@ impl ConvShape {
     }
 
     /// Check `accepted[b] <= T` for every sequence.
-    pub fn check_accepted(&self, op: &'static str, accepted: &[u32]) -> Result<()> {
+    pub(crate) fn check_accepted(&self, op: &'static str, accepted: &[u32]) -> Result<()> {
         check_accepted(op, accepted, self.batch, self.steps)
     }
 }

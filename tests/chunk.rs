@@ -531,7 +531,7 @@ fn gpu_prepare_record_chunked_checks_its_buffers() {
     gpu.queue().submit([encoder.finish()]);
     let read = |b: &deltatape::wgpu::Buffer| -> Vec<f32> {
         let len = (b.size() / 4) as usize;
-        gpu.read_buffer("test", b, len).unwrap()
+        gpu.read_buffer(b, len).unwrap()
     };
     let want: Recorded<f32, f32, f32> = cpu()
         .record(&shape, layout, &t.inputs(None), &d.state)

@@ -8,9 +8,8 @@
 mod common;
 use common::*;
 use deltatape::gpu::{ConvBuffers, GpuBackend};
-use deltatape::{
-    wgpu, Backend, ConvShape, DType, Element, Error, GdnDtypes, Result, MAX_CONV_KERNEL,
-};
+use deltatape::internals::MAX_CONV_KERNEL;
+use deltatape::{wgpu, Backend, ConvShape, DType, Element, Error, GdnDtypes, Result};
 use half::{bf16, f16};
 use std::mem::size_of;
 
@@ -41,7 +40,7 @@ struct Case<E> {
 fn case<E: Element>((b, t, c, k): (usize, usize, usize, usize), seed: u64) -> Case<E> {
     let shape = ConvShape::new(b, t, c, k).unwrap();
     let mut rng = Rng::new(seed);
-    let cast = deltatape::dtype::cast_from_f32::<E>;
+    let cast = deltatape::internals::cast_from_f32::<E>;
     Case {
         window: cast(&rng.vec(shape.window_len(), 0.5, 4.0)),
         x: cast(&rng.vec(shape.x_len(), -4.0, -0.5)),
@@ -321,7 +320,7 @@ fn resident<E: Element>(g: &GpuBackend, dims: (usize, usize, usize, usize)) -> R
     let mut encoder = g.encoder();
     prepared.encode(&mut encoder);
     g.queue().submit([encoder.finish()]);
-    let whole: Vec<E> = g.read_buffer("test", &win, win.size() as usize / size_of::<E>())?;
+    let whole: Vec<E> = g.read_buffer(&win, win.size() as usize / size_of::<E>())?;
     let bytes: &[u8] = bytemuck::cast_slice(&whole);
     let n = c.window.len() * size_of::<E>();
     let got: Vec<E> = bytemuck::pod_collect_to_vec(&bytes[..n]);
@@ -467,9 +466,9 @@ fn bad_shapes_are_typed_errors() {
 /// f16 needs `SHADER_F16` on the GPU, as in record and replay; the key says so.
 #[test]
 fn f16_kernel_needs_shader_f16() {
-    let key = deltatape::gpu::KernelKey::conv(DType::F16);
+    let key = deltatape::internals::KernelKey::conv(DType::F16);
     assert!(key.needs_f16());
-    assert!(!deltatape::gpu::KernelKey::conv(DType::BF16).needs_f16());
+    assert!(!deltatape::internals::KernelKey::conv(DType::BF16).needs_f16());
     assert_eq!(key.dtypes, GdnDtypes::uniform(DType::F16));
 }
 

@@ -11,7 +11,7 @@
 mod common;
 use common::f64ref::{self, assert_close64, assert_record_close64, widen};
 use common::*;
-use deltatape::dtype::cast_from_f32;
+use deltatape::internals::cast_from_f32;
 use deltatape::{
     DType, Element, GdnShape, GqaLayout, RecordInputs, Recorded, RepeatShape, TapeRef,
 };

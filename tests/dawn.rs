@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use deltatape::gpu::{KernelKey, Op, Reduction, ShapeClass};
+use deltatape::internals::{KernelKey, Op, Reduction, ShapeClass};
 use deltatape::GdnDtypes;
 use deltatape::{
     ConvShape, DType, Element, GdnShape, GqaLayout, RecordInputs, Recorded, RepeatShape, Tape,
@@ -38,10 +38,10 @@ macro_rules! report {
     }};
 }
 
-/// Every kernel variant the crate can compile (`deltatape::gpu::all_variants`, the
+/// Every kernel variant the crate can compile (`deltatape::internals::all_variants`, the
 /// enumeration `tests/translate.rs` walks too), as Tint wants it.
 fn all_kernels() -> Vec<(String, String)> {
-    let keys = deltatape::gpu::all_variants();
+    let keys = deltatape::internals::all_variants();
     keys.iter()
         .map(|key| {
             let subgroups = key.op.records() && key.reduction == Reduction::Subgroup;
@@ -587,7 +587,7 @@ fn gdn_cases<A: Element, S: Element, P: Element>(
     let dt = GdnDtypes::of::<A, S, P>();
     let d = draw(shape, seed);
     let typed = d.typed::<A>();
-    let state: Vec<S> = deltatape::dtype::cast_from_f32(&d.state);
+    let state: Vec<S> = deltatape::internals::cast_from_f32(&d.state);
     let m = mask(shape, seed);
     let mask_opt = masked.then_some(&m[..]);
     let inputs: RecordInputs<'_, A> = typed.inputs(mask_opt);
@@ -798,7 +798,7 @@ fn in_place<E: Element>(what: &'static str, want: &[E], input: &[E]) -> Result<V
 /// Repeat of one dtype, with the GPU path's 16-bit-as-words rewrite for even rows.
 fn repeat_case<E: Element>(root: &Path, shape: &RepeatShape, layout: GqaLayout) -> Case {
     let src: Vec<E> =
-        deltatape::dtype::cast_from_f32(&common::Rng::new(7).vec(shape.src_len(), -1.0, 1.0));
+        deltatape::internals::cast_from_f32(&common::Rng::new(7).vec(shape.src_len(), -1.0, 1.0));
     let want = cpu().repeat(shape, layout, &src).unwrap();
     let (kshape, kdtype) = if E::DTYPE.size_bytes() == 2 && shape.dim().is_multiple_of(2) {
         (
@@ -847,8 +847,9 @@ fn repeat_case<E: Element>(root: &Path, shape: &RepeatShape, layout: GqaLayout) 
 fn conv_case<E: Element>(root: &Path, (b, t, c, k): (usize, usize, usize, usize)) -> Case {
     let shape = ConvShape::new(b, t, c, k).unwrap();
     let mut rng = common::Rng::new(11);
-    let window: Vec<E> = deltatape::dtype::cast_from_f32(&rng.vec(shape.window_len(), 0.5, 4.0));
-    let x: Vec<E> = deltatape::dtype::cast_from_f32(&rng.vec(shape.x_len(), -4.0, -0.5));
+    let window: Vec<E> =
+        deltatape::internals::cast_from_f32(&rng.vec(shape.window_len(), 0.5, 4.0));
+    let x: Vec<E> = deltatape::internals::cast_from_f32(&rng.vec(shape.x_len(), -4.0, -0.5));
     let accepted: Vec<u32> = (0..b as u32)
         .map(|i| (i * 3 + 1) % (t as u32 + 2))
         .collect();

@@ -269,3 +269,49 @@ fn bench_reports_the_dispatch_floor() {
     assert!(us.iter().all(|&t| t > 0.0 && t.is_finite()), "{floor}");
     assert!(stdout.lines().any(|l| l.starts_with("repeat")), "{stdout}");
 }
+
+/// `deltatape tune` measures a small grid, prints one row per (op, shape) and writes a
+/// tuning file with the same choices.
+#[test]
+fn tune_prints_choices_and_writes_the_file() {
+    if !common::has_gpu() {
+        return;
+    }
+    let file = std::env::temp_dir().join(format!("deltatape-demo-tune-{}.txt", std::process::id()));
+    let _ = std::fs::remove_file(&file);
+    let path = file.to_str().expect("a UTF-8 temporary path");
+    let stdout = subcommand(
+        "tune",
+        &[
+            "--batches",
+            "1,2",
+            "--steps",
+            "2",
+            "--dims",
+            "1,2,16,8",
+            "--runs",
+            "2",
+            "--out",
+            path,
+        ],
+    );
+    let rows: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("record") || l.starts_with("replay"))
+        .collect();
+    assert_eq!(rows.len(), 4, "{stdout}");
+    for row in &rows {
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        let us: f64 = cols[cols.len() - 3].parse().unwrap_or(f64::NAN);
+        assert!(us > 0.0 && us.is_finite(), "{row}");
+        assert!(["gpu", "wall"].contains(&cols[cols.len() - 1]), "{row}");
+    }
+    let text = std::fs::read_to_string(&file).expect("the tuning file");
+    assert!(text.starts_with("deltatape-tuning 1\nadapter\t"), "{text}");
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("choice\t")).count(),
+        4,
+        "{text}"
+    );
+    let _ = std::fs::remove_file(&file);
+}

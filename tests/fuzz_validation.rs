@@ -14,8 +14,8 @@
 
 mod common;
 use common::{no_panic, Rng};
-use deltatape::dtype::cast_from_f32;
-use deltatape::gpu::MAX_KEY_DIM;
+use deltatape::internals::cast_from_f32;
+use deltatape::internals::MAX_KEY_DIM;
 use deltatape::{
     Backend, DType, Element, Error, GdnShape, GqaLayout, RecordInputs, RepeatShape, TapeRef,
 };

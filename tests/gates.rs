@@ -150,12 +150,12 @@ fn resident_tape<A: Element, G: Element>(
     prepared.encode(&mut encoder);
     gpu.queue().submit([encoder.finish()]);
     let what = format!("resident {}", prepared.key().label());
-    let got_g: Vec<G> = gpu.read_buffer("test", &tape_g, shape.gate_len()).unwrap();
+    let got_g: Vec<G> = gpu.read_buffer(&tape_g, shape.gate_len()).unwrap();
     let bits = |x: &[G]| -> Vec<u8> { bytemuck::cast_slice(x).to_vec() };
     assert_eq!(bits(&got_g), bits(&t.g), "{what}: the tape's g");
-    let got_k: Vec<A> = gpu.read_buffer("test", &tape_k, shape.qk_len()).unwrap();
+    let got_k: Vec<A> = gpu.read_buffer(&tape_k, shape.qk_len()).unwrap();
     assert_eq!(got_k, t.k, "{what}: the tape's k");
-    let got_y: Vec<A> = gpu.read_buffer("test", &y, shape.v_len()).unwrap();
+    let got_y: Vec<A> = gpu.read_buffer(&y, shape.v_len()).unwrap();
     assert_close(&format!("{what}: y"), &got_y, &want.y, tol(A::DTYPE));
 }
 

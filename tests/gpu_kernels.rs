@@ -4,10 +4,8 @@
 
 mod common;
 use common::*;
-use deltatape::gpu::{
-    GpuBackend, GpuOptions, KernelKey, Op, RecordBuffers, Reduction, RepeatBuffers, ReplayBuffers,
-    ShapeClass,
-};
+use deltatape::gpu::{GpuBackend, GpuOptions, RecordBuffers, RepeatBuffers, ReplayBuffers, Tuning};
+use deltatape::internals::{KernelKey, Op, Reduction, ShapeClass};
 use deltatape::{
     Backend, DType, Element, Error, GdnDtypes, GdnShape, GqaLayout, RecordInputs, Recorded,
     RepeatShape, Tape,
@@ -65,7 +63,7 @@ fn check_gdn<A: Element, S: Element, P: Element>(gpu: &GpuBackend) {
     for (si, shape) in shapes().iter().enumerate() {
         let draw = draw(shape, 100 + si as u64);
         let typed = draw.typed::<A>();
-        let state: Vec<S> = deltatape::dtype::cast_from_f32(&draw.state);
+        let state: Vec<S> = deltatape::internals::cast_from_f32(&draw.state);
         let m = mask(shape, si as u64);
         for layout in [GqaLayout::Blocked, GqaLayout::Tiled] {
             for mask in [None, Some(&m[..])] {
@@ -207,18 +205,17 @@ fn record_large_grid(g: &GpuBackend, steps: usize) {
 #[test]
 fn record_with_vanishing_gates_matches_cpu() {
     let Some(device) = gpu() else { return };
-    // Backends on the test's device with the measured classes (not the environment's
-    // overrides) and with the scaled state forced on or off.
+    // Backends on the test's device, each with caches of its own, with the measured
+    // classes (not the environment's overrides) and with the scaled state forced on or
+    // off.
     let with = |scaled| {
-        let options = GpuOptions {
-            record_class: ShapeClass {
-                scaled_state: scaled,
-                ..ShapeClass::default()
-            },
-            ..GpuOptions::default()
-        };
+        let tuning = Tuning::default().with_record_class(ShapeClass {
+            scaled_state: scaled,
+            ..ShapeClass::default()
+        });
         let (d, q) = (device.device().clone(), device.queue().clone());
-        GpuBackend::from_device(d, q, None, options).unwrap()
+        let own = GpuBackend::from_device(d, q, None, GpuOptions::default()).unwrap();
+        own.with_tuning(tuning).unwrap()
     };
     let (g, flipped) = (with(None), |scaled| with(Some(scaled)));
     let gates = [
@@ -273,15 +270,11 @@ fn record_with_vanishing_gates_matches_cpu() {
 #[test]
 fn record_scaled_state_on_every_shape() {
     let Some(g) = gpu() else { return };
-    let options = GpuOptions {
-        record_class: ShapeClass {
-            scaled_state: Some(true),
-            ..ShapeClass::default()
-        },
-        ..GpuOptions::default()
-    };
-    let scaled =
-        GpuBackend::from_device(g.device().clone(), g.queue().clone(), None, options).unwrap();
+    let tuning = Tuning::default().with_record_class(ShapeClass {
+        scaled_state: Some(true),
+        ..ShapeClass::default()
+    });
+    let scaled = g.with_tuning(tuning).unwrap();
     check_gdn::<f32, f32, f32>(&scaled);
     check_gdn::<bf16, bf16, bf16>(&scaled);
     check_gdn::<f16, f32, f16>(&scaled);
@@ -337,7 +330,7 @@ fn check_repeat<E: Element>(gpu: &Backend) {
     ] {
         let shape = RepeatShape::new(n, hg, h, k).unwrap();
         let mut rng = Rng::new(n as u64 * 31 + k as u64);
-        let src: Vec<E> = deltatape::dtype::cast_from_f32(&rng.vec(shape.src_len(), -4.0, 4.0));
+        let src: Vec<E> = deltatape::internals::cast_from_f32(&rng.vec(shape.src_len(), -4.0, 4.0));
         for layout in [GqaLayout::Blocked, GqaLayout::Tiled] {
             let want = cpu().repeat(&shape, layout, &src).unwrap();
             let got = gpu.repeat(&shape, layout, &src).unwrap();

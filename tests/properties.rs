@@ -17,8 +17,8 @@ mod common;
 
 use common::f64ref::{self, assert_close64, assert_record_close64, widen};
 use common::{assert_close, assert_record_close, cpu, draw, mask, no_panic, tol};
-use deltatape::dtype::cast_from_f32;
-use deltatape::gpu::Reduction;
+use deltatape::internals::cast_from_f32;
+use deltatape::internals::Reduction;
 use deltatape::{
     Backend, DType, Element, Error, GdnShape, GqaLayout, RecordInputs, Recorded, Tape, TapeRef,
 };

@@ -10,11 +10,11 @@ mod common;
 
 use common::f64ref::{self, assert_close64, widen};
 use common::{assert_close, cpu, draw, gpu, mask, rel_err, tol, EncodeOnce, Rng};
-use deltatape::dtype::cast_from_f32;
 use deltatape::gpu::{
-    GpuOptions, GpuRollback, KernelKey, RecordBuffers, Reduction, RepeatBuffers, ReplayBuffers,
-    ShapeClass,
+    GpuOptions, GpuRollback, RecordBuffers, RepeatBuffers, ReplayBuffers, Tuning,
 };
+use deltatape::internals::cast_from_f32;
+use deltatape::internals::{KernelKey, Reduction, ShapeClass};
 use deltatape::wgpu;
 use deltatape::{
     Backend, DType, Element, Error, Footprint, GdnDtypes, GdnShape, GpuBackend, GqaLayout,
@@ -474,15 +474,11 @@ fn nan_in_a_masked_step_changes_nothing() {
             Backend::Gpu(gb.with_reduction(Reduction::Workgroup).unwrap()),
         ));
         // Record's scaled state (KernelKey::scaled_state) too: large grids take it.
-        let scaled = GpuOptions {
-            record_class: ShapeClass {
-                scaled_state: Some(true),
-                ..ShapeClass::default()
-            },
-            ..GpuOptions::default()
-        };
-        let scaled = GpuBackend::from_device(gb.device().clone(), gb.queue().clone(), None, scaled);
-        backends.push(("gpu-scaled", Backend::Gpu(scaled.unwrap())));
+        let scaled = Tuning::default().with_record_class(ShapeClass {
+            scaled_state: Some(true),
+            ..ShapeClass::default()
+        });
+        backends.push(("gpu-scaled", Backend::Gpu(gb.with_tuning(scaled).unwrap())));
         backends.push(("gpu", Backend::Gpu(gb)));
     }
     for (name, backend) in &backends {
@@ -904,7 +900,7 @@ fn degenerate_and_extreme_dims_match_f64() {
 fn key_dim_above_the_gpu_maximum_is_refused_on_the_gpu_only() {
     let _guard = shared();
     let Some(g) = gpu() else { return };
-    let s = shape(1, 2, 1, 2, deltatape::gpu::MAX_KEY_DIM + 1, 2);
+    let s = shape(1, 2, 1, 2, deltatape::internals::MAX_KEY_DIM + 1, 2);
     let d = draw(&s, 2);
     let t = d.typed::<f32>();
     let r = g.record::<f32, f32, f32>(&s, GqaLayout::Blocked, &t.inputs(None), &d.state);
@@ -1041,7 +1037,7 @@ fn resident_state_over_the_binding_limit_is_a_device_limit_error() {
     );
     // Nothing was encoded.
     g.queue().submit([enc.finish()]);
-    g.wait_idle("test").unwrap();
+    g.wait_idle().unwrap();
 }
 
 /// Buffer sizes each argument needs, per op, for the dtypes used below.
@@ -1214,7 +1210,7 @@ fn resident_path_names_every_bad_buffer() {
     );
     assert!(good_r.is_ok(), "{good_r:?}");
     g.queue().submit([enc.finish()]);
-    g.wait_idle("test").unwrap();
+    g.wait_idle().unwrap();
 }
 
 #[track_caller]
@@ -1307,18 +1303,18 @@ fn waits_return_when_the_work_is_done_and_time_out_when_bounded() {
     for spin in [Duration::ZERO, Duration::from_micros(50), minute] {
         let backend = with(minute, spin);
         let (submission, done) = submit(&backend);
-        backend.wait_for(submission, "test").unwrap();
+        backend.wait_for(submission).unwrap();
         assert!(
             done.load(Ordering::SeqCst),
             "spin {spin:?}: returned before the work was done"
         );
         let bounded = with(Duration::from_micros(1), spin);
         let (submission, _) = submit(&bounded);
-        let got = bounded.wait_for(submission, "test");
+        let got = bounded.wait_for(submission);
         assert!(
             matches!(got, Err(Error::Timeout { .. })),
             "spin {spin:?}: {got:?}"
         );
-        backend.wait_idle("test").unwrap();
+        backend.wait_idle().unwrap();
     }
 }

@@ -458,7 +458,7 @@ fn conv_reference(c: &ConvShape, window: &[f32], x: &[f32], accepted: &[u32]) ->
 /// dispatch (repeat's kernel).
 #[test]
 fn gpu_conv_inputs_in_place_or_copied() {
-    use deltatape::gpu::CONV_COPY_DISPATCH_FROM;
+    use deltatape::internals::CONV_COPY_DISPATCH_FROM;
     let Some(g) = gpu() else { return };
     conv_inputs_case(&g, 3, 7, false);
     let channels = CONV_COPY_DISPATCH_FROM as usize / (2 * 4 * 4);
@@ -467,7 +467,8 @@ fn gpu_conv_inputs_in_place_or_copied() {
 }
 
 fn conv_inputs_case(g: &deltatape::gpu::GpuBackend, steps: usize, channels: usize, dispatch: bool) {
-    use deltatape::gpu::{DraftBuffers, GpuRollback, Op};
+    use deltatape::gpu::{DraftBuffers, GpuRollback};
+    use deltatape::internals::Op;
     let shape = GdnShape::new(2, steps, 1, 2, 8, 4).unwrap();
     let conv = ConvConfig {
         channels,
@@ -777,18 +778,22 @@ fn gpu_deferred_commit_matches_the_eager_one() {
     // invocation; large ones fetch after it with two rows and keep the state scaled
     // (KernelKey::early_fold, scaled_state, the large-grid class): that class too, on
     // the same device.
-    use deltatape::gpu::{GpuBackend, GpuOptions, Op, ShapeClass};
-    let late = GpuOptions {
-        record_class: ShapeClass {
-            early_fold: Some(false),
-            rows_per_invocation: Some(2),
-            scaled_state: Some(true),
-            ..ShapeClass::default()
-        },
-        ..GpuOptions::default()
-    };
-    let g_late =
-        GpuBackend::from_device(g.device().clone(), g.queue().clone(), None, late).unwrap();
+    use deltatape::gpu::{GpuBackend, GpuOptions, Tuning};
+    use deltatape::internals::{Op, ShapeClass};
+    let late = Tuning::default().with_record_class(ShapeClass {
+        early_fold: Some(false),
+        rows_per_invocation: Some(2),
+        scaled_state: Some(true),
+        ..ShapeClass::default()
+    });
+    // A backend with caches of its own: its compiled kernels are its own.
+    let own = GpuBackend::from_device(
+        g.device().clone(),
+        g.queue().clone(),
+        None,
+        GpuOptions::default(),
+    );
+    let g_late = own.unwrap().with_tuning(late).unwrap();
     deferred_case::<bf16>(
         &g_late,
         GdnShape::new(2, 3, 1, 2, 16, 4).unwrap(),
@@ -855,8 +860,8 @@ fn deferred_case<A: Element + bytemuck::Pod>(
     );
     let mut rng = Rng::new(5);
     for l in 0..layers {
-        let s: Vec<A> = deltatape::dtype::cast_from_f32(&rng.vec(shape.state_len(), -0.3, 0.3));
-        let w: Vec<A> = deltatape::dtype::cast_from_f32(&rng.vec(
+        let s: Vec<A> = deltatape::internals::cast_from_f32(&rng.vec(shape.state_len(), -0.3, 0.3));
+        let w: Vec<A> = deltatape::internals::cast_from_f32(&rng.vec(
             conv.shape(&shape).unwrap().window_len(),
             -1.0,
             1.0,
@@ -878,7 +883,7 @@ fn deferred_case<A: Element + bytemuck::Pod>(
     };
     let none = wgpu::BufferUsages::empty();
     let read_y = |y: &wgpu::Buffer| -> Vec<A> {
-        let bytes = g.read_buffer::<u32>("y", y, y.size() as usize / 4).unwrap();
+        let bytes = g.read_buffer::<u32>(y, y.size() as usize / 4).unwrap();
         bytemuck::cast_slice::<u32, A>(&bytes)[..shape.v_len()].to_vec()
     };
     let b = shape.batch();
@@ -904,7 +909,7 @@ fn deferred_case<A: Element + bytemuck::Pod>(
         let bufs: Vec<[wgpu::Buffer; 6]> = typed
             .iter()
             .map(|t| {
-                let x: Vec<A> = deltatape::dtype::cast_from_f32(&rng.vec(
+                let x: Vec<A> = deltatape::internals::cast_from_f32(&rng.vec(
                     conv.shape(&shape).unwrap().x_len(),
                     -1.0,
                     1.0,

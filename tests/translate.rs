@@ -1,8 +1,8 @@
 //! Every shader variant translated by naga to MSL, SPIR-V and HLSL and validated, with
 //! no GPU needed: what Metal and DX12 users would compile, checked on every run.
 
-use deltatape::gpu::{all_variants, translate, validate, KernelKey, Op, Reduction, Target};
-use deltatape::operand::{FoldRecordRow, RecordRow, ReplayRow};
+use deltatape::internals::operand::{FoldRecordRow, RecordRow, ReplayRow};
+use deltatape::internals::{all_variants, translate, validate, KernelKey, Op, Reduction, Target};
 
 /// Every (op, dtype triple, reduction) the crate can compile, at representative shapes.
 fn all_keys() -> Vec<KernelKey> {
@@ -80,7 +80,7 @@ fn f16_is_enabled_only_where_used() {
 /// stays within the budget every adapter offers.
 #[test]
 fn workgroup_memory_matches_the_declared_arrays() {
-    use deltatape::gpu::WORKGROUP_MEMORY_BUDGET;
+    use deltatape::internals::WORKGROUP_MEMORY_BUDGET;
     for key in all_keys() {
         let (module, _) = validate(&key).unwrap();
         let mut layouter = naga::proc::Layouter::default();
@@ -155,10 +155,10 @@ fn gated_variants_are_covered() {
 /// fold_record's small-grid classes follow the measured rules: at Qwen3-Next's shape the
 /// fold's first chunk is fetched before the count up to B = 2 (`KernelKey::early_fold`),
 /// and each state row is split over 8 lanes instead of 4 only at B = 1 with T <= 4
-/// (`TINY_FOLD_LANES`); record takes neither, and an override wins.
+/// (`Threshold::TinyFoldLanes`); record takes neither, and an override wins.
 #[test]
 fn fold_record_small_grid_classes() {
-    use deltatape::gpu::ShapeClass;
+    use deltatape::internals::ShapeClass;
     use deltatape::{GdnDtypes, GdnShape};
     let shape = |b, t| GdnShape::new(b, t, 16, 32, 128, 128).unwrap();
     let fold = |b, t, class: &ShapeClass| {
@@ -200,7 +200,7 @@ fn fold_record_small_grid_classes() {
 /// Qwen3-Next's shape), single steps and replay do not, and an override wins.
 #[test]
 fn scaled_state_follows_the_grid() {
-    use deltatape::gpu::ShapeClass;
+    use deltatape::internals::ShapeClass;
     use deltatape::{GdnDtypes, GdnShape};
     let shape = |b, t| GdnShape::new(b, t, 16, 32, 128, 128).unwrap();
     let default = ShapeClass::default();
@@ -233,7 +233,7 @@ fn scaled_state_follows_the_grid() {
     };
     assert!(record(1, 1, &on) && !record(256, 16, &off));
     // The scaled record is among the variants naga and Tint check, masked too.
-    let scaled = deltatape::gpu::all_variants()
+    let scaled = deltatape::internals::all_variants()
         .into_iter()
         .filter(|k| k.scaled_state)
         .collect::<Vec<_>>();

@@ -4,7 +4,7 @@
 
 mod common;
 use common::*;
-use deltatape::dtype::cast_from_f32;
+use deltatape::internals::cast_from_f32;
 use deltatape::{
     Element, Error, GdnShape, GqaLayout, RecordInputs, Recorded, RepeatShape, TapeRef,
 };

@@ -53,6 +53,7 @@ pub struct Prepared {
 
 impl Prepared {
     /// The kernel this dispatch runs.
+    #[doc(hidden)]
     pub fn key(&self) -> &KernelKey {
         &self.key
     }
@@ -235,7 +236,7 @@ impl GpuBackend {
         dtypes: GdnDtypes,
         buffers: &RecordBuffers<'_>,
     ) -> Result<Prepared> {
-        let class = &self.inner.options.record_class;
+        let class = &self.tuning.class(Op::Record, shape, dtypes);
         let key = KernelKey::record(shape, dtypes, self.reduction, false, class)
             .with_bound(buffers.bound());
         let slots = buffers.slots().into_iter().map(|b| b.copied()).collect();
@@ -260,7 +261,7 @@ impl GpuBackend {
                 why: "give exactly one of tape_k (expanded) and tape_k_grouped (key heads)".into(),
             });
         }
-        let class = &self.inner.options.replay_class;
+        let class = &self.tuning.class(Op::Replay, shape, dtypes);
         let key = KernelKey::replay(shape, dtypes, false, class).with_bound(buffers.bound());
         let slots = buffers.slots().into_iter().map(|b| b.copied()).collect();
         self.prepare_gdn(shape, layout, key, ReplayOperands::<()>::SPECS, slots)
@@ -279,7 +280,7 @@ impl GpuBackend {
         dtypes: GdnDtypes,
         buffers: &FoldRecordBuffers<'_>,
     ) -> Result<Prepared> {
-        let class = &self.inner.options.record_class;
+        let class = &self.tuning.class(Op::FoldRecord, shape, dtypes);
         let key = KernelKey::fold_record(shape, dtypes, self.reduction, class)
             .with_bound(buffers.bound());
         let slots = buffers.slots().into_iter().map(|b| b.copied()).collect();

@@ -30,7 +30,8 @@ pub(crate) struct Readback {
 
 impl Readback {
     pub(crate) fn wait_blocking(self) -> Result<Vec<Vec<u8>>> {
-        self.backend.wait_for(self.submission.clone(), self.op)?;
+        self.backend
+            .wait_labelled(self.submission.clone(), self.op)?;
         self.finish()
     }
 
@@ -39,7 +40,7 @@ impl Readback {
         let (tx, rx) = oneshot_channel();
         let (backend, submission, op) = (self.backend.clone(), self.submission.clone(), self.op);
         std::thread::spawn(move || {
-            tx.send(backend.wait_for(submission, op)).ok();
+            tx.send(backend.wait_labelled(submission, op)).ok();
         });
         rx.receive().await.unwrap_or(Err(Error::Gpu {
             op,
@@ -225,6 +226,15 @@ impl GpuBackend {
     /// `u32`) from a buffer with `COPY_SRC` (blocking, bounded).
     pub fn read_buffer<E: bytemuck::Pod>(
         &self,
+        buffer: &wgpu::Buffer,
+        len: usize,
+    ) -> Result<Vec<E>> {
+        self.read_buffer_at("read_buffer", buffer, 0, len)
+    }
+
+    /// [`GpuBackend::read_buffer`], its errors naming the crate's call `op`.
+    pub(crate) fn read_buffer_labelled<E: bytemuck::Pod>(
+        &self,
         op: &'static str,
         buffer: &wgpu::Buffer,
         len: usize,
@@ -251,16 +261,30 @@ impl GpuBackend {
 
     /// Wait (bounded) until the device has finished all submitted work, and the
     /// buffer writes queued since the last submission.
-    pub fn wait_idle(&self, op: &'static str) -> Result<()> {
+    pub fn wait_idle(&self) -> Result<()> {
+        self.wait_idle_labelled("wait_idle")
+    }
+
+    /// [`GpuBackend::wait_idle`], its errors naming the crate's call `op`.
+    pub(crate) fn wait_idle_labelled(&self, op: &'static str) -> Result<()> {
         let submission = self.queue().submit([]);
-        self.wait_for(submission, op)
+        self.wait_labelled(submission, op)
     }
 
     /// Wait (bounded) until `submission` is done, as [`super::GpuOptions::spin`] and
     /// [`super::GpuOptions::timeout`] say: polled without blocking for up to `spin`,
     /// then blocked on, for at most `timeout` in all. Unlike [`GpuBackend::wait_idle`]
     /// it submits nothing.
-    pub fn wait_for(&self, submission: wgpu::SubmissionIndex, op: &'static str) -> Result<()> {
+    pub fn wait_for(&self, submission: wgpu::SubmissionIndex) -> Result<()> {
+        self.wait_labelled(submission, "wait_for")
+    }
+
+    /// [`GpuBackend::wait_for`], its errors naming the crate's call `op`.
+    pub(crate) fn wait_labelled(
+        &self,
+        submission: wgpu::SubmissionIndex,
+        op: &'static str,
+    ) -> Result<()> {
         // A browser's one thread cannot block on the GPU: the async calls work there.
         if cfg!(target_arch = "wasm32") {
             return Err(Error::Unsupported {

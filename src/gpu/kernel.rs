@@ -7,7 +7,7 @@
 //! and has [`super::wgsl`] assemble the op's file of `wgsl/` with them; the files hold
 //! the kernels and declare what they import, provide and require.
 
-use super::options::ShapeClass;
+use super::tuning::{ShapeClass, Threshold as Th};
 use super::wgsl::{self, Value, WgslError};
 use crate::cpu::ChunkSize;
 use crate::dtype::{DType, GdnDtypes};
@@ -162,16 +162,13 @@ pub struct KernelKey {
     pub vec4: bool,
     /// fold_record: the deferred commit's first chunk is fetched before its count, so
     /// the two loads overlap (the chunk's whole length, whatever the count). Only on
-    /// grids of at most [`EARLY_FOLD_LANES`] lanes, where the kernel waits on latency.
+    /// small grids, where the kernel waits on latency (`Threshold::EarlyFoldLanes`).
     pub early_fold: bool,
     /// record and fold_record: the state is kept as a scale times its registers, so a
     /// step's decay multiplies one scalar instead of every element (three operations
     /// per element and step instead of four; the scale is folded back into the state
-    /// when it leaves (2^-40, 2^40)). Only on grids that are not small (see
-    /// `SMALL_GRID_INVOCATIONS`) and drafts of more than one step: on the H200 it made
-    /// record 3-11% faster at B = 64 and 256, T >= 4, and 1.5-7% slower at B = 1 and
-    /// 8, where each step's extra scalar work lies on the latency path
-    /// (benches/results/h200-2026-12-01-scaled-ab.txt).
+    /// when it leaves (2^-40, 2^40)). Only on grids that are not small and drafts of
+    /// more than one step (`Threshold::{SmallGridInvocations, ScaledFromSteps}`).
     pub scaled_state: bool,
     /// The rows of the op's operand table that are bound (bit i: row i; see
     /// [`crate::operand::rows_bound`]): which optional operands the kernel reads or
@@ -179,31 +176,8 @@ pub struct KernelKey {
     pub bound: u16,
 }
 
-/// Workgroup memory a record / replay kernel may declare: the WebGPU default of
-/// `max_compute_workgroup_storage_size`, which every adapter offers. The chunk of staged
-/// steps shrinks until the kernel fits.
-pub const WORKGROUP_MEMORY_BUDGET: u32 = 16 << 10;
-
-/// Record's grids below this many invocations (at two rows each) are "small" (see
-/// `gdn`): about half of what an H200 keeps resident.
-const SMALL_GRID_INVOCATIONS: u64 = 1 << 17;
-
-/// fold_record fetches its fold's first chunk early on grids of at most this many lanes
-/// (B <= 2 at Qwen3-Next's shape). On the H200 the early fetch made the deferred B = 1
-/// round 2.4-2.6% faster but B = 8 and 64 2-3% slower, where the extra bytes cost more
-/// than the latency they hide (benches/results/h200-2026-11-30-fold-ab.txt, and the A/B in
-/// `...-12-01-early-fold-ab.txt`).
-pub const EARLY_FOLD_LANES: u64 = 1 << 15;
-
-/// fold_record with T <= 4 on grids of at most this many lanes (B = 1 at Qwen3-Next's
-/// shape) splits each state row over twice the lanes. On the H200 the deferred B = 1,
-/// T = 4 round went from 254-255 to 249-250 us (three runs each), while B = 2, record
-/// (the eager round) and T = 16 got 1-10% slower with it
-/// (benches/results/h200-2026-12-01-fold-lanes-ab.txt).
-pub const TINY_FOLD_LANES: u64 = 1 << 14;
-
-/// Most staged values of one kind an invocation carries per chunk (see `gdn`).
-const MAX_STAGE_ITEMS: u32 = 4;
+/// Workgroup memory a record / replay kernel may declare (the table in `tuning.rs`).
+pub const WORKGROUP_MEMORY_BUDGET: u32 = Th::WorkgroupMemoryBudget.value() as u32;
 
 /// Workgroup size of repeat.
 const REPEAT_WG: u32 = 256;
@@ -261,24 +235,25 @@ impl KernelKey {
         tuning: &ShapeClass,
     ) -> Self {
         let dk = shape.key_dim() as u32;
-        // Shape classes measured on an H200 (README, performance): few lanes per row (4
-        // at Dk = 128 for record: two shuffle levels per reduction), 128 threads a
-        // workgroup. Record holds two rows per invocation (one staged k / q read serves
-        // both) and stages 4 steps per chunk up to T = 4 and 8 beyond (B = 256, T = 8:
-        // 523 us against 590; 8-step chunks cost 1-6% at T = 4), except on small grids
-        // (B < 16 at the real shape), where the GPU is far from full and one row per
-        // invocation with 8-step chunks is faster (B = 8, T = 16: 44 us against 58);
-        // fold_record on the smallest grids with T <= 4 takes twice the lanes
-        // (TINY_FOLD_LANES) and fetches its fold early (EARLY_FOLD_LANES).
-        // Replay: 4 rows per invocation, 8-step chunks, 16 lanes up to T = 8 (B = 64,
-        // T = 8: 78 us against 82 with 8; the round 0.4-1% faster; only B = 8, T = 1
-        // slower: 13 against 11.6) and 8 beyond (B = 256, T = 16: 369 against 381;
-        // benches/results/h200-2026-11-30-replay-lanes-ab.txt).
+        // The defaults and thresholds are the table's (`tuning.rs`, with their reasons):
+        // few lanes per row, 128 threads a workgroup; record two rows per invocation
+        // and 4- or 8-step chunks by T, one row with 8-step chunks on small grids;
+        // replay 4 rows per invocation, 8-step chunks, fewer lanes for long drafts.
         let (per_lane, threads, mut default_rpt, mut default_chunk) = match op {
-            Op::Record | Op::FoldRecord => (32, 128, 2, if shape.steps() > 4 { 8 } else { 4 }),
+            Op::Record | Op::FoldRecord => {
+                let chunk8 = shape.steps() as u64 >= Th::RecordChunk8FromSteps.value();
+                let per_lane = Th::RecordElementsPerLane.value() as u32;
+                (per_lane, 128, 2, if chunk8 { 8 } else { 4 })
+            }
             // (repeat and conv have keys of their own, `KernelKey::one_dtype`.)
             Op::Replay | Op::Repeat | Op::Conv | Op::ChunkWy | Op::ChunkState => {
-                (if shape.steps() > 8 { 16 } else { 8 }, 128, 4, 8)
+                let long = shape.steps() as u64 >= Th::ReplayLongFromSteps.value();
+                let per_lane = if long {
+                    Th::ReplayElementsPerLaneLong
+                } else {
+                    Th::ReplayElementsPerLane
+                };
+                (per_lane.value() as u32, 128, 4, 8)
             }
         };
         let rows_total =
@@ -286,15 +261,16 @@ impl KernelKey {
         let lanes = tuning.lanes.unwrap_or_else(|| {
             let lanes = dk.div_ceil(per_lane).next_power_of_two().min(64);
             let tiny_fold = op == Op::FoldRecord
-                && shape.steps() <= 4
-                && rows_total * lanes as u64 <= TINY_FOLD_LANES;
+                && shape.steps() as u64 <= Th::TinyFoldMaxSteps.value()
+                && rows_total * lanes as u64 <= Th::TinyFoldLanes.value();
             if tiny_fold {
                 (2 * lanes).min(64)
             } else {
                 lanes
             }
         });
-        let small_grid = op.records() && rows_total * lanes as u64 / 2 < SMALL_GRID_INVOCATIONS;
+        let small_grid =
+            op.records() && rows_total * lanes as u64 / 2 < Th::SmallGridInvocations.value();
         if small_grid {
             (default_rpt, default_chunk) = (1, 8);
         }
@@ -322,11 +298,11 @@ impl KernelKey {
             early_fold: op == Op::FoldRecord
                 && tuning
                     .early_fold
-                    .unwrap_or(rows_total * lanes as u64 <= EARLY_FOLD_LANES),
+                    .unwrap_or(rows_total * lanes as u64 <= Th::EarlyFoldLanes.value()),
             scaled_state: op.records()
                 && tuning
                     .scaled_state
-                    .unwrap_or(!small_grid && shape.steps() > 1),
+                    .unwrap_or(!small_grid && shape.steps() as u64 >= Th::ScaledFromSteps.value()),
             bound: 0,
         };
         let mask = if masked { key.mask_bit() } else { 0 };
@@ -343,8 +319,8 @@ impl KernelKey {
             let k = key.with_chunk(chunk);
             let (kq_items, v_items) = k.stage_items();
             k.workgroup_bytes() > WORKGROUP_MEMORY_BUDGET
-                || kq_items > MAX_STAGE_ITEMS
-                || v_items > MAX_STAGE_ITEMS
+                || kq_items as u64 > Th::MaxStageItems.value()
+                || v_items as u64 > Th::MaxStageItems.value()
         } {
             chunk /= 2;
         }

@@ -16,28 +16,44 @@ mod kernel;
 mod options;
 mod rollback;
 mod scope;
+pub(crate) mod timestamps;
 #[cfg(feature = "translate")]
 mod translate;
+mod tune;
+pub(crate) mod tuning;
 mod wgsl;
 
-pub use chunk::{chunk_keys, ChunkShape, PreparedChunked};
-pub use device::{
-    choose_adapter, device_requirements, list_adapters, wanted_features, AdapterReport, Chosen,
-};
+pub(crate) use chunk::ChunkShape;
+pub use chunk::PreparedChunked;
+pub use device::device_requirements;
 pub use encode::{
     ConvBuffers, FoldRecordBuffers, Prepared, RecordBuffers, RepeatBuffers, ReplayBuffers,
-    MAX_GPU_ELEMENTS,
 };
 pub use host::Pending;
-pub use kernel::{
-    all_variants, representative_keys, KernelKey, Op, Reduction, EARLY_FOLD_LANES, MAX_KEY_DIM,
-    TINY_FOLD_LANES, WORKGROUP_MEMORY_BUDGET,
-};
-pub use options::{GpuOptions, ShapeClass};
-pub use rollback::{DraftBuffers, GpuRollback, CONV_COPY_DISPATCH_FROM};
-#[cfg(feature = "translate")]
-pub use translate::{translate, validate, Target};
-pub use wgsl::WgslError;
+pub use options::GpuOptions;
+pub use rollback::{DraftBuffers, GpuRollback};
+pub use tune::{AdapterKey, TuneOptions};
+pub use tuning::Tuning;
+
+/// The GPU backend's workshop, for the crate's command line and tests: kernel keys and
+/// their enumeration, shape classes, translation, device choice. Not a stable API.
+pub(crate) mod internals {
+    pub use super::device::{
+        choose_adapter, list_adapters, wanted_features, AdapterReport, Chosen,
+    };
+    pub use super::encode::MAX_GPU_ELEMENTS;
+    pub use super::kernel::{
+        all_variants, representative_keys, Binding, KernelKey, Op, Reduction, MAX_KEY_DIM,
+        WORKGROUP_MEMORY_BUDGET,
+    };
+    pub use super::rollback::CONV_COPY_DISPATCH_FROM;
+    #[cfg(feature = "translate")]
+    pub use super::translate::{translate, validate, Target};
+    pub use super::tuning::{Choice, ShapeClass, Threshold, ThresholdRow};
+    pub use super::wgsl::WgslError;
+}
+
+pub(crate) use kernel::{KernelKey, Op, Reduction};
 
 use crate::error::{Error, Result};
 pub(crate) use cache::{write_padded, write_padded_at};
@@ -52,6 +68,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 pub struct GpuBackend {
     inner: Arc<Inner>,
     reduction: Reduction,
+    tuning: Arc<Tuning>,
 }
 
 struct Inner {
@@ -72,10 +89,10 @@ struct Inner {
 }
 
 impl GpuBackend {
-    /// Pick the best adapter (see [`choose_adapter`]) and create a device on it with
-    /// the features and limits the crate wants.
+    /// Pick the best adapter (a discrete GPU over an integrated one, `adapter_name`
+    /// when set) and create a device on it with the features and limits the crate
+    /// wants.
     pub fn new(options: GpuOptions) -> Result<Self> {
-        options.check()?;
         let chosen = device::choose_adapter(&options)?;
         let (device, queue) = device::create_device(&chosen.adapter)?;
         let lost = Arc::new(Mutex::new(None));
@@ -103,9 +120,9 @@ impl GpuBackend {
         )
     }
 
-    /// [`GpuBackend::new`] with [`GpuOptions::from_env`].
+    /// [`GpuBackend::new`] with [`GpuOptions::from_env`] and [`Tuning::from_env`].
     pub fn from_env() -> Result<Self> {
-        Self::new(GpuOptions::from_env()?)
+        Self::new(GpuOptions::from_env()?)?.with_tuning(Tuning::from_env()?)
     }
 
     /// Use a device and queue the caller owns (a GUI application's). The crate uses
@@ -119,7 +136,6 @@ impl GpuBackend {
         info: Option<wgpu::AdapterInfo>,
         options: GpuOptions,
     ) -> Result<Self> {
-        options.check()?;
         Self::build(
             device,
             queue,
@@ -157,11 +173,13 @@ impl GpuBackend {
                 options,
             }),
             reduction,
+            tuning: Arc::default(),
         })
     }
 
     /// The same backend with record's reductions done another way. `Subgroup` on a
     /// device without `Features::SUBGROUP` is refused.
+    #[doc(hidden)]
     pub fn with_reduction(&self, reduction: Reduction) -> Result<Self> {
         if reduction == Reduction::Subgroup && !self.features().contains(wgpu::Features::SUBGROUP) {
             return Err(Error::Unsupported {
@@ -173,12 +191,40 @@ impl GpuBackend {
         Ok(GpuBackend {
             inner: self.inner.clone(),
             reduction,
+            tuning: self.tuning.clone(),
         })
     }
 
     /// The reduction variant record uses.
+    #[doc(hidden)]
     pub fn reduction(&self) -> Reduction {
         self.reduction
+    }
+
+    /// The same backend (device, caches) with the shape classes of `tuning` (from
+    /// [`GpuBackend::tune`], [`Tuning::from_env`] or [`Tuning::default`]). Refused when
+    /// a class is out of range, or when `tuning` was measured on another adapter.
+    pub fn with_tuning(&self, tuning: Tuning) -> Result<Self> {
+        tuning.check()?;
+        if let (Some(theirs), Some(ours)) = (tuning.adapter(), self.adapter_key()) {
+            if *theirs != ours {
+                return Err(Error::TuningAdapter {
+                    path: "passed to with_tuning".into(),
+                    tuned: theirs.to_string(),
+                    adapter: ours.to_string(),
+                });
+            }
+        }
+        Ok(GpuBackend {
+            inner: self.inner.clone(),
+            reduction: self.reduction,
+            tuning: Arc::new(tuning),
+        })
+    }
+
+    /// The shape classes this backend uses beyond the defaults.
+    pub fn tuning(&self) -> &Tuning {
+        &self.tuning
     }
     pub fn device(&self) -> &wgpu::Device {
         &self.inner.device
@@ -212,6 +258,7 @@ impl GpuBackend {
         format!("gpu: {name}, {:?} reduction", self.reduction)
     }
     /// Pipelines compiled so far, by key.
+    #[doc(hidden)]
     pub fn compiled_kernels(&self) -> Vec<KernelKey> {
         self.inner.pipelines.keys()
     }

@@ -98,12 +98,8 @@ impl ResidentConv {
 
 /// A layer's conv inputs of at least this many bytes (in a buffer with `STORAGE`) are
 /// kept by a copy dispatch in the draft's pass; smaller ones by `copy_buffer_to_buffer`
-/// after it. Measured on the H200
-/// (`benches/results/h200-2026-11-30-conv-copy-ab.txt`): `copy_buffer_to_buffer` moved
-/// about 400 GB/s, so a 32 MiB copy (B = 64, T = 16) cost about 80 us; at 1 MiB and below
-/// the dispatch, its barrier in the pass included, cost more than the transfer (a round
-/// at B = 1, T = 8: 575 against 491 us).
-pub const CONV_COPY_DISPATCH_FROM: u64 = 2 << 20;
+/// after it (the table in `tuning.rs` says why).
+pub const CONV_COPY_DISPATCH_FROM: u64 = super::tuning::Threshold::ConvCopyDispatchFrom.value();
 
 /// A commit deferred to the next draft: the accepted counts and the committed draft's
 /// tape k and g (its delta stays in the layer's delta buffer, which the folding draft
@@ -383,7 +379,7 @@ impl GpuRollback {
     /// Read the status buffer (blocking, bounded): see [`GpuRollback::status_buffer`].
     pub fn read_status(&self) -> Result<Vec<u32>> {
         self.gpu
-            .read_buffer("read_status", &self.status, self.shape.batch())
+            .read_buffer_labelled("read_status", &self.status, self.shape.batch())
     }
 
     /// Encode zeroing the status buffer.
@@ -1054,6 +1050,6 @@ impl GpuRollback {
         check_not_deferred("read_state", l)?;
         self.check_state_dtype::<S>("read_state")?;
         self.gpu
-            .read_buffer("read_state", l.states.committed(), self.shape.state_len())
+            .read_buffer_labelled("read_state", l.states.committed(), self.shape.state_len())
     }
 }

@@ -772,11 +772,11 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
         self.check_layer("draft_y", layer)?;
         match &self.store {
             Store::Cpu { layers, .. } => Ok(layers[layer].y.clone()),
-            Store::Gpu { rollback, inputs } => {
-                rollback
-                    .backend()
-                    .read_buffer("draft_y", &inputs[layer].y, self.shape.v_len())
-            }
+            Store::Gpu { rollback, inputs } => rollback.backend().read_buffer_labelled(
+                "draft_y",
+                &inputs[layer].y,
+                self.shape.v_len(),
+            ),
         }
     }
 
@@ -945,7 +945,7 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
     pub fn wait(&self) -> Result<()> {
         match &self.store {
             Store::Cpu { .. } => Ok(()),
-            Store::Gpu { rollback, .. } => rollback.backend().wait_idle("wait"),
+            Store::Gpu { rollback, .. } => rollback.backend().wait_idle_labelled("wait"),
         }
     }
 }

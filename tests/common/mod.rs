@@ -65,8 +65,8 @@ impl Draw {
 
     /// q, k, v rounded to `A`, g and beta to `G`.
     pub fn typed_gated<A: Element, G: Element>(&self) -> Typed<A, G> {
-        let c = deltatape::dtype::cast_from_f32::<A>;
-        let gate = deltatape::dtype::cast_from_f32::<G>;
+        let c = deltatape::internals::cast_from_f32::<A>;
+        let gate = deltatape::internals::cast_from_f32::<G>;
         Typed {
             q: c(&self.q),
             k: c(&self.k),
@@ -206,7 +206,7 @@ pub fn check_asked_subgroup_size(g: &GpuBackend) {
     if let Ok(expect) = std::env::var("DELTATAPE_EXPECT_SUBGROUP") {
         let expect: u32 = expect.parse().unwrap();
         assert_eq!(info.subgroup_max_size, expect, "{info:?}");
-        assert_eq!(g.reduction(), deltatape::gpu::Reduction::Subgroup);
+        assert_eq!(g.reduction(), deltatape::internals::Reduction::Subgroup);
     }
 }
 

@@ -1,4 +1,4 @@
-//! The dtype flags `demo` and `msl` share.
+//! The dtype flags `demo`, `msl` and `tune` share.
 
 use deltatape::{DType, GdnDtypes};
 

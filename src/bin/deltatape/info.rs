@@ -1,6 +1,6 @@
 //! `deltatape info`: what wgpu sees and what the crate would pick.
 
-use deltatape::gpu::{choose_adapter, list_adapters};
+use deltatape::internals::{choose_adapter, list_adapters};
 use deltatape::{Backend, GpuOptions};
 use std::process::ExitCode;
 

@@ -7,6 +7,7 @@ mod info;
 mod progress;
 mod round;
 mod source;
+mod tune;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -34,6 +35,8 @@ enum Command {
     Info,
     /// The Metal source naga writes for a kernel (or SPIR-V / HLSL / WGSL).
     Msl(source::Args),
+    /// Measure record's and replay's shape classes on this adapter; print the choices and write the tuning file.
+    Tune(tune::Args),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +47,7 @@ fn main() -> ExitCode {
         Command::Round(args) => round::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Msl(args) => source::run(args),
+        Command::Tune(args) => tune::run(args),
     };
     match result {
         Ok(code) => code,

@@ -294,7 +294,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
                 let mut row_clock: Option<Clock> = None;
                 for round in 0..args.rounds + 2 {
                     let bind = accept_bind(round);
-                    gpu.wait_idle("round")?;
+                    gpu.wait_idle()?;
                     let t0 = Instant::now();
                     let marker = |encoder: &mut wgpu::CommandEncoder, index: u32| {
                         if has_ts {
@@ -358,7 +358,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
                     send(&mut queued, true);
                     // The round's last submission (the GPU runs them in order).
                     if let Some(last) = last_submission.take() {
-                        gpu.wait_for(last, "round")?;
+                        gpu.wait_for(last)?;
                     }
                     let wall = t0.elapsed().as_secs_f64() * 1e6;
                     let (gpu_us, commit_us, round_clock) = if timestamps_trusted {
@@ -367,7 +367,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
                         e.copy_buffer_to_buffer(&resolved, 0, &readback, 0, 8 * stamps as u64);
                         gpu.queue().submit([e.finish()]);
                         readback.map_async(wgpu::MapMode::Read, .., |_| {});
-                        gpu.wait_idle("round")?;
+                        gpu.wait_idle()?;
                         let ticks: Vec<u64> =
                             bytemuck::pod_collect_to_vec(&readback.get_mapped_range(..).map_err(
                                 |e| deltatape::Error::Gpu {
@@ -411,7 +411,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
                 // no wait between them (an engine whose acceptance stays on the GPU can
                 // encode step n + 1 while the GPU runs step n); wall time per round.
                 let binds: Vec<_> = (0..args.rounds).map(accept_bind).collect();
-                gpu.wait_idle("round")?;
+                gpu.wait_idle()?;
                 let t_b2b = Instant::now();
                 let mut last_b2b = None;
                 for bind in &binds {
@@ -431,7 +431,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
                     last_b2b = Some(gpu.queue().submit([encoder.finish()]));
                 }
                 if let Some(last) = last_b2b {
-                    gpu.wait_for(last, "round")?;
+                    gpu.wait_for(last)?;
                 }
                 let b2b_wall = t_b2b.elapsed().as_secs_f64() * 1e6 / args.rounds.max(1) as f64;
                 let fp = if args.deferred {

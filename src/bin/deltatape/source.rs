@@ -1,7 +1,7 @@
 //! `deltatape msl`: the source naga writes for a kernel, for review without a Mac.
 
 use clap::ValueEnum;
-use deltatape::gpu::{translate, KernelKey, Op, Reduction, ShapeClass, Target};
+use deltatape::internals::{translate, KernelKey, Op, Reduction, ShapeClass, Target};
 use deltatape::{DType, GdnShape};
 use std::process::ExitCode;
 

@@ -262,7 +262,7 @@ fn time_batch(
         let commands = e.finish();
         let encode = t0.elapsed().as_secs_f64();
         let submission = gpu.queue().submit([commands]);
-        gpu.wait_for(submission, "bench")?;
+        gpu.wait_for(submission)?;
         let wall = t0.elapsed().as_secs_f64();
         // Without trusted timestamps the "GPU" time is the wall time (the cell says so).
         let gpu_us = match timer.read_spans(1)? {
@@ -375,7 +375,7 @@ impl<'a> Timer<'a> {
             encode(&mut e, None);
             gpu.queue().submit([e.finish()]);
         }
-        gpu.wait_idle("bench")?;
+        gpu.wait_idle()?;
         if self.live_query().is_some() {
             if let Some(times) = self.time_stamped(runs, encode)? {
                 return Ok(times);
@@ -387,7 +387,7 @@ impl<'a> Timer<'a> {
             encode(&mut e, None);
             let t0 = Instant::now();
             gpu.queue().submit([e.finish()]);
-            gpu.wait_idle("bench")?;
+            gpu.wait_idle()?;
             times.push(t0.elapsed().as_secs_f64() * 1e6);
         }
         Ok(times)
@@ -431,7 +431,7 @@ impl<'a> Timer<'a> {
         e.copy_buffer_to_buffer(resolve, 0, readback, 0, n as u64 * 8);
         gpu.queue().submit([e.finish()]);
         readback.map_async(wgpu::MapMode::Read, .., |_| {});
-        gpu.wait_idle("bench")?;
+        gpu.wait_idle()?;
         let ticks: Vec<u64> = {
             let view = readback
                 .get_mapped_range(..n as u64 * 8)
@@ -561,7 +561,7 @@ pub fn run(
         let mut e = gpu.encoder();
         big.encode(&mut e);
         gpu.queue().submit([e.finish()]);
-        gpu.wait_idle("bench")?;
+        gpu.wait_idle()?;
     }
     let before = timer.clock_now();
     let copy_best = time_copy(&mut timer, &big_copy)?;

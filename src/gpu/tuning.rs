@@ -1,0 +1,433 @@
+//! Tuning as data.
+//!
+//! - [`Threshold`]: every shape-class threshold the kernels use, one table of values,
+//!   each with the reason it has that value and the run it came from. The kernel keys
+//!   (`kernel.rs`), the rollback (`rollback.rs`) and the options read them from here.
+//! - [`ShapeClass`]: an override of the class a record or replay key picks.
+//! - [`Tuning`]: a backend's overrides (see [`super::GpuBackend::with_tuning`]): one
+//!   class per op for every shape (the `DELTATAPE_*` knobs, for benchmarks), and the
+//!   classes [`super::GpuBackend::tune`] measured per shape on one adapter.
+
+use super::kernel::Op;
+use crate::dtype::GdnDtypes;
+use crate::error::{Error, Result};
+use crate::shape::GdnShape;
+
+/// A shape-class threshold or default of the kernels, read from [`Threshold::row`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Threshold {
+    /// Record's lanes per state row: `Dk / this`, a power of two.
+    RecordElementsPerLane,
+    /// Replay's lanes per state row up to [`Threshold::ReplayLongFromSteps`]: `Dk / this`.
+    ReplayElementsPerLane,
+    /// Replay's lanes per state row from [`Threshold::ReplayLongFromSteps`] on.
+    ReplayElementsPerLaneLong,
+    /// Replay's drafts of at least this many steps take the long-draft lanes.
+    ReplayLongFromSteps,
+    /// Record (large grids) stages 8 steps per chunk from this many steps, else 4.
+    RecordChunk8FromSteps,
+    /// Record's grids below this many invocations (two rows each) are small: one row
+    /// per invocation, 8-step chunks, no scaled state.
+    SmallGridInvocations,
+    /// Record keeps its state as a scale times its registers from this many steps (on
+    /// grids that are not small).
+    ScaledFromSteps,
+    /// fold_record fetches its fold's first chunk before the count on grids of at most
+    /// this many lanes.
+    EarlyFoldLanes,
+    /// fold_record on grids of at most this many lanes (and short drafts) splits each
+    /// state row over twice the lanes.
+    TinyFoldLanes,
+    /// The longest draft that [`Threshold::TinyFoldLanes`] applies to.
+    TinyFoldMaxSteps,
+    /// Bytes of workgroup memory a record / replay kernel may declare.
+    WorkgroupMemoryBudget,
+    /// Most staged values of one kind an invocation carries per chunk.
+    MaxStageItems,
+    /// A layer's conv inputs of at least this many bytes are kept by a copy dispatch in
+    /// the draft's pass; smaller ones by `copy_buffer_to_buffer` after it.
+    ConvCopyDispatchFrom,
+    /// Microseconds a wait polls the device before it blocks (`GpuOptions::spin`).
+    SpinMicros,
+}
+
+/// One row of the table: a threshold's value, why it has it, and where that was measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThresholdRow {
+    pub name: &'static str,
+    pub value: u64,
+    pub reason: &'static str,
+    /// A file of `benches/results/`, or why there is none.
+    pub source: &'static str,
+}
+
+impl Threshold {
+    pub const ALL: [Threshold; 14] = [
+        Threshold::RecordElementsPerLane,
+        Threshold::ReplayElementsPerLane,
+        Threshold::ReplayElementsPerLaneLong,
+        Threshold::ReplayLongFromSteps,
+        Threshold::RecordChunk8FromSteps,
+        Threshold::SmallGridInvocations,
+        Threshold::ScaledFromSteps,
+        Threshold::EarlyFoldLanes,
+        Threshold::TinyFoldLanes,
+        Threshold::TinyFoldMaxSteps,
+        Threshold::WorkgroupMemoryBudget,
+        Threshold::MaxStageItems,
+        Threshold::ConvCopyDispatchFrom,
+        Threshold::SpinMicros,
+    ];
+
+    /// The threshold's value.
+    pub const fn value(self) -> u64 {
+        self.row().value
+    }
+
+    /// The table: every threshold with its value, reason and source.
+    pub const fn row(self) -> ThresholdRow {
+        const fn row(
+            name: &'static str,
+            value: u64,
+            reason: &'static str,
+            source: &'static str,
+        ) -> ThresholdRow {
+            ThresholdRow {
+                name,
+                value,
+                reason,
+                source,
+            }
+        }
+        match self {
+            Threshold::RecordElementsPerLane => row(
+                "record_elements_per_lane",
+                32,
+                "4 lanes a row at Dk = 128: two shuffle levels per reduction; 8 lanes lost 5-32% on large grids",
+                "h200-2026-12-01-class-sweep.txt",
+            ),
+            Threshold::ReplayElementsPerLane => row(
+                "replay_elements_per_lane",
+                8,
+                "16 lanes a row up to T = 8 (B = 64, T = 8: 78 us against 82 with 8 lanes; the round 0.4-1% faster)",
+                "h200-2026-11-30-replay-lanes-ab.txt",
+            ),
+            Threshold::ReplayElementsPerLaneLong => row(
+                "replay_elements_per_lane_long",
+                16,
+                "8 lanes a row past T = 8 (B = 256, T = 16: 369 us against 381); 16 lanes, 16-step chunks and 2 rows per invocation tie or lose",
+                "h200-2026-11-30-replay-lanes-ab.txt, h200-2026-12-01-class-sweep.txt",
+            ),
+            Threshold::ReplayLongFromSteps => row(
+                "replay_long_from_steps",
+                9,
+                "where the per-step work outweighs the shorter row reductions of more lanes",
+                "h200-2026-11-30-replay-lanes-ab.txt",
+            ),
+            Threshold::RecordChunk8FromSteps => row(
+                "record_chunk8_from_steps",
+                5,
+                "8-step chunks: B = 256, T = 8: 523 us against 590; they cost 1-6% at T = 4",
+                "h200-2026-11-30-record-chunk-ab.txt",
+            ),
+            Threshold::SmallGridInvocations => row(
+                "small_grid_invocations",
+                1 << 17,
+                "about half of what an H200 keeps resident; below it the GPU is far from full and one row per invocation with 8-step chunks is faster (B = 8, T = 16: 44 us against 58)",
+                "no A/B file kept for the small-grid class; its large-grid side is re-checked in h200-2026-12-01-class-sweep.txt",
+            ),
+            Threshold::ScaledFromSteps => row(
+                "scaled_from_steps",
+                2,
+                "the scaled state made record 3-11% faster at B = 64 and 256, T >= 4, and 1.5-7% slower at B = 1 and 8, where the extra scalar work lies on the latency path",
+                "h200-2026-12-01-scaled-ab.txt",
+            ),
+            Threshold::EarlyFoldLanes => row(
+                "early_fold_lanes",
+                1 << 15,
+                "B <= 2 at Qwen3-Next's shape: the deferred B = 1 round 2.4-2.6% faster, B = 8 and 64 2-3% slower, where the extra bytes cost more than the latency they hide",
+                "h200-2026-11-30-fold-ab.txt, h200-2026-12-01-early-fold-ab.txt",
+            ),
+            Threshold::TinyFoldLanes => row(
+                "tiny_fold_lanes",
+                1 << 14,
+                "B = 1 at Qwen3-Next's shape: the deferred B = 1, T = 4 round 254-255 -> 249-250 us; B = 2, record and T = 16 got 1-10% slower with it",
+                "h200-2026-12-01-fold-lanes-ab.txt",
+            ),
+            Threshold::TinyFoldMaxSteps => row(
+                "tiny_fold_max_steps",
+                4,
+                "T = 16 got slower with twice the lanes",
+                "h200-2026-12-01-fold-lanes-ab.txt",
+            ),
+            Threshold::WorkgroupMemoryBudget => row(
+                "workgroup_memory_budget",
+                16 << 10,
+                "the WebGPU default of max_compute_workgroup_storage_size, which every adapter offers; the staged chunk shrinks until the kernel fits",
+                "not measured: the WebGPU specification's default limits",
+            ),
+            Threshold::MaxStageItems => row(
+                "max_stage_items",
+                4,
+                "small workgroups (tiny Dk or Dv) would unroll many staging loads per invocation, which costs compile time (lavapipe: seconds) for no speed",
+                "not measured on the H200: compile time on lavapipe",
+            ),
+            Threshold::ConvCopyDispatchFrom => row(
+                "conv_copy_dispatch_from",
+                2 << 20,
+                "copy_buffer_to_buffer moved about 400 GB/s (32 MiB, B = 64, T = 16: about 80 us); at 1 MiB and below the dispatch and its barrier cost more than the transfer (B = 1, T = 8: 575 against 491 us)",
+                "h200-2026-11-30-conv-copy-ab.txt",
+            ),
+            Threshold::SpinMicros => row(
+                "spin_micros",
+                2000,
+                "a blocking wait sleeps until the driver wakes the thread, which added 35-100 us to a resident round; waits longer than this block",
+                "h200-2026-12-01-spin-ab.txt",
+            ),
+        }
+    }
+}
+
+/// Overrides of the shape class a kernel key picks for record or replay (`None`: the
+/// table's default). Each value is checked when a backend takes the [`Tuning`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ShapeClass {
+    /// Lanes that share one state row: a power of two up to 64.
+    pub lanes: Option<u32>,
+    /// State rows per workgroup: a power of two from 2, `lanes * rows <= 1024`.
+    pub rows: Option<u32>,
+    /// State rows each invocation holds: 1, 2 or 4.
+    pub rows_per_invocation: Option<u32>,
+    /// Steps staged in workgroup memory per barrier pair: 1, 2, 4, 8 or 16.
+    pub chunk: Option<u32>,
+    /// fold_record only: fetch the deferred commit's first chunk before its count is
+    /// known (`KernelKey::early_fold`). Record's class only.
+    pub early_fold: Option<bool>,
+    /// record and fold_record: keep the state as a scale times its registers
+    /// (`KernelKey::scaled_state`). Record's class only.
+    pub scaled_state: Option<bool>,
+}
+
+impl ShapeClass {
+    /// Check the values; `replay`: the class is replay's, which has no early fold and
+    /// no scaled state (a value for them would do nothing).
+    pub(crate) fn check(&self, what: &'static str, replay: bool) -> Result<()> {
+        let bad = |arg: &'static str, why: &str| {
+            Err(Error::Unsupported {
+                op: what,
+                arg,
+                why: why.into(),
+            })
+        };
+        if self.lanes.is_some_and(|v| !v.is_power_of_two() || v > 64) {
+            return bad("lanes", "a power of two up to 64");
+        }
+        let lanes = self.lanes.unwrap_or(64);
+        if self
+            .rows
+            .is_some_and(|v| v < 2 || !v.is_power_of_two() || v * lanes > 1024)
+        {
+            return bad("rows", "a power of two from 2, lanes * rows <= 1024");
+        }
+        if self
+            .rows_per_invocation
+            .is_some_and(|v| ![1, 2, 4].contains(&v))
+        {
+            return bad("rows_per_invocation", "1, 2 or 4");
+        }
+        if self.chunk.is_some_and(|v| !v.is_power_of_two() || v > 16) {
+            return bad("chunk", "1, 2, 4, 8 or 16");
+        }
+        if replay && self.early_fold.is_some() {
+            return bad(
+                "early_fold",
+                "replay has no early fold: the value would do nothing",
+            );
+        }
+        if replay && self.scaled_state.is_some() {
+            return bad(
+                "scaled_state",
+                "replay has no scaled state: the value would do nothing",
+            );
+        }
+        Ok(())
+    }
+
+    /// Read `DELTATAPE_<OP>_{LANES,ROWS,RPT,CHUNK}` and, for record,
+    /// `DELTATAPE_RECORD_{EARLY,SCALED}` (0 or 1). `replay`: the knobs replay has no
+    /// use for (`EARLY`, `SCALED`) are an error when set.
+    pub(crate) fn from_env(op: &str, replay: bool) -> Result<Self> {
+        let read = |what: &str| -> Result<Option<u32>> {
+            let var = format!("DELTATAPE_{op}_{what}");
+            match std::env::var(&var) {
+                Err(_) => Ok(None),
+                Ok(value) => value.parse::<u32>().map(Some).map_err(|_| Error::BadEnv {
+                    var,
+                    value,
+                    why: "expected a whole number",
+                }),
+            }
+        };
+        let flag = |what: &str| -> Result<Option<bool>> {
+            let var = format!("DELTATAPE_{op}_{what}");
+            if replay {
+                return match std::env::var(&var) {
+                    Err(_) => Ok(None),
+                    Ok(value) => Err(Error::BadEnv {
+                        var,
+                        value,
+                        why: "replay has no such class parameter: the knob would do nothing",
+                    }),
+                };
+            }
+            match read(what)? {
+                None => Ok(None),
+                Some(v @ (0 | 1)) => Ok(Some(v == 1)),
+                Some(v) => Err(Error::BadEnv {
+                    var,
+                    value: v.to_string(),
+                    why: "expected 0 or 1",
+                }),
+            }
+        };
+        Ok(ShapeClass {
+            lanes: read("LANES")?,
+            rows: read("ROWS")?,
+            rows_per_invocation: read("RPT")?,
+            chunk: read("CHUNK")?,
+            early_fold: flag("EARLY")?,
+            scaled_state: flag("SCALED")?,
+        })
+    }
+}
+
+/// A class [`super::GpuBackend::tune`] measured for one (op, shape, dtypes).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Choice {
+    /// Record or replay.
+    pub op: Op,
+    pub shape: GdnShape,
+    pub dtypes: GdnDtypes,
+    /// The class chosen (all `None`: the table's default won).
+    pub class: ShapeClass,
+    /// Median microseconds of one dispatch in the chosen class, and in the default one.
+    pub micros: f64,
+    pub default_micros: f64,
+    /// Whether the times are GPU timestamps (else wall clock, submit to completion).
+    pub gpu_clock: bool,
+}
+
+/// The shape classes a [`super::GpuBackend`] uses where they differ from the crate's
+/// H200-measured defaults: set by hand or from the environment ([`Tuning::from_env`]),
+/// or measured on the adapter itself ([`super::GpuBackend::tune`]).
+///
+/// The default value overrides nothing. A class never changes results beyond the
+/// dtype tolerance (every class computes the same sums in another order).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Tuning {
+    /// record's (and fold_record's) class at every shape without a choice of its own.
+    #[doc(hidden)]
+    pub record: ShapeClass,
+    /// replay's class at every shape without a choice of its own.
+    #[doc(hidden)]
+    pub replay: ShapeClass,
+    /// Measured classes, per (op, shape, dtypes).
+    pub(crate) choices: Vec<Choice>,
+    /// The adapter the choices were measured on.
+    pub(crate) adapter: Option<super::tune::AdapterKey>,
+}
+
+impl Tuning {
+    /// The default tuning overridden by the shape-class knobs
+    /// `DELTATAPE_{RECORD,REPLAY}_{LANES,ROWS,RPT,CHUNK}` and
+    /// `DELTATAPE_RECORD_{EARLY,SCALED}` (0 or 1). A knob that has no effect
+    /// (`DELTATAPE_REPLAY_EARLY`, `DELTATAPE_REPLAY_SCALED`) is an `Error::BadEnv`.
+    pub fn from_env() -> Result<Self> {
+        let tuning = Tuning {
+            record: ShapeClass::from_env("RECORD", false)?,
+            replay: ShapeClass::from_env("REPLAY", true)?,
+            ..Tuning::default()
+        };
+        tuning.check()?;
+        Ok(tuning)
+    }
+
+    /// Check every class.
+    pub(crate) fn check(&self) -> Result<()> {
+        self.record.check("record_class", false)?;
+        self.replay.check("replay_class", true)?;
+        for c in &self.choices {
+            match c.op {
+                Op::Record => c.class.check("record_class", false)?,
+                Op::Replay => c.class.check("replay_class", true)?,
+                op @ (Op::Repeat | Op::Conv | Op::FoldRecord | Op::ChunkWy | Op::ChunkState) => {
+                    return Err(Error::Unsupported {
+                        op: "with_tuning",
+                        arg: "tuning",
+                        why: format!("{} has no shape class to tune", op.name()),
+                    })
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The adapter the measured classes are for (`None`: nothing measured).
+    pub fn adapter(&self) -> Option<&super::tune::AdapterKey> {
+        self.adapter.as_ref()
+    }
+
+    /// Whether the tuning overrides nothing (the table's defaults everywhere).
+    pub fn is_default(&self) -> bool {
+        self.record == ShapeClass::default()
+            && self.replay == ShapeClass::default()
+            && self
+                .choices
+                .iter()
+                .all(|c| c.class == ShapeClass::default())
+    }
+
+    /// This tuning with `class` for record (and fold_record) at every shape without a
+    /// measured class.
+    #[doc(hidden)]
+    pub fn with_record_class(self, class: ShapeClass) -> Self {
+        Tuning {
+            record: class,
+            ..self
+        }
+    }
+
+    /// This tuning with `class` for replay at every shape without a measured class.
+    #[doc(hidden)]
+    pub fn with_replay_class(self, class: ShapeClass) -> Self {
+        Tuning {
+            replay: class,
+            ..self
+        }
+    }
+
+    /// The measured classes.
+    #[doc(hidden)]
+    pub fn choices(&self) -> &[Choice] {
+        &self.choices
+    }
+
+    /// The class `op` takes at `shape` and `dtypes`: the measured one, else the
+    /// op's override for every shape. fold_record takes record's override (it runs
+    /// record's loop) but not record's measured classes: its own thresholds
+    /// (`TinyFoldLanes`, `EarlyFoldLanes`) are not what was measured.
+    pub(crate) fn class(&self, op: Op, shape: &GdnShape, dtypes: GdnDtypes) -> ShapeClass {
+        let measured = || {
+            self.choices
+                .iter()
+                .find(|c| c.op == op && c.shape == *shape && c.dtypes == dtypes)
+                .map(|c| c.class)
+        };
+        match op {
+            Op::Record => measured().unwrap_or(self.record),
+            Op::Replay => measured().unwrap_or(self.replay),
+            Op::FoldRecord => self.record,
+            Op::Repeat | Op::Conv | Op::ChunkWy | Op::ChunkState => ShapeClass::default(),
+        }
+    }
+}
