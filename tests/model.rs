@@ -1,4 +1,4 @@
-//! A real model through the crate: the tiny Qwen3-Next of `tests/fixtures/qwen3_next_tiny`
+//! Real models through the crate: the tiny Qwen3-Next and Qwen 3.5 of `tests/fixtures`
 //! (made by its `make_fixture.py` with Hugging Face transformers), run by
 //! `examples/qwen3_next`, checked against transformers' own logits and greedy tokens on
 //! the CPU and, when there is one, the GPU: prefill, plain greedy decoding, and
@@ -11,7 +11,7 @@ mod common;
 mod qwen3_next;
 
 use deltatape::{Backend, Error, RecordInputs, RollbackMode};
-use qwen3_next::{argmax, fixture, forward, greedy, speculative, tensor, Commit, Model, Session};
+use qwen3_next::{argmax, fixture, forward, greedy, speculative, Commit, Model, Session, MODELS};
 use safetensors::SafeTensors;
 
 const T: usize = 4;
@@ -22,31 +22,29 @@ struct Expected {
     greedy: Vec<u32>,
 }
 
-fn expected() -> Expected {
-    let bytes = std::fs::read(fixture("expected.safetensors")).unwrap();
-    let st = SafeTensors::deserialize(&bytes).unwrap();
-    let ids = |name| -> Vec<u32> {
-        tensor(&st, name)
-            .unwrap()
-            .iter()
-            .map(|&t| t as u32)
-            .collect()
-    };
+fn expected(model: &str) -> Expected {
+    let (prompt, logits, greedy) = qwen3_next::expected(model).unwrap();
     // Exact token equality on every backend is only a fair demand when no step of the
     // continuation has its two top logits closer than a backend's rounding.
+    let bytes = std::fs::read(fixture(model, "expected.safetensors")).unwrap();
     let (_, meta) = SafeTensors::read_metadata(&bytes).unwrap();
     let margin: f64 = meta.metadata().as_ref().unwrap()["min_top2_margin"]
         .parse()
         .unwrap();
     assert!(
         margin > 1e-4,
-        "the fixture's top-2 margin {margin} is too thin to demand equal tokens"
+        "{model}: the top-2 margin {margin} is too thin to demand equal tokens"
     );
     Expected {
-        prompt: ids("prompt"),
-        logits: tensor(&st, "prefill_logits").unwrap(),
-        greedy: ids("greedy"),
+        prompt,
+        logits,
+        greedy,
     }
+}
+
+/// The model and the backend, for messages.
+fn who(model: &str, backend: &Backend) -> String {
+    format!("{model} on {}", backend.describe())
 }
 
 /// The CPU, and the GPU when there is an adapter (with CI=true there must be one).
@@ -58,79 +56,85 @@ fn backends() -> Vec<Backend> {
 
 #[test]
 fn prefill_logits_match_transformers() {
-    let want = expected();
-    let model = Model::load().unwrap();
-    let largest = want.logits.iter().fold(0f32, |m, v| m.max(v.abs()));
-    for backend in backends() {
-        let mut s =
-            Session::new(&model, &backend, T, RollbackMode::SingleState, Commit::Host).unwrap();
-        let logits = s.prefill(&want.prompt).unwrap().concat();
-        assert_eq!(logits.len(), want.logits.len());
-        let err = logits
-            .iter()
-            .zip(&want.logits)
-            .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
-        println!(
-            "{}: largest prefill logit error {:.2e} (relative)",
-            backend.describe(),
-            err / largest
-        );
-        assert!(err / largest < 1e-4, "{}: {err}", backend.describe());
+    for name in MODELS {
+        let want = expected(name);
+        let model = Model::load(name).unwrap();
+        let largest = want.logits.iter().fold(0f32, |m, v| m.max(v.abs()));
+        for backend in backends() {
+            let mut s =
+                Session::new(&model, &backend, T, RollbackMode::SingleState, Commit::Host).unwrap();
+            let logits = s.prefill(&want.prompt).unwrap().concat();
+            assert_eq!(logits.len(), want.logits.len());
+            let err = logits
+                .iter()
+                .zip(&want.logits)
+                .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+            println!(
+                "{}: largest prefill logit error {:.2e} (relative)",
+                who(name, &backend),
+                err / largest
+            );
+            assert!(err / largest < 1e-4, "{}: {err}", who(name, &backend));
+        }
     }
 }
 
 #[test]
 fn greedy_decoding_reproduces_transformers() {
-    let want = expected();
-    let model = Model::load().unwrap();
-    for backend in backends() {
-        for mode in [RollbackMode::SingleState, RollbackMode::KeepDrafted] {
-            let mut s = Session::new(&model, &backend, T, mode, Commit::Host).unwrap();
-            let tokens = greedy(&mut s, &want.prompt, want.greedy.len()).unwrap();
-            assert_eq!(tokens, want.greedy, "{} {mode:?}", backend.describe());
+    for name in MODELS {
+        let want = expected(name);
+        let model = Model::load(name).unwrap();
+        for backend in backends() {
+            for mode in [RollbackMode::SingleState, RollbackMode::KeepDrafted] {
+                let mut s = Session::new(&model, &backend, T, mode, Commit::Host).unwrap();
+                let tokens = greedy(&mut s, &want.prompt, want.greedy.len()).unwrap();
+                assert_eq!(tokens, want.greedy, "{} {mode:?}", who(name, &backend));
+            }
         }
     }
 }
 
 #[test]
 fn speculative_decoding_emits_the_greedy_tokens() {
-    let want = expected();
-    let target = Model::load().unwrap();
-    let draft = target.perturbed(0.02);
-    for backend in backends() {
-        let mut styles = vec![
-            (Commit::Host, RollbackMode::SingleState),
-            (Commit::Host, RollbackMode::KeepDrafted),
-            (Commit::Deferred, RollbackMode::SingleState),
-        ];
-        if backend.as_gpu().is_some() {
-            styles.push((Commit::Device, RollbackMode::SingleState));
-            styles.push((Commit::Device, RollbackMode::KeepDrafted));
-        }
-        for (commit, mode) in styles {
-            let mut t = Session::new(&target, &backend, T, mode, commit).unwrap();
-            let mut d = Session::new(&draft, &backend, T, mode, commit).unwrap();
-            let (tokens, kept) =
-                speculative(&mut t, &mut d, &want.prompt, want.greedy.len()).unwrap();
-            let rounds: usize = kept.iter().sum();
-            let accepted: usize = kept.iter().enumerate().map(|(n, r)| n * r).sum();
-            println!(
-                "{} {commit:?} {mode:?}: {} tokens in {rounds} rounds, kept 0..=T: {kept:?}, acceptance {:.2}",
-                backend.describe(),
-                tokens.len(),
-                accepted as f64 / (rounds * T) as f64
-            );
-            assert_eq!(
-                tokens,
-                want.greedy,
-                "{} {commit:?} {mode:?}",
-                backend.describe()
-            );
-            // Rounds that keep nothing, some and everything all happen.
-            assert!(
-                kept[0] > 0 && kept[1..T].iter().any(|&r| r > 0) && kept[T] > 0,
-                "{kept:?}"
-            );
+    for name in MODELS {
+        let want = expected(name);
+        let target = Model::load(name).unwrap();
+        let draft = target.perturbed(0.02);
+        for backend in backends() {
+            let mut styles = vec![
+                (Commit::Host, RollbackMode::SingleState),
+                (Commit::Host, RollbackMode::KeepDrafted),
+                (Commit::Deferred, RollbackMode::SingleState),
+            ];
+            if backend.as_gpu().is_some() {
+                styles.push((Commit::Device, RollbackMode::SingleState));
+                styles.push((Commit::Device, RollbackMode::KeepDrafted));
+            }
+            for (commit, mode) in styles {
+                let mut t = Session::new(&target, &backend, T, mode, commit).unwrap();
+                let mut d = Session::new(&draft, &backend, T, mode, commit).unwrap();
+                let (tokens, kept) =
+                    speculative(&mut t, &mut d, &want.prompt, want.greedy.len()).unwrap();
+                let rounds: usize = kept.iter().sum();
+                let accepted: usize = kept.iter().enumerate().map(|(n, r)| n * r).sum();
+                println!(
+                    "{} {commit:?} {mode:?}: {} tokens in {rounds} rounds, kept 0..=T: {kept:?}, acceptance {:.2}",
+                    who(name, &backend),
+                    tokens.len(),
+                    accepted as f64 / (rounds * T) as f64
+                );
+                assert_eq!(
+                    tokens,
+                    want.greedy,
+                    "{} {commit:?} {mode:?}",
+                    who(name, &backend)
+                );
+                // Rounds that keep nothing, some and everything all happen.
+                assert!(
+                    kept[0] > 0 && kept[1..T].iter().any(|&r| r > 0) && kept[T] > 0,
+                    "{kept:?}"
+                );
+            }
         }
     }
 }
@@ -157,89 +161,24 @@ fn finish_step(s: &mut Session, h: &mut [Vec<f32>], from: usize) -> Vec<f32> {
 
 #[test]
 fn bad_input_is_refused_and_decoding_goes_on() {
-    let want = expected();
-    let model = Model::load().unwrap();
-    for backend in backends() {
-        let name = backend.describe();
-        let mut s =
-            Session::new(&model, &backend, T, RollbackMode::SingleState, Commit::Host).unwrap();
-        let mut next = argmax(s.prefill(&want.prompt).unwrap().last().unwrap());
-        let mut tokens = vec![next];
-        // A commit with nothing drafted.
-        assert!(
-            matches!(s.rb.commit(&[1]), Err(Error::Order { .. })),
-            "{name}"
-        );
-        let mut h = model.embed(&[next], T);
-        let p = model.in_proj(0, &h);
-        let [q, k, v] = model.conv(0, &s.rb.conv_window(0).unwrap(), &p.x);
-        let good = RecordInputs {
-            q: &q,
-            k: &k,
-            v: &v,
-            g: &p.g,
-            beta: &p.beta,
-            mask: None,
-        };
-        let short = RecordInputs { q: &q[1..], ..good };
-        let err = s.rb.draft_layer(0, &short, Some(&p.x));
-        assert!(matches!(err, Err(Error::Length { .. })), "{name}: {err:?}");
-        let err = s.rb.draft_layer(0, &good, Some(&p.x[1..]));
-        assert!(matches!(err, Err(Error::Length { .. })), "{name}: {err:?}");
-        let err = s.rb.draft_layer(model.layers, &good, Some(&p.x));
-        assert!(
-            matches!(err, Err(Error::IndexOutOfRange { .. })),
-            "{name}: {err:?}"
-        );
-        let y = s.rb.draft_layer(0, &good, Some(&p.x)).unwrap();
-        // Layer 0 drafted twice, and a commit before the last layer's draft.
-        let err = s.rb.draft_layer(0, &good, Some(&p.x));
-        assert!(matches!(err, Err(Error::Order { .. })), "{name}: {err:?}");
-        assert!(
-            matches!(s.rb.commit(&[1]), Err(Error::Order { .. })),
-            "{name}"
-        );
-        model.finish(0, &mut h, &y, &p.z);
-        let logits = finish_step(&mut s, &mut h, 1);
-        // A count above T, then the right one.
-        let err = s.rb.commit(&[T as u32 + 1]);
-        assert!(
-            matches!(err, Err(Error::AcceptedOutOfRange { .. })),
-            "{name}: {err:?}"
-        );
-        s.commit(1).unwrap();
-        next = argmax(&logits);
-        tokens.push(next);
-        while tokens.len() < want.greedy.len() {
+    for name in MODELS {
+        let want = expected(name);
+        let model = Model::load(name).unwrap();
+        for backend in backends() {
+            let name = who(name, &backend);
+            let mut s =
+                Session::new(&model, &backend, T, RollbackMode::SingleState, Commit::Host).unwrap();
+            let mut next = argmax(s.prefill(&want.prompt).unwrap().last().unwrap());
+            let mut tokens = vec![next];
+            // A commit with nothing drafted.
+            assert!(
+                matches!(s.rb.commit(&[1]), Err(Error::Order { .. })),
+                "{name}"
+            );
             let mut h = model.embed(&[next], T);
-            next = argmax(&finish_step(&mut s, &mut h, 0));
-            s.commit(1).unwrap();
-            tokens.push(next);
-        }
-        assert_eq!(tokens, want.greedy, "{name}");
-    }
-}
-
-/// The per-layer draft and the all-layer draft of the same inputs agree exactly (state,
-/// y, conv window) on each backend.
-#[test]
-fn per_layer_and_all_layer_drafts_agree() {
-    let want = expected();
-    let model = Model::load().unwrap();
-    for backend in backends() {
-        let mut a =
-            Session::new(&model, &backend, T, RollbackMode::SingleState, Commit::Host).unwrap();
-        let mut b =
-            Session::new(&model, &backend, T, RollbackMode::SingleState, Commit::Host).unwrap();
-        a.prefill(&want.prompt[..T]).unwrap();
-        b.prefill(&want.prompt[..T]).unwrap();
-        // Per layer in `a`, recording each layer's inputs for `b`'s one all-layer draft.
-        let mut h = model.embed(&want.prompt[T..], T);
-        let mut recorded = Vec::new();
-        for l in 0..model.layers {
-            let p = model.in_proj(l, &h);
-            let [q, k, v] = model.conv(l, &a.rb.conv_window(l).unwrap(), &p.x);
-            let inputs = RecordInputs {
+            let p = model.in_proj(0, &h);
+            let [q, k, v] = model.conv(0, &s.rb.conv_window(0).unwrap(), &p.x);
+            let good = RecordInputs {
                 q: &q,
                 k: &k,
                 v: &v,
@@ -247,39 +186,108 @@ fn per_layer_and_all_layer_drafts_agree() {
                 beta: &p.beta,
                 mask: None,
             };
-            let y = a.rb.draft_layer(l, &inputs, Some(&p.x)).unwrap();
-            model.finish(l, &mut h, &y, &p.z);
-            recorded.push((q, k, v, p, y));
-        }
-        let inputs: Vec<_> = (recorded.iter())
-            .map(|(q, k, v, p, _)| RecordInputs {
-                q,
-                k,
-                v,
-                g: &p.g,
-                beta: &p.beta,
-                mask: None,
-            })
-            .collect();
-        let conv: Vec<&[f32]> = recorded.iter().map(|(.., p, _)| &p.x[..]).collect();
-        b.rb.draft_with_conv(&inputs, &conv).unwrap();
-        for (l, (.., y)) in recorded.iter().enumerate() {
-            assert_eq!(
-                &b.rb.draft_y(l).unwrap(),
-                y,
-                "{} layer {l}",
-                backend.describe()
+            let short = RecordInputs { q: &q[1..], ..good };
+            let err = s.rb.draft_layer(0, &short, Some(&p.x));
+            assert!(matches!(err, Err(Error::Length { .. })), "{name}: {err:?}");
+            let err = s.rb.draft_layer(0, &good, Some(&p.x[1..]));
+            assert!(matches!(err, Err(Error::Length { .. })), "{name}: {err:?}");
+            let err = s.rb.draft_layer(model.layers, &good, Some(&p.x));
+            assert!(
+                matches!(err, Err(Error::IndexOutOfRange { .. })),
+                "{name}: {err:?}"
             );
+            let y = s.rb.draft_layer(0, &good, Some(&p.x)).unwrap();
+            // Layer 0 drafted twice, and a commit before the last layer's draft.
+            let err = s.rb.draft_layer(0, &good, Some(&p.x));
+            assert!(matches!(err, Err(Error::Order { .. })), "{name}: {err:?}");
+            assert!(
+                matches!(s.rb.commit(&[1]), Err(Error::Order { .. })),
+                "{name}"
+            );
+            model.finish(0, &mut h, &y, &p.z);
+            let logits = finish_step(&mut s, &mut h, 1);
+            // A count above T, then the right one.
+            let err = s.rb.commit(&[T as u32 + 1]);
+            assert!(
+                matches!(err, Err(Error::AcceptedOutOfRange { .. })),
+                "{name}: {err:?}"
+            );
+            s.commit(1).unwrap();
+            next = argmax(&logits);
+            tokens.push(next);
+            while tokens.len() < want.greedy.len() {
+                let mut h = model.embed(&[next], T);
+                next = argmax(&finish_step(&mut s, &mut h, 0));
+                s.commit(1).unwrap();
+                tokens.push(next);
+            }
+            assert_eq!(tokens, want.greedy, "{name}");
         }
-        a.commit(2).unwrap();
-        b.commit(2).unwrap();
-        for l in 0..model.layers {
-            assert_eq!(a.rb.state(l).unwrap(), b.rb.state(l).unwrap());
-            assert_eq!(a.rb.conv_window(l).unwrap(), b.rb.conv_window(l).unwrap());
+    }
+}
+
+/// The per-layer draft and the all-layer draft of the same inputs agree exactly (state,
+/// y, conv window) on each backend.
+#[test]
+fn per_layer_and_all_layer_drafts_agree() {
+    for name in MODELS {
+        let want = expected(name);
+        let model = Model::load(name).unwrap();
+        for backend in backends() {
+            let mut a =
+                Session::new(&model, &backend, T, RollbackMode::SingleState, Commit::Host).unwrap();
+            let mut b =
+                Session::new(&model, &backend, T, RollbackMode::SingleState, Commit::Host).unwrap();
+            a.prefill(&want.prompt[..T]).unwrap();
+            b.prefill(&want.prompt[..T]).unwrap();
+            // Per layer in `a`, recording each layer's inputs for `b`'s one all-layer draft.
+            let mut h = model.embed(&want.prompt[T..], T);
+            let mut recorded = Vec::new();
+            for l in 0..model.layers {
+                let p = model.in_proj(l, &h);
+                let [q, k, v] = model.conv(l, &a.rb.conv_window(l).unwrap(), &p.x);
+                let inputs = RecordInputs {
+                    q: &q,
+                    k: &k,
+                    v: &v,
+                    g: &p.g,
+                    beta: &p.beta,
+                    mask: None,
+                };
+                let y = a.rb.draft_layer(l, &inputs, Some(&p.x)).unwrap();
+                model.finish(l, &mut h, &y, &p.z);
+                recorded.push((q, k, v, p, y));
+            }
+            let inputs: Vec<_> = (recorded.iter())
+                .map(|(q, k, v, p, _)| RecordInputs {
+                    q,
+                    k,
+                    v,
+                    g: &p.g,
+                    beta: &p.beta,
+                    mask: None,
+                })
+                .collect();
+            let conv: Vec<&[f32]> = recorded.iter().map(|(.., p, _)| &p.x[..]).collect();
+            b.rb.draft_with_conv(&inputs, &conv).unwrap();
+            for (l, (.., y)) in recorded.iter().enumerate() {
+                assert_eq!(
+                    &b.rb.draft_y(l).unwrap(),
+                    y,
+                    "{} layer {l}",
+                    who(name, &backend)
+                );
+            }
+            a.commit(2).unwrap();
+            b.commit(2).unwrap();
+            for l in 0..model.layers {
+                assert_eq!(a.rb.state(l).unwrap(), b.rb.state(l).unwrap());
+                assert_eq!(a.rb.conv_window(l).unwrap(), b.rb.conv_window(l).unwrap());
+            }
+            // And the continuation from the two equals a fresh forward of the same tokens.
+            let la = forward(&model, &mut a.rb, &[7]).unwrap();
+            let lb = forward(&model, &mut b.rb, &[7]).unwrap();
+            assert_eq!(la, lb, "{}", who(name, &backend));
         }
-        // And the continuation from the two equals a fresh forward of the same tokens.
-        let la = forward(&model, &mut a.rb, &[7]).unwrap();
-        let lb = forward(&model, &mut b.rb, &[7]).unwrap();
-        assert_eq!(la, lb, "{}", backend.describe());
     }
 }

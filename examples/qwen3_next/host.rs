@@ -1,16 +1,21 @@
-//! The dense parts of the tiny Qwen3-Next, on the host in f32, as Hugging Face
-//! transformers' `modeling_qwen3_next.py` computes them: embedding, norms, projections,
-//! the causal conv, gates, MLP, LM head. Everything but the recurrence.
+//! The dense parts of the tiny Qwen3-Next and Qwen 3.5, on the host in f32, as Hugging
+//! Face transformers' `modeling_qwen3_next.py` and `modeling_qwen3_5.py` compute them:
+//! embedding, norms, projections, the causal conv, gates, MLP, LM head. Everything but
+//! the recurrence. The two differ only in how in_proj packs q, k, v, z, b and a.
 use safetensors::SafeTensors;
 use std::collections::BTreeMap;
 
 pub type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
-/// The fixture's directory: under `CARGO_MANIFEST_DIR` when cargo runs this (a copied
-/// test binary run elsewhere sets it to its checkout), else where it was built.
-pub fn fixture(file: &str) -> String {
+/// The fixtures of `tests/fixtures` (one directory a model), each made by its
+/// `make_fixture.py` with transformers.
+pub const MODELS: [&str; 2] = ["qwen3_next_tiny", "qwen3_5_tiny"];
+
+/// A fixture's file: under `CARGO_MANIFEST_DIR` when cargo runs this (a copied test
+/// binary run elsewhere sets it to its checkout), else where it was built.
+pub fn fixture(model: &str, file: &str) -> String {
     let root = std::env::var("CARGO_MANIFEST_DIR");
     let root = root.as_deref().unwrap_or(env!("CARGO_MANIFEST_DIR"));
-    format!("{root}/tests/fixtures/qwen3_next_tiny/{file}")
+    format!("{root}/tests/fixtures/{model}/{file}")
 }
 pub const HK: usize = 2; // key heads
 pub const HV: usize = 4; // value heads
@@ -83,8 +88,8 @@ pub struct Model {
 }
 
 impl Model {
-    pub fn load() -> Res<Model> {
-        let bytes = std::fs::read(fixture("model.safetensors"))?;
+    pub fn load(model: &str) -> Res<Model> {
+        let bytes = std::fs::read(fixture(model, "model.safetensors"))?;
         let st = SafeTensors::deserialize(&bytes)?;
         let weights = (st.names().into_iter())
             .map(|n| Ok((n.to_string(), tensor(&st, n)?)))
@@ -136,25 +141,41 @@ impl Model {
             .collect()
     }
 
-    /// Layer `l`'s input norm and in_proj. The projection holds, per key head,
-    /// [q, k, v (Hv/Hk heads), z (Hv/Hk heads)] and [b (Hv/Hk), a (Hv/Hk)].
+    /// Layer `l`'s input norm and in_proj. Qwen3-Next's one projection holds, per key
+    /// head, [q, k, v (Hv/Hk heads), z (Hv/Hk heads)] and [b (Hv/Hk), a (Hv/Hk)];
+    /// Qwen 3.5 projects [q, k, v], z, b and a apart, each in head order.
     pub fn in_proj(&self, l: usize, h: &[Vec<f32>]) -> Projected {
         let (t, r, per) = (h.len(), HV / HK, 2 * DK + 2 * (HV / HK) * DV);
         let (mut x, mut z) = (vec![0.0; t * CHANNELS], vec![0.0; t * HV * DV]);
         let (mut b, mut a) = (vec![0.0; t * HV], vec![0.0; t * HV]);
+        let split = self
+            .weights
+            .contains_key(&format!("model.layers.{l}.linear_attn.in_proj_qkv.weight"));
         for (i, hi) in h.iter().enumerate() {
             let xn = norm(hi, self.lw(l, "input_layernorm.weight"));
-            let qkvz = matvec(self.lw(l, "linear_attn.in_proj_qkvz.weight"), &xn);
-            let ba = matvec(self.lw(l, "linear_attn.in_proj_ba.weight"), &xn);
+            let proj = |name: &str| matvec(self.lw(l, &format!("linear_attn.{name}.weight")), &xn);
+            let (zi, bi, ai) = (
+                &mut z[i * HV * DV..][..HV * DV],
+                &mut b[i * HV..][..HV],
+                &mut a[i * HV..][..HV],
+            );
+            if split {
+                x[i * CHANNELS..][..CHANNELS].copy_from_slice(&proj("in_proj_qkv"));
+                zi.copy_from_slice(&proj("in_proj_z"));
+                bi.copy_from_slice(&proj("in_proj_b"));
+                ai.copy_from_slice(&proj("in_proj_a"));
+                continue;
+            }
+            let (qkvz, ba) = (proj("in_proj_qkvz"), proj("in_proj_ba"));
             let row = &mut x[i * CHANNELS..][..CHANNELS];
             for g in 0..HK {
                 let src = &qkvz[g * per..][..per];
                 row[g * DK..][..DK].copy_from_slice(&src[..DK]);
                 row[(HK + g) * DK..][..DK].copy_from_slice(&src[DK..2 * DK]);
                 row[2 * HK * DK + g * r * DV..][..r * DV].copy_from_slice(&src[2 * DK..][..r * DV]);
-                z[(i * HV + g * r) * DV..][..r * DV].copy_from_slice(&src[2 * DK + r * DV..]);
-                b[i * HV + g * r..][..r].copy_from_slice(&ba[g * 2 * r..][..r]);
-                a[i * HV + g * r..][..r].copy_from_slice(&ba[g * 2 * r + r..][..r]);
+                zi[g * r * DV..][..r * DV].copy_from_slice(&src[2 * DK + r * DV..]);
+                bi[g * r..][..r].copy_from_slice(&ba[g * 2 * r..][..r]);
+                ai[g * r..][..r].copy_from_slice(&ba[g * 2 * r + r..][..r]);
             }
         }
         let (a_log, dt_bias) = (

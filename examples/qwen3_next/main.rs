@@ -1,5 +1,6 @@
-//! A tiny Qwen3-Next (`tests/fixtures/qwen3_next_tiny`: 4 GatedDeltaNet layers, dense
-//! MLPs, Hk = 2, Hv = 4) decoded greedily and speculatively with deltatape's rollback.
+//! A tiny Qwen3-Next and a tiny Qwen 3.5 (`tests/fixtures/*_tiny`: 4 GatedDeltaNet
+//! layers, dense MLPs, Hk = 2, Hv = 4) decoded greedily and speculatively with
+//! deltatape's rollback, checked against transformers' own tokens.
 //! The dense parts run on the host in f32 (`host.rs`); each layer's recurrence is drafted on
 //! the chosen backend with `Rollback::draft_layer`, which returns y for the next layer,
 //! and the rollback keeps (and rolls back) every layer's state and conv window.
@@ -9,7 +10,7 @@ mod host;
 use deltatape::wgpu::{self, util::DeviceExt};
 use deltatape::{Backend, ConvConfig, GdnShape, GqaLayout, RecordInputs, Rollback};
 use deltatape::{RollbackMode, RollbackOptions};
-pub use host::{argmax, fixture, tensor, Model, Res};
+pub use host::{argmax, fixture, tensor, Model, Res, MODELS};
 use host::{CHANNELS, DK, DV, HK, HV, KERNEL};
 use safetensors::SafeTensors;
 
@@ -176,46 +177,51 @@ pub fn speculative(
     Ok((out, kept))
 }
 
+/// A fixture's prompt, prefill logits (`[P, vocab]`, flat) and greedy continuation,
+/// as transformers computed them.
+pub fn expected(model: &str) -> Res<(Vec<u32>, Vec<f32>, Vec<u32>)> {
+    let bytes = std::fs::read(fixture(model, "expected.safetensors"))?;
+    let st = SafeTensors::deserialize(&bytes)?;
+    let ids = |name| {
+        Ok::<_, Box<dyn std::error::Error>>(tensor(&st, name)?.iter().map(|&t| t as u32).collect())
+    };
+    Ok((
+        ids("prompt")?,
+        tensor(&st, "prefill_logits")?,
+        ids("greedy")?,
+    ))
+}
+
 pub fn main() -> Res<()> {
     let backend = Backend::from_env()?;
-    let bytes = std::fs::read(fixture("expected.safetensors"))?;
-    let expected = SafeTensors::deserialize(&bytes)?;
-    let prompt: Vec<u32> = tensor(&expected, "prompt")?
-        .iter()
-        .map(|&t| t as u32)
-        .collect();
-    let want: Vec<u32> = tensor(&expected, "greedy")?
-        .iter()
-        .map(|&t| t as u32)
-        .collect();
-    let (target, draft) = (Model::load()?, Model::load()?.perturbed(0.02));
-    let session = |m| Session::new(m, &backend, 4, RollbackMode::SingleState, Commit::Host);
-    let logits = session(&target)?.prefill(&prompt)?;
-    let hf = tensor(&expected, "prefill_logits")?;
-    let largest = hf.iter().fold(0f32, |m, v| m.max(v.abs()));
-    let err = logits
-        .concat()
-        .iter()
-        .zip(&hf)
-        .fold(0f32, |m, (a, b)| m.max((a - b).abs()))
-        / largest;
-    println!(
-        "backend: {}\nprefill logits vs transformers: largest error {err:.2e} (relative)",
-        backend.describe()
-    );
-    let plain = greedy(&mut session(&target)?, &prompt, want.len())?;
-    let (spec, kept) = speculative(
-        &mut session(&target)?,
-        &mut session(&draft)?,
-        &prompt,
-        want.len(),
-    )?;
-    println!("greedy:      {plain:?}\nspeculative: {spec:?}\nrounds that kept 0..=4 drafted tokens: {kept:?}");
-    let same = plain == want && spec == want;
-    println!("both equal transformers' greedy tokens: {same}");
-    if same {
-        Ok(())
-    } else {
-        Err("tokens differ from transformers'".into())
+    println!("backend: {}", backend.describe());
+    for name in MODELS {
+        let (prompt, hf, want) = expected(name)?;
+        let target = Model::load(name)?;
+        let draft = target.perturbed(0.02);
+        let session = |m| Session::new(m, &backend, 4, RollbackMode::SingleState, Commit::Host);
+        let logits = session(&target)?.prefill(&prompt)?.concat();
+        let largest = hf.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let err = logits
+            .iter()
+            .zip(&hf)
+            .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        println!(
+            "{name}: prefill logits vs transformers: largest error {:.2e} (relative)",
+            err / largest
+        );
+        let plain = greedy(&mut session(&target)?, &prompt, want.len())?;
+        let (spec, kept) = speculative(
+            &mut session(&target)?,
+            &mut session(&draft)?,
+            &prompt,
+            want.len(),
+        )?;
+        println!("greedy:      {plain:?}\nspeculative: {spec:?}\nrounds that kept 0..=4 drafted tokens: {kept:?}");
+        if plain != want || spec != want {
+            return Err(format!("{name}: tokens differ from transformers' {want:?}").into());
+        }
+        println!("{name}: both equal transformers' greedy tokens");
     }
+    Ok(())
 }
