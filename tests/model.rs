@@ -1,5 +1,5 @@
 //! Real models through the crate: the tiny Qwen3-Next and Qwen 3.5 of `tests/fixtures`
-//! (made by its `make_fixture.py` with Hugging Face transformers), run by
+//! (made by `tests/fixtures/make_fixture.py` with Hugging Face transformers), run by
 //! `examples/qwen3_next`, checked against transformers' own logits and greedy tokens on
 //! the CPU and, when there is one, the GPU: prefill, plain greedy decoding, and
 //! speculative decoding with every commit style and rollback mode.
@@ -11,7 +11,9 @@ mod common;
 mod qwen3_next;
 
 use deltatape::{Backend, Error, RecordInputs, RollbackMode};
-use qwen3_next::{argmax, fixture, forward, greedy, speculative, Commit, Model, Session, MODELS};
+use qwen3_next::{
+    argmax, draft_layers, fixture, forward, greedy, speculative, Commit, Model, Session, MODELS,
+};
 use safetensors::SafeTensors;
 
 const T: usize = 4;
@@ -142,20 +144,7 @@ fn speculative_decoding_emits_the_greedy_tokens() {
 /// Layers `from..` of one decode step of `s` from the hidden state `h` after layer
 /// `from - 1`, as the example's forward pass does them: the next token's logits.
 fn finish_step(s: &mut Session, h: &mut [Vec<f32>], from: usize) -> Vec<f32> {
-    for l in from..s.model.layers {
-        let p = s.model.in_proj(l, h);
-        let [q, k, v] = s.model.conv(l, &s.rb.conv_window(l).unwrap(), &p.x);
-        let inputs = RecordInputs {
-            q: &q,
-            k: &k,
-            v: &v,
-            g: &p.g,
-            beta: &p.beta,
-            mask: None,
-        };
-        let y = s.rb.draft_layer(l, &inputs, Some(&p.x)).unwrap();
-        s.model.finish(l, h, &y, &p.z);
-    }
+    draft_layers(s.model, &mut s.rb, h, from..s.model.layers).unwrap();
     s.model.logits(h).swap_remove(0)
 }
 

@@ -6,8 +6,8 @@ use safetensors::SafeTensors;
 use std::collections::BTreeMap;
 
 pub type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
-/// The fixtures of `tests/fixtures` (one directory a model), each made by its
-/// `make_fixture.py` with transformers.
+/// The fixtures of `tests/fixtures` (one directory a model), made by
+/// `tests/fixtures/make_fixture.py` with transformers.
 pub const MODELS: [&str; 2] = ["qwen3_next_tiny", "qwen3_5_tiny"];
 
 /// A fixture's file: under `CARGO_MANIFEST_DIR` when cargo runs this (a copied test

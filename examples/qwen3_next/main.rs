@@ -23,8 +23,19 @@ pub fn forward(
     tokens: &[u32],
 ) -> Res<Vec<Vec<f32>>> {
     let mut h = model.embed(tokens, rb.shape().steps());
-    for l in 0..model.layers {
-        let p = model.in_proj(l, &h);
+    draft_layers(model, rb, &mut h, 0..model.layers)?;
+    Ok(model.logits(&h))
+}
+
+/// `layers` of the forward pass on the hidden states `h` (those after the layer before).
+pub fn draft_layers(
+    model: &Model,
+    rb: &mut Rollback<f32, f32, f32>,
+    h: &mut [Vec<f32>],
+    layers: std::ops::Range<usize>,
+) -> Res<()> {
+    for l in layers {
+        let p = model.in_proj(l, h);
         let [q, k, v] = model.conv(l, &rb.conv_window(l)?, &p.x);
         let inputs = RecordInputs {
             q: &q,
@@ -36,9 +47,9 @@ pub fn forward(
         };
         // y for the rest of the layer; the rollback keeps the tape and the conv inputs.
         let y = rb.draft_layer(l, &inputs, Some(&p.x))?;
-        model.finish(l, &mut h, &y, &p.z);
+        model.finish(l, h, &y, &p.z);
     }
-    Ok(model.logits(&h))
+    Ok(())
 }
 
 /// How a round's accepted count reaches the rollback.
