@@ -574,9 +574,11 @@ fn bench_times_record_chunked_as_its_own_op() {
     if !has_gpu() {
         return;
     }
-    let bin = env!("CARGO_BIN_EXE_deltatape");
+    // DELTATAPE_BIN when the test executable runs on another machine (as tests/demo.rs).
+    let bin = std::env::var("DELTATAPE_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_deltatape").to_string());
     let run = |chunk: &str| {
-        std::process::Command::new(bin)
+        std::process::Command::new(&bin)
             .args([
                 "bench",
                 "--batches",

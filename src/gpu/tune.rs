@@ -21,8 +21,10 @@ use crate::shape::{GdnShape, GqaLayout};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use wgpu::util::DeviceExt as _;
+/// How long each candidate runs before it is timed.
+const WARM_UP: Duration = Duration::from_millis(50);
 
 const OP: &str = "tune";
 const HEADER: &str = "deltatape-tuning";
@@ -457,10 +459,20 @@ impl Timer {
 
     /// Median microseconds of one dispatch of `prepared`, after a warm-up run.
     fn median(&mut self, gpu: &GpuBackend, prepared: &Prepared) -> Result<f64> {
-        let mut warm = gpu.encoder();
-        prepared.encode(&mut warm);
-        let submission = gpu.queue().submit([warm.finish()]);
-        gpu.wait_labelled(submission, OP)?;
+        // Warm up for a while, not a dispatch: a GPU that idled between candidates runs
+        // its first milliseconds at low clocks, which would bias against whichever
+        // candidate is timed first (the table's, on the H200: 2-5x).
+        let start = Instant::now();
+        let mut batch = 1;
+        while start.elapsed() < WARM_UP {
+            let mut warm = gpu.encoder();
+            for _ in 0..batch {
+                prepared.encode(&mut warm);
+            }
+            let submission = gpu.queue().submit([warm.finish()]);
+            gpu.wait_labelled(submission, OP)?;
+            batch = (batch * 2).min(256);
+        }
         let mut times = match (&self.query, self.gpu) {
             (Some((set, resolve)), true) => {
                 let mut e = gpu.encoder();
