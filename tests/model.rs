@@ -280,3 +280,5 @@ fn per_layer_and_all_layer_drafts_agree() {
         }
     }
 }
+
+subgroup_width_tests!();

@@ -365,3 +365,5 @@ fn a_corrupt_file_is_refused() {
         Err(Error::Io { .. })
     ));
 }
+
+subgroup_width_tests!();

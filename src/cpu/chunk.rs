@@ -27,6 +27,7 @@
 //! and the state passes it unchanged, as in the SPEC. All arithmetic is f32; each value
 //! is rounded to its storage dtype once.
 
+use crate::cpu::kernels::{scatter_heads, HeadOutputs};
 use crate::dtype::Element;
 use crate::ops::RecordInputs;
 use crate::shape::{GdnShape, GqaLayout};
@@ -86,12 +87,6 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// One head's outputs, `[T][Dv]`, scattered after the threads join.
-struct HeadOut<A, P> {
-    head: usize,
-    y: Vec<A>,
-    delta: Vec<P>,
-}
-
 /// record in its chunked WY form, chunks of `chunk` steps: y, the state after the last
 /// step and the tape's delta, as `kernels::record` computes them (within the dtypes'
 /// tolerances: another f32 order).
@@ -231,7 +226,7 @@ pub(crate) fn record_chunked<A: Element, S: Element, P: Element, G: Element>(
             for (o, x) in out.iter_mut().zip(&s) {
                 *o = S::from_f32(*x);
             }
-            results.push(HeadOut {
+            results.push(HeadOutputs {
                 head,
                 y: ys,
                 delta: ds,
@@ -239,14 +234,7 @@ pub(crate) fn record_chunked<A: Element, S: Element, P: Element, G: Element>(
         }
         results
     });
-    for head in groups.into_iter().flatten() {
-        let (b, hv) = (head.head / hv_n, head.head % hv_n);
-        for t in 0..t_len {
-            let at = shape.v_index(b, t, hv, 0);
-            y[at..at + dv_n].copy_from_slice(&head.y[t * dv_n..][..dv_n]);
-            delta[at..at + dv_n].copy_from_slice(&head.delta[t * dv_n..][..dv_n]);
-        }
-    }
+    scatter_heads(shape, groups.into_iter().flatten(), y, delta);
 }
 
 /// Steps per chunk of the chunked record (the tile of the WY form: its `K K^T` is

@@ -87,10 +87,10 @@ fn is_live(mask: Option<&[u32]>, index: usize) -> bool {
 }
 
 /// One head's y and delta over all steps, `[T][Dv]`, scattered after the threads join.
-struct HeadOutputs<A, P> {
-    head: usize,
-    y: Vec<A>,
-    delta: Vec<P>,
+pub(crate) struct HeadOutputs<A, P> {
+    pub(crate) head: usize,
+    pub(crate) y: Vec<A>,
+    pub(crate) delta: Vec<P>,
 }
 
 /// State rows that record advances together, one SIMD lane per row: the dot products
@@ -265,9 +265,20 @@ pub(crate) fn record<A: Element, S: Element, P: Element, G: Element>(
         }
         results
     });
-    for head in groups.into_iter().flatten() {
+    scatter_heads(shape, groups.into_iter().flatten(), y, delta);
+}
+
+/// Each (b, hv) head's y and delta (`[T, Dv]` each) into the `[B, T, Hv, Dv]` outputs.
+pub(crate) fn scatter_heads<A: Copy, P: Copy>(
+    shape: &GdnShape,
+    heads: impl IntoIterator<Item = HeadOutputs<A, P>>,
+    y: &mut [A],
+    delta: &mut [P],
+) {
+    let (hv_n, dv_n) = (shape.value_heads(), shape.value_dim());
+    for head in heads {
         let (b, hv) = (head.head / hv_n, head.head % hv_n);
-        for t in 0..t_len {
+        for t in 0..shape.steps() {
             let at = shape.v_index(b, t, hv, 0);
             y[at..at + dv_n].copy_from_slice(&head.y[t * dv_n..][..dv_n]);
             delta[at..at + dv_n].copy_from_slice(&head.delta[t * dv_n..][..dv_n]);
