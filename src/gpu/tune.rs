@@ -25,6 +25,12 @@ use std::time::{Duration, Instant};
 use wgpu::util::DeviceExt as _;
 /// How long each candidate runs before it is timed.
 const WARM_UP: Duration = Duration::from_millis(50);
+/// How long the GPU runs before a shape's first candidate is timed. Making that shape's
+/// buffers leaves the GPU idle (about a second at B = 256), and an idle GPU raises its
+/// clocks only after a few hundred milliseconds of work: a shorter warm-up timed the
+/// first candidate, the table's class, 2.6-5.5x slow on the H200 (docs/PERFORMANCE.md,
+/// "tune"). The bench spins up for as long.
+const SPIN_UP: Duration = Duration::from_secs(1);
 
 const OP: &str = "tune";
 const HEADER: &str = "deltatape-tuning";
@@ -189,7 +195,7 @@ impl GpuBackend {
         loop {
             let clock = timer.gpu;
             let mut times = Vec::with_capacity(candidates.len());
-            for class in &candidates {
+            for (i, class) in candidates.iter().enumerate() {
                 let tuned = self.with_tuning(match op {
                     Op::Replay => Tuning {
                         replay: *class,
@@ -204,6 +210,9 @@ impl GpuBackend {
                     }
                 })?;
                 let prepared = buffers.prepare(&tuned, op, shape, dtypes)?;
+                if i == 0 {
+                    warm_up(self, &prepared, SPIN_UP)?;
+                }
                 times.push(timer.median(self, &prepared)?);
                 if timer.gpu != clock {
                     break;
@@ -459,20 +468,9 @@ impl Timer {
 
     /// Median microseconds of one dispatch of `prepared`, after a warm-up run.
     fn median(&mut self, gpu: &GpuBackend, prepared: &Prepared) -> Result<f64> {
-        // Warm up for a while, not a dispatch: a GPU that idled between candidates runs
-        // its first milliseconds at low clocks, which would bias against whichever
-        // candidate is timed first (the table's, on the H200: 2-5x).
-        let start = Instant::now();
-        let mut batch = 1;
-        while start.elapsed() < WARM_UP {
-            let mut warm = gpu.encoder();
-            for _ in 0..batch {
-                prepared.encode(&mut warm);
-            }
-            let submission = gpu.queue().submit([warm.finish()]);
-            gpu.wait_labelled(submission, OP)?;
-            batch = (batch * 2).min(256);
-        }
+        // Warm up for a while, not a dispatch: the candidate's pipeline and bind group
+        // are new, and a GPU that waited on the host between candidates slows down.
+        warm_up(gpu, prepared, WARM_UP)?;
         let mut times = match (&self.query, self.gpu) {
             (Some((set, resolve)), true) => {
                 let mut e = gpu.encoder();
@@ -519,6 +517,23 @@ impl Timer {
         times.sort_by(f64::total_cmp);
         Ok(times[times.len() / 2])
     }
+}
+
+/// Run `prepared` back to back for `time`, in batches that double (at most 256
+/// dispatches a submission).
+fn warm_up(gpu: &GpuBackend, prepared: &Prepared, time: Duration) -> Result<()> {
+    let start = Instant::now();
+    let mut batch = 1;
+    while start.elapsed() < time {
+        let mut warm = gpu.encoder();
+        for _ in 0..batch {
+            prepared.encode(&mut warm);
+        }
+        let submission = gpu.queue().submit([warm.finish()]);
+        gpu.wait_labelled(submission, OP)?;
+        batch = (batch * 2).min(256);
+    }
+    Ok(())
 }
 
 /// The file text of `tuning` (which has its adapter).
