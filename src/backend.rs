@@ -5,8 +5,12 @@
 use crate::cpu::{CpuBackend, CpuOptions};
 use crate::dtype::Element;
 use crate::error::{Error, Result};
-use crate::gpu::{GpuBackend, GpuOptions};
-use crate::ops::{ConvCommit, HostCall, Record, RecordInputs, Recorded, Repeat, Replay, TapeRef};
+use crate::gpu::backend::GpuBackend;
+use crate::gpu::options::GpuOptions;
+use crate::op::record::{RecordInputs, Recorded};
+use crate::op::record_chunked::ChunkSize;
+use crate::op::replay::TapeRef;
+use crate::ops::{ConvCommit, HostCall, Record, Repeat, Replay};
 use crate::shape::{ConvShape, GdnShape, GqaLayout, RepeatShape};
 use std::marker::PhantomData;
 
@@ -189,7 +193,21 @@ host_ops! {
         inputs: &RecordInputs<'_, A, impl Element>,
         state_in: &[S]
     ) -> Recorded<A, S, P>
-        = Record { shape, layout, inputs: *inputs, state_in, tape: PhantomData },
+        = Record { shape, layout, inputs: *inputs, state_in, tape: PhantomData, chunk: None },
+          |out| out;
+
+    /// record in its chunked WY form (docs/SPEC.md "record"; `chunk` steps per chunk):
+    /// the same inputs, outputs and errors as [`record`](Self::record), y, the state
+    /// and the tape's delta within the dtypes' tolerances of it. For prefill-length T;
+    /// today slower than `record` on the GPU (docs/PERFORMANCE.md).
+    fn record_chunked / record_chunked_async<A, S, P>(
+        shape: &GdnShape,
+        layout: GqaLayout,
+        chunk: ChunkSize,
+        inputs: &RecordInputs<'_, A, impl Element>,
+        state_in: &[S]
+    ) -> Recorded<A, S, P>
+        = Record { shape, layout, inputs: *inputs, state_in, tape: PhantomData, chunk: Some(chunk) },
           |out| out;
 
     /// replay (docs/SPEC.md): the snapshot with the first `accepted[b]` live steps of the

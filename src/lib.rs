@@ -17,6 +17,10 @@
 //! portability notes.
 
 #![forbid(unsafe_code)]
+// Without the `workshop` feature, what only the command line and the tests read (the
+// variant enumeration, the device report, the tuning table's rows) is unused; with it
+// (every `cargo test`, clippy run and the binary), dead code still warns.
+#![cfg_attr(not(feature = "workshop"), allow(dead_code))]
 
 mod backend;
 pub mod cpu;
@@ -24,26 +28,48 @@ pub mod dtype;
 mod error;
 pub mod gpu;
 mod models;
-mod operand;
+mod op;
 mod ops;
 mod rollback;
 mod shape;
+mod tuning;
 
 /// The crate's workshop, for its command line and tests: kernel keys and their
 /// enumeration, shape classes and the threshold table, operand tables, naga translation,
-/// device choice. Not part of the stable API.
+/// device choice. Behind the `workshop` feature (which `cli` turns on), off for library
+/// users: not part of the stable API.
+#[cfg(feature = "workshop")]
 #[doc(hidden)]
 pub mod internals {
     pub use crate::dtype::{cast_from_f32, to_f32_vec};
-    pub use crate::gpu::internals::*;
+    pub use crate::gpu::device::{
+        choose_adapter, list_adapters, wanted_features, AdapterReport, Chosen,
+    };
+    pub use crate::gpu::encode::MAX_GPU_ELEMENTS;
+    #[cfg(feature = "translate")]
+    pub use crate::gpu::translate::{translate, validate, Target};
+    pub use crate::gpu::wgsl::WgslError;
+    pub use crate::op::gdn::WORKGROUP_MEMORY_BUDGET;
+    pub use crate::op::kernel::{Binding, KernelKey, Op, Reduction, MAX_KEY_DIM};
+    pub use crate::op::{all_variants, representative_keys};
+    pub use crate::rollback::resident::CONV_COPY_DISPATCH_FROM;
     pub use crate::shape::{CONV_LAYER_ALIGN, MAX_CONV_KERNEL};
+    pub use crate::tuning::{Choice, ShapeClass, Threshold, ThresholdRow};
     /// The GPU timestamp checks the bench and the autotune share.
     pub mod timestamps {
         pub use crate::gpu::timestamps::*;
     }
     /// The operand tables of every op.
     pub mod operand {
-        pub use crate::operand::*;
+        pub use crate::op::conv::{ConvOperands, ConvRow};
+        pub use crate::op::fold_record::{FoldRecordOperands, FoldRecordRow};
+        pub use crate::op::operand::*;
+        pub use crate::op::record::{RecordOperands, RecordRow};
+        pub use crate::op::record_chunked::{
+            ChunkShape, ChunkStateOperands, ChunkStateRow, ChunkWyOperands, ChunkWyRow,
+        };
+        pub use crate::op::repeat::{RepeatOperands, RepeatRow};
+        pub use crate::op::replay::{ReplayOperands, ReplayRow};
     }
 }
 
@@ -51,11 +77,14 @@ pub use backend::{Backend, BackendChoice};
 pub use cpu::{CpuBackend, CpuOptions};
 pub use dtype::{DType, Element, GdnDtypes};
 pub use error::{Error, Result};
-pub use gpu::{AdapterKey, GpuBackend, GpuOptions, GpuRollback, TuneOptions, Tuning};
+pub use gpu::{GpuBackend, GpuOptions, GpuRollback, TuneOptions};
 pub use models::ModelPreset;
-pub use ops::{RecordInputs, Recorded, Tape, TapeRef};
+pub use op::record::{RecordInputs, Recorded};
+pub use op::record_chunked::ChunkSize;
+pub use op::replay::{Tape, TapeRef};
 pub use rollback::{CommitKind, ConvConfig, Footprint, Rollback, RollbackMode, RollbackOptions};
 pub use shape::{ConvShape, GdnShape, GqaLayout, RepeatShape};
+pub use tuning::{AdapterKey, Tuning};
 /// The wgpu this crate is built on, for callers that pass in their own device.
 pub use wgpu;
 

@@ -6,113 +6,21 @@
 //! by the CPU reference or by the GPU's host path: both accept and refuse exactly the
 //! same inputs with the same errors.
 
-use crate::cpu::kernels::{self, RecordArgs, ReplayArgs, TapeKeys};
 use crate::cpu::CpuBackend;
 use crate::dtype::{Element, GdnDtypes};
-use crate::error::{alloc_vec, check_len, Result};
-use crate::gpu::{GpuBackend, Pending};
-use crate::operand::{ConvOperands, OperandSpec, RecordOperands, RepeatOperands, ReplayOperands};
+use crate::error::{alloc_vec, Result};
+use crate::gpu::backend::GpuBackend;
+use crate::gpu::host::{from_bytes, Pending};
+use crate::op::conv::{cpu::conv_commit, ConvOperands};
+use crate::op::operand::{check_sides, HostSide};
+use crate::op::record::cpu::{record, RecordArgs};
+use crate::op::record::{RecordInputs, RecordOperands, Recorded};
+use crate::op::record_chunked::{cpu::record_chunked, ChunkSize};
+use crate::op::repeat::{cpu::repeat, RepeatOperands};
+use crate::op::replay::cpu::{replay, ReplayArgs, TapeKeys};
+use crate::op::replay::{ReplayOperands, TapeRef};
 use crate::shape::{ConvShape, GdnShape, GqaLayout, RepeatShape};
 use std::marker::PhantomData;
-
-/// The activations of one record call, `[B, T, ...]` as in docs/SPEC.md: q, k and v in
-/// the activation dtype `A`, the gates g and beta in a dtype `G` of their own (default
-/// `A`; a bf16 model computes g in f32, and keeping it f32 keeps the state the model's).
-#[derive(Clone, Copy, Debug)]
-pub struct RecordInputs<'a, A, G = A> {
-    /// `[B, T, Hk, Dk]`, already normalised and scaled by the caller.
-    pub q: &'a [A],
-    /// `[B, T, Hk, Dk]`, already normalised by the caller.
-    pub k: &'a [A],
-    /// `[B, T, Hv, Dv]`.
-    pub v: &'a [A],
-    /// `[B, T, Hv]`, the decay already exponentiated: in (0, 1].
-    pub g: &'a [G],
-    /// `[B, T, Hv]`, already sigmoid'ed.
-    pub beta: &'a [G],
-    /// `[B, T]`, non-zero = the step is live; `None` = every step is live.
-    pub mask: Option<&'a [u32]>,
-}
-
-/// What record returns on the host: y, the drafted state and the tape's delta.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Recorded<A, S, P> {
-    /// `[B, T, Hv, Dv]`.
-    pub y: Vec<A>,
-    /// `[B, Hv, Dv, Dk]`: the state after all T steps.
-    pub state: Vec<S>,
-    /// `[B, T, Hv, Dv]`: the tape's innovations.
-    pub delta: Vec<P>,
-}
-
-/// An innovation tape on the host: what replay folds onto a snapshot.
-///
-/// `delta` is stored in the tape dtype `P` (default f32, so that replay reproduces
-/// record to f32 rounding). `k` and `g` are copies of record's inputs, so they keep
-/// their dtypes, `A` and the gates' `G` (default `A`): storing them costs no rounding.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Tape<A, P, G = A> {
-    /// `[B, T, Hv, Dv]`.
-    pub delta: Vec<P>,
-    /// `[B, T, Hv, Dk]`: k expanded to value heads with the model's GQA layout.
-    pub k: Vec<A>,
-    /// `[B, T, Hv]`.
-    pub g: Vec<G>,
-}
-
-impl<A, P, G> Tape<A, P, G> {
-    /// Borrow as a [`TapeRef`].
-    pub fn as_ref(&self) -> TapeRef<'_, A, P, G> {
-        TapeRef {
-            delta: &self.delta,
-            k: &self.k,
-            g: &self.g,
-        }
-    }
-}
-
-/// A borrowed innovation tape (see [`Tape`]).
-#[derive(Clone, Copy, Debug)]
-pub struct TapeRef<'a, A, P, G = A> {
-    pub delta: &'a [P],
-    pub k: &'a [A],
-    pub g: &'a [G],
-}
-
-/// A host operand's part in a call.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum HostSide<'a> {
-    /// Input data: its bytes and its element count.
-    In(&'a [u8], usize),
-    /// An output the call produces (with the element count of the caller's slice it
-    /// lands in, where the caller gives one).
-    Out(Option<usize>),
-}
-
-impl<'a> HostSide<'a> {
-    fn input<E: bytemuck::Pod>(data: &'a [E]) -> Self {
-        HostSide::In(bytemuck::cast_slice(data), data.len())
-    }
-}
-
-/// Check every host operand of a call against its table row: the one validation of
-/// host lengths, shared by every backend.
-pub(crate) fn check_sides<Sh>(
-    op: &'static str,
-    specs: &[OperandSpec<Sh>],
-    shape: &Sh,
-    sides: &[Option<&HostSide<'_>>],
-) -> Result<()> {
-    for (spec, side) in specs.iter().zip(sides) {
-        match side {
-            Some(HostSide::In(_, len)) | Some(HostSide::Out(Some(len))) => {
-                check_len(op, spec.name, (spec.len)(shape), *len)?
-            }
-            _ => {}
-        }
-    }
-    Ok(())
-}
 
 /// Check record's activations (every operand the caller gives but the state) against
 /// `shape`, for callers that keep the state themselves (the rollback).
@@ -127,6 +35,7 @@ pub(crate) fn check_record_inputs<A: Element, G: Element>(
         inputs: *inputs,
         state_in: &[],
         tape: PhantomData,
+        chunk: None,
     };
     let mut sides = call.sides();
     sides.state_in = HostSide::Out(None);
@@ -150,9 +59,18 @@ pub(crate) struct Record<'a, A, S, P, G> {
     pub inputs: RecordInputs<'a, A, G>,
     pub state_in: &'a [S],
     pub tape: PhantomData<P>,
+    /// `Some`: in the chunked form (`record_chunked`), chunks of this many steps.
+    pub chunk: Option<ChunkSize>,
 }
 
 impl<'a, A: Element, S: Element, P: Element, G: Element> Record<'a, A, S, P, G> {
+    fn op(&self) -> &'static str {
+        match self.chunk {
+            Some(_) => "record_chunked",
+            None => "record",
+        }
+    }
+
     fn sides(&self) -> RecordOperands<HostSide<'a>> {
         let i = &self.inputs;
         RecordOperands {
@@ -178,7 +96,7 @@ impl<'a, A: Element, S: Element, P: Element, G: Element> HostCall<'a> for Record
     fn check(&self) -> Result<()> {
         let sides = self.sides();
         check_sides(
-            "record",
+            self.op(),
             RecordOperands::<()>::SPECS,
             self.shape,
             &sides.slots(),
@@ -189,9 +107,9 @@ impl<'a, A: Element, S: Element, P: Element, G: Element> HostCall<'a> for Record
         self.check()?;
         let (shape, i) = (self.shape, &self.inputs);
         let mut out = Recorded {
-            y: alloc_vec("record", "y", shape.v_len())?,
-            state: alloc_vec("record", "state_out", shape.state_len())?,
-            delta: alloc_vec("record", "delta", shape.v_len())?,
+            y: alloc_vec(self.op(), "y", shape.v_len())?,
+            state: alloc_vec(self.op(), "state_out", shape.state_len())?,
+            delta: alloc_vec(self.op(), "delta", shape.v_len())?,
         };
         let args = RecordArgs {
             inputs: *i,
@@ -202,7 +120,10 @@ impl<'a, A: Element, S: Element, P: Element, G: Element> HostCall<'a> for Record
             tape_k_grouped: None,
             tape_g: None,
         };
-        kernels::record(cpu.threads(), shape, self.layout, args);
+        match self.chunk {
+            Some(c) => record_chunked(cpu.threads(), shape, self.layout, c.steps(), args),
+            None => record(cpu.threads(), shape, self.layout, args),
+        }
         Ok(out)
     }
 
@@ -211,13 +132,18 @@ impl<'a, A: Element, S: Element, P: Element, G: Element> HostCall<'a> for Record
         let (shape, layout) = (*self.shape, self.layout);
         let dtypes = GdnDtypes::of_gated::<A, S, P, G>();
         let bufs = (self.sides()).map(|spec, side| gpu.host_buffer(spec, &shape, &dtypes, side));
+        let chunk = self.chunk;
         gpu.host_call(
-            "record",
+            self.op(),
             RecordOperands::<()>::SPECS,
             bufs.slots(),
-            |e| {
-                gpu.prepare_record(&shape, layout, dtypes, &bufs.as_ref())
-                    .map(|p| p.encode(e))
+            |e| match chunk {
+                Some(c) => gpu
+                    .prepare_record_chunked(&shape, layout, dtypes, c, &bufs.as_ref())
+                    .map(|p| p.encode(e)),
+                None => gpu
+                    .prepare_record(&shape, layout, dtypes, &bufs.as_ref())
+                    .map(|p| p.encode(e)),
             },
             move |out| {
                 Ok(Recorded {
@@ -288,7 +214,7 @@ impl<'a, A: Element, S: Element, P: Element, G: Element> HostCall<'a> for Replay
                 mask: self.mask,
                 status: None,
             };
-            kernels::replay(cpu.threads(), shape, GqaLayout::Blocked, args)
+            replay(cpu.threads(), shape, GqaLayout::Blocked, args)
         };
         match self.out {
             Some(out) => {
@@ -362,7 +288,7 @@ impl<'a, E: Element> HostCall<'a> for Repeat<'a, E> {
     fn run_cpu(self, cpu: &CpuBackend) -> Result<Self::Output> {
         self.check()?;
         let mut out = alloc_vec("repeat", "dst", self.shape.dst_len())?;
-        kernels::repeat(cpu.threads(), self.shape, self.layout, self.src, &mut out);
+        repeat(cpu.threads(), self.shape, self.layout, self.src, &mut out);
         Ok(out)
     }
 
@@ -419,7 +345,7 @@ impl<'a, E: Element> HostCall<'a> for ConvCommit<'a, E> {
         // The kernel updates the window in place: here, a copy of the caller's.
         let mut window = alloc_vec(Self::OP, "window", self.window.len())?;
         window.copy_from_slice(self.window);
-        kernels::conv_commit(
+        conv_commit(
             cpu.threads(),
             self.shape,
             self.x,
@@ -444,9 +370,4 @@ impl<'a, E: Element> HostCall<'a> for ConvCommit<'a, E> {
         let finish = move |out: Vec<Vec<u8>>| Ok(from_bytes(&out[0], shape.window_len()));
         gpu.host_call(Self::OP, specs, bufs.slots(), encode, finish)
     }
-}
-
-/// Elements of `E` from the front of a readback's bytes.
-pub(crate) fn from_bytes<E: bytemuck::Pod>(bytes: &[u8], len: usize) -> Vec<E> {
-    bytemuck::pod_collect_to_vec(&bytes[..len * std::mem::size_of::<E>()])
 }

@@ -6,7 +6,7 @@
 
 mod common;
 use common::*;
-use deltatape::cpu::ChunkSize;
+use deltatape::ChunkSize;
 use deltatape::{CpuBackend, Element, Error, GdnShape, GqaLayout, RecordInputs, Recorded};
 use half::{bf16, f16};
 
@@ -403,9 +403,9 @@ fn gpu_chunked_refuses_bad_input_with_typed_errors() {
         q: &t.q[1..],
         ..t.inputs(None)
     };
-    let r = gpu.record_chunked::<f32, f32, f32, f32>(&shape, layout, c, &short, &d.state);
+    let r = gpu.record_chunked::<f32, f32, f32>(&shape, layout, c, &short, &d.state);
     assert!(matches!(r, Err(Error::Length { arg: "q", .. })), "{r:?}");
-    let r = gpu.record_chunked::<f32, f32, f32, f32>(&shape, layout, c, &t.inputs(None), &[]);
+    let r = gpu.record_chunked::<f32, f32, f32>(&shape, layout, c, &t.inputs(None), &[]);
     assert!(
         matches!(
             r,
@@ -420,7 +420,7 @@ fn gpu_chunked_refuses_bad_input_with_typed_errors() {
     let wide = GdnShape::new(1, 2, 1, 1, 300, 4).unwrap();
     let dw = draw(&wide, 2);
     let tw = dw.typed::<f32>();
-    let r = gpu.record_chunked::<f32, f32, f32, f32>(&wide, layout, c, &tw.inputs(None), &dw.state);
+    let r = gpu.record_chunked::<f32, f32, f32>(&wide, layout, c, &tw.inputs(None), &dw.state);
     assert!(
         matches!(r, Err(Error::DimTooLarge { arg: "key_dim", .. })),
         "{r:?}"
@@ -429,13 +429,7 @@ fn gpu_chunked_refuses_bad_input_with_typed_errors() {
     let odd = GdnShape::new(1, 3, 1, 1, 16, 5).unwrap();
     let dodd = draw(&odd, 3);
     let todd = dodd.typed::<bf16>();
-    let r = gpu.record_chunked::<bf16, f32, f32, bf16>(
-        &odd,
-        layout,
-        c,
-        &todd.inputs(None),
-        &dodd.state,
-    );
+    let r = gpu.record_chunked::<bf16, f32, f32>(&odd, layout, c, &todd.inputs(None), &dodd.state);
     assert!(
         matches!(
             r,

@@ -130,11 +130,13 @@ fn gated_variants_are_covered() {
                 assert!(src.contains(&decl), "{label}: no `{decl}`");
                 // The tape's g pairs gates in bf16 words (one writer per word).
                 let pairs = src.contains("store2_tape_g(gi, g, load1_g(gi + 1u))");
-                let binds_tape_g = match op {
-                    Op::Record => key.binds(RecordRow::TapeG),
-                    Op::Replay => key.binds(ReplayRow::TapeG),
-                    Op::FoldRecord => key.binds(FoldRecordRow::TapeG),
-                    Op::Repeat | Op::Conv | Op::ChunkWy | Op::ChunkState => false,
+                // (op is one of the three above.)
+                let binds_tape_g = if op == Op::Record {
+                    key.binds(RecordRow::TapeG)
+                } else if op == Op::Replay {
+                    key.binds(ReplayRow::TapeG)
+                } else {
+                    key.binds(FoldRecordRow::TapeG)
                 };
                 let bf16_tape_g = binds_tape_g && dtypes.gate == DType::BF16;
                 assert_eq!(pairs, op.records() && bf16_tape_g, "{label}");

@@ -96,8 +96,8 @@ fn knob_without_effect_is_an_error() {
     std::env::remove_var("DELTATAPE_RECORD_SCALED");
     std::env::remove_var("DELTATAPE_REPLAY_LANES");
     let got = got.unwrap();
-    assert_eq!(got.record.scaled_state, Some(true));
-    assert_eq!(got.replay.lanes, Some(8));
+    assert_eq!(got.record_class().scaled_state, Some(true));
+    assert_eq!(got.replay_class().lanes, Some(8));
     assert!(matches!(bad, Err(Error::BadEnv { .. })), "{bad:?}");
     assert_eq!(Tuning::from_env().unwrap(), Tuning::default());
 }

@@ -1,9 +1,8 @@
-//! The CPU backend: the reference kernels (`kernels.rs`), threaded, behind the same
-//! calls as the GPU backend. It is the oracle of every test and a usable fallback device.
+//! The CPU backend: the ops' CPU twins (each in its op's folder, `src/op/<op>/cpu.rs`),
+//! threaded (`parallel.rs`), behind the same calls as the GPU backend. It is the oracle
+//! of every test and a usable fallback device.
 
-pub(crate) mod chunk;
-pub use chunk::ChunkSize;
-pub(crate) mod kernels;
+pub(crate) mod parallel;
 
 use crate::error::{Error, Result};
 

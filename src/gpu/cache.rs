@@ -2,11 +2,15 @@
 //! [`KernelKey`], compiled once), parameter buffers (one per distinct parameter
 //! block), and host-path buffers for reuse. Nothing here grows without bound.
 
-use super::encode::ParamBlock;
-use super::kernel::KernelKey;
 use crate::error::{Error, Result};
+use crate::op::kernel::KernelKey;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+/// The uniform parameter block of every kernel: `GdnParams` (wgsl/shape.wgsl),
+/// `RepeatParams` (wgsl/repeat.wgsl) or `ConvParams` (wgsl/conv.wgsl), padded to one size
+/// so the cache keys are plain arrays.
+pub(crate) type ParamBlock = [u32; 12];
 
 /// Compiled pipelines by key. Lookups take a read lock only, so a key that is compiled
 /// is never kept waiting by another key's compile (which can take seconds on a software

@@ -3,39 +3,18 @@
 //! into the caller's command encoder or compute pass as often as it likes. Nothing is
 //! built unless every check passes.
 
-use super::kernel::{KernelKey, Op, Reduction, MAX_KEY_DIM};
-use super::GpuBackend;
-use crate::dtype::{DType, GdnDtypes};
+use super::backend::GpuBackend;
+use super::cache::ParamBlock;
+use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::operand::{
-    ConvOperands, FoldRecordOperands, FoldRecordRow, OperandSpec, RecordOperands, RecordRow,
-    RepeatOperands, ReplayOperands,
-};
-use crate::shape::{ConvShape, GdnShape, GqaLayout, RepeatShape};
+use crate::op::kernel::{KernelKey, Reduction, MAX_KEY_DIM};
+use crate::op::operand::OperandSpec;
+use crate::shape::{GdnShape, GqaLayout};
 use std::sync::Arc;
 
 /// Largest element count of one operand: the kernels index in u32 and form
 /// `index + 4` without wrapping.
 pub const MAX_GPU_ELEMENTS: u64 = (1 << 31) - 1;
-
-/// Buffers of one record call (docs/SPEC.md's layouts; dtypes given separately).
-pub type RecordBuffers<'a> = RecordOperands<&'a wgpu::Buffer>;
-/// Buffers of one replay call. `accepted` holds `[B]` u32; values above T are clamped
-/// to T (a GPU buffer's contents cannot be checked before the dispatch).
-pub type ReplayBuffers<'a> = ReplayOperands<&'a wgpu::Buffer>;
-/// Buffers of one fold_record call: `state` and `delta` are read, then written (see
-/// [`FoldRecordOperands`]); `accepted` holds `[B]` u32, values above T clamped to T.
-pub type FoldRecordBuffers<'a> = FoldRecordOperands<&'a wgpu::Buffer>;
-/// Buffers of one repeat call.
-pub type RepeatBuffers<'a> = RepeatOperands<&'a wgpu::Buffer>;
-/// Buffers of one conv_commit call: `window` is rolled forward in place; `accepted`
-/// holds `[B]` u32, values above T clamped to T.
-pub type ConvBuffers<'a> = ConvOperands<&'a wgpu::Buffer>;
-
-/// The uniform parameter block of every kernel: `GdnParams` (wgsl/shape.wgsl),
-/// `RepeatParams` (wgsl/repeat.wgsl) or `ConvParams` (wgsl/conv.wgsl), padded to one size
-/// so the cache keys are plain arrays.
-pub(crate) type ParamBlock = [u32; 12];
 
 /// A validated dispatch, built once for one set of buffers: encoding it is
 /// set-pipeline, set-bind-group, dispatch (what a CUDA graph is to a CUDA kernel).
@@ -53,7 +32,7 @@ pub struct Prepared {
 
 impl Prepared {
     /// The kernel this dispatch runs.
-    #[doc(hidden)]
+    #[cfg(feature = "workshop")]
     pub fn key(&self) -> &KernelKey {
         &self.key
     }
@@ -89,7 +68,7 @@ impl Prepared {
 }
 
 /// One dispatch before validation: a kernel, its parameters, its operands.
-pub(super) struct Plan<'a, Sh: 'static> {
+pub(crate) struct Plan<'a, Sh: 'static> {
     op: &'static str,
     key: KernelKey,
     params: ParamBlock,
@@ -99,13 +78,13 @@ pub(super) struct Plan<'a, Sh: 'static> {
     buffers: Vec<Option<&'a wgpu::Buffer>>,
     /// Byte offset of each operand's binding in its buffer (0 but for the crate's own
     /// ranges, see `GpuBackend::prepare_repeat_at`).
-    offsets: Vec<u64>,
+    pub(crate) offsets: Vec<u64>,
 }
 
 impl<'a, Sh: 'static> Plan<'a, Sh> {
     /// A plan with the parameter words `params` (zero-padded to a [`ParamBlock`]) and no
     /// buffers yet.
-    pub(super) fn new(
+    pub(crate) fn new(
         op: &'static str,
         key: KernelKey,
         params: &[u32],
@@ -128,14 +107,14 @@ impl<'a, Sh: 'static> Plan<'a, Sh> {
     }
 
     /// The plan with the caller's buffers, one per table row (`None`: left out).
-    pub(super) fn bind(mut self, slots: Vec<Option<&&'a wgpu::Buffer>>) -> Self {
+    pub(crate) fn bind(mut self, slots: Vec<Option<&&'a wgpu::Buffer>>) -> Self {
         self.buffers = slots.into_iter().map(|b| b.copied()).collect();
         self.offsets = vec![0; self.buffers.len()];
         self
     }
 }
 
-pub(super) fn u32_dim(op: &'static str, arg: &'static str, v: usize) -> Result<u32> {
+pub(crate) fn u32_dim(op: &'static str, arg: &'static str, v: usize) -> Result<u32> {
     u32::try_from(v).map_err(|_| Error::DimTooLarge {
         op,
         arg,
@@ -146,7 +125,7 @@ pub(super) fn u32_dim(op: &'static str, arg: &'static str, v: usize) -> Result<u
 
 /// `GdnParams` of wgsl/shape.wgsl: the dims (8 words with padding), the GQA layout,
 /// row blocks and the workgroup count.
-pub(super) fn gdn_params(
+pub(crate) fn gdn_params(
     op: &'static str,
     shape: &GdnShape,
     layout: GqaLayout,
@@ -169,7 +148,7 @@ pub(super) fn gdn_params(
     ])
 }
 
-pub(super) fn check_key_dim(op: &'static str, shape: &GdnShape) -> Result<()> {
+pub(crate) fn check_key_dim(op: &'static str, shape: &GdnShape) -> Result<()> {
     if shape.key_dim() > MAX_KEY_DIM {
         return Err(Error::DimTooLarge {
             op,
@@ -206,11 +185,7 @@ fn check_bf16_pairs(op: &'static str, shape: &GdnShape, key: &KernelKey) -> Resu
         });
     }
     if record
-        && match key.op {
-            Op::Record => key.binds(RecordRow::TapeKGrouped),
-            Op::FoldRecord => key.binds(FoldRecordRow::TapeKGrouped),
-            Op::Replay | Op::Repeat | Op::Conv | Op::ChunkWy | Op::ChunkState => false,
-        }
+        && key.binds_named("tape_k_grouped")
         && dtypes.act == DType::BF16
         && shape.key_dim() % 2 == 1
     {
@@ -225,70 +200,8 @@ fn check_bf16_pairs(op: &'static str, shape: &GdnShape, key: &KernelKey) -> Resu
 }
 
 impl GpuBackend {
-    /// Validate record's buffers (docs/SPEC.md "record") and build its dispatch. The
-    /// optional outputs are written when given: `state_out`, and the tape's copies of
-    /// k (`tape_k_grouped`, at key heads) and g (`tape_g`), which make a rollback's draft
-    /// one dispatch.
-    pub fn prepare_record(
-        &self,
-        shape: &GdnShape,
-        layout: GqaLayout,
-        dtypes: GdnDtypes,
-        buffers: &RecordBuffers<'_>,
-    ) -> Result<Prepared> {
-        let class = &self.tuning.class(Op::Record, shape, dtypes);
-        let key = KernelKey::record(shape, dtypes, self.reduction, false, class)
-            .with_bound(buffers.bound());
-        let slots = buffers.slots().into_iter().map(|b| b.copied()).collect();
-        self.prepare_gdn(shape, layout, key, RecordOperands::<()>::SPECS, slots)
-    }
-
-    /// Validate replay's buffers (docs/SPEC.md "replay") and build its dispatch.
-    /// Exactly one of `tape_k` (expanded) and `tape_k_grouped` (at key heads, read
-    /// through `layout`) must be given; without a `snapshot` the replay runs in place
-    /// on `state_out`; `status` (when given) flags counts above T.
-    pub fn prepare_replay(
-        &self,
-        shape: &GdnShape,
-        layout: GqaLayout,
-        dtypes: GdnDtypes,
-        buffers: &ReplayBuffers<'_>,
-    ) -> Result<Prepared> {
-        if buffers.tape_k.is_some() == buffers.tape_k_grouped.is_some() {
-            return Err(Error::Unsupported {
-                op: "replay",
-                arg: "tape_k",
-                why: "give exactly one of tape_k (expanded) and tape_k_grouped (key heads)".into(),
-            });
-        }
-        let class = &self.tuning.class(Op::Replay, shape, dtypes);
-        let key = KernelKey::replay(shape, dtypes, false, class).with_bound(buffers.bound());
-        let slots = buffers.slots().into_iter().map(|b| b.copied()).collect();
-        self.prepare_gdn(shape, layout, key, ReplayOperands::<()>::SPECS, slots)
-    }
-
-    /// Validate fold_record's buffers (docs/SPEC.md "fold_record") and build its
-    /// dispatch: the pending draft's accepted prefix (`delta`, `pending_k_grouped`,
-    /// `pending_g`, `accepted`) replayed onto `state` in place, then record from it,
-    /// writing y and this draft's tape (`delta`, `tape_k_grouped`, `tape_g`). The state
-    /// is not written where nothing was accepted. `status` (when given) flags counts
-    /// above T.
-    pub fn prepare_fold_record(
-        &self,
-        shape: &GdnShape,
-        layout: GqaLayout,
-        dtypes: GdnDtypes,
-        buffers: &FoldRecordBuffers<'_>,
-    ) -> Result<Prepared> {
-        let class = &self.tuning.class(Op::FoldRecord, shape, dtypes);
-        let key = KernelKey::fold_record(shape, dtypes, self.reduction, class)
-            .with_bound(buffers.bound());
-        let slots = buffers.slots().into_iter().map(|b| b.copied()).collect();
-        self.prepare_gdn(shape, layout, key, FoldRecordOperands::<()>::SPECS, slots)
-    }
-
     /// The checks and parameters record, replay and fold_record share.
-    fn prepare_gdn(
+    pub(crate) fn prepare_gdn(
         &self,
         shape: &GdnShape,
         layout: GqaLayout,
@@ -312,130 +225,9 @@ impl GpuBackend {
         })
     }
 
-    /// Validate repeat's buffers (docs/SPEC.md "repeat") and build its dispatch.
-    pub fn prepare_repeat(
-        &self,
-        shape: &RepeatShape,
-        layout: GqaLayout,
-        dtype: DType,
-        buffers: &RepeatBuffers<'_>,
-    ) -> Result<Prepared> {
-        self.prepare_repeat_at("repeat", shape, layout, dtype, buffers, 0)
-    }
-
-    /// [`GpuBackend::prepare_repeat`] writing `dst` from byte `dst_offset` on.
-    fn prepare_repeat_at(
-        &self,
-        op: &'static str,
-        shape: &RepeatShape,
-        layout: GqaLayout,
-        dtype: DType,
-        buffers: &RepeatBuffers<'_>,
-        dst_offset: u64,
-    ) -> Result<Prepared> {
-        // repeat only moves bits: 16-bit rows of even length go as 32-bit words (half
-        // the invocations, no unpacking and repacking, no SHADER_F16 needed).
-        let words;
-        let (shape, dtype) = if dtype.size_bytes() == 2 && shape.dim().is_multiple_of(2) {
-            words = RepeatShape::new(
-                shape.rows(),
-                shape.src_heads(),
-                shape.dst_heads(),
-                shape.dim() / 2,
-            )?;
-            (&words, DType::F32)
-        } else {
-            (shape, dtype)
-        };
-        let key = KernelKey::repeat(shape, dtype);
-        let groups = (shape.dst_len() as u64).div_ceil(4);
-        let workgroups = groups.div_ceil(key.workgroup_size() as u64 * key.groups as u64);
-        let params = [
-            u32_dim(op, "rows", shape.rows())?,
-            u32_dim(op, "src_heads", shape.src_heads())?,
-            u32_dim(op, "dst_heads", shape.dst_heads())?,
-            u32_dim(op, "dim", shape.dim())?,
-            layout.code(),
-            u32_dim(op, "dst", shape.dst_len())?,
-            workgroups as u32,
-        ];
-        let specs = RepeatOperands::<()>::SPECS;
-        let mut plan = Plan::new(op, key, &params, workgroups, shape, specs).bind(buffers.slots());
-        let dst = specs
-            .iter()
-            .position(|s| s.name == "dst")
-            .expect("repeat has dst");
-        plan.offsets[dst] = dst_offset;
-        self.prepare(plan)
-    }
-
-    /// A copy of `words` u32 words from the start of `src` to `dst` at byte `offset` (a
-    /// multiple of the device's storage binding alignment), as a compute dispatch: the
-    /// rollback keeps each draft's conv inputs this way, inside the draft's pass (a
-    /// `copy_buffer_to_buffer` ran at about 400 GB/s on the H200, this kernel at the
-    /// copy kernel's 4 TB/s). It is `repeat` over one row of one head.
-    pub(crate) fn prepare_copy_into(
-        &self,
-        words: usize,
-        src: &wgpu::Buffer,
-        dst: &wgpu::Buffer,
-        offset: u64,
-    ) -> Result<Prepared> {
-        let shape = RepeatShape::new(1, 1, 1, words)?;
-        let buffers = RepeatBuffers { src, dst };
-        self.prepare_repeat_at(
-            "copy",
-            &shape,
-            GqaLayout::Blocked,
-            DType::F32,
-            &buffers,
-            offset,
-        )
-    }
-
-    /// Validate conv_commit's buffers (docs/SPEC.md "conv_commit") and build its
-    /// dispatch, which rolls `window` forward to each sequence's accepted prefix of `x`
-    /// in place (x and the window in `dtype`; a count above T is clamped to T).
-    pub fn prepare_conv_commit(
-        &self,
-        shape: &ConvShape,
-        dtype: DType,
-        buffers: &ConvBuffers<'_>,
-    ) -> Result<Prepared> {
-        const OP: &str = "conv_commit";
-        let key = KernelKey::conv(dtype);
-        // `ConvParams`: B, T, C, K - 1, one layer's window rows B * C, the layers and
-        // their strides, the workgroups. Each invocation owns RPT rows of one layer.
-        // Every index the kernel forms stays below the buffers' lengths.
-        u32_dim(OP, "window", shape.window_len())?;
-        u32_dim(OP, "x", shape.x_len())?;
-        let rows = shape.batch() * shape.channels();
-        let invocations =
-            (rows as u64).div_ceil(key.rows_per_thread as u64) * shape.layers() as u64;
-        let workgroups = invocations.div_ceil(key.workgroup_size() as u64);
-        let dims = [
-            ("batch", shape.batch()),
-            ("steps", shape.steps()),
-            ("channels", shape.channels()),
-            ("kernel", shape.window_width()),
-            ("window", rows),
-            ("layers", shape.layers()),
-            ("window", shape.window_layer_stride()),
-            ("x", shape.x_layer_stride()),
-        ];
-        let mut params = Vec::with_capacity(dims.len() + 1);
-        for (arg, v) in dims {
-            params.push(u32_dim(OP, arg, v)?);
-        }
-        params.push(workgroups as u32);
-        let specs = ConvOperands::<()>::SPECS;
-        let plan = Plan::new(OP, key, &params, workgroups, shape, specs);
-        self.prepare(plan.bind(buffers.slots()))
-    }
-
     /// Check features, limits and every buffer against the operand table, then build
     /// the pipeline (cached), the parameters (cached) and the bind group.
-    pub(super) fn prepare<Sh: 'static>(&self, d: Plan<'_, Sh>) -> Result<Prepared> {
+    pub(crate) fn prepare<Sh: 'static>(&self, d: Plan<'_, Sh>) -> Result<Prepared> {
         let op = d.op;
         self.check_alive(op)?;
         self.check_key(op, &d.key)?;

@@ -4,12 +4,11 @@
 //! `wait_async` completes without the caller polling the device (on native a helper
 //! thread waits; on wasm32 the browser completes the buffer maps).
 
+use super::backend::GpuBackend;
 use super::cache::write_padded;
-use super::GpuBackend;
 use crate::dtype::GdnDtypes;
 use crate::error::{Error, Result};
-use crate::operand::{Access, OperandSpec};
-use crate::ops::HostSide;
+use crate::op::operand::{Access, HostSide, OperandSpec};
 use futures_intrusive::channel::shared::{oneshot_channel, OneshotReceiver};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -256,7 +255,7 @@ impl GpuBackend {
                 self.submit_and_map(op, self.encoder(), &[(buffer, offset, bytes)], Vec::new())
             })?
             .wait_blocking()?;
-        Ok(crate::ops::from_bytes(&out[0], len))
+        Ok(from_bytes(&out[0], len))
     }
 
     /// Wait (bounded) until the device has finished all submitted work, and the
@@ -354,4 +353,9 @@ impl GpuBackend {
                 label: Some("deltatape"),
             })
     }
+}
+
+/// Elements of `E` from the front of a readback's bytes.
+pub(crate) fn from_bytes<E: bytemuck::Pod>(bytes: &[u8], len: usize) -> Vec<E> {
+    bytemuck::pod_collect_to_vec(&bytes[..len * std::mem::size_of::<E>()])
 }

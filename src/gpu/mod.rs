@@ -6,312 +6,37 @@
 //!   caller's `CommandEncoder` or compute pass, no host round trip;
 //! - the host-slices path (through [`crate::Backend`]): the same calls and results as
 //!   the CPU backend, blocking or as futures.
+//!
+//! This module is the backend's public face: its items are defined in the files below
+//! (the runtime: device, caches, the generic prepared dispatch, the host path, tune) and
+//! in the ops' folders (`src/op/<op>/gpu.rs`: `GpuBackend::prepare_<op>`); the crate
+//! imports them from there, never from here.
 
-mod cache;
-mod chunk;
-mod device;
-mod encode;
-mod host;
-mod kernel;
-mod options;
-mod rollback;
-mod scope;
+pub(crate) mod backend;
+pub(crate) mod cache;
+pub(crate) mod device;
+pub(crate) mod encode;
+pub(crate) mod host;
+pub(crate) mod kernel;
+pub(crate) mod options;
+pub(crate) mod scope;
 pub(crate) mod timestamps;
 #[cfg(feature = "translate")]
-mod translate;
-mod tune;
-pub(crate) mod tuning;
-mod wgsl;
+pub(crate) mod translate;
+pub(crate) mod tune;
+pub(crate) mod wgsl;
 
-pub(crate) use chunk::ChunkShape;
-pub use chunk::PreparedChunked;
+pub use crate::op::conv::ConvBuffers;
+pub use crate::op::fold_record::FoldRecordBuffers;
+pub use crate::op::record::RecordBuffers;
+pub use crate::op::record_chunked::gpu::PreparedChunked;
+pub use crate::op::repeat::RepeatBuffers;
+pub use crate::op::replay::ReplayBuffers;
+pub use crate::rollback::resident::{DraftBuffers, GpuRollback};
+pub use crate::tuning::{AdapterKey, Tuning};
+pub use backend::GpuBackend;
 pub use device::device_requirements;
-pub use encode::{
-    ConvBuffers, FoldRecordBuffers, Prepared, RecordBuffers, RepeatBuffers, ReplayBuffers,
-};
+pub use encode::Prepared;
 pub use host::Pending;
 pub use options::GpuOptions;
-pub use rollback::{DraftBuffers, GpuRollback};
-pub use tune::{AdapterKey, TuneOptions};
-pub use tuning::Tuning;
-
-/// The GPU backend's workshop, for the crate's command line and tests: kernel keys and
-/// their enumeration, shape classes, translation, device choice. Not a stable API.
-pub(crate) mod internals {
-    pub use super::device::{
-        choose_adapter, list_adapters, wanted_features, AdapterReport, Chosen,
-    };
-    pub use super::encode::MAX_GPU_ELEMENTS;
-    pub use super::kernel::{
-        all_variants, representative_keys, Binding, KernelKey, Op, Reduction, MAX_KEY_DIM,
-        WORKGROUP_MEMORY_BUDGET,
-    };
-    pub use super::rollback::CONV_COPY_DISPATCH_FROM;
-    #[cfg(feature = "translate")]
-    pub use super::translate::{translate, validate, Target};
-    pub use super::tuning::{Choice, ShapeClass, Threshold, ThresholdRow};
-    pub use super::wgsl::WgslError;
-}
-
-pub(crate) use kernel::{KernelKey, Op, Reduction};
-
-use crate::error::{Error, Result};
-pub(crate) use cache::{write_padded, write_padded_at};
-use cache::{BufferPool, ParamCache, PipelineCache};
-use std::sync::{Arc, Mutex, PoisonError};
-
-/// A wgpu device and queue with the crate's kernels, caches and pools.
-///
-/// Cheap to clone (the state is shared) and `Send + Sync`: many threads may run ops on
-/// one backend at once.
-#[derive(Clone)]
-pub struct GpuBackend {
-    inner: Arc<Inner>,
-    reduction: Reduction,
-    tuning: Arc<Tuning>,
-}
-
-struct Inner {
-    device: wgpu::Device,
-    queue: wgpu::Queue,
-    info: Option<wgpu::AdapterInfo>,
-    reason: String,
-    pipelines: PipelineCache,
-    params: ParamCache,
-    pool: BufferPool,
-    /// 16-byte stand-ins for zero-length operands (a binding cannot be empty), one per
-    /// binding slot so that no two writable bindings share a buffer.
-    placeholders: Mutex<Vec<wgpu::Buffer>>,
-    /// Set by the device-lost callback of a device the crate created, or by an error
-    /// that escaped the crate's error scopes: reported by the next call.
-    lost: Arc<Mutex<Option<String>>>,
-    options: GpuOptions,
-}
-
-impl GpuBackend {
-    /// Pick the best adapter (a discrete GPU over an integrated one, `adapter_name`
-    /// when set) and create a device on it with the features and limits the crate
-    /// wants.
-    pub fn new(options: GpuOptions) -> Result<Self> {
-        let chosen = device::choose_adapter(&options)?;
-        let (device, queue) = device::create_device(&chosen.adapter)?;
-        let lost = Arc::new(Mutex::new(None));
-        let (on_error, on_lost) = (lost.clone(), lost.clone());
-        // Errors of the crate's own work are caught by error scopes and returned; one
-        // that escapes them must not panic the host process either: the next call
-        // reports it.
-        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
-            on_error
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .get_or_insert_with(|| format!("uncaptured wgpu error: {e}"));
-        }));
-        device.set_device_lost_callback(move |reason, message| {
-            *on_lost.lock().unwrap_or_else(PoisonError::into_inner) =
-                Some(format!("device lost ({reason:?}: {message})"));
-        });
-        Self::build(
-            device,
-            queue,
-            Some(chosen.adapter.get_info()),
-            chosen.reason,
-            lost,
-            options,
-        )
-    }
-
-    /// [`GpuBackend::new`] with [`GpuOptions::from_env`] and [`Tuning::from_env`].
-    pub fn from_env() -> Result<Self> {
-        Self::new(GpuOptions::from_env()?)?.with_tuning(Tuning::from_env()?)
-    }
-
-    /// Use a device and queue the caller owns (a GUI application's). The crate uses
-    /// whatever features and limits it was created with: without `SUBGROUP` record
-    /// runs its workgroup-memory variant; f16 needs `SHADER_F16`; record needs 10
-    /// storage buffers per stage (create the device with [`device_requirements`]).
-    /// The caller's error handler and device-lost callback are left alone.
-    pub fn from_device(
-        device: wgpu::Device,
-        queue: wgpu::Queue,
-        info: Option<wgpu::AdapterInfo>,
-        options: GpuOptions,
-    ) -> Result<Self> {
-        Self::build(
-            device,
-            queue,
-            info,
-            "device passed in by the caller".into(),
-            Arc::new(Mutex::new(None)),
-            options,
-        )
-    }
-
-    fn build(
-        device: wgpu::Device,
-        queue: wgpu::Queue,
-        info: Option<wgpu::AdapterInfo>,
-        reason: String,
-        lost: Arc<Mutex<Option<String>>>,
-        options: GpuOptions,
-    ) -> Result<Self> {
-        let reduction = if device.features().contains(wgpu::Features::SUBGROUP) {
-            Reduction::Subgroup
-        } else {
-            Reduction::Workgroup
-        };
-        Ok(GpuBackend {
-            inner: Arc::new(Inner {
-                device,
-                queue,
-                info,
-                reason,
-                pipelines: PipelineCache::default(),
-                params: ParamCache::default(),
-                pool: BufferPool::default(),
-                placeholders: Mutex::new(Vec::new()),
-                lost,
-                options,
-            }),
-            reduction,
-            tuning: Arc::default(),
-        })
-    }
-
-    /// The same backend with record's reductions done another way. `Subgroup` on a
-    /// device without `Features::SUBGROUP` is refused.
-    #[doc(hidden)]
-    pub fn with_reduction(&self, reduction: Reduction) -> Result<Self> {
-        if reduction == Reduction::Subgroup && !self.features().contains(wgpu::Features::SUBGROUP) {
-            return Err(Error::Unsupported {
-                op: "with_reduction",
-                arg: "reduction",
-                why: "the device was created without Features::SUBGROUP".into(),
-            });
-        }
-        Ok(GpuBackend {
-            inner: self.inner.clone(),
-            reduction,
-            tuning: self.tuning.clone(),
-        })
-    }
-
-    /// The reduction variant record uses.
-    #[doc(hidden)]
-    pub fn reduction(&self) -> Reduction {
-        self.reduction
-    }
-
-    /// The same backend (device, caches) with the shape classes of `tuning` (from
-    /// [`GpuBackend::tune`], [`Tuning::from_env`] or [`Tuning::default`]). Refused when
-    /// a class is out of range, or when `tuning` was measured on another adapter.
-    pub fn with_tuning(&self, tuning: Tuning) -> Result<Self> {
-        tuning.check()?;
-        if let (Some(theirs), Some(ours)) = (tuning.adapter(), self.adapter_key()) {
-            if *theirs != ours {
-                return Err(Error::TuningAdapter {
-                    path: "passed to with_tuning".into(),
-                    tuned: theirs.to_string(),
-                    adapter: ours.to_string(),
-                });
-            }
-        }
-        Ok(GpuBackend {
-            inner: self.inner.clone(),
-            reduction: self.reduction,
-            tuning: Arc::new(tuning),
-        })
-    }
-
-    /// The shape classes this backend uses beyond the defaults.
-    pub fn tuning(&self) -> &Tuning {
-        &self.tuning
-    }
-    pub fn device(&self) -> &wgpu::Device {
-        &self.inner.device
-    }
-    pub fn queue(&self) -> &wgpu::Queue {
-        &self.inner.queue
-    }
-    pub fn features(&self) -> wgpu::Features {
-        self.inner.device.features()
-    }
-    pub fn limits(&self) -> wgpu::Limits {
-        self.inner.device.limits()
-    }
-    /// The adapter's info, when known (not for a device passed in without it).
-    pub fn adapter_info(&self) -> Option<&wgpu::AdapterInfo> {
-        self.inner.info.as_ref()
-    }
-    /// Why this adapter was chosen.
-    pub fn reason(&self) -> &str {
-        &self.inner.reason
-    }
-    /// One line: adapter, backend, subgroup sizes, reduction.
-    pub fn describe(&self) -> String {
-        let name = match &self.inner.info {
-            Some(i) => format!(
-                "{} ({:?}, subgroups {}..{})",
-                i.name, i.backend, i.subgroup_min_size, i.subgroup_max_size
-            ),
-            None => "external device".into(),
-        };
-        format!("gpu: {name}, {:?} reduction", self.reduction)
-    }
-    /// Pipelines compiled so far, by key.
-    #[doc(hidden)]
-    pub fn compiled_kernels(&self) -> Vec<KernelKey> {
-        self.inner.pipelines.keys()
-    }
-    /// Buffers the backend holds for reuse: (parameter buffers, pooled bytes).
-    pub fn cached_resources(&self) -> (usize, u64) {
-        (self.inner.params.len(), self.inner.pool.bytes())
-    }
-
-    /// The options this backend was built with.
-    pub fn options(&self) -> &GpuOptions {
-        &self.inner.options
-    }
-
-    /// A new storage buffer holding `words` (e.g. accepted counts), written before the
-    /// next submission.
-    pub fn words_buffer(&self, words: &[u32]) -> wgpu::Buffer {
-        cache::small_buffer(
-            self.device(),
-            self.queue(),
-            bytemuck::cast_slice(words),
-            wgpu::BufferUsages::STORAGE,
-        )
-    }
-
-    fn check_alive(&self, op: &'static str) -> Result<()> {
-        match &*self
-            .inner
-            .lost
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-        {
-            None => Ok(()),
-            Some(why) => Err(Error::Gpu {
-                op,
-                message: why.clone(),
-            }),
-        }
-    }
-
-    fn placeholder(&self, slot: usize) -> wgpu::Buffer {
-        let mut list = self
-            .inner
-            .placeholders
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        while list.len() <= slot {
-            list.push(self.inner.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("deltatape empty operand"),
-                size: 16,
-                usage: wgpu::BufferUsages::STORAGE,
-                mapped_at_creation: false,
-            }));
-        }
-        list[slot].clone()
-    }
-}
+pub use tune::TuneOptions;

@@ -1,8 +1,8 @@
 //! Options of the GPU backend, as values: passed at construction, read from the
 //! environment only by [`GpuOptions::from_env`].
 
-use super::tuning::Threshold;
 use crate::error::{Error, Result};
+use crate::tuning::Threshold;
 use std::time::Duration;
 
 /// Options of the GPU backend.

@@ -2,7 +2,7 @@
 //! source that wgpu's backends would produce. Used by the translation tests and by
 //! `deltatape msl`, so Metal users can review the MSL without a Mac.
 
-use super::kernel::KernelKey;
+use crate::op::kernel::KernelKey;
 use naga::valid::{Capabilities, ModuleInfo, ValidationFlags, Validator};
 
 /// A shading language naga writes.

@@ -11,14 +11,19 @@
 //! ```
 //! (`-`: the table's default for that parameter.)
 
+use super::backend::GpuBackend;
+use super::encode::Prepared;
 use super::timestamps;
-use super::tuning::{Choice, ShapeClass, Tuning};
-use super::{GpuBackend, KernelKey, Op, Prepared, RecordBuffers, ReplayBuffers};
 use crate::dtype::{DType, GdnDtypes};
 use crate::error::{Error, Result};
-use crate::operand::{OperandSpec, RecordOperands, ReplayOperands};
+use crate::op::kernel::{KernelKey, Op};
+use crate::op::operand::OperandSpec;
+use crate::op::record::RecordBuffers;
+use crate::op::record::RecordOperands;
+use crate::op::replay::ReplayBuffers;
+use crate::op::replay::ReplayOperands;
 use crate::shape::{GdnShape, GqaLayout};
-use std::fmt;
+use crate::tuning::{AdapterKey, Choice, ShapeClass, Tuning};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -39,49 +44,6 @@ const VERSION: u32 = 1;
 /// A candidate replaces the default only when its median is this much faster: less is
 /// within the noise of a few runs.
 const MIN_GAIN: f64 = 0.02;
-
-/// `tune` measures record and replay only (fold_record keeps the table's class; repeat
-/// and conv have one class).
-const UNTUNED: &str = "tune measures record and replay only";
-
-/// An adapter and its driver, as wgpu reports them ([`wgpu::AdapterInfo`]): what a
-/// tuning was measured on.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct AdapterKey {
-    pub name: String,
-    /// wgpu's backend (`Vulkan`, `Metal`, ...).
-    pub backend: String,
-    pub vendor: u32,
-    pub device: u32,
-    pub driver: String,
-    pub driver_info: String,
-}
-
-impl AdapterKey {
-    /// The key of an adapter (tabs and line breaks in its strings become spaces, as the
-    /// tuning file stores them).
-    pub fn from_info(info: &wgpu::AdapterInfo) -> Self {
-        let clean = |s: &str| s.replace(['\t', '\n', '\r'], " ");
-        AdapterKey {
-            name: clean(&info.name),
-            backend: format!("{:?}", info.backend),
-            vendor: info.vendor,
-            device: info.device,
-            driver: clean(&info.driver),
-            driver_info: clean(&info.driver_info),
-        }
-    }
-}
-
-impl fmt::Display for AdapterKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} ({}, {:#06x}:{:#06x}, driver {} {})",
-            self.name, self.backend, self.vendor, self.device, self.driver, self.driver_info
-        )
-    }
-}
 
 /// How [`GpuBackend::tune`] measures and where it keeps its choices.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -196,17 +158,15 @@ impl GpuBackend {
             let clock = timer.gpu;
             let mut times = Vec::with_capacity(candidates.len());
             for (i, class) in candidates.iter().enumerate() {
-                let tuned = self.with_tuning(match op {
-                    Op::Replay => Tuning {
+                let tuned = self.with_tuning(if op == Op::Replay {
+                    Tuning {
                         replay: *class,
                         ..Tuning::default()
-                    },
-                    Op::Record => Tuning {
+                    }
+                } else {
+                    Tuning {
                         record: *class,
                         ..Tuning::default()
-                    },
-                    Op::FoldRecord | Op::Repeat | Op::Conv | Op::ChunkWy | Op::ChunkState => {
-                        unreachable!("{}", UNTUNED)
                     }
                 })?;
                 let prepared = buffers.prepare(&tuned, op, shape, dtypes)?;
@@ -247,11 +207,11 @@ impl GpuBackend {
 
     /// The table's class first, then its neighbours, each giving a kernel of its own.
     fn candidates(&self, op: Op, shape: &GdnShape, dtypes: GdnDtypes) -> Vec<ShapeClass> {
-        let key = |class: &ShapeClass| match op {
-            Op::Replay => KernelKey::replay(shape, dtypes, false, class),
-            Op::Record => KernelKey::record(shape, dtypes, self.reduction, false, class),
-            Op::FoldRecord | Op::Repeat | Op::Conv | Op::ChunkWy | Op::ChunkState => {
-                unreachable!("{}", UNTUNED)
+        let key = |class: &ShapeClass| {
+            if op == Op::Replay {
+                KernelKey::replay(shape, dtypes, false, class)
+            } else {
+                KernelKey::record(shape, dtypes, self.reduction, false, class)
             }
         };
         let base = key(&ShapeClass::default());
@@ -394,18 +354,12 @@ impl TuneBuffers {
         dtypes: GdnDtypes,
     ) -> Result<Prepared> {
         let layout = GqaLayout::Blocked;
-        match op {
-            Op::Replay => {
-                let b: ReplayBuffers<'_> = self.replay.as_ref();
-                gpu.prepare_replay(shape, layout, dtypes, &b)
-            }
-            Op::Record => {
-                let b: RecordBuffers<'_> = self.record.as_ref();
-                gpu.prepare_record(shape, layout, dtypes, &b)
-            }
-            Op::FoldRecord | Op::Repeat | Op::Conv | Op::ChunkWy | Op::ChunkState => {
-                unreachable!("{}", UNTUNED)
-            }
+        if op == Op::Replay {
+            let b: ReplayBuffers<'_> = self.replay.as_ref();
+            gpu.prepare_replay(shape, layout, dtypes, &b)
+        } else {
+            let b: RecordBuffers<'_> = self.record.as_ref();
+            gpu.prepare_record(shape, layout, dtypes, &b)
         }
     }
 }
@@ -538,7 +492,7 @@ fn warm_up(gpu: &GpuBackend, prepared: &Prepared, time: Duration) -> Result<()> 
 
 /// The file text of `tuning` (which has its adapter).
 fn to_text(tuning: &Tuning, adapter: &AdapterKey) -> String {
-    use fmt::Write as _;
+    use std::fmt::Write as _;
     let mut out = format!("{HEADER} {VERSION}\n");
     let a = adapter;
     let _ = writeln!(

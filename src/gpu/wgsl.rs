@@ -42,29 +42,17 @@ macro_rules! sources {
 pub const SOURCES: &[(&str, &str)] = sources![
     "accepted_count",
     "bf16",
-    "chunk_state",
-    "chunk_wy",
-    "conv",
     "entry",
     "entry_subgroup",
     "record_emit_direct",
     "record_emit_pairs",
     "record_emit_pairs_local",
-    "record_replay",
-    "repeat",
     "row_sum_subgroup",
     "row_sum_workgroup",
     "shape",
 ];
 
-/// A define's value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Value {
-    /// Emitted as `const NAME: u32 = Nu;`; usable as an `#unroll` bound.
-    U32(u32),
-    /// Emitted as `const NAME: bool = ...;`.
-    Bool(bool),
-}
+pub use crate::op::kernel::Value;
 
 impl Value {
     fn truth(self) -> bool {
@@ -156,14 +144,18 @@ impl fmt::Display for WgslError {
 
 impl std::error::Error for WgslError {}
 
-/// Assemble the kernel whose file is `root` (a name of [`SOURCES`]).
+/// Assemble the kernel whose root file is `text` (named `root`, in its op's folder);
+/// its `#import`s are the shared fragments of [`SOURCES`].
 pub fn assemble(
     root: &str,
+    text: &str,
     defines: &[(&str, Value)],
     prelude: &str,
     prelude_names: &[String],
 ) -> Result<String, WgslError> {
-    assemble_from(SOURCES, root, defines, prelude, prelude_names)
+    let mut sources = SOURCES.to_vec();
+    sources.push((root, text));
+    assemble_from(&sources, root, defines, prelude, prelude_names)
 }
 
 /// [`assemble`] over another table of sources (tests).
@@ -787,15 +779,13 @@ mod tests {
     }
 
     fn assemble_record(record: &str) -> Result<String, WgslError> {
-        let sources: Vec<(&str, &str)> = SOURCES
-            .iter()
-            .map(|&(n, s)| (n, if n == "record_replay" { record } else { s }))
-            .collect();
+        let mut sources = SOURCES.to_vec();
+        sources.push(("record_replay", record));
         let shape = crate::shape::GdnShape::new(1, 2, 16, 32, 128, 128).unwrap();
-        let key = super::super::kernel::KernelKey::record(
+        let key = crate::op::KernelKey::record(
             &shape,
             crate::dtype::GdnDtypes::uniform(crate::DType::F32),
-            super::super::kernel::Reduction::Subgroup,
+            crate::op::Reduction::Subgroup,
             false,
             &Default::default(),
         );
@@ -808,11 +798,7 @@ mod tests {
     /// `#unroll` cannot read is an error, not a loop left rolled.
     #[test]
     fn a_kernel_loop_reformatted_still_unrolls_or_fails() {
-        let record = SOURCES
-            .iter()
-            .find(|(n, _)| *n == "record_replay")
-            .unwrap()
-            .1;
+        let record = crate::op::gdn::ROOT.1;
         let header = "for (var m = 0u; m < GROUPS; m++) {";
         assert!(record.contains(header));
         let original = assemble_record(record).unwrap();

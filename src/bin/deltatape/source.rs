@@ -1,7 +1,7 @@
 //! `deltatape msl`: the source naga writes for a kernel, for review without a Mac.
 
 use clap::ValueEnum;
-use deltatape::internals::{translate, KernelKey, Op, Reduction, ShapeClass, Target};
+use deltatape::internals::{translate, Op, Reduction, Target};
 use deltatape::{DType, GdnShape};
 use std::process::ExitCode;
 
@@ -15,8 +15,8 @@ pub enum Lang {
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// record, replay, repeat, conv, fold_record, chunk_wy or chunk_state (the chunked
-    /// record's passes, at the default chunk size).
+    /// The kernel: one of `deltatape::internals::Op::ALL` (record, replay, repeat,
+    /// conv, fold_record, chunk_wy, chunk_state).
     kernel: Op,
     #[command(flatten)]
     dtypes: crate::dtypes::DtypeArgs,
@@ -53,18 +53,8 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    let class = ShapeClass::default();
-    let key = match args.kernel {
-        Op::Record => KernelKey::record(&shape, dtypes, reduction, args.masked, &class),
-        Op::Replay => KernelKey::replay(&shape, dtypes, args.masked, &class),
-        Op::Repeat => KernelKey::repeat(&shape.tape_k_repeat(), args.dtypes.dtype),
-        Op::Conv => KernelKey::conv(args.dtypes.dtype),
-        Op::FoldRecord => KernelKey::fold_record(&shape, dtypes, reduction, &class),
-        Op::ChunkWy => KernelKey::chunk_wy(&shape, dtypes, Default::default(), args.masked),
-        Op::ChunkState => {
-            KernelKey::chunk_state(&shape, dtypes, Default::default(), args.masked, true)
-        }
-    };
+    // The op's key in the table's class (the chunked passes at their default chunk).
+    let key = args.kernel.key_at(&shape, dtypes, reduction, args.masked);
     let target = match args.lang {
         Lang::Msl => Target::Msl,
         Lang::Spirv => Target::SpirV,

@@ -26,7 +26,7 @@ pub struct Args {
     ops: Vec<String>,
     /// Steps per chunk of record_chunked: 16, 32 or 64.
     #[arg(long, default_value = "64")]
-    chunk: deltatape::cpu::ChunkSize,
+    chunk: deltatape::ChunkSize,
     /// Key heads, value heads, key dim, value dim.
     #[arg(long, value_delimiter = ',', default_value = "16,32,128,128")]
     dims: Vec<usize>,

@@ -30,9 +30,9 @@
 //! off by default.
 
 use super::timestamps::{self, Clock, Untrusted};
-use deltatape::cpu::ChunkSize;
 use deltatape::gpu::{Prepared, PreparedChunked, RecordBuffers, RepeatBuffers, ReplayBuffers};
 use deltatape::wgpu;
+use deltatape::ChunkSize;
 use deltatape::{DType, Error, GdnDtypes, GdnShape, GpuBackend, GqaLayout, RepeatShape, Result};
 use std::time::Instant;
 use wgpu::BufferUsages as U;
@@ -281,7 +281,7 @@ fn time_batch(
 #[derive(Clone)]
 enum Dispatch {
     One(Prepared),
-    Chunked(PreparedChunked),
+    Chunked(Box<PreparedChunked>),
 }
 
 impl Dispatch {
@@ -615,13 +615,15 @@ pub fn run(
                             dt,
                             &record_buffers,
                         )?),
-                        BenchOp::RecordChunked => Dispatch::Chunked(gpu.prepare_record_chunked(
-                            &shape,
-                            GqaLayout::Blocked,
-                            dt,
-                            cfg.chunk,
-                            &record_buffers,
-                        )?),
+                        BenchOp::RecordChunked => {
+                            Dispatch::Chunked(Box::new(gpu.prepare_record_chunked(
+                                &shape,
+                                GqaLayout::Blocked,
+                                dt,
+                                cfg.chunk,
+                                &record_buffers,
+                            )?))
+                        }
                         BenchOp::Replay => Dispatch::One(gpu.prepare_replay(
                             &shape,
                             GqaLayout::Blocked,

@@ -4,12 +4,16 @@
 //! through the host between draft and commit. A commit may also be deferred to the
 //! next draft, which folds it into the state as it reads it (fold_record).
 
-use super::encode::{ConvBuffers, FoldRecordBuffers, Prepared, RecordBuffers, ReplayBuffers};
-use super::GpuBackend;
+use super::commit::{deferred_pending, CommitKind, Drafts, RollbackMode, States};
+use super::options::{check_layers, RollbackOptions};
 use crate::dtype::GdnDtypes;
 use crate::error::{Error, Result};
-use crate::rollback::commit::{deferred_pending, CommitKind, Drafts, RollbackMode, States};
-use crate::rollback::RollbackOptions;
+use crate::gpu::backend::GpuBackend;
+use crate::gpu::encode::Prepared;
+use crate::op::conv::ConvBuffers;
+use crate::op::fold_record::FoldRecordBuffers;
+use crate::op::record::RecordBuffers;
+use crate::op::replay::ReplayBuffers;
 use crate::shape::{ConvShape, GdnShape, GqaLayout};
 use std::borrow::Cow;
 use wgpu::BufferUsages as U;
@@ -99,7 +103,7 @@ impl ResidentConv {
 /// A layer's conv inputs of at least this many bytes (in a buffer with `STORAGE`) are
 /// kept by a copy dispatch in the draft's pass; smaller ones by `copy_buffer_to_buffer`
 /// after it (the table in `tuning.rs` says why).
-pub const CONV_COPY_DISPATCH_FROM: u64 = super::tuning::Threshold::ConvCopyDispatchFrom.value();
+pub const CONV_COPY_DISPATCH_FROM: u64 = crate::tuning::Threshold::ConvCopyDispatchFrom.value();
 
 /// A commit deferred to the next draft: the accepted counts and the committed draft's
 /// tape k and g (its delta stays in the layer's delta buffer, which the folding draft
@@ -309,7 +313,7 @@ impl GpuRollback {
         dtypes: GdnDtypes,
         options: RollbackOptions,
     ) -> Result<Self> {
-        crate::rollback::check_layers(layers)?;
+        check_layers(layers)?;
         let mode = options.mode;
         let conv_layer = options.conv.map(|c| c.shape(&shape)).transpose()?;
         let bytes = |dt: crate::DType, n: usize| {
@@ -956,7 +960,7 @@ impl GpuRollback {
         crate::error::check_len(OP, "window", conv.layer.window_len(), window.len())?;
         self.check_dtype::<E>(OP, "window", self.dtypes.act)?;
         let at = conv.window_range(self.dtypes.act, layer).start;
-        super::write_padded_at(
+        crate::gpu::cache::write_padded_at(
             self.gpu.queue(),
             &conv.window,
             at,

@@ -4,14 +4,15 @@
 //!   each with the reason it has that value and the run it came from. The kernel keys
 //!   (`kernel.rs`), the rollback (`rollback.rs`) and the options read them from here.
 //! - [`ShapeClass`]: an override of the class a record or replay key picks.
-//! - [`Tuning`]: a backend's overrides (see [`super::GpuBackend::with_tuning`]): one
+//! - [`Tuning`]: a backend's overrides (see [`crate::GpuBackend::with_tuning`]): one
 //!   class per op for every shape (the `DELTATAPE_*` knobs, for benchmarks), and the
-//!   classes [`super::GpuBackend::tune`] measured per shape on one adapter.
+//!   classes [`crate::GpuBackend::tune`] measured per shape on one adapter.
 
-use super::kernel::Op;
 use crate::dtype::GdnDtypes;
 use crate::error::{Error, Result};
+use crate::op::kernel::Op;
 use crate::shape::GdnShape;
+use std::fmt;
 
 /// A shape-class threshold or default of the kernels, read from [`Threshold::row`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -301,7 +302,7 @@ impl ShapeClass {
     }
 }
 
-/// A class [`super::GpuBackend::tune`] measured for one (op, shape, dtypes).
+/// A class [`crate::GpuBackend::tune`] measured for one (op, shape, dtypes).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Choice {
     /// Record or replay.
@@ -317,24 +318,22 @@ pub struct Choice {
     pub gpu_clock: bool,
 }
 
-/// The shape classes a [`super::GpuBackend`] uses where they differ from the crate's
+/// The shape classes a [`crate::GpuBackend`] uses where they differ from the crate's
 /// H200-measured defaults: set by hand or from the environment ([`Tuning::from_env`]),
-/// or measured on the adapter itself ([`super::GpuBackend::tune`]).
+/// or measured on the adapter itself ([`crate::GpuBackend::tune`]).
 ///
 /// The default value overrides nothing. A class never changes results beyond the
 /// dtype tolerance (every class computes the same sums in another order).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Tuning {
     /// record's (and fold_record's) class at every shape without a choice of its own.
-    #[doc(hidden)]
-    pub record: ShapeClass,
+    pub(crate) record: ShapeClass,
     /// replay's class at every shape without a choice of its own.
-    #[doc(hidden)]
-    pub replay: ShapeClass,
+    pub(crate) replay: ShapeClass,
     /// Measured classes, per (op, shape, dtypes).
     pub(crate) choices: Vec<Choice>,
     /// The adapter the choices were measured on.
-    pub(crate) adapter: Option<super::tune::AdapterKey>,
+    pub(crate) adapter: Option<AdapterKey>,
 }
 
 impl Tuning {
@@ -357,23 +356,23 @@ impl Tuning {
         self.record.check("record_class", false)?;
         self.replay.check("replay_class", true)?;
         for c in &self.choices {
-            match c.op {
-                Op::Record => c.class.check("record_class", false)?,
-                Op::Replay => c.class.check("replay_class", true)?,
-                op @ (Op::Repeat | Op::Conv | Op::FoldRecord | Op::ChunkWy | Op::ChunkState) => {
-                    return Err(Error::Unsupported {
-                        op: "with_tuning",
-                        arg: "tuning",
-                        why: format!("{} has no shape class to tune", op.name()),
-                    })
-                }
+            if c.op == Op::Record {
+                c.class.check("record_class", false)?;
+            } else if c.op == Op::Replay {
+                c.class.check("replay_class", true)?;
+            } else {
+                return Err(Error::Unsupported {
+                    op: "with_tuning",
+                    arg: "tuning",
+                    why: format!("{} has no shape class to tune", c.op.name()),
+                });
             }
         }
         Ok(())
     }
 
     /// The adapter the measured classes are for (`None`: nothing measured).
-    pub fn adapter(&self) -> Option<&super::tune::AdapterKey> {
+    pub fn adapter(&self) -> Option<&AdapterKey> {
         self.adapter.as_ref()
     }
 
@@ -389,7 +388,19 @@ impl Tuning {
 
     /// This tuning with `class` for record (and fold_record) at every shape without a
     /// measured class.
-    #[doc(hidden)]
+    /// record's class at every shape without a choice of its own.
+    #[cfg(feature = "workshop")]
+    pub fn record_class(&self) -> ShapeClass {
+        self.record
+    }
+
+    /// replay's class at every shape without a choice of its own.
+    #[cfg(feature = "workshop")]
+    pub fn replay_class(&self) -> ShapeClass {
+        self.replay
+    }
+
+    #[cfg(feature = "workshop")]
     pub fn with_record_class(self, class: ShapeClass) -> Self {
         Tuning {
             record: class,
@@ -398,7 +409,7 @@ impl Tuning {
     }
 
     /// This tuning with `class` for replay at every shape without a measured class.
-    #[doc(hidden)]
+    #[cfg(feature = "workshop")]
     pub fn with_replay_class(self, class: ShapeClass) -> Self {
         Tuning {
             replay: class,
@@ -407,7 +418,7 @@ impl Tuning {
     }
 
     /// The measured classes.
-    #[doc(hidden)]
+    #[cfg(feature = "workshop")]
     pub fn choices(&self) -> &[Choice] {
         &self.choices
     }
@@ -423,11 +434,54 @@ impl Tuning {
                 .find(|c| c.op == op && c.shape == *shape && c.dtypes == dtypes)
                 .map(|c| c.class)
         };
-        match op {
-            Op::Record => measured().unwrap_or(self.record),
-            Op::Replay => measured().unwrap_or(self.replay),
-            Op::FoldRecord => self.record,
-            Op::Repeat | Op::Conv | Op::ChunkWy | Op::ChunkState => ShapeClass::default(),
+        // fold_record is record's step: it takes record's class, not its choices.
+        if op == Op::Record {
+            measured().unwrap_or(self.record)
+        } else if op == Op::Replay {
+            measured().unwrap_or(self.replay)
+        } else if op == Op::FoldRecord {
+            self.record
+        } else {
+            ShapeClass::default()
         }
+    }
+}
+
+/// An adapter and its driver, as wgpu reports them ([`wgpu::AdapterInfo`]): what a
+/// tuning was measured on.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AdapterKey {
+    pub name: String,
+    /// wgpu's backend (`Vulkan`, `Metal`, ...).
+    pub backend: String,
+    pub vendor: u32,
+    pub device: u32,
+    pub driver: String,
+    pub driver_info: String,
+}
+
+impl AdapterKey {
+    /// The key of an adapter (tabs and line breaks in its strings become spaces, as the
+    /// tuning file stores them).
+    pub fn from_info(info: &wgpu::AdapterInfo) -> Self {
+        let clean = |s: &str| s.replace(['\t', '\n', '\r'], " ");
+        AdapterKey {
+            name: clean(&info.name),
+            backend: format!("{:?}", info.backend),
+            vendor: info.vendor,
+            device: info.device,
+            driver: clean(&info.driver),
+            driver_info: clean(&info.driver_info),
+        }
+    }
+}
+
+impl fmt::Display for AdapterKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} ({}, {:#06x}:{:#06x}, driver {} {})",
+            self.name, self.backend, self.vendor, self.device, self.driver, self.driver_info
+        )
     }
 }

@@ -1,0 +1,77 @@
+//! conv_commit: the causal conv1d window rolled forward to the accepted prefix
+//! (docs/SPEC.md "conv_commit").
+
+use super::kernel::{KernelKey, Op, OpKernel, Reduction};
+use super::operand::{operand_table, rows_of, Row};
+use super::repeat::one_dtype_key;
+use crate::dtype::{DType, GdnDtypes};
+use crate::shape::{ConvShape, GdnShape};
+
+pub(crate) mod cpu;
+mod gpu;
+
+/// Buffers of one conv_commit call: `window` is rolled forward in place; `accepted`
+/// holds `[B]` u32, values above T clamped to T.
+pub type ConvBuffers<'a> = ConvOperands<&'a wgpu::Buffer>;
+
+/// The op.
+pub const OP: Op = Op(&Conv);
+
+/// Window rows per conv_commit workgroup (one or two per invocation, see
+/// `KernelKey::conv`).
+const CONV_ROWS: u32 = 128;
+
+operand_table! {
+    /// conv_commit's operands (docs/SPEC.md "conv_commit"), in binding order; x and the
+    /// window in one dtype.
+    pub struct ConvOperands, rows ConvRow, op "conv", for ConvShape {
+        /// `[B, T, C]`: the drafted conv inputs.
+        [X] x: T, Activation Act Read Scalars = ConvShape::x_len;
+        /// `[B]` u32. On the GPU a count above T is clamped to T (data on the device
+        /// cannot be checked before the dispatch); the host paths refuse it.
+        [Accepted] accepted: T, Control U32 Read Words = ConvShape::batch;
+        /// `[B, C, K-1]`: the conv window, rolled forward in place.
+        [Window] window: T, State State ReadWrite Scalars = ConvShape::window_len;
+    }
+}
+
+struct Conv;
+
+impl OpKernel for Conv {
+    fn name(&self) -> &'static str {
+        "conv"
+    }
+    fn root(&self) -> (&'static str, &'static str) {
+        ("conv", include_str!("conv.wgsl"))
+    }
+    fn rows(&self) -> Vec<Row> {
+        rows_of(ConvOperands::<()>::SPECS)
+    }
+    fn one_dtype(&self) -> bool {
+        true
+    }
+    fn workgroup_bytes(&self, _key: &KernelKey) -> u32 {
+        0
+    }
+    fn key_at(
+        &self,
+        _shape: &GdnShape,
+        dtypes: GdnDtypes,
+        _reduction: Reduction,
+        _masked: bool,
+    ) -> KernelKey {
+        KernelKey::conv(dtypes.act)
+    }
+}
+
+impl KernelKey {
+    /// The conv_commit kernel for element dtype `dtype` (any shape): one window row per
+    /// invocation for 4-byte values; two for 16-bit ones, so that every u32 word of the
+    /// window has one writer. (f32 with one row instead of two: the commit's conv part
+    /// 21 -> 17 us at B = 1 and 271 -> 203 us at B = 64, 36 layers, on the H200;
+    /// benches/results/h200-2026-12-01-conv-rows-ab.txt.)
+    pub fn conv(dtype: DType) -> Self {
+        let rows_per_thread = if dtype.size_bytes() == 4 { 1 } else { 2 };
+        one_dtype_key(OP, dtype, CONV_ROWS, 1, rows_per_thread, false)
+    }
+}

@@ -1,0 +1,145 @@
+//! What record, replay and fold_record share: one root WGSL (`wgsl/record_replay.wgsl`,
+//! the `RECORD` and `FOLD` defines pick the op), their shape classes (the table in
+//! `src/tuning.rs`) and their workgroup memory.
+
+use super::kernel::{KernelKey, Op, Reduction};
+use crate::dtype::GdnDtypes;
+use crate::shape::GdnShape;
+use crate::tuning::{ShapeClass, Threshold as Th};
+
+/// Workgroup memory a record / replay kernel may declare (the table in `tuning.rs`).
+pub const WORKGROUP_MEMORY_BUDGET: u32 = Th::WorkgroupMemoryBudget.value() as u32;
+
+/// The root WGSL of the three ops.
+pub(crate) const ROOT: (&str, &str) = (
+    "record_replay",
+    include_str!("../../wgsl/record_replay.wgsl"),
+);
+
+/// The key of a record, replay or fold_record kernel at `shape`, in the table's class
+/// where `class` leaves a field unset.
+pub(crate) fn key(
+    op: Op,
+    shape: &GdnShape,
+    dtypes: GdnDtypes,
+    reduction: Reduction,
+    masked: bool,
+    tuning: &ShapeClass,
+) -> KernelKey {
+    let dk = shape.key_dim() as u32;
+    // The defaults and thresholds are the table's (`tuning.rs`, with their reasons):
+    // few lanes per row, 128 threads a workgroup; record two rows per invocation
+    // and 4- or 8-step chunks by T, one row with 8-step chunks on small grids;
+    // replay 4 rows per invocation, 8-step chunks, fewer lanes for long drafts.
+    let (per_lane, threads, mut default_rpt, mut default_chunk) = if op.records() {
+        let chunk8 = shape.steps() as u64 >= Th::RecordChunk8FromSteps.value();
+        let per_lane = Th::RecordElementsPerLane.value() as u32;
+        (per_lane, 128, 2, if chunk8 { 8 } else { 4 })
+    } else {
+        let long = shape.steps() as u64 >= Th::ReplayLongFromSteps.value();
+        let per_lane = if long {
+            Th::ReplayElementsPerLaneLong
+        } else {
+            Th::ReplayElementsPerLane
+        };
+        (per_lane.value() as u32, 128, 4, 8)
+    };
+    let rows_total = shape.batch() as u64 * shape.value_heads() as u64 * shape.value_dim() as u64;
+    let lanes = tuning.lanes.unwrap_or_else(|| {
+        let lanes = dk.div_ceil(per_lane).next_power_of_two().min(64);
+        let tiny_fold = op.kernel().folds()
+            && shape.steps() as u64 <= Th::TinyFoldMaxSteps.value()
+            && rows_total * lanes as u64 <= Th::TinyFoldLanes.value();
+        if tiny_fold {
+            (2 * lanes).min(64)
+        } else {
+            lanes
+        }
+    });
+    let small_grid =
+        op.records() && rows_total * lanes as u64 / 2 < Th::SmallGridInvocations.value();
+    if small_grid {
+        (default_rpt, default_chunk) = (1, 8);
+    }
+    let groups = dk.div_ceil(lanes * 4).max(1);
+    let rows_per_thread = tuning.rows_per_invocation.unwrap_or(default_rpt);
+    let max_rows = tuning
+        .rows
+        .unwrap_or((threads / lanes * rows_per_thread).max(2));
+    // Fewer rows when Dv is small; always a power of two from 2 (bf16 outputs pair
+    // neighbouring rows).
+    let rows = (shape.value_dim() as u32)
+        .next_power_of_two()
+        .clamp(2, max_rows);
+    let rows_per_thread = rows_per_thread.min(rows);
+    let mut key = KernelKey {
+        op,
+        dtypes,
+        reduction,
+        lanes,
+        rows,
+        groups,
+        rows_per_thread,
+        chunk: 1,
+        vec4: dk.is_multiple_of(4),
+        early_fold: op.kernel().folds()
+            && tuning
+                .early_fold
+                .unwrap_or(rows_total * lanes as u64 <= Th::EarlyFoldLanes.value()),
+        scaled_state: op.records()
+            && tuning
+                .scaled_state
+                .unwrap_or(!small_grid && shape.steps() as u64 >= Th::ScaledFromSteps.value()),
+        bound: 0,
+    };
+    let kernel = op.kernel();
+    let mask = if masked { kernel.mask_bit() } else { 0 };
+    key.bound = kernel.required_rows() | kernel.plain_rows() | mask;
+    // Every chunk step's gate is staged by its own invocation.
+    let mut chunk = tuning
+        .chunk
+        .unwrap_or(default_chunk)
+        .min(key.workgroup_size())
+        .max(1);
+    // Small workgroups (tiny Dk or Dv) would unroll many staging loads per
+    // invocation, which costs compile time (lavapipe: seconds) for no speed.
+    while chunk > 1 && {
+        let k = KernelKey { chunk, ..key };
+        let (kq_items, v_items) = k.stage_items();
+        k.workgroup_bytes() > WORKGROUP_MEMORY_BUDGET
+            || kq_items as u64 > Th::MaxStageItems.value()
+            || v_items as u64 > Th::MaxStageItems.value()
+    } {
+        chunk /= 2;
+    }
+    key.chunk = chunk;
+    key
+}
+
+/// Workgroup memory of a record or fold_record kernel.
+pub(crate) fn record_workgroup_bytes(key: &KernelKey) -> u32 {
+    let (chunk, rows, wg) = (key.chunk, key.rows, key.workgroup_size());
+    let staged = 2 * chunk * key.staged_row() * VEC4 + chunk * rows * 4 + chunk * VEC4;
+    // row_partials (vec3 has a 16-byte stride), plus the subgroup width.
+    let reduction = wg * VEC4
+        + match key.reduction {
+            Reduction::Subgroup => 4,
+            Reduction::Workgroup => 0,
+        };
+    let pairs = if key.pairs_outputs() && !key.pairs_in_thread() {
+        2 * rows * 8
+    } else {
+        0
+    };
+    // fold_record's count of steps to fold (`steps_shared`).
+    let fold = if key.op.kernel().folds() { 4 } else { 0 };
+    staged + reduction + pairs + fold
+}
+
+/// Workgroup memory of a replay kernel.
+pub(crate) fn replay_workgroup_bytes(key: &KernelKey) -> u32 {
+    let (chunk, rows) = (key.chunk, key.rows);
+    chunk * key.staged_row() * VEC4 + chunk * rows * 4 + chunk * 8 + 4
+}
+
+const VEC4: u32 = 16;

@@ -1,0 +1,311 @@
+//! The ops, one folder each, and [`Op::ALL`], the list of them that every registry
+//! reads (the pipeline cache keys, naga's and Tint's variant enumeration, the tuning
+//! table, the command line).
+//!
+//! An op's folder holds all of it:
+//! - `mod.rs`: its operand table (`operand_table!`: the host checks, the WGSL bindings
+//!   and accessors, the bind groups follow from it), its [`KernelKey`] constructors and
+//!   its [`OpKernel`] (what its kernel key asks: defines, workgroup size and memory,
+//!   the variants the translation tests check);
+//! - `cpu.rs`: its CPU twin, the oracle of the tests, taking the operand struct;
+//! - `gpu.rs`: `GpuBackend::prepare_<op>` (the resident dispatch) and its host call;
+//! - its root WGSL, which `#import`s the shared fragments of `wgsl/` (record, replay
+//!   and fold_record share `wgsl/record_replay.wgsl`, in `gdn.rs`).
+//!
+//! How to add an op:
+//! 1. docs/SPEC.md: its contract; src/shape.rs: its index formulas and lengths (one
+//!    source of each, which the table, the CPU twin and `wgsl/shape.wgsl` follow).
+//! 2. Its folder, as above, with `pub const OP: Op = Op(&TheKernel);`.
+//! 3. Here, three lines: `pub mod <op>;`, its name in `impl Op` and its entry in
+//!    [`Op::ALL`]. Nothing else matches over the ops: what the crate asks of an op it
+//!    asks its [`OpKernel`].
+//! 4. Its call on [`crate::Backend`] (src/backend.rs), when users call it on host slices.
+
+pub mod conv;
+pub mod fold_record;
+pub(crate) mod gdn;
+pub mod kernel;
+pub mod operand;
+pub mod record;
+pub mod record_chunked;
+pub mod repeat;
+pub mod replay;
+
+pub use kernel::{KernelKey, Op, OpKernel, Reduction};
+
+use crate::dtype::{DType, GdnDtypes};
+use crate::shape::GdnShape;
+
+#[allow(non_upper_case_globals)]
+impl Op {
+    pub const Record: Op = record::OP;
+    pub const Replay: Op = replay::OP;
+    pub const Repeat: Op = repeat::OP;
+    /// conv_commit: the conv window rolled forward in place.
+    pub const Conv: Op = conv::OP;
+    /// fold_record: a deferred commit's replay, in place, then record from the result.
+    pub const FoldRecord: Op = fold_record::OP;
+    /// record_chunked's first pass: each chunk's WY factors.
+    pub const ChunkWy: Op = record_chunked::CHUNK_WY;
+    /// record_chunked's second pass: the state through the chunks.
+    pub const ChunkState: Op = record_chunked::CHUNK_STATE;
+
+    /// Every op.
+    pub const ALL: [Op; 7] = [
+        Op::Record,
+        Op::Replay,
+        Op::Repeat,
+        Op::Conv,
+        Op::FoldRecord,
+        Op::ChunkWy,
+        Op::ChunkState,
+    ];
+}
+
+impl std::str::FromStr for Op {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Op::ALL
+            .into_iter()
+            .find(|op| op.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Op::ALL.iter().map(|op| op.name()).collect();
+                format!(
+                    "unknown kernel `{s}` (expected one of {})",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+/// Every kernel variant the crate can build, for the translation tests (naga's MSL,
+/// SPIR-V and HLSL writers, Tint): every op at every dtype triple and reduction at
+/// representative shapes, with its rollback variants, masked and not, plus each op's
+/// extra keys.
+pub fn all_variants() -> Vec<KernelKey> {
+    let mut keys = Vec::new();
+    for op in Op::ALL {
+        for act in DType::ALL {
+            for state in DType::ALL {
+                for tape in DType::ALL {
+                    // repeat and conv have one dtype.
+                    if op.one_dtype() && (state != act || tape != act) {
+                        continue;
+                    }
+                    for reduction in [Reduction::Subgroup, Reduction::Workgroup] {
+                        let dtypes = GdnDtypes {
+                            act,
+                            state,
+                            tape,
+                            gate: act,
+                        };
+                        add_new(&mut keys, representative_keys(op, dtypes, reduction));
+                    }
+                }
+            }
+        }
+    }
+    // The gate accessors do not depend on the reduction: one each, at one shape (every
+    // variant costs the Dawn test time).
+    let gated = [
+        GdnDtypes {
+            act: DType::BF16,
+            ..GdnDtypes::F32
+        },
+        GdnDtypes::F32.with_gate(DType::BF16),
+    ];
+    let real = GdnShape::new(1, 2, 16, 32, 128, 128).expect("a valid shape");
+    for dtypes in gated {
+        for op in [Op::Record, Op::Replay, Op::FoldRecord] {
+            add_new(&mut keys, keys_at(op, dtypes, Reduction::Subgroup, &real));
+        }
+    }
+    for op in Op::ALL {
+        add_new(&mut keys, op.kernel().extra_keys());
+    }
+    keys
+}
+
+fn add_new(keys: &mut Vec<KernelKey>, new: Vec<KernelKey>) {
+    for key in new {
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+}
+
+/// The keys of `op` at a few shapes that reach every code path of its WGSL (odd and
+/// tiny dimensions, replay's long-draft class, the large-grid classes), masked and
+/// not, with its rollback variants.
+pub fn representative_keys(op: Op, dtypes: GdnDtypes, reduction: Reduction) -> Vec<KernelKey> {
+    let shapes = [
+        GdnShape::new(1, 2, 16, 32, 128, 128),
+        // Replay's class for drafts past 8 steps.
+        GdnShape::new(1, 9, 16, 32, 128, 128),
+        GdnShape::new(1, 2, 3, 6, 94, 46),
+        GdnShape::new(1, 2, 1, 1, 256, 2),
+    ];
+    let mut keys = Vec::new();
+    for shape in shapes.into_iter().flatten() {
+        add_new(&mut keys, keys_at(op, dtypes, reduction, &shape));
+    }
+    // Grids larger than the representative shapes' (4- and 8-step chunks), masked and
+    // not where the op takes a mask.
+    let kernel = op.kernel();
+    for &batch in kernel.larger_batches() {
+        for (steps, masked) in [(2, false), (8, false), (8, true)] {
+            if masked && kernel.mask_bit() == 0 {
+                continue;
+            }
+            let large = GdnShape::new(batch, steps, 16, 32, 128, 128).expect("a valid shape");
+            add_new(
+                &mut keys,
+                vec![kernel.key_at(&large, dtypes, reduction, masked)],
+            );
+        }
+    }
+    keys
+}
+
+/// The keys of `op` at `shape`, masked and not, each with its rollback variants
+/// (masked as the key is).
+fn keys_at(op: Op, dtypes: GdnDtypes, reduction: Reduction, shape: &GdnShape) -> Vec<KernelKey> {
+    let kernel = op.kernel();
+    let mut keys = Vec::new();
+    for masked in [false, true] {
+        let key = kernel.key_at(shape, dtypes, reduction, masked);
+        let mask = key.bound & key.mask_bit();
+        let rollback = kernel
+            .rollback_variants()
+            .into_iter()
+            .map(|v| key.with_bound(v | mask));
+        add_new(&mut keys, std::iter::once(key).chain(rollback).collect());
+    }
+    keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::conv::ConvOperands;
+    use super::fold_record::FoldRecordOperands;
+    use super::operand::{Access, OperandSpec};
+    use super::record::RecordOperands;
+    use super::replay::ReplayOperands;
+    use crate::dtype::{DType, GdnDtypes};
+    use crate::shape::{ConvShape, GdnShape};
+
+    #[test]
+    fn tables_follow_the_struct_fields() {
+        let names: Vec<_> = RecordOperands::<()>::SPECS.iter().map(|s| s.name).collect();
+        assert_eq!(
+            names,
+            [
+                "q",
+                "k",
+                "v",
+                "g",
+                "beta",
+                "state_in",
+                "y",
+                "state_out",
+                "delta",
+                "mask",
+                "tape_k_grouped",
+                "tape_g"
+            ]
+        );
+        let shape = GdnShape::new(2, 3, 1, 2, 4, 5).unwrap();
+        let lens: Vec<_> = ReplayOperands::<()>::SPECS
+            .iter()
+            .map(|s| (s.name, (s.len)(&shape)))
+            .collect();
+        assert_eq!(
+            lens,
+            [
+                ("tape_delta", 60),
+                ("tape_k", 48),
+                ("tape_k_grouped", 24),
+                ("tape_g", 12),
+                ("snapshot", 80),
+                ("accepted", 2),
+                ("state_out", 80),
+                ("mask", 6),
+                ("status", 2)
+            ]
+        );
+        let ops = ReplayOperands {
+            tape_delta: 0,
+            tape_k: Some(1),
+            tape_k_grouped: None,
+            tape_g: 2,
+            snapshot: Some(3),
+            accepted: 4,
+            state_out: 5,
+            mask: None,
+            status: None,
+        };
+        assert_eq!(ops.slots().iter().filter(|s| s.is_some()).count(), 6);
+        assert_eq!(ops.bound(), 0b0111_1011);
+        let named = ops.map(|spec, v| format!("{}={v}", spec.name));
+        assert_eq!(named.snapshot.as_deref(), Some("snapshot=3"));
+        assert!(named.mask.is_none());
+    }
+
+    /// fold_record reads the pending tape's delta and writes the new one in one buffer,
+    /// folds the state in place, and reads the pending k and g from buffers of their
+    /// own.
+    #[test]
+    fn fold_record_updates_the_state_and_delta_in_place() {
+        let rows: Vec<_> = FoldRecordOperands::<()>::SPECS
+            .iter()
+            .map(|s| (s.name, s.access))
+            .collect();
+        let read_write: Vec<_> = rows
+            .iter()
+            .filter(|(_, a)| *a == Access::ReadWrite)
+            .map(|(n, _)| *n)
+            .collect();
+        assert_eq!(read_write, ["state", "delta"]);
+        for name in ["pending_k_grouped", "pending_g", "accepted"] {
+            assert!(rows.contains(&(name, Access::Read)), "{name}");
+        }
+        assert_eq!(rows.len(), 14);
+    }
+
+    #[test]
+    fn gates_have_a_dtype_of_their_own() {
+        let dtypes = GdnDtypes {
+            act: DType::BF16,
+            ..GdnDtypes::F32
+        };
+        let dtype_of = |specs: &[OperandSpec<GdnShape>], name: &str| {
+            let spec = specs.iter().find(|s| s.name == name).expect(name);
+            spec.dtype(&dtypes)
+        };
+        let (record, replay) = (RecordOperands::<()>::SPECS, ReplayOperands::<()>::SPECS);
+        for name in ["g", "beta", "tape_g"] {
+            assert_eq!(dtype_of(record, name), Some(DType::F32), "{name}");
+        }
+        assert_eq!(dtype_of(replay, "tape_g"), Some(DType::F32));
+        for name in ["q", "k", "v", "y", "tape_k_grouped"] {
+            assert_eq!(dtype_of(record, name), Some(DType::BF16), "{name}");
+        }
+        assert_eq!(dtype_of(replay, "tape_k"), Some(DType::BF16));
+    }
+
+    #[test]
+    fn the_conv_window_is_updated_in_place() {
+        let shape = ConvShape::new(2, 3, 5, 4).unwrap();
+        let rows: Vec<_> = ConvOperands::<()>::SPECS
+            .iter()
+            .map(|s| (s.name, s.access.writes(), (s.len)(&shape)))
+            .collect();
+        let expect = [
+            ("x", false, 30),
+            ("accepted", false, 2),
+            ("window", true, 30),
+        ];
+        assert_eq!(rows, expect);
+        assert_eq!(ConvOperands::<()>::SPECS[2].access, Access::ReadWrite);
+    }
+}

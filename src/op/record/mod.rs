@@ -1,0 +1,145 @@
+//! record: T steps of the recurrence from a state, writing y, the drafted state and
+//! the innovation tape (docs/SPEC.md "record").
+
+use super::gdn;
+use super::kernel::{KernelKey, Op, OpKernel, Reduction};
+use super::operand::{operand_table, rows_of, OperandRow, Row};
+use crate::dtype::GdnDtypes;
+use crate::shape::GdnShape;
+use crate::tuning::ShapeClass;
+
+pub(crate) mod cpu;
+mod gpu;
+
+/// Buffers of one record call (docs/SPEC.md's layouts; dtypes given separately).
+pub type RecordBuffers<'a> = RecordOperands<&'a wgpu::Buffer>;
+
+/// The op.
+pub const OP: Op = Op(&Record);
+
+operand_table! {
+    /// record's operands (docs/SPEC.md "record"), in binding order.
+    pub struct RecordOperands, rows RecordRow, op "record", for GdnShape {
+        /// `[B, T, Hk, Dk]`.
+        [Q] q: T, Activation Act Read Rows = GdnShape::qk_len;
+        /// `[B, T, Hk, Dk]`.
+        [K] k: T, Activation Act Read Rows = GdnShape::qk_len;
+        /// `[B, T, Hv, Dv]`.
+        [V] v: T, Activation Act Read Scalars = GdnShape::v_len;
+        /// `[B, T, Hv]`, the decay, already exponentiated.
+        [G] g: T, Activation Gate Read Scalars = GdnShape::gate_len;
+        /// `[B, T, Hv]`, already sigmoid'ed.
+        [Beta] beta: T, Activation Gate Read Scalars = GdnShape::gate_len;
+        /// `[B, Hv, Dv, Dk]`: the state before the draft.
+        [StateIn] state_in: T, State State Read Rows = GdnShape::state_len;
+        /// `[B, T, Hv, Dv]`.
+        [Y] y: T, Output Act Write Scalars = GdnShape::v_len;
+        /// `[B, Hv, Dv, Dk]`: the state after the draft; `None`: not written (a
+        /// rollback that keeps one state per layer replays the accepted prefix instead).
+        [StateOut] state_out: Option<T>, State State Write Rows = GdnShape::state_len, optional;
+        /// `[B, T, Hv, Dv]`: the tape's innovations.
+        [Delta] delta: T, Tape Tape Write Scalars = GdnShape::v_len;
+        /// `[B, T]` u32, non-zero = live; `None`: every step is live.
+        [Mask] mask: Option<T>, Control U32 Read Words = GdnShape::mask_len, optional;
+        /// `[B, T, Hk, Dk]`: the tape's k, a copy of k at key heads (replay reads it
+        /// through the GQA layout); `None`: not written.
+        [TapeKGrouped] tape_k_grouped: Option<T>, Tape Act Write Rows = GdnShape::qk_len, optional;
+        /// `[B, T, Hv]`: the tape's g, a copy of g; `None`: not written.
+        [TapeG] tape_g: Option<T>, Tape Gate Write Scalars = GdnShape::gate_len, optional;
+    }
+}
+
+/// The activations of one record call, `[B, T, ...]` as in docs/SPEC.md: q, k and v in
+/// the activation dtype `A`, the gates g and beta in a dtype `G` of their own (default
+/// `A`; a bf16 model computes g in f32, and keeping it f32 keeps the state the model's).
+#[derive(Clone, Copy, Debug)]
+pub struct RecordInputs<'a, A, G = A> {
+    /// `[B, T, Hk, Dk]`, already normalised and scaled by the caller.
+    pub q: &'a [A],
+    /// `[B, T, Hk, Dk]`, already normalised by the caller.
+    pub k: &'a [A],
+    /// `[B, T, Hv, Dv]`.
+    pub v: &'a [A],
+    /// `[B, T, Hv]`, the decay already exponentiated: in (0, 1].
+    pub g: &'a [G],
+    /// `[B, T, Hv]`, already sigmoid'ed.
+    pub beta: &'a [G],
+    /// `[B, T]`, non-zero = the step is live; `None` = every step is live.
+    pub mask: Option<&'a [u32]>,
+}
+
+/// What record returns on the host: y, the drafted state and the tape's delta.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Recorded<A, S, P> {
+    /// `[B, T, Hv, Dv]`.
+    pub y: Vec<A>,
+    /// `[B, Hv, Dv, Dk]`: the state after all T steps.
+    pub state: Vec<S>,
+    /// `[B, T, Hv, Dv]`: the tape's innovations.
+    pub delta: Vec<P>,
+}
+
+struct Record;
+
+impl OpKernel for Record {
+    fn name(&self) -> &'static str {
+        "record"
+    }
+    fn root(&self) -> (&'static str, &'static str) {
+        gdn::ROOT
+    }
+    fn rows(&self) -> Vec<Row> {
+        rows_of(RecordOperands::<()>::SPECS)
+    }
+    fn records(&self) -> bool {
+        true
+    }
+    fn prefetches(&self) -> bool {
+        true
+    }
+    fn mask_bit(&self) -> u16 {
+        RecordRow::Mask.bit()
+    }
+    fn plain_rows(&self) -> u16 {
+        RecordRow::StateOut.bit()
+    }
+    fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
+        gdn::record_workgroup_bytes(key)
+    }
+    fn key_at(
+        &self,
+        shape: &GdnShape,
+        dtypes: GdnDtypes,
+        reduction: Reduction,
+        masked: bool,
+    ) -> KernelKey {
+        KernelKey::record(shape, dtypes, reduction, masked, &ShapeClass::default())
+    }
+    /// The rollback's: the tape's k and g, with and without the drafted state.
+    fn rollback_variants(&self) -> Vec<u16> {
+        use RecordRow::*;
+        vec![
+            TapeKGrouped.bit() | TapeG.bit(),
+            TapeKGrouped.bit() | TapeG.bit() | StateOut.bit(),
+        ]
+    }
+    /// The large-grid class (two rows per invocation, the scaled state).
+    fn larger_batches(&self) -> &'static [usize] {
+        &[16]
+    }
+}
+
+impl KernelKey {
+    /// The record kernel for `shape`, with the shape class `class` overrides: the plain
+    /// op (state_out written, no tape k or g; a mask when `masked`). See
+    /// [`KernelKey::with_bound`] for the other variants.
+    pub fn record(
+        shape: &GdnShape,
+        dtypes: GdnDtypes,
+        reduction: Reduction,
+        masked: bool,
+        class: &ShapeClass,
+    ) -> Self {
+        gdn::key(OP, shape, dtypes, reduction, masked, class)
+    }
+}

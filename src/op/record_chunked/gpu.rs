@@ -1,0 +1,218 @@
+//! record_chunked on the GPU: the two passes' dispatches over the caller's buffers, and
+//! the host call.
+
+use super::{ChunkShape, ChunkSize, ChunkStateOperands, ChunkWyOperands, OP};
+use crate::dtype::{DType, GdnDtypes};
+use crate::error::{Error, Result};
+use crate::gpu::backend::GpuBackend;
+use crate::gpu::encode::{check_key_dim, gdn_params, Plan, Prepared};
+use crate::op::kernel::KernelKey;
+use crate::op::record::RecordBuffers;
+use crate::shape::{GdnShape, GqaLayout};
+
+/// The two dispatches of one record_chunked call and the scratch between them.
+///
+/// Scratch, allocated by [`GpuBackend::prepare_record_chunked`] and kept here:
+/// `4 * B * Hv * ceil(T / C) * C * (Dk + Dv + C + 3)` bytes (W, U, the decayed
+/// `Q K^T` and the decays, in f32).
+#[derive(Clone, Debug)]
+pub struct PreparedChunked {
+    wy: Prepared,
+    state: Prepared,
+    _scratch: [wgpu::Buffer; 4],
+}
+
+impl PreparedChunked {
+    /// The kernels it runs, in order.
+    #[cfg(feature = "workshop")]
+    pub fn keys(&self) -> [&KernelKey; 2] {
+        [self.wy.key(), self.state.key()]
+    }
+
+    /// Encode both passes in a compute pass of their own.
+    pub fn encode(&self, encoder: &mut wgpu::CommandEncoder) {
+        self.encode_timed(encoder, None);
+    }
+
+    /// Encode both passes in a compute pass of their own that writes `timestamps` at
+    /// its boundaries.
+    pub fn encode_timed(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        timestamps: Option<wgpu::ComputePassTimestampWrites<'_>>,
+    ) {
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("record_chunked"),
+            timestamp_writes: timestamps,
+        });
+        self.encode_in(&mut pass);
+    }
+
+    /// Encode both passes into the caller's compute pass (wgpu orders the second after
+    /// the first: it reads what the first writes).
+    pub fn encode_in(&self, pass: &mut wgpu::ComputePass<'_>) {
+        self.wy.encode_in(pass);
+        self.state.encode_in(pass);
+    }
+}
+
+impl GpuBackend {
+    /// Validate record's buffers (docs/SPEC.md "record") and build the chunked form's
+    /// two dispatches, chunks of `chunk` steps: y, delta and (when given) `state_out`
+    /// as record writes them. The tape's copies of k and g are not written by this
+    /// form: giving them is an error. The scratch is allocated here (see
+    /// [`PreparedChunked`]).
+    pub fn prepare_record_chunked(
+        &self,
+        shape: &GdnShape,
+        layout: GqaLayout,
+        dtypes: GdnDtypes,
+        chunk: ChunkSize,
+        buffers: &RecordBuffers<'_>,
+    ) -> Result<PreparedChunked> {
+        if buffers.tape_k_grouped.is_some() || buffers.tape_g.is_some() {
+            return Err(Error::Unsupported {
+                op: OP,
+                arg: if buffers.tape_k_grouped.is_some() {
+                    "tape_k_grouped"
+                } else {
+                    "tape_g"
+                },
+                why: "the chunked record writes y, delta and state_out only".into(),
+            });
+        }
+        check_key_dim(OP, shape)?;
+        check_pairs(shape, &dtypes)?;
+        // The first pass reads v, g and beta, which the second does not bind: its
+        // writes must not land on them either.
+        let written = [
+            ("y", Some(buffers.y)),
+            ("state_out", buffers.state_out),
+            ("delta", Some(buffers.delta)),
+        ];
+        let read = [("v", buffers.v), ("g", buffers.g), ("beta", buffers.beta)];
+        for (arg, w) in written {
+            if let Some(&(other, _)) = read.iter().find(|(_, r)| Some(*r) == w) {
+                return Err(Error::Aliased { op: OP, arg, other });
+            }
+        }
+        let cshape = ChunkShape::new(*shape, chunk);
+        let masked = buffers.mask.is_some();
+        let wy_key = KernelKey::chunk_wy(shape, dtypes, chunk, masked);
+        let state_key =
+            KernelKey::chunk_state(shape, dtypes, chunk, masked, buffers.state_out.is_some());
+        let chunks = cshape.chunks() as u64;
+        let heads = shape.batch() as u64 * shape.value_heads() as u64;
+        let row_blocks = (shape.value_dim() as u64).div_ceil(state_key.rows as u64);
+        let device = self.device();
+        let lens = [
+            ("w", cshape.w_len()),
+            ("u", cshape.u_len()),
+            ("m", cshape.m_len()),
+            ("decay", cshape.decay_len()),
+        ];
+        let mut scratch = Vec::with_capacity(4);
+        for (arg, len) in lens {
+            let bytes = (len as u64)
+                .checked_mul(4)
+                .ok_or(Error::Overflow { op: OP, arg })?;
+            let max = self.limits().max_storage_buffer_binding_size;
+            if bytes > max {
+                return Err(Error::DeviceLimit {
+                    op: OP,
+                    limit: "max_storage_buffer_binding_size",
+                    needed: bytes,
+                    available: max,
+                    hint: " (the chunked record's scratch; split the batch into smaller calls)",
+                });
+            }
+            scratch.push(device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(arg),
+                size: bytes.max(16),
+                usage: wgpu::BufferUsages::STORAGE,
+                mapped_at_creation: false,
+            }));
+        }
+        let [w, u, m, decay] = [&scratch[0], &scratch[1], &scratch[2], &scratch[3]];
+        let params = |key: &KernelKey, workgroups: u64| -> Result<[u32; 12]> {
+            let mut p = gdn_params(OP, shape, layout, key, workgroups)?;
+            p[9] = row_blocks as u32;
+            p[11] = u32::try_from(chunks).map_err(|_| Error::DimTooLarge {
+                op: OP,
+                arg: "steps",
+                actual: chunks,
+                max: u32::MAX as u64,
+            })?;
+            Ok(p)
+        };
+        let wy_groups = heads * chunks;
+        let wy_buffers = ChunkWyOperands {
+            q: buffers.q,
+            k: buffers.k,
+            v: buffers.v,
+            g: buffers.g,
+            beta: buffers.beta,
+            mask: buffers.mask,
+            w,
+            u,
+            m,
+            decay,
+        };
+        let specs = ChunkWyOperands::<()>::SPECS;
+        let plan = Plan::new(
+            OP,
+            wy_key,
+            &params(&wy_key, wy_groups)?,
+            wy_groups,
+            &cshape,
+            specs,
+        );
+        let wy = self.prepare(plan.bind(wy_buffers.slots()))?;
+        let state_groups = heads * row_blocks;
+        let state_buffers = ChunkStateOperands {
+            q: buffers.q,
+            k: buffers.k,
+            state_in: buffers.state_in,
+            y: buffers.y,
+            state_out: buffers.state_out,
+            delta: buffers.delta,
+            mask: buffers.mask,
+            w,
+            u,
+            m,
+            decay,
+        };
+        let specs = ChunkStateOperands::<()>::SPECS;
+        let p = params(&state_key, state_groups)?;
+        let plan = Plan::new(OP, state_key, &p, state_groups, &cshape, specs);
+        let state = self.prepare(plan.bind(state_buffers.slots()))?;
+        let _scratch = scratch.try_into().expect("four scratch buffers");
+        Ok(PreparedChunked {
+            wy,
+            state,
+            _scratch,
+        })
+    }
+}
+
+/// bf16 words pair neighbouring elements: where two workgroups would share a word,
+/// refuse rather than race.
+fn check_pairs(shape: &GdnShape, dtypes: &GdnDtypes) -> Result<()> {
+    if dtypes.state == DType::BF16 && shape.key_dim() % 2 == 1 {
+        return Err(Error::Unsupported {
+            op: OP,
+            arg: "key_dim",
+            why: "a bf16 state on the GPU needs an even Dk (two rows would share a u32 word)"
+                .into(),
+        });
+    }
+    if (dtypes.act == DType::BF16 || dtypes.tape == DType::BF16) && shape.value_dim() % 2 == 1 {
+        return Err(Error::Unsupported {
+            op: OP,
+            arg: "value_dim",
+            why: "bf16 y or delta on the GPU needs an even Dv (two heads would share a u32 word)"
+                .into(),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,369 @@
+//! record in its chunked WY form on the GPU, the portable path: f32 arithmetic with
+//! tiles in workgroup memory, on every adapter. Two passes (`chunk_wy.wgsl`,
+//! `chunk_state.wgsl`; the math is `cpu.rs`'s, their CPU twin):
+//!
+//! 1. `chunk_wy`, one workgroup per (b, hv, chunk), all chunks at once: the chunk's
+//!    decayed, beta-scaled `K K^T`, its unit lower triangular solve and the W and U
+//!    factors, the decayed `Q K^T` and the decays, into scratch buffers.
+//! 2. `chunk_state`, one workgroup per (b, hv, block of state rows): the state through
+//!    the chunks in order (`delta = U - W S`, y, the state update), writing record's y,
+//!    delta and final state.
+//!
+//! Both kernels declare at most `WORKGROUP_MEMORY_BUDGET` bytes of workgroup memory
+
+use super::gdn::WORKGROUP_MEMORY_BUDGET;
+use super::kernel::{KernelKey, Op, OpKernel, Reduction};
+use super::operand::{operand_table, rows_of, OperandRow, Row};
+use crate::dtype::{DType, GdnDtypes};
+use crate::shape::GdnShape;
+
+pub(crate) mod cpu;
+pub(crate) mod gpu;
+
+/// The first pass.
+pub const CHUNK_WY: Op = Op(&ChunkWy);
+/// The second pass.
+pub const CHUNK_STATE: Op = Op(&ChunkState);
+
+/// The op's name, in errors.
+const OP: &str = "record_chunked";
+
+/// Invocations per workgroup of both passes.
+pub(crate) const CHUNK_WG: u32 = 256;
+/// Columns of k, q or w staged in workgroup memory per barrier pair (`TK` in the WGSL).
+const TILE: u32 = 8;
+/// Most f32 values of the state rows `chunk_state` holds in workgroup memory.
+const STATE_TILE: u32 = 1024;
+/// Most (step, row) pairs of `chunk_state`'s delta and `q . s` tiles.
+const PAIR_TILE: u32 = 512;
+
+/// A record shape cut into chunks of [`ChunkSize`] steps: the shape of the chunked
+/// passes' operand tables (record's operands, and the scratch between the passes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkShape {
+    gdn: GdnShape,
+    chunk: ChunkSize,
+}
+
+impl ChunkShape {
+    pub fn new(gdn: GdnShape, chunk: ChunkSize) -> Self {
+        ChunkShape { gdn, chunk }
+    }
+    pub fn gdn(&self) -> &GdnShape {
+        &self.gdn
+    }
+    /// Steps per chunk (C).
+    pub fn chunk_steps(&self) -> usize {
+        self.chunk.steps()
+    }
+    /// Chunks per sequence: `ceil(T / C)` (the last one padded with dead steps).
+    pub fn chunks(&self) -> usize {
+        self.gdn.steps().div_ceil(self.chunk_steps())
+    }
+    /// (b, hv, chunk) triples times C: the scratch's rows.
+    fn scratch_rows(&self) -> usize {
+        let g = &self.gdn;
+        (g.batch() * g.value_heads())
+            .saturating_mul(self.chunks())
+            .saturating_mul(self.chunk_steps())
+    }
+    pub fn qk_len(&self) -> usize {
+        self.gdn.qk_len()
+    }
+    pub fn v_len(&self) -> usize {
+        self.gdn.v_len()
+    }
+    pub fn gate_len(&self) -> usize {
+        self.gdn.gate_len()
+    }
+    pub fn mask_len(&self) -> usize {
+        self.gdn.mask_len()
+    }
+    pub fn state_len(&self) -> usize {
+        self.gdn.state_len()
+    }
+    /// `[B, Hv, chunks, C, Dk]`.
+    pub fn w_len(&self) -> usize {
+        self.scratch_rows().saturating_mul(self.gdn.key_dim())
+    }
+    /// `[B, Hv, chunks, C, Dv]`.
+    pub fn u_len(&self) -> usize {
+        self.scratch_rows().saturating_mul(self.gdn.value_dim())
+    }
+    /// `[B, Hv, chunks, C, C]`.
+    pub fn m_len(&self) -> usize {
+        self.scratch_rows().saturating_mul(self.chunk_steps())
+    }
+    /// `[B, Hv, chunks, 3C]`.
+    pub fn decay_len(&self) -> usize {
+        self.scratch_rows().saturating_mul(3)
+    }
+}
+
+/// `Dk` rounded up to whole tiles: the width of a state row in `chunk_state`'s
+/// workgroup memory is `groups * TILE`.
+fn tiles_of(dk: usize) -> u32 {
+    (dk as u32).div_ceil(TILE).max(1)
+}
+
+fn floor_pow2(x: u32) -> u32 {
+    1 << (31 - x.max(1).leading_zeros())
+}
+
+/// Steps per chunk of the chunked record (the tile of the WY form: its `K K^T` is
+/// `C x C`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum ChunkSize {
+    C16,
+    C32,
+    /// The default.
+    #[default]
+    C64,
+}
+
+impl ChunkSize {
+    pub const ALL: [ChunkSize; 3] = [ChunkSize::C16, ChunkSize::C32, ChunkSize::C64];
+
+    /// Steps per chunk.
+    pub const fn steps(self) -> usize {
+        match self {
+            ChunkSize::C16 => 16,
+            ChunkSize::C32 => 32,
+            ChunkSize::C64 => 64,
+        }
+    }
+}
+
+impl std::str::FromStr for ChunkSize {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        use ChunkSize::*;
+        crate::error::parse_name("chunk", s, &[("16", C16), ("32", C32), ("64", C64)])
+    }
+}
+
+impl KernelKey {
+    /// record_chunked's first pass for chunks of `chunk` steps (any Dk: the tiles loop
+    /// over it).
+    pub fn chunk_wy(_shape: &GdnShape, dtypes: GdnDtypes, chunk: ChunkSize, masked: bool) -> Self {
+        let key = Self::chunk_key(CHUNK_WY, dtypes, chunk, 1, 1);
+        let mask = if masked { ChunkWyRow::Mask.bit() } else { 0 };
+        key.with_bound(mask)
+    }
+
+    /// record_chunked's second pass for `shape` and chunks of `chunk` steps, writing
+    /// the final state when `state_out`.
+    pub fn chunk_state(
+        shape: &GdnShape,
+        dtypes: GdnDtypes,
+        chunk: ChunkSize,
+        masked: bool,
+        state_out: bool,
+    ) -> Self {
+        use ChunkStateRow as R;
+        let groups = tiles_of(shape.key_dim());
+        let c = chunk.steps() as u32;
+        // Rows: a power of two from 2 (bf16 y and delta pair neighbouring rows), as
+        // many as Dv needs, within the state and pair tiles.
+        let rows = (shape.value_dim() as u32)
+            .next_power_of_two()
+            .min(floor_pow2(STATE_TILE / (groups * TILE)))
+            .min(PAIR_TILE / c)
+            .max(2);
+        let key = Self::chunk_key(CHUNK_STATE, dtypes, chunk, rows, groups);
+        let bits =
+            if masked { R::Mask.bit() } else { 0 } | if state_out { R::StateOut.bit() } else { 0 };
+        key.with_bound(bits)
+    }
+
+    fn chunk_key(op: Op, dtypes: GdnDtypes, chunk: ChunkSize, rows: u32, groups: u32) -> Self {
+        KernelKey {
+            op,
+            dtypes,
+            reduction: Reduction::Workgroup,
+            lanes: 1,
+            rows,
+            groups,
+            rows_per_thread: 1,
+            chunk: chunk.steps() as u32,
+            vec4: false,
+            early_fold: false,
+            scaled_state: false,
+            bound: 0,
+        }
+    }
+}
+
+/// Keys of both passes at every chunk size for one dtype triple at `shape` (what naga
+/// and Tint check beside `representative_keys`' C = 64).
+pub fn chunk_keys(shape: &GdnShape, dtypes: GdnDtypes) -> Vec<KernelKey> {
+    let mut keys = Vec::new();
+    for chunk in ChunkSize::ALL {
+        for masked in [false, true] {
+            keys.push(KernelKey::chunk_wy(shape, dtypes, chunk, masked));
+            for state_out in [false, true] {
+                keys.push(KernelKey::chunk_state(
+                    shape, dtypes, chunk, masked, state_out,
+                ));
+            }
+        }
+    }
+    debug_assert!(keys
+        .iter()
+        .all(|k| k.workgroup_bytes() <= WORKGROUP_MEMORY_BUDGET));
+    keys
+}
+
+operand_table! {
+    /// record_chunked's first pass (`chunk_wy`, this folder), in binding order:
+    /// each chunk's WY factors from its q, k, v and gates, into scratch (f32 bits).
+    pub struct ChunkWyOperands, rows ChunkWyRow, op "chunk_wy", for ChunkShape {
+        /// `[B, T, Hk, Dk]`.
+        [Q] q: T, Activation Act Read Rows = ChunkShape::qk_len;
+        /// `[B, T, Hk, Dk]`.
+        [K] k: T, Activation Act Read Rows = ChunkShape::qk_len;
+        /// `[B, T, Hv, Dv]`.
+        [V] v: T, Activation Act Read Scalars = ChunkShape::v_len;
+        /// `[B, T, Hv]`, the decay, already exponentiated.
+        [G] g: T, Activation Gate Read Scalars = ChunkShape::gate_len;
+        /// `[B, T, Hv]`, already sigmoid'ed.
+        [Beta] beta: T, Activation Gate Read Scalars = ChunkShape::gate_len;
+        /// `[B, T]` u32, non-zero = live; `None`: every step is live.
+        [Mask] mask: Option<T>, Control U32 Read Words = ChunkShape::mask_len, optional;
+        /// `[B, Hv, chunks, C, Dk]`: `W = T diag(beta gam) K` per chunk.
+        [W] w: T, Scratch U32 Write Words = ChunkShape::w_len;
+        /// `[B, Hv, chunks, C, Dv]`: `U = T diag(beta) V` per chunk.
+        [U] u: T, Scratch U32 Write Words = ChunkShape::u_len;
+        /// `[B, Hv, chunks, C, C]`: the decayed `Q K^T`, lower triangle.
+        [M] m: T, Scratch U32 Write Words = ChunkShape::m_len;
+        /// `[B, Hv, chunks, 3C]`: each step's decay from the chunk's start, from it to
+        /// the chunk's end, and the whole chunk's.
+        [Decay] decay: T, Scratch U32 Write Words = ChunkShape::decay_len;
+    }
+}
+
+operand_table! {
+    /// record_chunked's second pass (`chunk_state`, this folder), in binding
+    /// order: the state through every chunk in order, writing record's y, delta and
+    /// final state.
+    pub struct ChunkStateOperands, rows ChunkStateRow, op "chunk_state", for ChunkShape {
+        /// `[B, T, Hk, Dk]`.
+        [Q] q: T, Activation Act Read Rows = ChunkShape::qk_len;
+        /// `[B, T, Hk, Dk]`.
+        [K] k: T, Activation Act Read Rows = ChunkShape::qk_len;
+        /// `[B, Hv, Dv, Dk]`: the state before the first step.
+        [StateIn] state_in: T, State State Read Rows = ChunkShape::state_len;
+        /// `[B, T, Hv, Dv]`.
+        [Y] y: T, Output Act Write Scalars = ChunkShape::v_len;
+        /// `[B, Hv, Dv, Dk]`: the state after the last step; `None`: not written.
+        [StateOut] state_out: Option<T>, State State Write Rows = ChunkShape::state_len, optional;
+        /// `[B, T, Hv, Dv]`: the tape's innovations.
+        [Delta] delta: T, Tape Tape Write Scalars = ChunkShape::v_len;
+        /// `[B, T]` u32, non-zero = live; `None`: every step is live.
+        [Mask] mask: Option<T>, Control U32 Read Words = ChunkShape::mask_len, optional;
+        /// The first pass's W.
+        [W] w: T, Scratch U32 Read Words = ChunkShape::w_len;
+        /// The first pass's U.
+        [U] u: T, Scratch U32 Read Words = ChunkShape::u_len;
+        /// The first pass's decayed `Q K^T`.
+        [M] m: T, Scratch U32 Read Words = ChunkShape::m_len;
+        /// The first pass's decays.
+        [Decay] decay: T, Scratch U32 Read Words = ChunkShape::decay_len;
+    }
+}
+
+struct ChunkWy;
+struct ChunkState;
+
+impl OpKernel for ChunkWy {
+    fn name(&self) -> &'static str {
+        "chunk_wy"
+    }
+    fn root(&self) -> (&'static str, &'static str) {
+        ("chunk_wy", include_str!("chunk_wy.wgsl"))
+    }
+    fn rows(&self) -> Vec<Row> {
+        rows_of(ChunkWyOperands::<()>::SPECS)
+    }
+    fn mask_bit(&self) -> u16 {
+        ChunkWyRow::Mask.bit()
+    }
+    fn workgroup_size(&self, _key: &KernelKey) -> u32 {
+        CHUNK_WG
+    }
+    /// Gates, betas, decays and live flags (`4C`), two k / q tiles (`2 C TILE`) and
+    /// L's strict lower triangle (`C (C - 1) / 2`), 4 bytes each.
+    fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
+        let c = key.chunk;
+        (4 * c + 2 * c * TILE + c * (c - 1) / 2) * 4
+    }
+    /// One chunk size here; `extra_keys` adds the others.
+    fn key_at(
+        &self,
+        shape: &GdnShape,
+        dtypes: GdnDtypes,
+        _reduction: Reduction,
+        masked: bool,
+    ) -> KernelKey {
+        KernelKey::chunk_wy(shape, dtypes, ChunkSize::C64, masked)
+    }
+    /// Both passes at every chunk size, and once with f32 gates beside bf16
+    /// activations.
+    fn extra_keys(&self) -> Vec<KernelKey> {
+        let real = GdnShape::new(1, 2, 16, 32, 128, 128).expect("a valid shape");
+        let gated = GdnDtypes {
+            act: DType::BF16,
+            ..GdnDtypes::F32
+        };
+        let mut keys = chunk_keys(&real, GdnDtypes::F32);
+        keys.push(KernelKey::chunk_wy(&real, gated, ChunkSize::C16, true));
+        keys.push(KernelKey::chunk_state(
+            &real,
+            gated,
+            ChunkSize::C16,
+            true,
+            true,
+        ));
+        keys
+    }
+}
+
+impl OpKernel for ChunkState {
+    fn name(&self) -> &'static str {
+        "chunk_state"
+    }
+    fn root(&self) -> (&'static str, &'static str) {
+        ("chunk_state", include_str!("chunk_state.wgsl"))
+    }
+    fn rows(&self) -> Vec<Row> {
+        rows_of(ChunkStateOperands::<()>::SPECS)
+    }
+    fn mask_bit(&self) -> u16 {
+        ChunkStateRow::Mask.bit()
+    }
+    fn plain_rows(&self) -> u16 {
+        ChunkStateRow::StateOut.bit()
+    }
+    fn workgroup_size(&self, _key: &KernelKey) -> u32 {
+        CHUNK_WG
+    }
+    /// The state rows (`rows * groups * TILE`), two w / q tiles and the delta and
+    /// `q . s` tiles (`2 C rows`), 4 bytes each.
+    fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
+        let c = key.chunk;
+        (key.rows * key.groups * TILE + 2 * c * TILE + 2 * c * key.rows) * 4
+    }
+    fn key_at(
+        &self,
+        shape: &GdnShape,
+        dtypes: GdnDtypes,
+        _reduction: Reduction,
+        masked: bool,
+    ) -> KernelKey {
+        KernelKey::chunk_state(shape, dtypes, ChunkSize::C64, masked, true)
+    }
+    /// The final state left out.
+    fn rollback_variants(&self) -> Vec<u16> {
+        vec![0]
+    }
+}

@@ -1,0 +1,46 @@
+//! What a [`super::Rollback`] asks of the place its layers live: one implementation
+//! keeps them on the host (`cpu.rs`, the CPU reference), one on the GPU (`gpu.rs`,
+//! resident). The rollback checks every argument first; a store only acts.
+
+use super::commit::CommitKind;
+use crate::error::Result;
+use crate::op::record::RecordInputs;
+
+/// The layers' states, tapes and conv windows, and the round's draft and commit.
+/// `Send + Sync` but on wasm32, where wgpu's handles are neither (so is a `Rollback`).
+pub(crate) trait LayerStore<A, S, P, G>: wgpu::WasmNotSendSync {
+    /// Layers whose deferred commit holds a second tape k and g.
+    fn deferred_tapes(&self) -> usize;
+    /// Bytes of the buffers the host's activations are uploaded into (GPU).
+    fn upload_bytes(&self) -> u64 {
+        0
+    }
+    fn set_state(&mut self, layer: usize, state: &[S]) -> Result<()>;
+    fn state(&self, layer: usize) -> Result<Vec<S>>;
+    fn set_conv_window(&mut self, layer: usize, window: &[A]) -> Result<()>;
+    fn conv_window(&self, layer: usize) -> Result<Vec<A>>;
+    /// Whether `layer` is drafted in this round.
+    fn is_drafted(&self, layer: usize) -> bool;
+    /// Draft one layer; its y.
+    fn draft_layer(
+        &mut self,
+        layer: usize,
+        inputs: &RecordInputs<'_, A, G>,
+        conv_x: Option<&[A]>,
+    ) -> Result<Vec<A>>;
+    /// Draft every layer (`conv_x[layer]` when the rollback keeps a conv).
+    fn draft_all(
+        &mut self,
+        inputs: &[RecordInputs<'_, A, G>],
+        conv_x: Option<&[&[A]]>,
+    ) -> Result<()>;
+    fn draft_y(&self, layer: usize) -> Result<Vec<A>>;
+    fn commit(&mut self, accepted: &[u32]) -> Result<CommitKind>;
+    fn commit_from_buffer(&mut self, accepted: &wgpu::Buffer) -> Result<()>;
+    fn commit_deferred(&mut self, accepted: &[u32]) -> Result<()>;
+    fn flush(&mut self) -> Result<()>;
+    fn has_deferred_commit(&self) -> bool;
+    fn read_status(&self) -> Result<Vec<u32>>;
+    fn clear_status(&mut self) -> Result<()>;
+    fn wait(&self) -> Result<()>;
+}
