@@ -521,6 +521,16 @@ struct Submitter {
 }
 
 impl Submitter {
+    fn new(one_submission: bool) -> Self {
+        Submitter {
+            one_submission,
+            queued: Vec::new(),
+            submit_us: 0.0,
+            last_submission: None,
+        }
+    }
+
+    /// Submit what is queued, unless `--one-submission` holds it for the `last`.
     fn send(&mut self, gpu: &GpuBackend, last: bool) {
         if last || !self.one_submission {
             let t_submit = Instant::now();
@@ -543,6 +553,11 @@ struct RoundBench<'a> {
 }
 
 impl RoundBench<'_> {
+    /// Draft part p's layers (every layer in one part).
+    fn part_layers(&self, part: usize) -> std::ops::Range<usize> {
+        part * self.layers / self.parts..(part + 1) * self.layers / self.parts
+    }
+
     /// Time the cell (mode, B, T) and print its row.
     fn cell(&mut self, mode: Mode, b: usize, t: usize) -> deltatape::Result<()> {
         let (args, layers) = (self.args, self.layers);
@@ -569,6 +584,7 @@ impl RoundBench<'_> {
         )?;
         let drafts = vec![buffers.draft(); layers];
         let mut best = BestRounds::new();
+        // The first two rounds warm up; the rest count.
         for round in 0..args.rounds + 2 {
             let times = self.time_round(&mut rollback, &buffers.accepted, &drafts, round, b, t)?;
             if round >= 2 {
@@ -601,18 +617,12 @@ impl RoundBench<'_> {
         gpu.wait_idle()?;
         let t0 = Instant::now();
         let mut encode = 0.0;
-        let mut submitter = Submitter {
-            one_submission: self.args.one_submission,
-            queued: Vec::new(),
-            submit_us: 0.0,
-            last_submission: None,
-        };
+        let mut submitter = Submitter::new(self.args.one_submission);
         for part in 0..parts {
             let t_part = Instant::now();
             let mut encoder = gpu.encoder();
             stamps.mark(&mut encoder, 2 * part as u32);
-            // Draft part p's layers (every layer in one part).
-            let range = part * self.layers / parts..(part + 1) * self.layers / parts;
+            let range = self.part_layers(part);
             rollback.encode_drafts_from(&mut encoder, range.start, &drafts[range])?;
             stamps.mark(&mut encoder, 2 * part as u32 + 1);
             // The engine's acceptance kernel, outside the timed parts: the GPU time is
