@@ -7,10 +7,14 @@ use crate::dtype::Element;
 use crate::error::{Error, Result};
 use crate::gpu::backend::GpuBackend;
 use crate::gpu::options::GpuOptions;
+use crate::host::HostCall;
+use crate::op::conv::host::ConvCommit;
+use crate::op::record::host::Record;
 use crate::op::record::{RecordInputs, Recorded};
 use crate::op::record_chunked::ChunkSize;
+use crate::op::repeat::host::Repeat;
+use crate::op::replay::host::Replay;
 use crate::op::replay::TapeRef;
-use crate::ops::{ConvCommit, HostCall, Record, Repeat, Replay};
 use crate::shape::{ConvShape, GdnShape, GqaLayout, RepeatShape};
 use std::marker::PhantomData;
 

@@ -5,8 +5,8 @@
 
 use crate::progress::Progress;
 use deltatape::{
-    Backend, BackendChoice, CommitKind, ConvShape, Element, Footprint, GdnShape, ModelPreset,
-    RecordInputs, Recorded, Rollback, RollbackMode, RollbackOptions,
+    Backend, BackendChoice, CommitKind, ConvShape, Element, Footprint, GdnShape, GqaLayout,
+    ModelPreset, RecordInputs, Recorded, Rollback, RollbackMode, RollbackOptions,
 };
 use half::{bf16, f16};
 use std::process::ExitCode;
@@ -200,8 +200,77 @@ fn run_typed<A: Element, S: Element, P: Element>(args: Args) -> deltatape::Resul
         conv: (!args.no_conv).then(|| model.conv()),
     };
     let conv = options.conv.map(|c| c.shape(&shape)).transpose()?;
-    let mut rollback = Rollback::<A, S, P>::with_options(&backend, shape, layers, layout, options)?;
-    let fp = rollback.footprint();
+    let rollback = Rollback::<A, S, P>::with_options(&backend, shape, layers, layout, options)?;
+    print_memory::<A, S, P>(&rollback.footprint(), &shape, layers, options)?;
+    let counts = counts_buffer(&backend, &shape);
+    let mut demo = Demo {
+        rollback,
+        backend,
+        shape,
+        layout,
+        conv,
+        checked: checked_layers(layers, args.check_all),
+        counts,
+        cpu: Backend::cpu(),
+        inject_fault: args.inject_fault,
+    };
+
+    let mut rng = Rng(args.seed);
+    demo.fill_states(layers, &mut rng)?;
+    println!(
+        "checking layers {:?} each round against the CPU reference (record over the accepted prefix){}",
+        demo.checked,
+        if conv.is_some() { ", and their conv windows (the last K-1 of window ++ accepted inputs)" } else { "" }
+    );
+
+    let tol = S::DTYPE.tolerance() as f64;
+    let mut failures = 0;
+    let mut progress = Progress::new("demo", args.rounds);
+    let (mut draft_total, mut commit_total) = (0f64, 0f64);
+    for round in 0..args.rounds {
+        let inputs: Vec<LayerInputs<A>> = (0..layers)
+            .map(|_| LayerInputs::draw(&shape, &mut rng, args.mask, conv.map_or(0, |c| c.x_len())))
+            .collect();
+        let before = demo.checked_before()?;
+        let accepted = draw_accepted(round, &shape, &mut rng);
+        let timed = demo.draft_and_commit(&inputs, &accepted)?;
+        draft_total += timed.draft_ms;
+        commit_total += timed.commit_ms;
+        let worst = demo.worst_error(&before, &inputs, &accepted)?;
+        let ok = worst <= tol && worst.is_finite();
+        if !ok {
+            failures += 1;
+        }
+        let kind = describe_commit(timed.kind, &accepted, shape.steps());
+        progress.finish();
+        println!(
+            "round {}/{}: accepted {accepted:?} | draft {:.1} ms | commit {:.1} ms ({kind}) | check: max rel err {worst:.2e} {}",
+            round + 1,
+            args.rounds,
+            timed.draft_ms,
+            timed.commit_ms,
+            if ok { "ok" } else { "FAIL" }
+        );
+        progress.update(round + 1, "");
+    }
+    progress.finish();
+    println!(
+        "times are wall clock per round for all {layers} layers (draft includes uploading the inputs): mean draft {:.1} ms, mean commit {:.1} ms",
+        draft_total / args.rounds.max(1) as f64,
+        commit_total / args.rounds.max(1) as f64
+    );
+    Ok(verdict(failures, args.rounds, tol))
+}
+
+/// The rollback's memory: this run's footprint, then per sequence per layer in each
+/// mode next to per-step snapshots.
+fn print_memory<A: Element, S: Element, P: Element>(
+    fp: &Footprint,
+    shape: &GdnShape,
+    layers: usize,
+    options: RollbackOptions,
+) -> deltatape::Result<()> {
+    let mode = options.mode;
     println!(
         "memory ({mode:?}): states {} allocated | tape {} vs per-step snapshots {} ({:.1}x less)",
         mib(fp.allocated_state_bytes),
@@ -220,7 +289,7 @@ fn run_typed<A: Element, S: Element, P: Element>(args: Args) -> deltatape::Resul
     for m in [RollbackMode::SingleState, RollbackMode::KeepDrafted] {
         let options = RollbackOptions { mode: m, ..options };
         let (state_per, tape_per) =
-            Footprint::new(&shape, layers, dtypes, options)?.per_sequence_layer();
+            Footprint::new(shape, layers, dtypes, options)?.per_sequence_layer();
         println!(
             "    {:<30} states {} + tape {} = {}{}",
             format!("{m:?}"),
@@ -235,9 +304,13 @@ fn run_typed<A: Element, S: Element, P: Element>(args: Args) -> deltatape::Resul
         "state + per-step snapshots",
         mib(fp.per_sequence_layer_with_snapshots())
     );
-    // On the GPU the counts go to the commit in a device buffer, as an engine's
-    // acceptance kernel leaves them: the commit reads nothing back.
-    let counts = backend.as_gpu().map(|g| {
+    Ok(())
+}
+
+/// On the GPU the counts go to the commit in a device buffer, as an engine's
+/// acceptance kernel leaves them: the commit reads nothing back. `None` on the CPU.
+fn counts_buffer(backend: &Backend, shape: &GdnShape) -> Option<deltatape::wgpu::Buffer> {
+    backend.as_gpu().map(|g| {
         g.device()
             .create_buffer(&deltatape::wgpu::BufferDescriptor {
                 label: Some("accepted counts"),
@@ -246,62 +319,141 @@ fn run_typed<A: Element, S: Element, P: Element>(args: Args) -> deltatape::Resul
                     | deltatape::wgpu::BufferUsages::COPY_DST,
                 mapped_at_creation: false,
             })
-    });
+    })
+}
 
-    let mut rng = Rng(args.seed);
-    for layer in 0..layers {
-        let s: Vec<S> = rng.fill(shape.state_len(), -0.1, 0.1);
-        rollback.set_state(layer, &s)?;
-        if let Some(c) = &conv {
-            let w: Vec<A> = rng.fill(c.window_len(), -1.0, 1.0);
-            rollback.set_conv_window(layer, &w)?;
-        }
-    }
-    let checked: Vec<usize> = if args.check_all {
+/// The layers checked each round: all of them, or the first, middle and last.
+fn checked_layers(layers: usize, check_all: bool) -> Vec<usize> {
+    if check_all {
         (0..layers).collect()
     } else {
         let mut v = vec![0, layers / 2, layers - 1];
         v.dedup();
         v
-    };
-    println!(
-        "checking layers {checked:?} each round against the CPU reference (record over the accepted prefix){}",
-        if conv.is_some() { ", and their conv windows (the last K-1 of window ++ accepted inputs)" } else { "" }
-    );
+    }
+}
 
-    let cpu = Backend::cpu();
-    let tol = S::DTYPE.tolerance() as f64;
-    let mut failures = 0;
-    let mut progress = Progress::new("demo", args.rounds);
-    let (mut draft_total, mut commit_total) = (0f64, 0f64);
-    for round in 0..args.rounds {
-        let inputs: Vec<LayerInputs<A>> = (0..layers)
-            .map(|_| LayerInputs::draw(&shape, &mut rng, args.mask, conv.map_or(0, |c| c.x_len())))
-            .collect();
-        let before: Vec<Vec<S>> = checked
+/// Each sequence's accepted count for a round. Round 1 accepts everything and round 2
+/// nothing, so both short cuts are seen; later rounds draw 0..=T.
+fn draw_accepted(round: usize, shape: &GdnShape, rng: &mut Rng) -> Vec<u32> {
+    (0..shape.batch())
+        .map(|_| match round {
+            0 => shape.steps() as u32,
+            1 => 0,
+            _ => (rng.next() % (shape.steps() as u64 + 1)) as u32,
+        })
+        .collect()
+}
+
+/// The round's commit in words: the acceptance pattern and what the commit did
+/// (`None`: the counts came from a GPU buffer).
+fn describe_commit(kind: Option<CommitKind>, accepted: &[u32], steps: usize) -> String {
+    let t = steps as u32;
+    let pattern = if accepted.iter().all(|&a| a == t) {
+        "accept-all"
+    } else if accepted.iter().all(|&a| a == 0) {
+        "reject-all"
+    } else {
+        "partial"
+    };
+    match kind {
+        Some(CommitKind::AcceptedAll) => format!("{pattern}: drafted state kept"),
+        Some(CommitKind::RejectedAll) => format!("{pattern}: snapshot kept"),
+        Some(CommitKind::Replayed) => format!("{pattern}: replayed"),
+        None => format!("{pattern}: replayed, counts from a GPU buffer, no host read"),
+    }
+}
+
+/// The run's last line and exit code.
+fn verdict(failures: usize, rounds: usize, tol: f64) -> ExitCode {
+    if failures == 0 {
+        println!(
+            "verdict: PASS ({rounds} rounds, committed state matches the CPU reference within {tol:.1e})"
+        );
+        ExitCode::SUCCESS
+    } else {
+        println!(
+            "verdict: FAIL ({failures} of {rounds} rounds off the CPU reference by more than {tol:.1e})"
+        );
+        ExitCode::FAILURE
+    }
+}
+
+/// The rollback under test and what stays fixed over the rounds.
+struct Demo<A: Element, S: Element, P: Element> {
+    rollback: Rollback<A, S, P>,
+    backend: Backend,
+    shape: GdnShape,
+    layout: GqaLayout,
+    conv: Option<ConvShape>,
+    /// The layers compared with the CPU reference each round.
+    checked: Vec<usize>,
+    /// The accepted counts' device buffer on the GPU ([`counts_buffer`]).
+    counts: Option<deltatape::wgpu::Buffer>,
+    /// The reference.
+    cpu: Backend,
+    /// Corrupt one checked value per round (`--inject-fault`).
+    inject_fault: bool,
+}
+
+/// The checked layers' states and conv windows before a round's draft: the reference
+/// records from these.
+struct CheckedBefore<A, S> {
+    states: Vec<Vec<S>>,
+    /// Empty without a conv.
+    windows: Vec<Vec<A>>,
+}
+
+/// A round's wall times, and the commit's kind when the host gave the counts.
+struct RoundTimes {
+    draft_ms: f64,
+    commit_ms: f64,
+    kind: Option<CommitKind>,
+}
+
+impl<A: Element, S: Element, P: Element> Demo<A, S, P> {
+    /// Random starting states and conv windows for every layer.
+    fn fill_states(&mut self, layers: usize, rng: &mut Rng) -> deltatape::Result<()> {
+        for layer in 0..layers {
+            let s: Vec<S> = rng.fill(self.shape.state_len(), -0.1, 0.1);
+            self.rollback.set_state(layer, &s)?;
+            if let Some(c) = &self.conv {
+                let w: Vec<A> = rng.fill(c.window_len(), -1.0, 1.0);
+                self.rollback.set_conv_window(layer, &w)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn checked_before(&self) -> deltatape::Result<CheckedBefore<A, S>> {
+        let states = self
+            .checked
             .iter()
-            .map(|&l| rollback.state(l))
+            .map(|&l| self.rollback.state(l))
             .collect::<Result<_, _>>()?;
-        let windows_before: Vec<Vec<A>> = match conv {
+        let windows = match self.conv {
             None => Vec::new(),
-            Some(_) => checked
+            Some(_) => self
+                .checked
                 .iter()
-                .map(|&l| rollback.conv_window(l))
+                .map(|&l| self.rollback.conv_window(l))
                 .collect::<Result<_, _>>()?,
         };
-        // Round 1 accepts everything and round 2 nothing, so both short cuts are seen.
-        let accepted: Vec<u32> = (0..shape.batch())
-            .map(|_| match round {
-                0 => shape.steps() as u32,
-                1 => 0,
-                _ => (rng.next() % (shape.steps() as u64 + 1)) as u32,
-            })
-            .collect();
+        Ok(CheckedBefore { states, windows })
+    }
 
+    /// Draft every layer, then commit the accepted counts (from a device buffer on the
+    /// GPU), each timed to completion.
+    fn draft_and_commit(
+        &mut self,
+        inputs: &[LayerInputs<A>],
+        accepted: &[u32],
+    ) -> deltatape::Result<RoundTimes> {
+        let rollback = &mut self.rollback;
         rollback.wait()?;
         let t0 = Instant::now();
         let views: Vec<RecordInputs<'_, A>> = inputs.iter().map(LayerInputs::as_inputs).collect();
-        match conv {
+        match self.conv {
             None => rollback.draft(&views)?,
             Some(_) => {
                 let xs: Vec<&[A]> = inputs.iter().map(|i| &i.conv_x[..]).collect();
@@ -311,93 +463,63 @@ fn run_typed<A: Element, S: Element, P: Element>(args: Args) -> deltatape::Resul
         rollback.wait()?;
         let draft_ms = t0.elapsed().as_secs_f64() * 1e3;
         let t1 = Instant::now();
-        let kind = match (&counts, backend.as_gpu()) {
+        let kind = match (&self.counts, self.backend.as_gpu()) {
             (Some(counts), Some(g)) => {
                 g.queue()
-                    .write_buffer(counts, 0, bytemuck::cast_slice(&accepted));
+                    .write_buffer(counts, 0, bytemuck::cast_slice(accepted));
                 rollback.commit_from_buffer(counts)?;
                 None
             }
-            _ => Some(rollback.commit(&accepted)?),
+            _ => Some(rollback.commit(accepted)?),
         };
         rollback.wait()?;
         let commit_ms = t1.elapsed().as_secs_f64() * 1e3;
-        draft_total += draft_ms;
-        commit_total += commit_ms;
+        Ok(RoundTimes {
+            draft_ms,
+            commit_ms,
+            kind,
+        })
+    }
 
+    /// The largest relative error of a checked layer's committed state against the CPU
+    /// reference's record over each sequence's accepted prefix; infinite when a conv
+    /// window differs at all.
+    fn worst_error(
+        &self,
+        before: &CheckedBefore<A, S>,
+        inputs: &[LayerInputs<A>],
+        accepted: &[u32],
+    ) -> deltatape::Result<f64> {
+        let shape = &self.shape;
         let mut worst = 0f64;
-        for (i, &layer) in checked.iter().enumerate() {
-            let mut got = rollback.state(layer)?;
-            if args.inject_fault {
+        for (i, &layer) in self.checked.iter().enumerate() {
+            let mut got = self.rollback.state(layer)?;
+            if self.inject_fault {
                 got[0] = S::from_f32(got[0].to_f32() + 1.0);
             }
             let per_seq = shape.state_len() / shape.batch();
             for (b, &a) in accepted.iter().enumerate() {
                 let one = shape.with_batch(1)?.with_steps(a as usize)?;
-                let snapshot = &before[i][b * per_seq..][..per_seq];
-                let want: Recorded<A, S, P> = cpu.record(
+                let snapshot = &before.states[i][b * per_seq..][..per_seq];
+                let want: Recorded<A, S, P> = self.cpu.record(
                     &one,
-                    layout,
-                    &inputs[layer].prefix(&shape, b, a as usize),
+                    self.layout,
+                    &inputs[layer].prefix(shape, b, a as usize),
                     snapshot,
                 )?;
                 let err = rel_err(&got[b * per_seq..][..per_seq], &want.state);
                 worst = worst.max(err);
             }
-            if let Some(c) = &conv {
-                let got = rollback.conv_window(layer)?;
-                let want = conv_reference(c, &windows_before[i], &inputs[layer].conv_x, &accepted);
+            if let Some(c) = &self.conv {
+                let got = self.rollback.conv_window(layer)?;
+                let want = conv_reference(c, &before.windows[i], &inputs[layer].conv_x, accepted);
                 // The window only moves values: any difference is an error.
                 if got.iter().zip(&want).any(|(x, y)| x.to_f32() != y.to_f32()) {
                     worst = f64::INFINITY;
                 }
             }
         }
-        let ok = worst <= tol && worst.is_finite();
-        if !ok {
-            failures += 1;
-        }
-        let t = shape.steps() as u32;
-        let pattern = if accepted.iter().all(|&a| a == t) {
-            "accept-all"
-        } else if accepted.iter().all(|&a| a == 0) {
-            "reject-all"
-        } else {
-            "partial"
-        };
-        let kind = match kind {
-            Some(CommitKind::AcceptedAll) => format!("{pattern}: drafted state kept"),
-            Some(CommitKind::RejectedAll) => format!("{pattern}: snapshot kept"),
-            Some(CommitKind::Replayed) => format!("{pattern}: replayed"),
-            None => format!("{pattern}: replayed, counts from a GPU buffer, no host read"),
-        };
-        progress.finish();
-        println!(
-            "round {}/{}: accepted {accepted:?} | draft {draft_ms:.1} ms | commit {commit_ms:.1} ms ({kind}) | check: max rel err {worst:.2e} {}",
-            round + 1,
-            args.rounds,
-            if ok { "ok" } else { "FAIL" }
-        );
-        progress.update(round + 1, "");
-    }
-    progress.finish();
-    println!(
-        "times are wall clock per round for all {layers} layers (draft includes uploading the inputs): mean draft {:.1} ms, mean commit {:.1} ms",
-        draft_total / args.rounds.max(1) as f64,
-        commit_total / args.rounds.max(1) as f64
-    );
-    if failures == 0 {
-        println!(
-            "verdict: PASS ({} rounds, committed state matches the CPU reference within {tol:.1e})",
-            args.rounds
-        );
-        Ok(ExitCode::SUCCESS)
-    } else {
-        println!(
-            "verdict: FAIL ({failures} of {} rounds off the CPU reference by more than {tol:.1e})",
-            args.rounds
-        );
-        Ok(ExitCode::FAILURE)
+        Ok(worst)
     }
 }
 

@@ -3,6 +3,7 @@
 mod bench;
 mod demo;
 mod dtypes;
+mod grid;
 mod info;
 mod progress;
 mod round;

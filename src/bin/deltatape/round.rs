@@ -11,10 +11,14 @@ use crate::progress::Progress;
 use deltatape::gpu::DraftBuffers;
 use deltatape::wgpu::{self, util::DeviceExt};
 use deltatape::{
-    Footprint, GdnDtypes, GpuBackend, GpuRollback, ModelPreset, RollbackMode, RollbackOptions,
+    Footprint, GdnDtypes, GdnShape, GpuBackend, GpuRollback, ModelPreset, RollbackMode,
+    RollbackOptions,
 };
 use std::process::ExitCode;
 use std::time::Instant;
+
+/// How long a cell's rounds run untimed before the timed ones.
+const SPIN_UP: std::time::Duration = std::time::Duration::from_secs(1);
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -107,43 +111,42 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
     }
     let layers = args.layers.unwrap_or(model.layers);
     let gpu = GpuBackend::from_env()?;
-    let device = gpu.device();
     let has_ts = gpu.features().contains(wgpu::Features::TIMESTAMP_QUERY);
     eprintln!("round on {}", gpu.describe());
-    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label: Some("accept"),
-        source: wgpu::ShaderSource::Wgsl(ACCEPT.into()),
-    });
-    let accept = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-        label: Some("accept"),
-        layout: None,
-        module: &module,
-        entry_point: Some("main"),
-        compilation_options: Default::default(),
-        cache: None,
-    });
-    // Draft part p's layers (every layer in one part).
+    let accept = AcceptKernel::new(gpu.device());
     let parts = (args.draft_parts as usize).clamp(1, layers.max(1));
-    let part_layers = |part: usize| part * layers / parts..(part + 1) * layers / parts;
-    // A start and an end timestamp per draft part and for the commit.
-    let stamps = 2 * (parts as u32 + 1);
-    let query = device.create_query_set(&wgpu::QuerySetDescriptor {
-        label: Some("round"),
-        ty: wgpu::QueryType::Timestamp,
-        count: stamps,
-    });
-    let resolve = |usage| {
-        device.create_buffer(&wgpu::BufferDescriptor {
-            label: None,
-            size: 8 * stamps as u64,
-            usage,
-            mapped_at_creation: false,
-        })
+    let stamps = RoundStamps::new(&gpu, parts, has_ts);
+    print_header(&args, &model, layers, parts, &gpu);
+    let cells = args.modes.len() * args.batches.len() * args.steps.len();
+    let mut progress = Progress::new("round", cells);
+    let mut done = 0;
+    if !has_ts {
+        eprintln!("round: no timestamp queries: gpu_us is the wall time (clock `wall`)");
+    }
+    let mut bench = RoundBench {
+        gpu: &gpu,
+        args: &args,
+        model,
+        layers,
+        parts,
+        accept,
+        stamps,
     };
-    let (resolved, readback) = (
-        resolve(wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC),
-        resolve(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST),
-    );
+    for &mode in &args.modes {
+        for &b in &args.batches {
+            for &t in &args.steps {
+                bench.cell(mode, b, t)?;
+                done += 1;
+                progress.update(done, "");
+            }
+        }
+    }
+    progress.finish();
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What the run does per round, then the column headers.
+fn print_header(args: &Args, model: &ModelPreset, layers: usize, parts: usize, gpu: &GpuBackend) {
     println!(
         "{} x {layers} layers, f32; per round: draft every layer, GPU acceptance kernel (1..=T tokens), {} ({}, no host read){}",
         model.model,
@@ -184,282 +187,545 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
         "MiB/seq/layer",
         "snapshots"
     );
-    let cells = args.modes.len() * args.batches.len() * args.steps.len();
-    let mut progress = Progress::new("round", cells);
-    let mut done = 0;
-    // Cleared once timestamps fail their check: gpu_us is then the wall time (clock
-    // `wall`), as it is without timestamp queries.
-    let mut timestamps_trusted = has_ts;
-    if !has_ts {
-        eprintln!("round: no timestamp queries: gpu_us is the wall time (clock `wall`)");
+}
+
+/// The engine's acceptance kernel ([`ACCEPT`]): it writes each sequence's accepted
+/// count into a device buffer, which the commit reads.
+struct AcceptKernel {
+    pipeline: wgpu::ComputePipeline,
+}
+
+impl AcceptKernel {
+    fn new(device: &wgpu::Device) -> Self {
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("accept"),
+            source: wgpu::ShaderSource::Wgsl(ACCEPT.into()),
+        });
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some("accept"),
+            layout: None,
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        AcceptKernel { pipeline }
     }
-    for &mode in &args.modes {
-        for &b in &args.batches {
-            for &t in &args.steps {
-                let shape = model.shape(b, t)?;
-                let options = RollbackOptions {
-                    mode: mode.rollback(),
-                    conv: (!args.no_conv).then(|| model.conv()),
-                };
-                let mut rollback = GpuRollback::with_options(
-                    &gpu,
-                    shape,
-                    layers,
-                    model.layout,
-                    GdnDtypes::F32,
-                    options,
-                )?;
-                let fill = |len: usize, v: f32, usage| {
-                    device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                        label: None,
-                        contents: bytemuck::cast_slice(&vec![v; len.max(4)]),
-                        usage: wgpu::BufferUsages::STORAGE | usage,
-                    })
-                };
-                let none = wgpu::BufferUsages::empty();
-                let k_norm = 1.0 / (shape.key_dim() as f32).sqrt();
-                let (q, k, v) = (
-                    fill(shape.qk_len(), 0.05, none),
-                    fill(shape.qk_len(), k_norm, none),
-                    fill(shape.v_len(), 0.5, none),
-                );
-                let (g, beta, y) = (
-                    fill(shape.gate_len(), 0.95, none),
-                    fill(shape.gate_len(), 0.5, none),
-                    fill(shape.v_len(), 0.0, none),
-                );
-                let accepted = fill(b, 0.0, none);
-                let conv_x = match options.conv {
-                    Some(_) if args.conv_in_place => {
-                        let own = rollback.conv_inputs_buffer(0)?.buffer().clone();
-                        for l in 0..layers {
-                            let slice = rollback.conv_inputs_buffer(l)?;
-                            let x = vec![0.1f32; slice.size() as usize / 4];
-                            gpu.queue().write_buffer(
-                                &own,
-                                slice.offset(),
-                                bytemuck::cast_slice(&x),
-                            );
-                        }
-                        Some(own)
-                    }
-                    Some(c) => Some(fill(
-                        c.shape(&shape)?.x_len(),
-                        0.1,
-                        wgpu::BufferUsages::COPY_SRC,
-                    )),
-                    None => None,
-                };
-                let draft = DraftBuffers {
-                    q: &q,
-                    k: &k,
-                    v: &v,
-                    g: &g,
-                    beta: &beta,
-                    y: &y,
-                    mask: None,
-                    conv_x: conv_x.as_ref(),
-                };
-                // The acceptance kernel's bindings for a round (its parameters: the round
-                // and T).
-                let accept_bind = |round: usize| {
-                    let params = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                        label: None,
-                        contents: bytemuck::cast_slice(&[round as u32, t as u32]),
-                        usage: wgpu::BufferUsages::UNIFORM,
-                    });
-                    device.create_bind_group(&wgpu::BindGroupDescriptor {
-                        label: None,
-                        layout: &accept.get_bind_group_layout(0),
-                        entries: &[
-                            wgpu::BindGroupEntry {
-                                binding: 0,
-                                resource: accepted.as_entire_binding(),
-                            },
-                            wgpu::BindGroupEntry {
-                                binding: 1,
-                                resource: params.as_entire_binding(),
-                            },
-                        ],
-                    })
-                };
-                // Every layer drafts from the same buffers (built once: no allocation in
-                // the timed loops).
-                let drafts = vec![draft; layers];
-                let (mut best_wall, mut best_encode, mut best_submit) =
-                    (f64::MAX, f64::MAX, f64::MAX);
-                // (GPU time of the round, of its commit) of the round fastest on the GPU.
-                let mut best_gpu = (f64::MAX, f64::NAN);
-                // The clock of the rounds counted (mixed if it changed during the row).
-                let mut row_clock: Option<Clock> = None;
-                for round in 0..args.rounds + 2 {
-                    let bind = accept_bind(round);
-                    gpu.wait_idle()?;
-                    let t0 = Instant::now();
-                    let marker = |encoder: &mut wgpu::CommandEncoder, index: u32| {
-                        if has_ts {
-                            // An empty pass whose timestamp marks a part's start or end.
-                            encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                                label: Some("round marker"),
-                                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                                    query_set: &query,
-                                    beginning_of_pass_write_index: Some(index),
-                                    end_of_pass_write_index: None,
-                                }),
-                            });
-                        }
-                    };
-                    let us = |since: Instant| since.elapsed().as_secs_f64() * 1e6;
-                    // Command buffers not yet submitted (all of them in one submission).
-                    let mut queued = Vec::new();
-                    let (mut encode, mut submit) = (0.0, 0.0);
-                    let mut last_submission = None;
-                    let mut send = |queued: &mut Vec<wgpu::CommandBuffer>, last: bool| {
-                        if last || !args.one_submission {
-                            let t_submit = Instant::now();
-                            last_submission = Some(gpu.queue().submit(queued.drain(..)));
-                            submit += us(t_submit);
-                        }
-                    };
-                    // Markers 2p and 2p + 1 bracket draft part p; the last two the commit.
-                    for part in 0..parts {
-                        let t_part = Instant::now();
-                        let mut encoder = gpu.encoder();
-                        marker(&mut encoder, 2 * part as u32);
-                        let range = part_layers(part);
-                        rollback.encode_drafts_from(&mut encoder, range.start, &drafts[range])?;
-                        marker(&mut encoder, 2 * part as u32 + 1);
-                        // The engine's acceptance kernel, outside the timed parts: the
-                        // GPU time is the draft and the commit (approximately: a pass-
-                        // boundary timestamp does not wait for work in flight).
-                        if part + 1 == parts {
-                            let mut pass = encoder.begin_compute_pass(&Default::default());
-                            pass.set_pipeline(&accept);
-                            pass.set_bind_group(0, &bind, &[]);
-                            pass.dispatch_workgroups(b.div_ceil(64) as u32, 1, 1);
-                        }
-                        queued.push(encoder.finish());
-                        encode += us(t_part);
-                        send(&mut queued, false);
-                    }
-                    let t_commit = Instant::now();
-                    let mut encoder = gpu.encoder();
-                    marker(&mut encoder, stamps - 2);
-                    if args.deferred {
-                        // One counts buffer serves: the next round's draft reads these
-                        // counts before its acceptance kernel writes the next ones.
-                        rollback.encode_commit_deferred(&mut encoder, &accepted)?;
-                    } else {
-                        rollback.encode_commit_from_buffer(&mut encoder, &accepted)?;
-                    }
-                    marker(&mut encoder, stamps - 1);
-                    queued.push(encoder.finish());
-                    encode += us(t_commit);
-                    send(&mut queued, true);
-                    // The round's last submission (the GPU runs them in order).
-                    if let Some(last) = last_submission.take() {
-                        gpu.wait_for(last)?;
-                    }
-                    let wall = t0.elapsed().as_secs_f64() * 1e6;
-                    let (gpu_us, commit_us, round_clock) = if timestamps_trusted {
-                        let mut e = gpu.encoder();
-                        e.resolve_query_set(&query, 0..stamps, &resolved, 0);
-                        e.copy_buffer_to_buffer(&resolved, 0, &readback, 0, 8 * stamps as u64);
-                        gpu.queue().submit([e.finish()]);
-                        readback.map_async(wgpu::MapMode::Read, .., |_| {});
-                        gpu.wait_idle()?;
-                        let ticks: Vec<u64> =
-                            bytemuck::pod_collect_to_vec(&readback.get_mapped_range(..).map_err(
-                                |e| deltatape::Error::Gpu {
-                                    op: "round",
-                                    message: e.to_string(),
-                                },
-                            )?);
-                        readback.unmap();
-                        // Busy time: each draft part and the commit, not the gaps.
-                        let us = |ticks: u64| {
-                            ticks as f64 * gpu.queue().get_timestamp_period() as f64 / 1e3
-                        };
-                        let busy = |pair: &[u64]| pair[1] - pair[0];
-                        match timestamps::check(&ticks, gpu.queue().get_timestamp_period()) {
-                            Ok(()) => {
-                                let total = ticks.chunks(2).map(busy).sum();
-                                (us(total), us(busy(&ticks[ticks.len() - 2..])), Clock::Gpu)
-                            }
-                            Err(why) => {
-                                eprintln!("round: {why}: gpu_us is the wall time from here on (clock `wall`)");
-                                timestamps_trusted = false;
-                                (wall, f64::NAN, Clock::Wall)
-                            }
-                        }
-                    } else {
-                        (wall, f64::NAN, Clock::Wall)
-                    };
-                    if round >= 2 {
-                        row_clock = Some(
-                            row_clock.map_or(round_clock, |c| Clock::spanning(c, round_clock)),
-                        );
-                        best_wall = best_wall.min(wall);
-                        if gpu_us < best_gpu.0 {
-                            best_gpu = (gpu_us, commit_us);
-                        }
-                        best_encode = best_encode.min(encode);
-                        best_submit = best_submit.min(submit);
-                    }
-                }
-                // Back to back: the rounds encoded and submitted one after another, with
-                // no wait between them (an engine whose acceptance stays on the GPU can
-                // encode step n + 1 while the GPU runs step n); wall time per round.
-                let binds: Vec<_> = (0..args.rounds).map(accept_bind).collect();
-                gpu.wait_idle()?;
-                let t_b2b = Instant::now();
-                let mut last_b2b = None;
-                for bind in &binds {
-                    let mut encoder = gpu.encoder();
-                    rollback.encode_drafts(&mut encoder, &drafts)?;
-                    {
-                        let mut pass = encoder.begin_compute_pass(&Default::default());
-                        pass.set_pipeline(&accept);
-                        pass.set_bind_group(0, bind, &[]);
-                        pass.dispatch_workgroups(b.div_ceil(64) as u32, 1, 1);
-                    }
-                    if args.deferred {
-                        rollback.encode_commit_deferred(&mut encoder, &accepted)?;
-                    } else {
-                        rollback.encode_commit_from_buffer(&mut encoder, &accepted)?;
-                    }
-                    last_b2b = Some(gpu.queue().submit([encoder.finish()]));
-                }
-                if let Some(last) = last_b2b {
-                    gpu.wait_for(last)?;
-                }
-                let b2b_wall = t_b2b.elapsed().as_secs_f64() * 1e6 / args.rounds.max(1) as f64;
-                let fp = if args.deferred {
-                    Footprint::new_deferred(&shape, layers, GdnDtypes::F32, options)?
-                } else {
-                    Footprint::new(&shape, layers, GdnDtypes::F32, options)?
-                };
-                let (states, tape) = fp.per_sequence_layer();
-                let mib = |x: u64| x as f64 / (1u64 << 20) as f64;
-                let (best_gpu, best_commit) = best_gpu;
-                println!(
-                "{:>6} {b:>4} {t:>3} {best_wall:>10.1} {best_gpu:>10.1} {best_commit:>10.1} {best_encode:>10.1} {best_submit:>10.1} {:>9.2} {b2b_wall:>11.1} {:>8.2} {:>14.2} {:>14.2}  {}",
-                if args.deferred {
-                    "deferred".to_string()
-                } else {
-                    format!("{mode:?}").to_lowercase()
+
+    /// The kernel's bindings for a round (its parameters: the round and T).
+    fn bind(
+        &self,
+        device: &wgpu::Device,
+        accepted: &wgpu::Buffer,
+        round: usize,
+        steps: usize,
+    ) -> wgpu::BindGroup {
+        let params = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: None,
+            contents: bytemuck::cast_slice(&[round as u32, steps as u32]),
+            usage: wgpu::BufferUsages::UNIFORM,
+        });
+        device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &self.pipeline.get_bind_group_layout(0),
+            entries: &[
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: accepted.as_entire_binding(),
                 },
-                best_wall / best_gpu,
-                b2b_wall / best_gpu,
-                mib(states + tape),
-                mib(fp.per_sequence_layer_with_snapshots()),
-                row_clock.unwrap_or(Clock::Wall).name()
-            );
-                done += 1;
-                progress.update(done, "");
+                wgpu::BindGroupEntry {
+                    binding: 1,
+                    resource: params.as_entire_binding(),
+                },
+            ],
+        })
+    }
+
+    /// The kernel over `batch` sequences, in a compute pass of its own.
+    fn encode(&self, encoder: &mut wgpu::CommandEncoder, bind: &wgpu::BindGroup, batch: usize) {
+        let mut pass = encoder.begin_compute_pass(&Default::default());
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, bind, &[]);
+        pass.dispatch_workgroups(batch.div_ceil(64) as u32, 1, 1);
+    }
+}
+
+/// A round's timestamps: a start and an end per draft part and for the commit (markers
+/// 2p and 2p + 1 bracket draft part p; the last two the commit), and the buffers they
+/// are read back through.
+struct RoundStamps {
+    /// The adapter has timestamp queries: the markers are written.
+    has_ts: bool,
+    /// Cleared once timestamps fail their check: gpu_us is then the wall time (clock
+    /// `wall`), as it is without timestamp queries.
+    trusted: bool,
+    count: u32,
+    query: wgpu::QuerySet,
+    resolved: wgpu::Buffer,
+    readback: wgpu::Buffer,
+}
+
+impl RoundStamps {
+    fn new(gpu: &GpuBackend, parts: usize, has_ts: bool) -> Self {
+        let device = gpu.device();
+        let count = 2 * (parts as u32 + 1);
+        let query = device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("round"),
+            ty: wgpu::QueryType::Timestamp,
+            count,
+        });
+        let resolve = |usage| {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size: 8 * count as u64,
+                usage,
+                mapped_at_creation: false,
+            })
+        };
+        let (resolved, readback) = (
+            resolve(wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC),
+            resolve(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST),
+        );
+        RoundStamps {
+            has_ts,
+            trusted: has_ts,
+            count,
+            query,
+            resolved,
+            readback,
+        }
+    }
+
+    /// Marker `index`: an empty pass whose timestamp marks a part's start or end
+    /// (nothing without timestamp queries).
+    fn mark(&self, encoder: &mut wgpu::CommandEncoder, index: u32) {
+        if self.has_ts {
+            encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("round marker"),
+                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                    query_set: &self.query,
+                    beginning_of_pass_write_index: Some(index),
+                    end_of_pass_write_index: None,
+                }),
+            });
+        }
+    }
+
+    /// The round's (GPU time, its commit's part, clock) in us, from the markers while
+    /// they are trusted, else (`wall`, NaN, wall clock).
+    fn read(&mut self, gpu: &GpuBackend, wall: f64) -> deltatape::Result<(f64, f64, Clock)> {
+        if !self.trusted {
+            return Ok((wall, f64::NAN, Clock::Wall));
+        }
+        let mut e = gpu.encoder();
+        e.resolve_query_set(&self.query, 0..self.count, &self.resolved, 0);
+        e.copy_buffer_to_buffer(&self.resolved, 0, &self.readback, 0, 8 * self.count as u64);
+        gpu.queue().submit([e.finish()]);
+        self.readback.map_async(wgpu::MapMode::Read, .., |_| {});
+        gpu.wait_idle()?;
+        let ticks: Vec<u64> =
+            bytemuck::pod_collect_to_vec(&self.readback.get_mapped_range(..).map_err(|e| {
+                deltatape::Error::Gpu {
+                    op: "round",
+                    message: e.to_string(),
+                }
+            })?);
+        self.readback.unmap();
+        // Busy time: each draft part and the commit, not the gaps.
+        let us = |ticks: u64| ticks as f64 * gpu.queue().get_timestamp_period() as f64 / 1e3;
+        let busy = |pair: &[u64]| pair[1] - pair[0];
+        match timestamps::check(&ticks, gpu.queue().get_timestamp_period()) {
+            Ok(()) => {
+                let total = ticks.chunks(2).map(busy).sum();
+                Ok((us(total), us(busy(&ticks[ticks.len() - 2..])), Clock::Gpu))
+            }
+            Err(why) => {
+                eprintln!("round: {why}: gpu_us is the wall time from here on (clock `wall`)");
+                self.trusted = false;
+                Ok((wall, f64::NAN, Clock::Wall))
             }
         }
     }
-    progress.finish();
-    Ok(ExitCode::SUCCESS)
+}
+
+/// One cell's inputs, filled with constants: every layer drafts from these same
+/// buffers (built once: no allocation in the timed loops).
+struct CellBuffers {
+    q: wgpu::Buffer,
+    k: wgpu::Buffer,
+    v: wgpu::Buffer,
+    g: wgpu::Buffer,
+    beta: wgpu::Buffer,
+    y: wgpu::Buffer,
+    /// The accepted counts the acceptance kernel writes and the commit reads.
+    accepted: wgpu::Buffer,
+    /// The drafted conv inputs: the rollback's own buffer with `--conv-in-place`, else
+    /// the caller's (none without a conv).
+    conv_x: Option<wgpu::Buffer>,
+}
+
+impl CellBuffers {
+    fn new(
+        gpu: &GpuBackend,
+        rollback: &GpuRollback,
+        layers: usize,
+        shape: &GdnShape,
+        options: &RollbackOptions,
+        conv_in_place: bool,
+    ) -> deltatape::Result<Self> {
+        let fill = |len: usize, v: f32, usage| {
+            gpu.device()
+                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                    label: None,
+                    contents: bytemuck::cast_slice(&vec![v; len.max(4)]),
+                    usage: wgpu::BufferUsages::STORAGE | usage,
+                })
+        };
+        let none = wgpu::BufferUsages::empty();
+        let k_norm = 1.0 / (shape.key_dim() as f32).sqrt();
+        let (q, k, v) = (
+            fill(shape.qk_len(), 0.05, none),
+            fill(shape.qk_len(), k_norm, none),
+            fill(shape.v_len(), 0.5, none),
+        );
+        let (g, beta, y) = (
+            fill(shape.gate_len(), 0.95, none),
+            fill(shape.gate_len(), 0.5, none),
+            fill(shape.v_len(), 0.0, none),
+        );
+        let accepted = fill(shape.batch(), 0.0, none);
+        let conv_x = match options.conv {
+            Some(_) if conv_in_place => Some(conv_inputs_in_place(gpu, rollback, layers)?),
+            Some(c) => Some(fill(
+                c.shape(shape)?.x_len(),
+                0.1,
+                wgpu::BufferUsages::COPY_SRC,
+            )),
+            None => None,
+        };
+        Ok(CellBuffers {
+            q,
+            k,
+            v,
+            g,
+            beta,
+            y,
+            accepted,
+            conv_x,
+        })
+    }
+
+    fn draft(&self) -> DraftBuffers<'_> {
+        DraftBuffers {
+            q: &self.q,
+            k: &self.k,
+            v: &self.v,
+            g: &self.g,
+            beta: &self.beta,
+            y: &self.y,
+            mask: None,
+            conv_x: self.conv_x.as_ref(),
+        }
+    }
+}
+
+/// The rollback's own conv inputs buffer, every layer's slice of it filled, as an
+/// engine's conv kernel would write it.
+fn conv_inputs_in_place(
+    gpu: &GpuBackend,
+    rollback: &GpuRollback,
+    layers: usize,
+) -> deltatape::Result<wgpu::Buffer> {
+    let own = rollback.conv_inputs_buffer(0)?.buffer().clone();
+    for l in 0..layers {
+        let slice = rollback.conv_inputs_buffer(l)?;
+        let x = vec![0.1f32; slice.size() as usize / 4];
+        gpu.queue()
+            .write_buffer(&own, slice.offset(), bytemuck::cast_slice(&x));
+    }
+    Ok(own)
+}
+
+/// Encode the commit of every layer from the counts in `accepted`, or with
+/// `--deferred` leave it to the next round's draft. One counts buffer serves: the next
+/// round's draft reads these counts before its acceptance kernel writes the next ones.
+fn encode_commit(
+    rollback: &mut GpuRollback,
+    encoder: &mut wgpu::CommandEncoder,
+    accepted: &wgpu::Buffer,
+    deferred: bool,
+) -> deltatape::Result<()> {
+    if deferred {
+        rollback.encode_commit_deferred(encoder, accepted)
+    } else {
+        rollback.encode_commit_from_buffer(encoder, accepted)
+    }
+}
+
+fn micros_since(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1e6
+}
+
+/// One timed round, microseconds.
+struct RoundTimes {
+    wall: f64,
+    encode: f64,
+    submit: f64,
+    gpu: f64,
+    commit: f64,
+    clock: Clock,
+}
+
+/// The best of a cell's counted rounds.
+struct BestRounds {
+    wall: f64,
+    encode: f64,
+    submit: f64,
+    /// (GPU time of the round, of its commit) of the round fastest on the GPU.
+    gpu: (f64, f64),
+    /// The clock of the rounds counted (mixed if it changed during the row).
+    clock: Option<Clock>,
+}
+
+impl BestRounds {
+    fn new() -> Self {
+        BestRounds {
+            wall: f64::MAX,
+            encode: f64::MAX,
+            submit: f64::MAX,
+            gpu: (f64::MAX, f64::NAN),
+            clock: None,
+        }
+    }
+
+    fn add(&mut self, round: &RoundTimes) {
+        self.clock = Some(
+            self.clock
+                .map_or(round.clock, |c| Clock::spanning(c, round.clock)),
+        );
+        self.wall = self.wall.min(round.wall);
+        if round.gpu < self.gpu.0 {
+            self.gpu = (round.gpu, round.commit);
+        }
+        self.encode = self.encode.min(round.encode);
+        self.submit = self.submit.min(round.submit);
+    }
+}
+
+/// Command buffers on their way to the queue: each submitted as soon as it is ready,
+/// or with `--one-submission` all of them with the last.
+struct Submitter {
+    one_submission: bool,
+    /// Command buffers not yet submitted.
+    queued: Vec<wgpu::CommandBuffer>,
+    /// Time spent in `submit`, us.
+    submit_us: f64,
+    last_submission: Option<wgpu::SubmissionIndex>,
+}
+
+impl Submitter {
+    fn new(one_submission: bool) -> Self {
+        Submitter {
+            one_submission,
+            queued: Vec::new(),
+            submit_us: 0.0,
+            last_submission: None,
+        }
+    }
+
+    /// Submit what is queued, unless `--one-submission` holds it for the `last`.
+    fn send(&mut self, gpu: &GpuBackend, last: bool) {
+        if last || !self.one_submission {
+            let t_submit = Instant::now();
+            self.last_submission = Some(gpu.queue().submit(self.queued.drain(..)));
+            self.submit_us += micros_since(t_submit);
+        }
+    }
+}
+
+/// The run's setup, shared by its cells.
+struct RoundBench<'a> {
+    gpu: &'a GpuBackend,
+    args: &'a Args,
+    model: ModelPreset,
+    layers: usize,
+    /// Parts the draft is encoded and submitted in.
+    parts: usize,
+    accept: AcceptKernel,
+    stamps: RoundStamps,
+}
+
+impl RoundBench<'_> {
+    /// Draft part p's layers (every layer in one part).
+    fn part_layers(&self, part: usize) -> std::ops::Range<usize> {
+        part * self.layers / self.parts..(part + 1) * self.layers / self.parts
+    }
+
+    /// Time the cell (mode, B, T) and print its row.
+    fn cell(&mut self, mode: Mode, b: usize, t: usize) -> deltatape::Result<()> {
+        let (args, layers) = (self.args, self.layers);
+        let shape = self.model.shape(b, t)?;
+        let options = RollbackOptions {
+            mode: mode.rollback(),
+            conv: (!args.no_conv).then(|| self.model.conv()),
+        };
+        let mut rollback = GpuRollback::with_options(
+            self.gpu,
+            shape,
+            layers,
+            self.model.layout,
+            GdnDtypes::F32,
+            options,
+        )?;
+        let buffers = CellBuffers::new(
+            self.gpu,
+            &rollback,
+            layers,
+            &shape,
+            &options,
+            args.conv_in_place,
+        )?;
+        let drafts = vec![buffers.draft(); layers];
+        // Rounds warm up, untimed, for at least two rounds and SPIN_UP: making the
+        // cell's buffers left the GPU idle, and an idle GPU runs at a fraction of its
+        // clock for up to a second of work (docs/PERFORMANCE.md, "The GPU's clock").
+        let spin = Instant::now();
+        let mut warm = 0;
+        while warm < 2 || spin.elapsed() < SPIN_UP {
+            self.time_round(&mut rollback, &buffers.accepted, &drafts, warm % 2, b, t)?;
+            warm += 1;
+        }
+        let mut best = BestRounds::new();
+        for round in 2..args.rounds + 2 {
+            let times = self.time_round(&mut rollback, &buffers.accepted, &drafts, round, b, t)?;
+            best.add(&times);
+        }
+        let b2b_wall = self.time_back_to_back(&mut rollback, &buffers.accepted, &drafts, b, t)?;
+        let fp = if args.deferred {
+            Footprint::new_deferred(&shape, layers, GdnDtypes::F32, options)?
+        } else {
+            Footprint::new(&shape, layers, GdnDtypes::F32, options)?
+        };
+        print_row(args, mode, b, t, &best, b2b_wall, &fp);
+        Ok(())
+    }
+
+    /// One round: the draft in parts (each submitted once encoded unless
+    /// `--one-submission`), the acceptance kernel after the last, then the commit.
+    fn time_round(
+        &mut self,
+        rollback: &mut GpuRollback,
+        accepted: &wgpu::Buffer,
+        drafts: &[DraftBuffers<'_>],
+        round: usize,
+        b: usize,
+        t: usize,
+    ) -> deltatape::Result<RoundTimes> {
+        let (gpu, stamps, parts) = (self.gpu, &self.stamps, self.parts);
+        let bind = self.accept.bind(gpu.device(), accepted, round, t);
+        gpu.wait_idle()?;
+        let t0 = Instant::now();
+        let mut encode = 0.0;
+        let mut submitter = Submitter::new(self.args.one_submission);
+        for part in 0..parts {
+            let t_part = Instant::now();
+            let mut encoder = gpu.encoder();
+            stamps.mark(&mut encoder, 2 * part as u32);
+            let range = self.part_layers(part);
+            rollback.encode_drafts_from(&mut encoder, range.start, &drafts[range])?;
+            stamps.mark(&mut encoder, 2 * part as u32 + 1);
+            // The engine's acceptance kernel, outside the timed parts: the GPU time is
+            // the draft and the commit (approximately: a pass-boundary timestamp does
+            // not wait for work in flight).
+            if part + 1 == parts {
+                self.accept.encode(&mut encoder, &bind, b);
+            }
+            submitter.queued.push(encoder.finish());
+            encode += micros_since(t_part);
+            submitter.send(gpu, false);
+        }
+        let t_commit = Instant::now();
+        let mut encoder = gpu.encoder();
+        stamps.mark(&mut encoder, stamps.count - 2);
+        encode_commit(rollback, &mut encoder, accepted, self.args.deferred)?;
+        stamps.mark(&mut encoder, stamps.count - 1);
+        submitter.queued.push(encoder.finish());
+        encode += micros_since(t_commit);
+        submitter.send(gpu, true);
+        // The round's last submission (the GPU runs them in order).
+        if let Some(last) = submitter.last_submission.take() {
+            gpu.wait_for(last)?;
+        }
+        let wall = micros_since(t0);
+        let (gpu_us, commit_us, clock) = self.stamps.read(gpu, wall)?;
+        Ok(RoundTimes {
+            wall,
+            encode,
+            submit: submitter.submit_us,
+            gpu: gpu_us,
+            commit: commit_us,
+            clock,
+        })
+    }
+
+    /// Back to back: the rounds encoded and submitted one after another, with no wait
+    /// between them (an engine whose acceptance stays on the GPU can encode step n + 1
+    /// while the GPU runs step n); wall time per round, us.
+    fn time_back_to_back(
+        &self,
+        rollback: &mut GpuRollback,
+        accepted: &wgpu::Buffer,
+        drafts: &[DraftBuffers<'_>],
+        b: usize,
+        t: usize,
+    ) -> deltatape::Result<f64> {
+        let gpu = self.gpu;
+        let rounds = self.args.rounds;
+        let binds: Vec<_> = (0..rounds)
+            .map(|round| self.accept.bind(gpu.device(), accepted, round, t))
+            .collect();
+        gpu.wait_idle()?;
+        let t_b2b = Instant::now();
+        let mut last_b2b = None;
+        for bind in &binds {
+            let mut encoder = gpu.encoder();
+            rollback.encode_drafts(&mut encoder, drafts)?;
+            self.accept.encode(&mut encoder, bind, b);
+            encode_commit(rollback, &mut encoder, accepted, self.args.deferred)?;
+            last_b2b = Some(gpu.queue().submit([encoder.finish()]));
+        }
+        if let Some(last) = last_b2b {
+            gpu.wait_for(last)?;
+        }
+        Ok(micros_since(t_b2b) / rounds.max(1) as f64)
+    }
+}
+
+/// A cell's row: its best round, its back-to-back wall time and its memory.
+fn print_row(
+    args: &Args,
+    mode: Mode,
+    b: usize,
+    t: usize,
+    best: &BestRounds,
+    b2b_wall: f64,
+    fp: &Footprint,
+) {
+    let (states, tape) = fp.per_sequence_layer();
+    let mib = |x: u64| x as f64 / (1u64 << 20) as f64;
+    let (best_wall, best_encode, best_submit) = (best.wall, best.encode, best.submit);
+    let (best_gpu, best_commit) = best.gpu;
+    println!(
+        "{:>6} {b:>4} {t:>3} {best_wall:>10.1} {best_gpu:>10.1} {best_commit:>10.1} {best_encode:>10.1} {best_submit:>10.1} {:>9.2} {b2b_wall:>11.1} {:>8.2} {:>14.2} {:>14.2}  {}",
+        if args.deferred {
+            "deferred".to_string()
+        } else {
+            format!("{mode:?}").to_lowercase()
+        },
+        best_wall / best_gpu,
+        b2b_wall / best_gpu,
+        mib(states + tape),
+        mib(fp.per_sequence_layer_with_snapshots()),
+        best.clock.unwrap_or(Clock::Wall).name()
+    );
 }

@@ -2,6 +2,7 @@
 //! grid of shapes (`GpuBackend::tune`), print the choices and write the tuning file.
 
 use crate::dtypes::DtypeArgs;
+use crate::grid::GridArgs;
 use deltatape::gpu::{GpuBackend, TuneOptions};
 use deltatape::internals::ShapeClass;
 use deltatape::GdnShape;
@@ -10,12 +11,8 @@ use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Batch sizes (B), comma separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,8,64,256")]
-    batches: Vec<usize>,
-    /// Draft lengths (T), comma separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,4,8,16")]
-    steps: Vec<usize>,
+    #[command(flatten)]
+    grid: GridArgs,
     /// Key heads, value heads, key dim, value dim.
     #[arg(long, value_delimiter = ',', default_value = "16,32,128,128")]
     dims: Vec<usize>,
@@ -36,8 +33,8 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
         return Ok(ExitCode::from(2));
     };
     let mut shapes = Vec::new();
-    for &b in &args.batches {
-        for &t in &args.steps {
+    for &b in &args.grid.batches {
+        for &t in &args.grid.steps {
             shapes.push(GdnShape::new(b, t, hk, hv, dk, dv)?);
         }
     }

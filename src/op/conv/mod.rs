@@ -9,6 +9,7 @@ use crate::shape::{ConvShape, GdnShape};
 
 pub(crate) mod cpu;
 mod gpu;
+pub(crate) mod host;
 
 /// Buffers of one conv_commit call: `window` is rolled forward in place; `accepted`
 /// holds `[B]` u32, values above T clamped to T.

@@ -10,6 +10,7 @@ use crate::tuning::ShapeClass;
 
 pub(crate) mod cpu;
 mod gpu;
+pub(crate) mod host;
 
 /// Buffers of one record call (docs/SPEC.md's layouts; dtypes given separately).
 pub type RecordBuffers<'a> = RecordOperands<&'a wgpu::Buffer>;

@@ -7,6 +7,7 @@ use crate::shape::{GdnShape, RepeatShape};
 
 pub(crate) mod cpu;
 mod gpu;
+pub(crate) mod host;
 
 /// Buffers of one repeat call.
 pub type RepeatBuffers<'a> = RepeatOperands<&'a wgpu::Buffer>;

@@ -10,6 +10,7 @@ use crate::tuning::ShapeClass;
 
 pub(crate) mod cpu;
 mod gpu;
+pub(crate) mod host;
 
 /// Buffers of one replay call. `accepted` holds `[B]` u32; values above T are clamped
 /// to T (a GPU buffer's contents cannot be checked before the dispatch).

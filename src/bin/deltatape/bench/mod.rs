@@ -4,6 +4,7 @@ mod report;
 mod run;
 pub mod timestamps;
 
+use crate::grid::GridArgs;
 use crate::progress::Progress;
 use deltatape::{DType, GpuBackend};
 use run::{BenchConfig, BenchOp};
@@ -11,12 +12,8 @@ use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Batch sizes (B), comma separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,8,64,256")]
-    batches: Vec<usize>,
-    /// Draft lengths (T), comma separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,4,8,16")]
-    steps: Vec<usize>,
+    #[command(flatten)]
+    grid: GridArgs,
     /// Activation dtypes (state and tape are f32).
     #[arg(long, value_delimiter = ',', default_value = "f32,bf16,f16")]
     dtypes: Vec<DType>,
@@ -79,7 +76,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
             }
         },
     );
-    if args.runs == 0 || args.batches.is_empty() || args.steps.is_empty() {
+    if args.runs == 0 || args.grid.batches.is_empty() || args.grid.steps.is_empty() {
         eprintln!("--runs, --batches and --steps must not be empty or zero");
         return Ok(ExitCode::from(2));
     }
@@ -88,8 +85,8 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
         value_heads: hv,
         key_dim: dk,
         value_dim: dv,
-        batches: args.batches,
-        steps: args.steps,
+        batches: args.grid.batches,
+        steps: args.grid.steps,
         dtypes: args.dtypes,
         ops,
         warmup: args.warmup,

@@ -37,20 +37,19 @@ pub fn table(run: &BenchRun) -> String {
     }
     s.push_str("  clock\n");
     for c in &run.cells {
-        let _ = write!(
-            s,
-            "{:<7} {:<5} {:>4} {:>3}",
-            c.op.name(),
-            c.dtype.name(),
-            c.batch,
-            c.steps
-        );
+        let (op, dtype, batch, steps) = key(c);
+        let _ = write!(s, "{op:<7} {dtype:<5} {batch:>4} {steps:>3}");
         for (_, _, value, decimals) in columns(Some(c), run.copy_gbps) {
             let _ = write!(s, " {value:>10.decimals$}");
         }
         let _ = writeln!(s, "  {}", c.clock.name());
     }
     s
+}
+
+/// A cell's identity, in table and JSON order: op, dtype, B, T.
+fn key(c: &Cell) -> (&'static str, &'static str, usize, usize) {
+    (c.op.name(), c.dtype.name(), c.batch, c.steps)
 }
 
 /// A cell's measured numbers, in table order: (JSON key, table header, value, decimals
@@ -116,14 +115,11 @@ pub fn json(run: &BenchRun) -> String {
         run.floor.independent_us
     );
     for (i, c) in run.cells.iter().enumerate() {
+        let separator = if i == 0 { "" } else { "," };
+        let (op, dtype, batch, steps) = key(c);
         let _ = write!(
             s,
-            "{}{{\"op\":\"{}\",\"dtype\":\"{}\",\"batch\":{},\"steps\":{}",
-            if i == 0 { "" } else { "," },
-            c.op.name(),
-            c.dtype.name(),
-            c.batch,
-            c.steps
+            "{separator}{{\"op\":\"{op}\",\"dtype\":\"{dtype}\",\"batch\":{batch},\"steps\":{steps}"
         );
         for (key, _, value, _) in columns(Some(c), run.copy_gbps) {
             let _ = write!(s, ",\"{key}\":{value:.4}");
@@ -134,31 +130,37 @@ pub fn json(run: &BenchRun) -> String {
     s
 }
 
+/// A panel's width and height, and the padding around panels (px).
+const PANEL_WIDTH: f64 = 360.0;
+const PANEL_HEIGHT: f64 = 260.0;
+const PAD: f64 = 50.0;
+/// The batch sizes' line colours, in turn.
+const COLORS: [&str; 6] = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+];
+
 /// The chart: one panel per op (first dtype of the run), a line per batch size, GB/s
 /// against T, the copy kernel's GB/s as a dashed ceiling.
 pub fn svg(run: &BenchRun) -> String {
-    let ops: Vec<BenchOp> = {
-        let mut v: Vec<BenchOp> = Vec::new();
-        for c in &run.cells {
-            if !v.contains(&c.op) {
-                v.push(c.op);
-            }
+    // The ops in the order the run measured them.
+    let mut ops: Vec<BenchOp> = Vec::new();
+    for c in &run.cells {
+        if !ops.contains(&c.op) {
+            ops.push(c.op);
         }
-        v
-    };
+    }
     let dtype = run.cells.first().map(|c| c.dtype);
-    let (pw, ph, pad) = (360.0, 260.0, 50.0);
+    let (pw, ph, pad) = (PANEL_WIDTH, PANEL_HEIGHT, PAD);
     let width = ops.len() as f64 * (pw + pad) + pad;
     let height = ph + 2.0 * pad + 30.0;
+    // Every panel shares the y axis: up to the fastest cell or the copy, whichever is
+    // higher, and a tenth more.
     let ymax = run
         .cells
         .iter()
         .map(|c| c.gbps())
         .fold(run.copy_gbps, f64::max)
         * 1.1;
-    let colors = [
-        "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
-    ];
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -176,29 +178,65 @@ pub fn svg(run: &BenchRun) -> String {
             " (wall clock, not GPU timestamps, in some or all cells)"
         }
     );
-    for (pi, op) in ops.iter().enumerate() {
-        let x0 = pad + pi as f64 * (pw + pad);
-        let y0 = pad + 10.0;
-        let cells: Vec<_> = run
+    for (pi, &op) in ops.iter().enumerate() {
+        let cells: Vec<&Cell> = run
             .cells
             .iter()
-            .filter(|c| c.op == *op && Some(c.dtype) == dtype)
+            .filter(|c| c.op == op && Some(c.dtype) == dtype)
             .collect();
+        let panel = Panel::new(pi, &cells, ymax);
+        panel.axes(&mut s, op);
+        panel.ceiling(&mut s, run.copy_gbps);
+        panel.lines(&mut s, &cells);
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+/// One op's panel: where it sits, and its axes' scales.
+struct Panel {
+    /// The top left corner.
+    x0: f64,
+    y0: f64,
+    /// The GB/s at the top of the y axis.
+    ymax: f64,
+    /// The T of the panel's cells, sorted: evenly spaced along the x axis.
+    steps: Vec<usize>,
+}
+
+impl Panel {
+    /// Panel `index` from the left, of `cells`.
+    fn new(index: usize, cells: &[&Cell], ymax: f64) -> Self {
         let mut steps: Vec<usize> = cells.iter().map(|c| c.steps).collect();
         steps.sort();
         steps.dedup();
-        let mut batches: Vec<usize> = cells.iter().map(|c| c.batch).collect();
-        batches.sort();
-        batches.dedup();
-        let xs = |t: usize| {
-            let i = steps.iter().position(|&s| s == t).unwrap_or(0) as f64;
-            x0 + if steps.len() > 1 {
-                i * pw / (steps.len() - 1) as f64
+        Panel {
+            x0: PAD + index as f64 * (PANEL_WIDTH + PAD),
+            y0: PAD + 10.0,
+            ymax,
+            steps,
+        }
+    }
+
+    /// The x of T (the middle when there is one T).
+    fn x(&self, t: usize) -> f64 {
+        let i = self.steps.iter().position(|&s| s == t).unwrap_or(0) as f64;
+        self.x0
+            + if self.steps.len() > 1 {
+                i * PANEL_WIDTH / (self.steps.len() - 1) as f64
             } else {
-                pw / 2.0
+                PANEL_WIDTH / 2.0
             }
-        };
-        let ys = |g: f64| y0 + ph - g / ymax * ph;
+    }
+
+    /// The y of `gbps`.
+    fn y(&self, gbps: f64) -> f64 {
+        self.y0 + PANEL_HEIGHT - gbps / self.ymax * PANEL_HEIGHT
+    }
+
+    /// The frame, the op's name, the GB/s ticks and the T labels.
+    fn axes(&self, s: &mut String, op: BenchOp) {
+        let (x0, y0, pw, ph) = (self.x0, self.y0, PANEL_WIDTH, PANEL_HEIGHT);
         let _ = writeln!(s, "<rect x=\"{x0}\" y=\"{y0}\" width=\"{pw}\" height=\"{ph}\" fill=\"none\" stroke=\"#888\"/>");
         let _ = writeln!(
             s,
@@ -208,39 +246,51 @@ pub fn svg(run: &BenchRun) -> String {
             op.name()
         );
         for k in 0..=4 {
-            let g = ymax * k as f64 / 4.0;
+            let g = self.ymax * k as f64 / 4.0;
             let _ = writeln!(
                 s,
                 "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{:.0}</text>",
                 x0 - 4.0,
-                ys(g) + 4.0,
+                self.y(g) + 4.0,
                 g
             );
         }
-        for &t in &steps {
+        for &t in &self.steps {
             let _ = writeln!(
                 s,
                 "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">T={t}</text>",
-                xs(t),
+                self.x(t),
                 y0 + ph + 14.0
             );
         }
-        let yc = ys(run.copy_gbps);
+    }
+
+    /// The copy kernel's GB/s, dashed.
+    fn ceiling(&self, s: &mut String, copy_gbps: f64) {
+        let (x0, pw) = (self.x0, PANEL_WIDTH);
+        let yc = self.y(copy_gbps);
         let _ = writeln!(
             s,
             "<line x1=\"{x0}\" y1=\"{yc:.1}\" x2=\"{}\" y2=\"{yc:.1}\" stroke=\"black\" stroke-dasharray=\"5,4\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">copy {:.0} GB/s</text>",
             x0 + pw,
             x0 + pw - 4.0,
             yc - 4.0,
-            run.copy_gbps
+            copy_gbps
         );
+    }
+
+    /// A line per batch size through its cells' GB/s, and its label under the panel.
+    fn lines(&self, s: &mut String, cells: &[&Cell]) {
+        let mut batches: Vec<usize> = cells.iter().map(|c| c.batch).collect();
+        batches.sort();
+        batches.dedup();
         for (bi, &b) in batches.iter().enumerate() {
-            let color = colors[bi % colors.len()];
+            let color = COLORS[bi % COLORS.len()];
             let mut pts: Vec<_> = cells.iter().filter(|c| c.batch == b).collect();
             pts.sort_by_key(|c| c.steps);
             let path: Vec<String> = pts
                 .iter()
-                .map(|c| format!("{:.1},{:.1}", xs(c.steps), ys(c.gbps())))
+                .map(|c| format!("{:.1},{:.1}", self.x(c.steps), self.y(c.gbps())))
                 .collect();
             let _ = writeln!(
                 s,
@@ -250,13 +300,11 @@ pub fn svg(run: &BenchRun) -> String {
             let _ = writeln!(
                 s,
                 "<text x=\"{}\" y=\"{}\" fill=\"{color}\">B={b}</text>",
-                x0 + 6.0 + 50.0 * bi as f64,
-                y0 + ph + 30.0
+                self.x0 + 6.0 + 50.0 * bi as f64,
+                self.y0 + PANEL_HEIGHT + 30.0
             );
         }
     }
-    s.push_str("</svg>\n");
-    s
 }
 
 fn xml(s: &str) -> String {

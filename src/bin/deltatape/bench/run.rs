@@ -495,200 +495,33 @@ pub fn run(
 ) -> Result<BenchRun> {
     let bmax = cfg.batches.iter().copied().max().unwrap_or(1);
     let tmax = cfg.steps.iter().copied().max().unwrap_or(1);
-    let big = GdnShape::new(
-        bmax,
-        tmax,
-        cfg.key_heads,
-        cfg.value_heads,
-        cfg.key_dim,
-        cfg.value_dim,
-    )?;
-    let f32b = |n: usize| n as u64 * 4;
-    // Sized for the largest cell in f32; smaller cells and dtypes bind a prefix.
-    let lens = [
-        big.qk_len(),
-        big.qk_len(),
-        big.v_len(),
-        big.gate_len(),
-        big.gate_len(),
-        big.state_len(),
-        big.state_len(),
-        big.v_len(),
-        big.v_len(),
-        big.tape_k_len(),
-    ];
-    let [q, k, v, g, beta, state, state_out, y, delta, tape_k] =
-        std::array::from_fn(|i| random_buffer(gpu, f32b(lens[i]), i as u32 + 1));
-
-    let mut timer = Timer::new(gpu, cfg.runs);
-    // The ceiling: a copy kernel over copy_bytes; its buffers also serve each cell's
-    // copy of the same bytes.
-    let largest_cell = cfg
-        .ops
-        .iter()
-        .flat_map(|&op| {
-            cfg.dtypes
-                .iter()
-                .map(move |dt| moved_bytes(op, &big, dt.size_bytes() as u64))
-        })
-        .max()
-        .unwrap_or(0);
-    let copy_buffer_bytes = cfg
-        .copy_bytes
-        .max(largest_cell.div_ceil(2))
-        .next_multiple_of(16);
+    let largest = cfg.shape(bmax, tmax)?;
+    let buffers = OpBuffers::new(gpu, &largest);
+    let timer = Timer::new(gpu, cfg.runs);
+    let copy = CopyBuffers::new(gpu, cfg, &largest);
+    let mut bench = Bench {
+        gpu,
+        cfg,
+        buffers,
+        timer,
+        copy,
+    };
+    // The ceiling: a copy kernel over copy_bytes.
     let big_copy = copy_shape(cfg.copy_bytes)?;
-    let (csrc, cdst) = (
-        random_buffer(gpu, copy_buffer_bytes, 12),
-        random_buffer(gpu, copy_buffer_bytes, 13),
-    );
-    let copy_buffers = RepeatBuffers {
-        src: &csrc,
-        dst: &cdst,
-    };
-    let copy = |shape: &RepeatShape| {
-        gpu.prepare_repeat(shape, GqaLayout::Blocked, DType::F32, &copy_buffers)
-    };
-    let time_copy = |timer: &mut Timer<'_>, shape: &RepeatShape| {
-        let prepared = copy(shape)?;
-        let t = timer.time(cfg.warmup, cfg.runs, &|e, ts| prepared.encode_timed(e, ts))?;
-        Ok::<f64, Error>(best_and_median(t).0)
-    };
-    // Bring the clocks up before anything is timed (an idle GPU runs slow for a while).
-    let spin_up = Instant::now();
-    let big = copy(&big_copy)?;
-    while spin_up.elapsed().as_secs_f64() < 1.0 {
-        let mut e = gpu.encoder();
-        big.encode(&mut e);
-        gpu.queue().submit([e.finish()]);
-        gpu.wait_idle()?;
-    }
-    let before = timer.clock_now();
-    let copy_best = time_copy(&mut timer, &big_copy)?;
+    bench.spin_up(&big_copy)?;
+    let before = bench.timer.clock_now();
+    let copy_best = bench.time_copy(&big_copy)?;
     let copy_moved = 2 * big_copy.dst_len() as u64 * 4;
-    let copy_clock = Clock::spanning(before, timer.clock_now());
-    let floor = dispatch_floor(gpu, &mut timer)?;
+    let copy_clock = Clock::spanning(before, bench.timer.clock_now());
+    let floor = dispatch_floor(gpu, &mut bench.timer)?;
 
     let total = cfg.ops.len() * cfg.dtypes.len() * cfg.batches.len() * cfg.steps.len();
     let mut cells = Vec::with_capacity(total);
     for &op in &cfg.ops {
         for &dtype in &cfg.dtypes {
-            let dt = GdnDtypes {
-                act: dtype,
-                state: DType::F32,
-                tape: DType::F32,
-                gate: dtype,
-            };
-            let a = dtype.size_bytes() as u64;
             for &batch in &cfg.batches {
                 for &steps in &cfg.steps {
-                    let shape = GdnShape::new(
-                        batch,
-                        steps,
-                        cfg.key_heads,
-                        cfg.value_heads,
-                        cfg.key_dim,
-                        cfg.value_dim,
-                    )?;
-                    // accepted = T for every sequence: the buffer's words must read as T.
-                    let acc = gpu.words_buffer(&vec![steps as u32; batch]);
-                    let bytes = moved_bytes(op, &shape, a);
-                    let mut rotating = Vec::new();
-                    let record_buffers = RecordBuffers {
-                        q: &q,
-                        k: &k,
-                        v: &v,
-                        g: &g,
-                        beta: &beta,
-                        state_in: &state,
-                        y: &y,
-                        state_out: Some(&state_out),
-                        delta: &delta,
-                        mask: None,
-                        tape_k_grouped: None,
-                        tape_g: None,
-                    };
-                    let prepared = match op {
-                        BenchOp::Record => Dispatch::One(gpu.prepare_record(
-                            &shape,
-                            GqaLayout::Blocked,
-                            dt,
-                            &record_buffers,
-                        )?),
-                        BenchOp::RecordChunked => {
-                            Dispatch::Chunked(Box::new(gpu.prepare_record_chunked(
-                                &shape,
-                                GqaLayout::Blocked,
-                                dt,
-                                cfg.chunk,
-                                &record_buffers,
-                            )?))
-                        }
-                        BenchOp::Replay => Dispatch::One(gpu.prepare_replay(
-                            &shape,
-                            GqaLayout::Blocked,
-                            dt,
-                            &ReplayBuffers {
-                                tape_delta: &delta,
-                                tape_k: Some(&tape_k),
-                                tape_g: &g,
-                                snapshot: Some(&state),
-                                accepted: &acc,
-                                state_out: &state_out,
-                                mask: None,
-                                tape_k_grouped: None,
-                                status: None,
-                            },
-                        )?),
-                        BenchOp::Repeat => {
-                            let rs = shape.tape_k_repeat();
-                            let sets = cfg.repeat_rotate_bytes.div_ceil(bytes).clamp(1, 64);
-                            for i in 0..sets {
-                                let (src, dst) = (
-                                    random_buffer(gpu, a * rs.src_len() as u64, 20 + i as u32),
-                                    random_buffer(gpu, a * rs.dst_len() as u64, 90 + i as u32),
-                                );
-                                rotating.push(gpu.prepare_repeat(
-                                    &rs,
-                                    GqaLayout::Blocked,
-                                    dtype,
-                                    &RepeatBuffers {
-                                        src: &src,
-                                        dst: &dst,
-                                    },
-                                )?);
-                            }
-                            Dispatch::One(rotating[0].clone())
-                        }
-                    };
-                    let before = timer.clock_now();
-                    let next = std::cell::Cell::new(0usize);
-                    let times = if rotating.len() > 1 {
-                        timer.time(cfg.warmup, cfg.runs, &|e, ts| {
-                            rotating[next.get() % rotating.len()].encode_timed(e, ts);
-                            next.set(next.get() + 1);
-                        })?
-                    } else {
-                        timer.time(cfg.warmup, cfg.runs, &|e, ts| prepared.encode_timed(e, ts))?
-                    };
-                    let (batch_encode_us, batch_gpu_us, batch_wall_us) =
-                        time_batch(gpu, &mut timer, std::slice::from_ref(&prepared))?;
-                    let (best_us, median_us) = best_and_median(times);
-                    let copy_same_us = time_copy(&mut timer, &copy_shape(bytes / 2)?)?;
-                    cells.push(Cell {
-                        op,
-                        dtype,
-                        batch,
-                        steps,
-                        best_us,
-                        median_us,
-                        bytes,
-                        copy_same_us,
-                        batch_encode_us,
-                        batch_gpu_us,
-                        batch_wall_us,
-                        clock: Clock::spanning(before, timer.clock_now()),
-                    });
+                    cells.push(bench.cell(op, dtype, batch, steps)?);
                     progress(
                         cells.len(),
                         total,
@@ -700,7 +533,7 @@ pub fn run(
     }
     Ok(BenchRun {
         adapter: gpu.describe(),
-        clock: timer.clock(),
+        clock: bench.timer.clock(),
         copy_clock,
         copy_gbps: copy_moved as f64 / (copy_best * 1e-6) / 1e9,
         copy_best_us: copy_best,
@@ -708,4 +541,285 @@ pub fn run(
         floor,
         cells,
     })
+}
+
+impl BenchConfig {
+    /// The cell shape (B, T) at the configured heads and dims.
+    fn shape(&self, batch: usize, steps: usize) -> Result<GdnShape> {
+        GdnShape::new(
+            batch,
+            steps,
+            self.key_heads,
+            self.value_heads,
+            self.key_dim,
+            self.value_dim,
+        )
+    }
+}
+
+/// The ops' buffers, sized for the largest cell in f32; smaller cells and dtypes bind
+/// a prefix.
+struct OpBuffers {
+    q: wgpu::Buffer,
+    k: wgpu::Buffer,
+    v: wgpu::Buffer,
+    g: wgpu::Buffer,
+    beta: wgpu::Buffer,
+    state: wgpu::Buffer,
+    state_out: wgpu::Buffer,
+    y: wgpu::Buffer,
+    delta: wgpu::Buffer,
+    tape_k: wgpu::Buffer,
+}
+
+impl OpBuffers {
+    fn new(gpu: &GpuBackend, largest: &GdnShape) -> Self {
+        let f32b = |n: usize| n as u64 * 4;
+        let lens = [
+            largest.qk_len(),
+            largest.qk_len(),
+            largest.v_len(),
+            largest.gate_len(),
+            largest.gate_len(),
+            largest.state_len(),
+            largest.state_len(),
+            largest.v_len(),
+            largest.v_len(),
+            largest.tape_k_len(),
+        ];
+        let [q, k, v, g, beta, state, state_out, y, delta, tape_k] =
+            std::array::from_fn(|i| random_buffer(gpu, f32b(lens[i]), i as u32 + 1));
+        OpBuffers {
+            q,
+            k,
+            v,
+            g,
+            beta,
+            state,
+            state_out,
+            y,
+            delta,
+            tape_k,
+        }
+    }
+
+    /// Record's (and the chunked record's) bindings: no mask, no tape outputs but delta.
+    fn record(&self) -> RecordBuffers<'_> {
+        RecordBuffers {
+            q: &self.q,
+            k: &self.k,
+            v: &self.v,
+            g: &self.g,
+            beta: &self.beta,
+            state_in: &self.state,
+            y: &self.y,
+            state_out: Some(&self.state_out),
+            delta: &self.delta,
+            mask: None,
+            tape_k_grouped: None,
+            tape_g: None,
+        }
+    }
+}
+
+/// The copy kernel's source and destination: the ceiling's copy over `copy_bytes`, and
+/// each cell's copy of the same bytes as the op (so at least half the largest cell's).
+struct CopyBuffers {
+    src: wgpu::Buffer,
+    dst: wgpu::Buffer,
+}
+
+impl CopyBuffers {
+    fn new(gpu: &GpuBackend, cfg: &BenchConfig, largest: &GdnShape) -> Self {
+        let largest_cell = cfg
+            .ops
+            .iter()
+            .flat_map(|&op| {
+                cfg.dtypes
+                    .iter()
+                    .map(move |dt| moved_bytes(op, largest, dt.size_bytes() as u64))
+            })
+            .max()
+            .unwrap_or(0);
+        let bytes = cfg
+            .copy_bytes
+            .max(largest_cell.div_ceil(2))
+            .next_multiple_of(16);
+        CopyBuffers {
+            src: random_buffer(gpu, bytes, 12),
+            dst: random_buffer(gpu, bytes, 13),
+        }
+    }
+}
+
+/// A cell's prepared op: the dispatch it times, and with repeat's rotating buffer sets
+/// (`repeat_rotate_bytes`) one per set, which the timed runs cycle through.
+struct CellOp {
+    dispatch: Dispatch,
+    rotating: Vec<Prepared>,
+}
+
+/// What every cell shares: the config, the buffers and the timer.
+struct Bench<'a> {
+    gpu: &'a GpuBackend,
+    cfg: &'a BenchConfig,
+    buffers: OpBuffers,
+    timer: Timer<'a>,
+    copy: CopyBuffers,
+}
+
+impl Bench<'_> {
+    /// The copy kernel over `shape`, on the copy buffers.
+    fn prepare_copy(&self, shape: &RepeatShape) -> Result<Prepared> {
+        let buffers = RepeatBuffers {
+            src: &self.copy.src,
+            dst: &self.copy.dst,
+        };
+        self.gpu
+            .prepare_repeat(shape, GqaLayout::Blocked, DType::F32, &buffers)
+    }
+
+    /// Best microseconds of the copy kernel over `shape`.
+    fn time_copy(&mut self, shape: &RepeatShape) -> Result<f64> {
+        let prepared = self.prepare_copy(shape)?;
+        let (warmup, runs) = (self.cfg.warmup, self.cfg.runs);
+        let t = self
+            .timer
+            .time(warmup, runs, &|e, ts| prepared.encode_timed(e, ts))?;
+        Ok(best_and_median(t).0)
+    }
+
+    /// Bring the clocks up before anything is timed (an idle GPU runs slow for a
+    /// while): the copy over `shape` for a second.
+    fn spin_up(&self, shape: &RepeatShape) -> Result<()> {
+        let spin_up = Instant::now();
+        let big = self.prepare_copy(shape)?;
+        while spin_up.elapsed().as_secs_f64() < 1.0 {
+            let mut e = self.gpu.encoder();
+            big.encode(&mut e);
+            self.gpu.queue().submit([e.finish()]);
+            self.gpu.wait_idle()?;
+        }
+        Ok(())
+    }
+
+    /// Measure one cell: the op alone, back to back, and the copy of its bytes.
+    fn cell(&mut self, op: BenchOp, dtype: DType, batch: usize, steps: usize) -> Result<Cell> {
+        let (gpu, cfg) = (self.gpu, self.cfg);
+        let shape = cfg.shape(batch, steps)?;
+        let bytes = moved_bytes(op, &shape, dtype.size_bytes() as u64);
+        let prepared = self.prepare(op, dtype, &shape, bytes)?;
+        let before = self.timer.clock_now();
+        let next = std::cell::Cell::new(0usize);
+        let rotating = &prepared.rotating;
+        let times = if rotating.len() > 1 {
+            self.timer.time(cfg.warmup, cfg.runs, &|e, ts| {
+                rotating[next.get() % rotating.len()].encode_timed(e, ts);
+                next.set(next.get() + 1);
+            })?
+        } else {
+            let dispatch = &prepared.dispatch;
+            self.timer
+                .time(cfg.warmup, cfg.runs, &|e, ts| dispatch.encode_timed(e, ts))?
+        };
+        let (batch_encode_us, batch_gpu_us, batch_wall_us) = time_batch(
+            gpu,
+            &mut self.timer,
+            std::slice::from_ref(&prepared.dispatch),
+        )?;
+        let (best_us, median_us) = best_and_median(times);
+        let copy_same_us = self.time_copy(&copy_shape(bytes / 2)?)?;
+        Ok(Cell {
+            op,
+            dtype,
+            batch,
+            steps,
+            best_us,
+            median_us,
+            bytes,
+            copy_same_us,
+            batch_encode_us,
+            batch_gpu_us,
+            batch_wall_us,
+            clock: Clock::spanning(before, self.timer.clock_now()),
+        })
+    }
+
+    /// Prepare `op` at `shape` with activations in `dtype` (state and tape f32);
+    /// `bytes` is what it moves (repeat's rotating sets cover `repeat_rotate_bytes`).
+    fn prepare(&self, op: BenchOp, dtype: DType, shape: &GdnShape, bytes: u64) -> Result<CellOp> {
+        let (gpu, buffers) = (self.gpu, &self.buffers);
+        let dt = GdnDtypes {
+            act: dtype,
+            state: DType::F32,
+            tape: DType::F32,
+            gate: dtype,
+        };
+        let one = |dispatch| CellOp {
+            dispatch,
+            rotating: Vec::new(),
+        };
+        Ok(match op {
+            BenchOp::Record => one(Dispatch::One(gpu.prepare_record(
+                shape,
+                GqaLayout::Blocked,
+                dt,
+                &buffers.record(),
+            )?)),
+            BenchOp::RecordChunked => {
+                one(Dispatch::Chunked(Box::new(gpu.prepare_record_chunked(
+                    shape,
+                    GqaLayout::Blocked,
+                    dt,
+                    self.cfg.chunk,
+                    &buffers.record(),
+                )?)))
+            }
+            BenchOp::Replay => {
+                // accepted = T for every sequence: the buffer's words must read as T.
+                let acc = gpu.words_buffer(&vec![shape.steps() as u32; shape.batch()]);
+                one(Dispatch::One(gpu.prepare_replay(
+                    shape,
+                    GqaLayout::Blocked,
+                    dt,
+                    &ReplayBuffers {
+                        tape_delta: &buffers.delta,
+                        tape_k: Some(&buffers.tape_k),
+                        tape_g: &buffers.g,
+                        snapshot: Some(&buffers.state),
+                        accepted: &acc,
+                        state_out: &buffers.state_out,
+                        mask: None,
+                        tape_k_grouped: None,
+                        status: None,
+                    },
+                )?))
+            }
+            BenchOp::Repeat => {
+                let rs = shape.tape_k_repeat();
+                let a = dtype.size_bytes() as u64;
+                let sets = self.cfg.repeat_rotate_bytes.div_ceil(bytes).clamp(1, 64);
+                let mut rotating = Vec::new();
+                for i in 0..sets {
+                    let (src, dst) = (
+                        random_buffer(gpu, a * rs.src_len() as u64, 20 + i as u32),
+                        random_buffer(gpu, a * rs.dst_len() as u64, 90 + i as u32),
+                    );
+                    rotating.push(gpu.prepare_repeat(
+                        &rs,
+                        GqaLayout::Blocked,
+                        dtype,
+                        &RepeatBuffers {
+                            src: &src,
+                            dst: &dst,
+                        },
+                    )?);
+                }
+                CellOp {
+                    dispatch: Dispatch::One(rotating[0].clone()),
+                    rotating,
+                }
+            }
+        })
+    }
 }
