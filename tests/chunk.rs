@@ -1,5 +1,5 @@
-//! The chunked WY form of record (`record_chunked`, src/cpu/chunk.rs and
-//! src/gpu/chunk.rs) against record itself: the CPU twin against `CpuBackend::record`,
+//! The chunked WY form of record (`record_chunked`, src/op/record_chunked/: its CPU twin and
+//! GPU passes) against record itself: the CPU twin against `CpuBackend::record`,
 //! the GPU kernels against the CPU twin, at T around the chunk size, with masks, both
 //! GQA layouts, every activation dtype, f32 gates beside bf16 activations, vanishing and
 //! zero gates; and bad input as typed errors.

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 /// The uniform parameter block of every kernel: `GdnParams` (wgsl/shape.wgsl),
-/// `RepeatParams` (wgsl/repeat.wgsl) or `ConvParams` (wgsl/conv.wgsl), padded to one size
+/// `RepeatParams` (src/op/repeat/repeat.wgsl) or `ConvParams` (src/op/conv/conv.wgsl), padded to one size
 /// so the cache keys are plain arrays.
 pub(crate) type ParamBlock = [u32; 12];
 

@@ -6,7 +6,7 @@
 #provides kernel_main, params, ChunkParams
 #requires load1_q, load1_k, load1_state_in, store2_y, store2_delta, load_w, load_u, load_m
 #requires load_decay, qk_row, v_index, mask_index, state_row, key_head, CHUNK, ROWS, GROUPS
-// record_chunked, second pass (src/cpu/chunk.rs has the math): one workgroup per
+// record_chunked, second pass (cpu.rs beside it has the math): one workgroup per
 // (b, hv, block of ROWS state rows), through every chunk in order, the rows' state in
 // workgroup memory. Per chunk, from the first pass's scratch (f32 bits):
 //   delta[i][r] = u[i][r] - w[i] . s[r]                      (record's delta)

@@ -6,7 +6,7 @@
 #provides kernel_main, params, ChunkParams
 #requires load1_q, load1_k, load1_v, load1_g, load1_beta, store_w, store_u, store_m, store_decay
 #requires qk_row, v_index, gate_index, mask_index, key_head, CHUNK, WG_SIZE
-// record_chunked, first pass (src/cpu/chunk.rs has the math): one workgroup per
+// record_chunked, first pass (cpu.rs beside it has the math): one workgroup per
 // (b, hv, chunk of CHUNK steps), independent of every other chunk. It writes, in f32
 // (as u32 bits) to the scratch buffers:
 //   m[i][j]     = G(i, j) q[i].k[j] for j <= i, else 0              [C][C]
