@@ -23,3 +23,13 @@ mod qwen3_next;
 fn qwen3_next_runs() {
     qwen3_next::main().expect("the qwen3_next example");
 }
+
+#[path = "../examples/own_device.rs"]
+mod own_device;
+
+/// The example of an app that creates its own device: it checks its GPU results against
+/// the CPU backend, and with `CI=true` it fails when there is no adapter.
+#[test]
+fn own_device_runs() {
+    own_device::main().expect("the own_device example");
+}
