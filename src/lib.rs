@@ -1,5 +1,6 @@
-//! GPU kernels (WGSL on wgpu, Metal first) and a CPU reference backend for
-//! speculative-decoding rollback of GatedDeltaNet layers: `record` drafts T steps and
+//! GPU kernels (WGSL on wgpu: Vulkan, Metal, DX12) and a CPU reference backend for
+//! speculative-decoding rollback of GatedDeltaNet layers (the Metal translation of every
+//! kernel is checked by naga and Tint in CI; no Apple GPU has run them yet): `record` drafts T steps and
 //! writes an innovation tape, `replay` folds the accepted prefix of the tape onto the
 //! pre-draft state, `repeat` broadcasts key heads to value heads, and `conv_commit`
 //! rolls the causal conv1d window forward.
