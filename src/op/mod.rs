@@ -8,7 +8,9 @@
 //!   its [`OpKernel`] (what its kernel key asks: defines, workgroup size and memory,
 //!   the variants the translation tests check);
 //! - `cpu.rs`: its CPU twin, the oracle of the tests, taking the operand struct;
-//! - `gpu.rs`: `GpuBackend::prepare_<op>` (the resident dispatch) and its host call;
+//! - `gpu.rs`: `GpuBackend::prepare_<op>`, the resident dispatch over caller buffers;
+//! - `host.rs`: its call on host slices, run by either backend, and its methods on
+//!   `Backend`, `CpuBackend` and `GpuBackend` (one `host_ops!` entry);
 //! - its root WGSL, which `#import`s the shared fragments of `wgsl/` (record, replay
 //!   and fold_record share `wgsl/record_replay.wgsl`, in `gdn.rs`).
 //!
@@ -17,9 +19,9 @@
 //!    source of each, which the table, the CPU twin and `wgsl/shape.wgsl` follow).
 //! 2. Its folder, as above, with `pub const OP: Op = Op(&TheKernel);`.
 //! 3. Here, three lines: `pub mod <op>;`, its name in `impl Op` and its entry in
-//!    [`Op::ALL`]. Nothing else matches over the ops: what the crate asks of an op it
-//!    asks its [`OpKernel`].
-//! 4. Its call on [`crate::Backend`] (src/backend.rs), when users call it on host slices.
+//!    [`Op::ALL`]. Nothing else lists or matches over the ops: what the crate asks of
+//!    an op it asks its [`OpKernel`], and the command line, the variant enumeration
+//!    and the tuning table read [`Op::ALL`].
 
 pub mod conv;
 pub mod fold_record;

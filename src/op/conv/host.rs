@@ -72,3 +72,18 @@ impl<'a, E: Element> HostCall<'a> for ConvCommit<'a, E> {
         gpu.host_call(Self::OP, specs, bufs.slots(), encode, finish)
     }
 }
+
+crate::backend::host_ops! {
+    /// conv_commit (docs/SPEC.md): the conv window `[B, C, K-1]` rolled forward to each
+    /// sequence's accepted prefix of the draft's conv inputs `x` `[B, T, C]`: row
+    /// `(b, c)` becomes the last `K - 1` values of `window[b, c, :] ++ x[b, 0..a, c]`,
+    /// `a = accepted[b] <= T`. Returns the new window; it only moves values.
+    fn conv_commit / conv_commit_async<E>(
+        shape: &ConvShape,
+        window: &[E],
+        x: &[E],
+        accepted: &[u32]
+    ) -> Vec<E>
+        = ConvCommit { shape, window, x, accepted },
+          |out| out;
+}

@@ -138,3 +138,17 @@ impl<'a, A: Element, S: Element, P: Element, G: Element> HostCall<'a> for Record
         )
     }
 }
+
+crate::backend::host_ops! {
+    /// record (docs/SPEC.md): y, the state after T steps, and the tape's delta in dtype `P`.
+    /// The gates (g, beta) may have a dtype of their own (`RecordInputs<'_, A, G>`); the
+    /// three type arguments `::<A, S, P>` name the others.
+    fn record / record_async<A, S, P>(
+        shape: &GdnShape,
+        layout: GqaLayout,
+        inputs: &RecordInputs<'_, A, impl Element>,
+        state_in: &[S]
+    ) -> Recorded<A, S, P>
+        = Record { shape, layout, inputs: *inputs, state_in, tape: PhantomData, chunk: None },
+          |out| out;
+}

@@ -19,6 +19,7 @@ use crate::shape::GdnShape;
 
 pub(crate) mod cpu;
 pub(crate) mod gpu;
+mod host;
 
 /// The first pass.
 pub const CHUNK_WY: Op = Op(&ChunkWy);

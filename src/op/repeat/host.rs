@@ -64,3 +64,10 @@ impl<'a, E: Element> HostCall<'a> for Repeat<'a, E> {
         )
     }
 }
+
+crate::backend::host_ops! {
+    /// repeat (docs/SPEC.md): the GQA head broadcast `dst[n, h, i] = src[n, hk(h), i]`.
+    fn repeat / repeat_async<E>(shape: &RepeatShape, layout: GqaLayout, src: &[E]) -> Vec<E>
+        = Repeat { shape, layout, src },
+          |out| out;
+}

@@ -1,0 +1,24 @@
+//! record_chunked's host call, on every backend: record's host call in the chunked form.
+
+use super::ChunkSize;
+use crate::dtype::Element;
+use crate::op::record::host::Record;
+use crate::op::record::{RecordInputs, Recorded};
+use crate::shape::{GdnShape, GqaLayout};
+use std::marker::PhantomData;
+
+crate::backend::host_ops! {
+    /// record in its chunked WY form (docs/SPEC.md "record"; `chunk` steps per chunk):
+    /// the same inputs, outputs and errors as [`record`](Self::record), y, the state
+    /// and the tape's delta within the dtypes' tolerances of it. For prefill-length T;
+    /// today slower than `record` on the GPU (docs/PERFORMANCE.md).
+    fn record_chunked / record_chunked_async<A, S, P>(
+        shape: &GdnShape,
+        layout: GqaLayout,
+        chunk: ChunkSize,
+        inputs: &RecordInputs<'_, A, impl Element>,
+        state_in: &[S]
+    ) -> Recorded<A, S, P>
+        = Record { shape, layout, inputs: *inputs, state_in, tape: PhantomData, chunk: Some(chunk) },
+          |out| out;
+}
