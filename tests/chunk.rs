@@ -96,8 +96,7 @@ fn cpu_chunked_matches_record_in_every_dtype() {
 #[test]
 fn cpu_chunked_rounds_the_state_and_tape_once() {
     let shape = GdnShape::new(1, 37, 1, 2, 16, 16).unwrap();
-    let d = draw(&shape, 5);
-    let t = d.typed::<f32>();
+    let (d, t) = draw_f32(&shape, 5);
     let state: Vec<bf16> = deltatape::dtype::cast_from_f32(&d.state);
     let want: Recorded<f32, bf16, f16> = cpu()
         .record(&shape, GqaLayout::Tiled, &t.inputs(None), &state)
@@ -220,8 +219,7 @@ fn cpu_chunked_tape_replays_to_records_state() {
 #[test]
 fn cpu_chunked_refuses_bad_lengths() {
     let shape = GdnShape::new(1, 5, 1, 2, 16, 16).unwrap();
-    let d = draw(&shape, 1);
-    let t = d.typed::<f32>();
+    let (d, t) = draw_f32(&shape, 1);
     let short = RecordInputs {
         v: &t.v[1..],
         ..t.inputs(None)
@@ -397,8 +395,7 @@ fn gpu_chunked_refuses_bad_input_with_typed_errors() {
     let layout = GqaLayout::Blocked;
     let c = ChunkSize::C16;
     let shape = GdnShape::new(1, 5, 1, 2, 16, 16).unwrap();
-    let d = draw(&shape, 1);
-    let t = d.typed::<f32>();
+    let (d, t) = draw_f32(&shape, 1);
     let short = RecordInputs {
         q: &t.q[1..],
         ..t.inputs(None)
@@ -456,8 +453,7 @@ fn gpu_prepare_record_chunked_checks_its_buffers() {
     use deltatape::wgpu::util::DeviceExt;
     let Some(gpu) = gpu() else { return };
     let shape = GdnShape::new(1, 21, 1, 2, 16, 16).unwrap();
-    let d = draw(&shape, 4);
-    let t = d.typed::<f32>();
+    let (d, t) = draw_f32(&shape, 4);
     let dev = gpu.device();
     let usage = deltatape::wgpu::BufferUsages::STORAGE
         | deltatape::wgpu::BufferUsages::COPY_SRC

@@ -802,8 +802,7 @@ fn layouts_coincide_when_heads_are_equal() {
         GdnShape::new(2, 4, 3, 3, 16, 8).unwrap(),
         GdnShape::new(2, 4, 1, 4, 16, 8).unwrap(),
     ] {
-        let d = draw(&shape, 3100);
-        let t = d.typed::<f32>();
+        let (d, t) = draw_f32(&shape, 3100);
         let a: Recorded<f32, f32, f32> = cpu()
             .record(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state)
             .unwrap();

@@ -208,8 +208,7 @@ fn rollback_refuses_misuse() {
             matches!(rb.commit(&[0, 0]), Err(Error::Order { .. })),
             "commit before draft"
         );
-        let d = draw(&shape, 9);
-        let t = d.typed::<f32>();
+        let (_, t) = draw_f32(&shape, 9);
         assert!(matches!(
             rb.draft(&[t.inputs(None)]),
             Err(Error::Length {
@@ -840,7 +839,7 @@ fn deferred_case<A: Element + bytemuck::Pod>(
     layout: GqaLayout,
 ) {
     use deltatape::gpu::{DraftBuffers, GpuRollback};
-    use deltatape::wgpu::{self, util::DeviceExt};
+    use deltatape::wgpu;
     let layers = 2;
     let t = shape.steps() as u32;
     let conv = ConvConfig {
@@ -871,16 +870,7 @@ fn deferred_case<A: Element + bytemuck::Pod>(
             rb.write_conv_window(l, &w).unwrap();
         }
     }
-    let storage = |bytes: &[u8], usage: wgpu::BufferUsages| {
-        let mut bytes = bytes.to_vec();
-        bytes.resize(bytes.len().div_ceil(4).max(1) * 4, 0);
-        g.device()
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: None,
-                contents: &bytes,
-                usage: wgpu::BufferUsages::STORAGE | usage,
-            })
-    };
+    let storage = |bytes: &[u8], usage| storage_buffer(g, bytes, usage);
     let none = wgpu::BufferUsages::empty();
     let read_y = |y: &wgpu::Buffer| -> Vec<A> {
         let bytes = g.read_buffer::<u32>(y, y.size() as usize / 4).unwrap();
