@@ -38,8 +38,17 @@ fn worst<A: Element, S: Element, P: Element>(
         .max(rel_err(&got.delta, &want.delta))
 }
 
-/// record_chunked on the CPU against record, inputs in `A` and gates in `G`.
-fn cpu_case<A: Element, G: Element>(
+/// Where record_chunked runs: the CPU twin or a GPU.
+#[derive(Clone, Copy)]
+enum On<'a> {
+    Cpu,
+    Gpu(&'a deltatape::GpuBackend),
+}
+
+/// record_chunked `on` a backend against the CPU's record, inputs in `A`, gates in `G`,
+/// state in `S`, tape in `P`; the largest of the three relative errors.
+fn case<A: Element, S: Element, P: Element, G: Element>(
+    on: On,
     shape: &GdnShape,
     layout: GqaLayout,
     chunk: ChunkSize,
@@ -47,31 +56,52 @@ fn cpu_case<A: Element, G: Element>(
     mask: Option<&[u32]>,
 ) -> f64 {
     let t = d.typed_gated::<A, G>();
-    let want: Recorded<A, f32, f32> = cpu()
-        .record(shape, layout, &t.inputs(mask), &d.state)
+    let state: Vec<S> = deltatape::dtype::cast_from_f32(&d.state);
+    let want: Recorded<A, S, P> = cpu()
+        .record(shape, layout, &t.inputs(mask), &state)
         .unwrap();
-    let got: Recorded<A, f32, f32> = cpu()
-        .record_chunked(shape, layout, chunk, &t.inputs(mask), &d.state)
-        .unwrap();
-    let what = format!("cpu {shape:?} {layout:?} {chunk:?} mask {}", mask.is_some());
+    let (name, got) = match on {
+        On::Cpu => (
+            "cpu",
+            cpu().record_chunked(shape, layout, chunk, &t.inputs(mask), &state),
+        ),
+        On::Gpu(g) => (
+            "gpu",
+            g.record_chunked(shape, layout, chunk, &t.inputs(mask), &state),
+        ),
+    };
+    let got: Recorded<A, S, P> = got.unwrap();
+    let what = format!(
+        "{name} {shape:?} {layout:?} {chunk:?} mask {}",
+        mask.is_some()
+    );
     assert_record_close(&what, &got, &want);
     worst(&got, &want)
+}
+
+/// `case` in f32 at T around the chunk size, both layouts, with and without a mask; the
+/// largest error.
+fn around_the_chunk(on: On, chunk: ChunkSize) -> f64 {
+    let mut largest = 0f64;
+    for t in steps_around(chunk.steps()) {
+        for layout in LAYOUTS {
+            let shape = GdnShape::new(2, t, 2, 4, 16, 12).unwrap();
+            let d = draw(&shape, 7 + t as u64);
+            let m = mask(&shape, t as u64);
+            for mask in [None, Some(&m[..])] {
+                let e = case::<f32, f32, f32, f32>(on, &shape, layout, chunk, &d, mask);
+                largest = largest.max(e);
+            }
+        }
+    }
+    largest
 }
 
 #[test]
 fn cpu_chunked_matches_record_at_every_length_around_the_chunk() {
     let mut largest = 0f64;
     for chunk in ChunkSize::ALL {
-        for t in steps_around(chunk.steps()) {
-            for layout in LAYOUTS {
-                let shape = GdnShape::new(2, t, 2, 4, 16, 12).unwrap();
-                let d = draw(&shape, 7 + t as u64);
-                let m = mask(&shape, t as u64);
-                for mask in [None, Some(&m[..])] {
-                    largest = largest.max(cpu_case::<f32, f32>(&shape, layout, chunk, &d, mask));
-                }
-            }
-        }
+        largest = largest.max(around_the_chunk(On::Cpu, chunk));
     }
     report!("cpu chunked vs record, f32: largest relative error {largest:.2e}");
 }
@@ -84,9 +114,9 @@ fn cpu_chunked_matches_record_in_every_dtype() {
     for layout in LAYOUTS {
         for mask in [None, Some(&m[..])] {
             let c = ChunkSize::C16;
-            let e16 = cpu_case::<f16, f16>(&shape, layout, c, &d, mask);
-            let eb = cpu_case::<bf16, bf16>(&shape, layout, c, &d, mask);
-            let ebf = cpu_case::<bf16, f32>(&shape, layout, c, &d, mask);
+            let e16 = case::<f16, f32, f32, f16>(On::Cpu, &shape, layout, c, &d, mask);
+            let eb = case::<bf16, f32, f32, bf16>(On::Cpu, &shape, layout, c, &d, mask);
+            let ebf = case::<bf16, f32, f32, f32>(On::Cpu, &shape, layout, c, &d, mask);
             report!("cpu {layout:?} mask {}: f16 {e16:.2e}, bf16 {eb:.2e}, bf16 with f32 gates {ebf:.2e}", mask.is_some());
         }
     }
@@ -96,8 +126,7 @@ fn cpu_chunked_matches_record_in_every_dtype() {
 #[test]
 fn cpu_chunked_rounds_the_state_and_tape_once() {
     let shape = GdnShape::new(1, 37, 1, 2, 16, 16).unwrap();
-    let d = draw(&shape, 5);
-    let t = d.typed::<f32>();
+    let (d, t) = draw_f32(&shape, 5);
     let state: Vec<bf16> = deltatape::dtype::cast_from_f32(&d.state);
     let want: Recorded<f32, bf16, f16> = cpu()
         .record(&shape, GqaLayout::Tiled, &t.inputs(None), &state)
@@ -118,10 +147,9 @@ fn cpu_chunked_rounds_the_state_and_tape_once() {
 #[test]
 fn cpu_chunked_matches_record_over_4096_steps() {
     let shape = GdnShape::new(1, 4096, 1, 2, 16, 16).unwrap();
-    let d = draw(&shape, 11);
-    let m = mask(&shape, 11);
+    let (d, m) = (draw(&shape, 11), mask(&shape, 11));
     for layout in LAYOUTS {
-        let e = cpu_case::<f32, f32>(&shape, layout, ChunkSize::C64, &d, Some(&m));
+        let e = case::<f32, f32, f32, f32>(On::Cpu, &shape, layout, ChunkSize::C64, &d, Some(&m));
         report!("cpu T = 4096 {layout:?}: {e:.2e}");
     }
 }
@@ -156,7 +184,8 @@ fn cpu_chunked_takes_vanishing_and_zero_gates() {
     let shape = GdnShape::new(1, 69, 1, 2, 16, 16).unwrap();
     for (what, d) in gate_draws(&shape, 13) {
         for chunk in ChunkSize::ALL {
-            let e = cpu_case::<f32, f32>(&shape, GqaLayout::Blocked, chunk, &d, None);
+            let e =
+                case::<f32, f32, f32, f32>(On::Cpu, &shape, GqaLayout::Blocked, chunk, &d, None);
             assert!(e.is_finite(), "{what}");
         }
     }
@@ -220,8 +249,7 @@ fn cpu_chunked_tape_replays_to_records_state() {
 #[test]
 fn cpu_chunked_refuses_bad_lengths() {
     let shape = GdnShape::new(1, 5, 1, 2, 16, 16).unwrap();
-    let d = draw(&shape, 1);
-    let t = d.typed::<f32>();
+    let (d, t) = draw_f32(&shape, 1);
     let short = RecordInputs {
         v: &t.v[1..],
         ..t.inputs(None)
@@ -250,45 +278,11 @@ fn cpu_chunked_refuses_bad_lengths() {
 
 // ---- The GPU's portable path against the CPU reference ----
 
-/// record_chunked on the GPU against the CPU's record, inputs in `A`, gates in `G`,
-/// state in `S`, tape in `P`; the largest of the three relative errors.
-fn gpu_case<A: Element, S: Element, P: Element, G: Element>(
-    gpu: &deltatape::GpuBackend,
-    shape: &GdnShape,
-    layout: GqaLayout,
-    chunk: ChunkSize,
-    d: &Draw,
-    mask: Option<&[u32]>,
-) -> f64 {
-    let t = d.typed_gated::<A, G>();
-    let state: Vec<S> = deltatape::dtype::cast_from_f32(&d.state);
-    let want: Recorded<A, S, P> = cpu()
-        .record(shape, layout, &t.inputs(mask), &state)
-        .unwrap();
-    let got: Recorded<A, S, P> = gpu
-        .record_chunked(shape, layout, chunk, &t.inputs(mask), &state)
-        .unwrap();
-    let what = format!("gpu {shape:?} {layout:?} {chunk:?} mask {}", mask.is_some());
-    assert_record_close(&what, &got, &want);
-    worst(&got, &want)
-}
-
 #[test]
 fn gpu_chunked_matches_record_at_every_length_around_the_chunk() {
     let Some(gpu) = gpu() else { return };
     for chunk in ChunkSize::ALL {
-        let mut largest = 0f64;
-        for t in steps_around(chunk.steps()) {
-            for layout in LAYOUTS {
-                let shape = GdnShape::new(2, t, 2, 4, 16, 12).unwrap();
-                let d = draw(&shape, 7 + t as u64);
-                let m = mask(&shape, t as u64);
-                for mask in [None, Some(&m[..])] {
-                    let e = gpu_case::<f32, f32, f32, f32>(&gpu, &shape, layout, chunk, &d, mask);
-                    largest = largest.max(e);
-                }
-            }
-        }
+        let largest = around_the_chunk(On::Gpu(&gpu), chunk);
         report!("gpu chunked vs record, f32, {chunk:?}: largest relative error {largest:.2e}");
     }
 }
@@ -301,7 +295,7 @@ fn gpu_chunked_matches_record_over_4096_steps() {
     let m = mask(&shape, 11);
     for chunk in ChunkSize::ALL {
         for (layout, mask) in [(GqaLayout::Blocked, None), (GqaLayout::Tiled, Some(&m[..]))] {
-            let e = gpu_case::<f32, f32, f32, f32>(&gpu, &shape, layout, chunk, &d, mask);
+            let e = case::<f32, f32, f32, f32>(On::Gpu(&gpu), &shape, layout, chunk, &d, mask);
             report!(
                 "gpu T = 4096 {chunk:?} {layout:?} mask {}: {e:.2e}",
                 mask.is_some()
@@ -323,16 +317,19 @@ fn gpu_chunked_matches_record_in_every_dtype() {
         for mask in [None, Some(&m[..])] {
             for chunk in [ChunkSize::C16, ChunkSize::C64] {
                 let g = &gpu;
-                let eb = gpu_case::<bf16, f32, f32, bf16>(g, &shape, layout, chunk, &d, mask);
-                let ebf = gpu_case::<bf16, f32, f32, f32>(g, &shape, layout, chunk, &d, mask);
-                let ebb = gpu_case::<bf16, bf16, bf16, bf16>(g, &shape, layout, chunk, &d, mask);
+                let eb = case::<bf16, f32, f32, bf16>(On::Gpu(g), &shape, layout, chunk, &d, mask);
+                let ebf = case::<bf16, f32, f32, f32>(On::Gpu(g), &shape, layout, chunk, &d, mask);
+                let ebb =
+                    case::<bf16, bf16, bf16, bf16>(On::Gpu(g), &shape, layout, chunk, &d, mask);
                 let mut line = format!(
                     "gpu {layout:?} {chunk:?} mask {}: bf16 {eb:.2e}, bf16 with f32 gates {ebf:.2e}, all bf16 {ebb:.2e}",
                     mask.is_some()
                 );
                 if f16_ok {
-                    let e16 = gpu_case::<f16, f32, f32, f16>(g, &shape, layout, chunk, &d, mask);
-                    let e16s = gpu_case::<f16, f16, f16, f16>(g, &shape, layout, chunk, &d, mask);
+                    let e16 =
+                        case::<f16, f32, f32, f16>(On::Gpu(g), &shape, layout, chunk, &d, mask);
+                    let e16s =
+                        case::<f16, f16, f16, f16>(On::Gpu(g), &shape, layout, chunk, &d, mask);
                     line += &format!(", f16 {e16:.2e}, all f16 {e16s:.2e}");
                 } else {
                     line += ", f16 skipped (no SHADER_F16)";
@@ -349,8 +346,14 @@ fn gpu_chunked_takes_vanishing_and_zero_gates() {
     let shape = GdnShape::new(1, 69, 1, 2, 16, 16).unwrap();
     for (what, d) in gate_draws(&shape, 13) {
         for chunk in ChunkSize::ALL {
-            let e =
-                gpu_case::<f32, f32, f32, f32>(&gpu, &shape, GqaLayout::Blocked, chunk, &d, None);
+            let e = case::<f32, f32, f32, f32>(
+                On::Gpu(&gpu),
+                &shape,
+                GqaLayout::Blocked,
+                chunk,
+                &d,
+                None,
+            );
             report!("gpu {what} gates {chunk:?}: {e:.2e}");
         }
     }
@@ -373,7 +376,8 @@ fn gpu_chunked_takes_odd_shapes() {
         let m = mask(&shape, dv as u64);
         for layout in LAYOUTS {
             for chunk in [ChunkSize::C16, ChunkSize::C32] {
-                let e = gpu_case::<f32, f32, f32, f32>(&gpu, &shape, layout, chunk, &d, Some(&m));
+                let e =
+                    case::<f32, f32, f32, f32>(On::Gpu(&gpu), &shape, layout, chunk, &d, Some(&m));
                 report!("gpu {shape:?} {layout:?} {chunk:?}: {e:.2e}");
             }
         }
@@ -382,13 +386,21 @@ fn gpu_chunked_takes_odd_shapes() {
     let shape = GdnShape::new(1, 512, 1, 2, 128, 128).unwrap();
     let d = draw(&shape, 128);
     for chunk in ChunkSize::ALL {
-        let e = gpu_case::<f32, f32, f32, f32>(&gpu, &shape, GqaLayout::Tiled, chunk, &d, None);
+        let e =
+            case::<f32, f32, f32, f32>(On::Gpu(&gpu), &shape, GqaLayout::Tiled, chunk, &d, None);
         report!("gpu {shape:?} {chunk:?}: {e:.2e}");
     }
     // An empty draft: the state passes through.
     let shape = GdnShape::new(1, 0, 1, 2, 16, 16).unwrap();
     let d = draw(&shape, 1);
-    gpu_case::<f32, f32, f32, f32>(&gpu, &shape, GqaLayout::Blocked, ChunkSize::C16, &d, None);
+    case::<f32, f32, f32, f32>(
+        On::Gpu(&gpu),
+        &shape,
+        GqaLayout::Blocked,
+        ChunkSize::C16,
+        &d,
+        None,
+    );
 }
 
 #[test]
@@ -397,8 +409,7 @@ fn gpu_chunked_refuses_bad_input_with_typed_errors() {
     let layout = GqaLayout::Blocked;
     let c = ChunkSize::C16;
     let shape = GdnShape::new(1, 5, 1, 2, 16, 16).unwrap();
-    let d = draw(&shape, 1);
-    let t = d.typed::<f32>();
+    let (d, t) = draw_f32(&shape, 1);
     let short = RecordInputs {
         q: &t.q[1..],
         ..t.inputs(None)
@@ -450,8 +461,7 @@ fn gpu_prepare_record_chunked_checks_its_buffers() {
     use deltatape::wgpu::util::DeviceExt;
     let Some(gpu) = gpu() else { return };
     let shape = GdnShape::new(1, 21, 1, 2, 16, 16).unwrap();
-    let d = draw(&shape, 4);
-    let t = d.typed::<f32>();
+    let (d, t) = draw_f32(&shape, 4);
     let dev = gpu.device();
     let usage = deltatape::wgpu::BufferUsages::STORAGE
         | deltatape::wgpu::BufferUsages::COPY_SRC

@@ -21,8 +21,9 @@
 
 mod common;
 
+use common::f64ref::Dims;
 use common::Rng;
-use deltatape::{Backend, GdnShape, GqaLayout, RecordInputs, Recorded};
+use deltatape::{Backend, GdnShape, GqaLayout, Recorded};
 
 // ---------------------------------------------------------------------------------
 // Conversion functions: other conventions -> this crate's (docs/CONVENTIONS.md's table).
@@ -102,16 +103,6 @@ fn mlx_decay(a: f32, a_log: f32, dt_bias: f32) -> f64 {
 // Shapes, inputs, the crate's call and the comparison.
 // ---------------------------------------------------------------------------------
 
-#[derive(Clone, Copy, Debug)]
-struct Dims {
-    b: usize,
-    t: usize,
-    hk: usize,
-    hv: usize,
-    dk: usize,
-    dv: usize,
-}
-
 const DIMS: Dims = Dims {
     b: 2,
     t: 5,
@@ -128,7 +119,7 @@ impl Dims {
     fn v(&self) -> usize {
         self.b * self.t * self.hv * self.dv
     }
-    fn gate(&self) -> usize {
+    fn gates(&self) -> usize {
         self.b * self.t * self.hv
     }
     fn state(&self) -> usize {
@@ -158,8 +149,8 @@ fn draw(d: Dims, seed: u64) -> Draw {
         q: r.vec(d.qk(), -1.0, 1.0),
         k: r.vec(d.qk(), -1.0, 1.0),
         v: r.vec(d.v(), -1.0, 1.0),
-        g_log: r.vec(d.gate(), -0.7, -0.01),
-        beta: r.vec(d.gate(), 0.05, 0.95),
+        g_log: r.vec(d.gates(), -0.7, -0.01),
+        beta: r.vec(d.gates(), 0.05, 0.95),
         state: r.vec(d.state(), -0.5, 0.5),
     }
 }
@@ -178,14 +169,7 @@ struct Ours {
 /// `Backend::cpu().record` in f32: `(y [B, T, Hv, Dv], state [B, Hv, Dv, Dk])`.
 fn record(d: Dims, layout: GqaLayout, x: &Ours) -> (Vec<f32>, Vec<f32>) {
     let shape = GdnShape::new(d.b, d.t, d.hk, d.hv, d.dk, d.dv).unwrap();
-    let inputs = RecordInputs {
-        q: &x.q,
-        k: &x.k,
-        v: &x.v,
-        g: &x.g,
-        beta: &x.beta,
-        mask: x.mask.as_deref(),
-    };
+    let inputs = record_inputs!(x, x.mask.as_deref());
     let out: Recorded<f32, f32, f32> = Backend::cpu()
         .record(&shape, layout, &inputs, &x.state)
         .unwrap();
@@ -658,8 +642,8 @@ fn mlx_lm_gated_delta_update() {
     let x = draw(d, 0x6d6c78);
     let mut r = Rng::new(0x6d6c78 + 1);
     // The raw gate inputs mlx-lm's layer hands to gated_delta_update.
-    let a = r.vec(d.gate(), -3.0, 3.0);
-    let b = r.vec(d.gate(), -3.0, 3.0);
+    let a = r.vec(d.gates(), -3.0, 3.0);
+    let b = r.vec(d.gates(), -3.0, 3.0);
     let a_log = r.vec(d.hv, -2.0, 0.5);
     let dt_bias = r.vec(d.hv, -1.0, 1.0);
     // A padding mask like create_ssm_mask's: sequence 1 starts two steps late.

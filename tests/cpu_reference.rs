@@ -12,9 +12,7 @@ mod common;
 use common::f64ref::{self, assert_close64, assert_record_close64, widen};
 use common::*;
 use deltatape::internals::cast_from_f32;
-use deltatape::{
-    DType, Element, GdnShape, GqaLayout, RecordInputs, Recorded, RepeatShape, TapeRef,
-};
+use deltatape::{DType, Element, GdnShape, GqaLayout, Recorded, RepeatShape, TapeRef};
 use half::{bf16, f16};
 
 fn other(layout: GqaLayout) -> GqaLayout {
@@ -49,8 +47,26 @@ fn assert_same<E: Element>(what: &str, got: &[E], want: &[E]) {
     }
 }
 
+/// One check's inputs from `seed`: the activations in `A`, the state in `S`, a mask.
+fn seeded<A: Element, S: Element>(shape: &GdnShape, seed: u64) -> (Typed<A>, Vec<S>, Vec<u32>) {
+    let d = draw(shape, seed);
+    (d.typed::<A>(), cast_from_f32(&d.state), mask(shape, seed))
+}
+
 fn combo<A: Element, S: Element, P: Element>() -> String {
     format!("A={} S={} P={}", A::DTYPE, S::DTYPE, P::DTYPE)
+}
+
+/// What a check of this dtype combination, shape, layout and mask choice is called.
+fn context<A: Element, S: Element, P: Element>(
+    shape: &GdnShape,
+    layout: GqaLayout,
+    masked: bool,
+) -> String {
+    format!(
+        "{shape:?} {} {layout:?} masked={masked}",
+        combo::<A, S, P>()
+    )
 }
 
 /// Per-sequence accepted counts in 0..=T, different per sequence.
@@ -59,6 +75,20 @@ fn accepted_for(shape: &GdnShape, shift: usize) -> Vec<u32> {
     (0..shape.batch())
         .map(|b| ((b * 3 + shift) % (t + 1)) as u32)
         .collect()
+}
+
+/// Each input of `t` cut by `cut`, given the input and its elements per step: Hk*Dk for
+/// q and k, Hv*Dv for v, Hv for g and beta.
+fn per_step<A: Copy>(
+    shape: &GdnShape,
+    t: &Typed<A>,
+    cut: impl Fn(&[A], usize) -> Vec<A>,
+) -> Typed<A> {
+    let (hk, hv) = (shape.key_heads(), shape.value_heads());
+    let (qk, v) = (hk * shape.key_dim(), hv * shape.value_dim());
+    let act = [(&t.q[..], qk), (&t.k[..], qk), (&t.v[..], v)];
+    let cut = |(x, per)| cut(x, per);
+    Typed::make(act, [(&t.g[..], hv), (&t.beta[..], hv)], cut, cut)
 }
 
 /// Elements `[first, first + count)` of blocks of `per` elements: rows of a `[B, T, ..]`
@@ -71,22 +101,27 @@ fn block<E: Copy>(x: &[E], per: usize, first: usize, count: usize) -> Vec<E> {
 // 0. The reference itself, anchored to hand-computed values.
 // ---------------------------------------------------------------------------------
 
+/// The hand-computed tests' row: one sequence of two steps, B = Hk = Hv = Dk = Dv = 1.
+fn hand_row() -> Typed<f32> {
+    Typed {
+        q: vec![2.0, 7.0],
+        k: vec![1.0, 3.0],
+        v: vec![1.0, 9.0],
+        g: vec![0.5, 0.25],
+        beta: vec![0.5, 0.75],
+    }
+}
+
 #[test]
 fn reference_matches_hand_computed_step() {
     // One row, one step, values exact in binary:
     // S = 0.5*0.5 = 0.25; delta = (1 - 0.25*1)*0.5 = 0.375; S = 0.25 + 1*0.375 = 0.625;
     // y = 0.625 * 2 = 1.25. Then a masked second step leaves everything alone.
     let shape = GdnShape::new(1, 2, 1, 1, 1, 1).unwrap();
-    let (q, k, v, g, beta) = (
-        [2.0f32, 7.0],
-        [1.0f32, 3.0],
-        [1.0f32, 9.0],
-        [0.5f32, 0.25],
-        [0.5f32, 0.75],
-    );
+    let t = hand_row();
     let state = [0.5f32];
     let mask = [1u32, 0];
-    let x = f64ref::Inputs64::widen(&q, &k, &v, &g, &beta);
+    let x = t.wide();
     let r = f64ref::record(
         &shape,
         GqaLayout::Blocked,
@@ -98,16 +133,8 @@ fn reference_matches_hand_computed_step() {
     assert_eq!(r.y, [1.25, 0.0]);
     assert_eq!(r.delta, [0.375, 0.0]);
     assert_eq!(r.state, [0.625]);
-    let inputs = RecordInputs {
-        q: &q,
-        k: &k,
-        v: &v,
-        g: &g,
-        beta: &beta,
-        mask: Some(&mask),
-    };
     let c: Recorded<f32, f32, f32> = cpu()
-        .record(&shape, GqaLayout::Blocked, &inputs, &state)
+        .record(&shape, GqaLayout::Blocked, &t.inputs(Some(&mask)), &state)
         .unwrap();
     assert_eq!(c.y, [1.25, 0.0]);
     assert_eq!(c.delta, [0.375, 0.0]);
@@ -116,8 +143,8 @@ fn reference_matches_hand_computed_step() {
     let rs = f64ref::replay(
         &shape,
         &r.delta,
-        &widen(&k),
-        &widen(&g),
+        &widen(&t.k),
+        &widen(&t.g),
         &widen(&state),
         &[2],
         Some(&mask),
@@ -136,13 +163,14 @@ fn reference_steps_limit_each_sequence_to_its_prefix() {
     // Two sequences of the two-step row above, unmasked: sequence 0 stops after one
     // step, sequence 1 runs both; y and delta past a sequence's limit stay 0.
     let shape = GdnShape::new(2, 2, 1, 1, 1, 1).unwrap();
-    let x = f64ref::Inputs64 {
-        q: vec![2.0, 7.0, 2.0, 7.0],
-        k: vec![1.0, 3.0, 1.0, 3.0],
-        v: vec![1.0, 9.0, 1.0, 9.0],
-        g: vec![0.5, 0.25, 0.5, 0.25],
-        beta: vec![0.5, 0.75, 0.5, 0.75],
-    };
+    let row = hand_row().wide();
+    let twice = |x: &[f64]| x.repeat(2);
+    let x = Typed::make(
+        [&row.q[..], &row.k[..], &row.v[..]],
+        [&row.g[..], &row.beta[..]],
+        twice,
+        twice,
+    );
     let r = f64ref::record(
         &shape,
         GqaLayout::Blocked,
@@ -208,14 +236,8 @@ fn check_against_reference<A: Element, S: Element, P: Element>(
     masked: bool,
     seed: u64,
 ) {
-    let ctx = format!(
-        "{shape:?} {} {layout:?} masked={masked}",
-        combo::<A, S, P>()
-    );
-    let d = draw(shape, seed);
-    let t = d.typed::<A>();
-    let state: Vec<S> = cast_from_f32(&d.state);
-    let m = mask(shape, seed);
+    let ctx = context::<A, S, P>(shape, layout, masked);
+    let (t, state, m) = seeded::<A, S>(shape, seed);
     let mk = masked.then_some(&m[..]);
 
     let want = f64ref::record(shape, layout, &t.wide(), mk, &widen(&state), None);
@@ -287,33 +309,27 @@ fn against_reference_all(shape: &GdnShape, seed: u64) {
     }
 }
 
-#[test]
-fn record_replay_match_reference_odd_shape() {
-    against_reference_all(&GdnShape::new(5, 7, 3, 6, 96, 48).unwrap(), 100);
+/// `#[test]`s that each run `$all` on their shapes `[B, T, Hk, Hv, Dk, Dv]`, each with
+/// its seed.
+macro_rules! shape_tests {
+    ($all:ident { $($name:ident: $([$($dim:expr),*] $seed:expr),+;)* }) => {
+        $(
+            #[test]
+            fn $name() {
+                $($all(&GdnShape::new($($dim),*).unwrap(), $seed);)+
+            }
+        )*
+    };
 }
 
-#[test]
-fn record_replay_match_reference_unit_dims() {
-    against_reference_all(&GdnShape::new(3, 6, 2, 4, 1, 1).unwrap(), 200);
-    against_reference_all(&GdnShape::new(2, 5, 1, 3, 1, 1).unwrap(), 210);
-}
-
-#[test]
-fn record_replay_match_reference_equal_heads() {
-    against_reference_all(&GdnShape::new(3, 4, 4, 4, 16, 8).unwrap(), 300);
-    against_reference_all(&GdnShape::new(2, 3, 1, 1, 5, 3).unwrap(), 310);
-}
-
-#[test]
-fn record_replay_match_reference_real_shape() {
+shape_tests!(against_reference_all {
+    record_replay_match_reference_odd_shape: [5, 7, 3, 6, 96, 48] 100;
+    record_replay_match_reference_unit_dims: [3, 6, 2, 4, 1, 1] 200, [2, 5, 1, 3, 1, 1] 210;
+    record_replay_match_reference_equal_heads: [3, 4, 4, 4, 16, 8] 300, [2, 3, 1, 1, 5, 3] 310;
     // Qwen3-Next / Qwen3.5-35B: Hk = 16, Hv = 32, Dk = Dv = 128.
-    against_reference_all(&GdnShape::new(2, 3, 16, 32, 128, 128).unwrap(), 400);
-}
-
-#[test]
-fn record_replay_match_reference_single_step() {
-    against_reference_all(&GdnShape::new(4, 1, 2, 6, 7, 5).unwrap(), 500);
-}
+    record_replay_match_reference_real_shape: [2, 3, 16, 32, 128, 128] 400;
+    record_replay_match_reference_single_step: [4, 1, 2, 6, 7, 5] 500;
+});
 
 // ---------------------------------------------------------------------------------
 // 2. The rollback invariant.
@@ -330,21 +346,9 @@ fn check_rollback<A: Element, S: Element, P: Element>(
     exact: bool,
     tolerance: f64,
 ) {
-    let ctx = format!(
-        "{shape:?} {} {layout:?} masked={masked}",
-        combo::<A, S, P>()
-    );
+    let ctx = context::<A, S, P>(shape, layout, masked);
     let (bn, tn) = (shape.batch(), shape.steps());
-    let (hk, hv, dk, dv) = (
-        shape.key_heads(),
-        shape.value_heads(),
-        shape.key_dim(),
-        shape.value_dim(),
-    );
-    let d = draw(shape, seed);
-    let t = d.typed::<A>();
-    let state: Vec<S> = cast_from_f32(&d.state);
-    let m = mask(shape, seed);
+    let (t, state, m) = seeded::<A, S>(shape, seed);
     let mk = masked.then_some(&m[..]);
 
     let full: Recorded<A, S, P> = cpu().record(shape, layout, &t.inputs(mk), &state).unwrap();
@@ -356,7 +360,7 @@ fn check_rollback<A: Element, S: Element, P: Element>(
     };
 
     // expected[b][a]: sequence b recorded alone over its first a steps.
-    let seq_state = hv * dv * dk;
+    let seq_state = shape.value_heads() * shape.value_dim() * shape.key_dim();
     let one = shape.with_batch(1).unwrap();
     let expected: Vec<Vec<Vec<S>>> = (0..bn)
         .map(|b| {
@@ -364,21 +368,9 @@ fn check_rollback<A: Element, S: Element, P: Element>(
             (0..=tn)
                 .map(|a| {
                     let sh = one.with_steps(a).unwrap();
-                    // rows of one step: Hk*Dk for q/k, Hv*Dv for v, Hv for g/beta, 1 for mask.
-                    let q = block(&t.q, hk * dk, b * tn, a);
-                    let k = block(&t.k, hk * dk, b * tn, a);
-                    let v = block(&t.v, hv * dv, b * tn, a);
-                    let g = block(&t.g, hv, b * tn, a);
-                    let beta = block(&t.beta, hv, b * tn, a);
+                    let sub = per_step(shape, &t, |x, per| block(x, per, b * tn, a));
                     let mb = block(&m, 1, b * tn, a);
-                    let inputs = RecordInputs {
-                        q: &q,
-                        k: &k,
-                        v: &v,
-                        g: &g,
-                        beta: &beta,
-                        mask: masked.then_some(&mb[..]),
-                    };
+                    let inputs = sub.inputs(masked.then_some(&mb[..]));
                     let r: Recorded<A, S, P> = cpu().record(&sh, layout, &inputs, &s_b).unwrap();
                     r.state
                 })
@@ -453,16 +445,10 @@ fn rollback_all(shape: &GdnShape, seed: u64) {
     }
 }
 
-#[test]
-fn rollback_invariant_odd_shape() {
-    rollback_all(&GdnShape::new(5, 7, 3, 6, 40, 12).unwrap(), 1000);
-}
-
-#[test]
-fn rollback_invariant_unit_dims_and_equal_heads() {
-    rollback_all(&GdnShape::new(4, 5, 2, 4, 1, 1).unwrap(), 1100);
-    rollback_all(&GdnShape::new(3, 4, 4, 4, 16, 8).unwrap(), 1200);
-}
+shape_tests!(rollback_all {
+    rollback_invariant_odd_shape: [5, 7, 3, 6, 40, 12] 1000;
+    rollback_invariant_unit_dims_and_equal_heads: [4, 5, 2, 4, 1, 1] 1100, [3, 4, 4, 4, 16, 8] 1200;
+});
 
 #[test]
 fn rollback_invariant_real_shape() {
@@ -496,16 +482,8 @@ fn check_masked_steps<A: Element, S: Element, P: Element>(
 ) {
     let ctx = format!("{shape:?} {} {layout:?}", combo::<A, S, P>());
     let (bn, tn) = (shape.batch(), shape.steps());
-    let (hk, hv, dk, dv) = (
-        shape.key_heads(),
-        shape.value_heads(),
-        shape.key_dim(),
-        shape.value_dim(),
-    );
-    let d = draw(shape, seed);
-    let t = d.typed::<A>();
-    let state: Vec<S> = cast_from_f32(&d.state);
-    let mut m = mask(shape, seed);
+    let step_v = shape.value_heads() * shape.value_dim();
+    let (t, state, mut m) = seeded::<A, S>(shape, seed);
     // Make sure some step is masked in the middle of a sequence, and one sequence ends
     // on a masked step.
     m[1] = 0;
@@ -514,7 +492,6 @@ fn check_masked_steps<A: Element, S: Element, P: Element>(
         .record(shape, layout, &t.inputs(Some(&m)), &state)
         .unwrap();
 
-    let step_v = hv * dv;
     let mut masked_seen = 0;
     for b in 0..bn {
         for s in 0..tn {
@@ -540,7 +517,7 @@ fn check_masked_steps<A: Element, S: Element, P: Element>(
     assert!(masked_seen >= 2, "{ctx}: the mask masks nothing");
 
     // Each sequence with its masked steps removed, recorded unmasked.
-    let seq_state = hv * dv * dk;
+    let seq_state = step_v * shape.key_dim();
     for b in 0..bn {
         let live: Vec<usize> = (0..tn).filter(|&s| m[b * tn + s] != 0).collect();
         let pick = |x: &[A], per: usize| -> Vec<A> {
@@ -548,22 +525,9 @@ fn check_masked_steps<A: Element, S: Element, P: Element>(
                 .flat_map(|&s| block(x, per, b * tn + s, 1))
                 .collect()
         };
-        let (q, k, v, g, beta) = (
-            pick(&t.q, hk * dk),
-            pick(&t.k, hk * dk),
-            pick(&t.v, hv * dv),
-            pick(&t.g, hv),
-            pick(&t.beta, hv),
-        );
+        let sub = per_step(shape, &t, pick);
         let sh = shape.with_batch(1).unwrap().with_steps(live.len()).unwrap();
-        let inputs = RecordInputs {
-            q: &q,
-            k: &k,
-            v: &v,
-            g: &g,
-            beta: &beta,
-            mask: None,
-        };
+        let inputs = sub.inputs(None);
         let s_b = block(&state, seq_state, b, 1);
         let r: Recorded<A, S, P> = cpu().record(&sh, layout, &inputs, &s_b).unwrap();
         assert_same(
@@ -624,32 +588,15 @@ fn check_masked_steps<A: Element, S: Element, P: Element>(
         }
     }
     let all = vec![tn as u32; bn];
-    let clean = cpu()
-        .replay(
-            shape,
-            &TapeRef {
-                delta: &got.delta,
-                k: &tape_k,
-                g: &t.g,
-            },
-            &state,
-            &all,
-            Some(&m),
-        )
-        .unwrap();
-    let dirty = cpu()
-        .replay(
-            shape,
-            &TapeRef {
-                delta: &garbage,
-                k: &tape_k,
-                g: &t.g,
-            },
-            &state,
-            &all,
-            Some(&m),
-        )
-        .unwrap();
+    let replay = |delta| {
+        let tape = TapeRef {
+            delta,
+            k: &tape_k,
+            g: &t.g,
+        };
+        cpu().replay(shape, &tape, &state, &all, Some(&m)).unwrap()
+    };
+    let (clean, dirty) = (replay(&got.delta), replay(&garbage));
     assert_same(
         &format!("{ctx}: replay reads masked tape steps"),
         &dirty,
@@ -676,9 +623,7 @@ fn masked_steps_are_zero_and_skip_the_state() {
 
 fn check_fully_masked<A: Element, S: Element, P: Element>(shape: &GdnShape, seed: u64) {
     let ctx = format!("{shape:?} {}", combo::<A, S, P>());
-    let d = draw(shape, seed);
-    let t = d.typed::<A>();
-    let state: Vec<S> = cast_from_f32(&d.state);
+    let (t, state, _) = seeded::<A, S>(shape, seed);
     let zeros = vec![0u32; shape.mask_len()];
     for layout in LAYOUTS {
         let r: Recorded<A, S, P> = cpu()
@@ -802,8 +747,7 @@ fn layouts_coincide_when_heads_are_equal() {
         GdnShape::new(2, 4, 3, 3, 16, 8).unwrap(),
         GdnShape::new(2, 4, 1, 4, 16, 8).unwrap(),
     ] {
-        let d = draw(&shape, 3100);
-        let t = d.typed::<f32>();
+        let (d, t) = draw_f32(&shape, 3100);
         let a: Recorded<f32, f32, f32> = cpu()
             .record(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state)
             .unwrap();
@@ -885,36 +829,33 @@ fn repeat_copies_bit_patterns() {
     // Every 16-bit pattern, including NaNs, infinities, subnormals and -0: a copy, not
     // a conversion.
     let src: Vec<u16> = (0..=u16::MAX).collect();
-    let shape = RepeatShape::new(1 << 12, 4, 8, 4).unwrap();
     for layout in LAYOUTS {
         let f: Vec<f16> = src.iter().map(|&b| f16::from_bits(b)).collect();
-        let got = cpu().repeat(&shape, layout, &f).unwrap();
-        assert_same(
-            &format!("f16 {layout:?}"),
-            &got,
-            &f64ref::repeat(1 << 12, 4, 8, 4, layout, &f),
-        );
+        copies("f16", (1 << 12, 4, 8, 4), layout, &f);
         let bf: Vec<bf16> = src.iter().map(|&b| bf16::from_bits(b)).collect();
-        let got = cpu().repeat(&shape, layout, &bf).unwrap();
-        assert_same(
-            &format!("bf16 {layout:?}"),
-            &got,
-            &f64ref::repeat(1 << 12, 4, 8, 4, layout, &bf),
-        );
+        copies("bf16", (1 << 12, 4, 8, 4), layout, &bf);
     }
     let src: Vec<f32> = [f32::NAN, -0.0, f32::INFINITY, f32::MIN_POSITIVE / 4.0]
         .into_iter()
         .chain((0..60).map(|i| i as f32 - 30.5))
         .collect();
-    let shape = RepeatShape::new(8, 2, 6, 4).unwrap();
     for layout in LAYOUTS {
-        let got = cpu().repeat(&shape, layout, &src).unwrap();
-        assert_same(
-            &format!("f32 {layout:?}"),
-            &got,
-            &f64ref::repeat(8, 2, 6, 4, layout, &src),
-        );
+        copies("f32", (8, 2, 6, 4), layout, &src);
     }
+}
+
+/// repeat of `src` (N, Hg, H, K) on the CPU is the reference's, bit for bit.
+#[track_caller]
+fn copies<E: Element>(
+    name: &str,
+    (n, hg, h, k): (usize, usize, usize, usize),
+    layout: GqaLayout,
+    src: &[E],
+) {
+    let shape = RepeatShape::new(n, hg, h, k).unwrap();
+    let got = cpu().repeat(&shape, layout, src).unwrap();
+    let want = f64ref::repeat(n, hg, h, k, layout, src);
+    assert_same(&format!("{name} {layout:?}"), &got, &want);
 }
 
 /// replay_into writes what replay returns into the caller's buffer, bit for bit, on the

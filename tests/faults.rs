@@ -2,7 +2,7 @@
 
 mod common;
 use common::*;
-use deltatape::{Backend, Error, GdnShape, GqaLayout, Recorded, Rollback};
+use deltatape::{Backend, Error, GdnShape, GqaLayout, Rollback};
 
 #[test]
 fn allocation_past_the_device_limit_is_an_error() {
@@ -26,11 +26,8 @@ fn allocation_past_the_device_limit_is_an_error() {
     }
     // The backend still works afterwards.
     let small = GdnShape::new(1, 2, 1, 1, 4, 2).unwrap();
-    let d = draw(&small, 1);
-    let t = d.typed::<f32>();
-    let r: Recorded<f32, f32, f32> = g
-        .record(&small, GqaLayout::Blocked, &t.inputs(None), &d.state)
-        .unwrap();
+    let (d, t) = draw_f32(&small, 1);
+    let r = record_f32(&g, &small, &t, &d.state).unwrap();
     assert_eq!(r.state.len(), small.state_len());
 }
 
@@ -38,15 +35,12 @@ fn allocation_past_the_device_limit_is_an_error() {
 fn a_destroyed_device_gives_an_error_not_a_hang() {
     let Some(g) = gpu() else { return };
     let shape = GdnShape::new(2, 3, 1, 2, 8, 4).unwrap();
-    let d = draw(&shape, 2);
-    let t = d.typed::<f32>();
+    let (d, t) = draw_f32(&shape, 2);
     // Works before...
-    let _: Recorded<f32, f32, f32> = g
-        .record(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state)
-        .unwrap();
+    record_f32(&g, &shape, &t, &d.state).unwrap();
     g.device().destroy();
     let start = std::time::Instant::now();
-    let r = g.record::<f32, f32, f32>(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state);
+    let r = record_f32(&g, &shape, &t, &d.state);
     assert!(matches!(r, Err(Error::Gpu { .. })), "{r:?}");
     assert!(start.elapsed().as_secs() < 30, "took {:?}", start.elapsed());
     let r = g.repeat(&shape.tape_k_repeat(), GqaLayout::Blocked, &t.k);

@@ -13,12 +13,10 @@
 //! run. The seed is printed at the start and in every failure message.
 
 mod common;
-use common::{no_panic, Rng};
+use common::{no_panic, record_lens, replay_lens, Rng, Typed};
 use deltatape::internals::cast_from_f32;
 use deltatape::internals::MAX_KEY_DIM;
-use deltatape::{
-    Backend, DType, Element, Error, GdnShape, GqaLayout, RecordInputs, RepeatShape, TapeRef,
-};
+use deltatape::{Backend, DType, Element, Error, GdnShape, GqaLayout, RepeatShape, TapeRef};
 use half::{bf16, f16};
 use std::time::{Duration, Instant};
 
@@ -161,42 +159,45 @@ fn check_length_error(what: &str, op: &str, err: &Error, wrong: &[(&str, usize, 
     }
 }
 
+/// The names in `args` whose value `bad` flags.
+fn flagged<T: Copy>(args: &[(&'static str, T)], bad: impl Fn(T) -> bool) -> Vec<&'static str> {
+    args.iter()
+        .filter(|(_, v)| bad(*v))
+        .map(|(a, _)| *a)
+        .collect()
+}
+
+/// `Ok` where no name is flagged, else the flagged names.
+fn none_flagged(names: Vec<&'static str>) -> Result<(), Vec<&'static str>> {
+    if names.is_empty() {
+        Ok(())
+    } else {
+        Err(names)
+    }
+}
+
 /// The dims of a GdnShape and whether docs/SPEC.md's rules accept them.
 fn expect_shape(d: [usize; 6]) -> Result<(), Vec<&'static str>> {
     let [b, t, hk, hv, dk, dv] = d;
-    let zero: Vec<_> = [
+    let dims = [
         ("batch", b),
         ("key_heads", hk),
         ("value_heads", hv),
         ("key_dim", dk),
         ("value_dim", dv),
-    ]
-    .iter()
-    .filter(|(_, v)| *v == 0)
-    .map(|(n, _)| *n)
-    .collect();
-    if !zero.is_empty() {
-        return Err(zero);
-    }
+    ];
+    none_flagged(flagged(&dims, |v| v == 0))?;
     if hv % hk != 0 {
         return Err(vec!["value_heads"]);
     }
-    let over: Vec<_> = [
+    let counts = [
         ("q", prod(&[b, t, hk, dk])),
         ("v", prod(&[b, t, hv, dv])),
         ("tape_k", prod(&[b, t, hv, dk])),
         ("state", prod(&[b, hv, dv, dk])),
         ("g", prod(&[b, t, hv])),
-    ]
-    .iter()
-    .filter(|(_, n)| !fits(*n))
-    .map(|(a, _)| *a)
-    .collect();
-    if over.is_empty() {
-        Ok(())
-    } else {
-        Err(over)
-    }
+    ];
+    none_flagged(flagged(&counts, |n| !fits(n)))
 }
 
 fn check_shape_result(what: &str, d: [usize; 6], got: &deltatape::Result<GdnShape>) {
@@ -252,30 +253,38 @@ fn check_shape_result(what: &str, d: [usize; 6], got: &deltatape::Result<GdnShap
 
 fn expect_repeat(d: [usize; 4]) -> Result<(), Vec<&'static str>> {
     let [n, hg, h, k] = d;
-    let zero: Vec<_> = [("src_heads", hg), ("dst_heads", h), ("dim", k)]
-        .iter()
-        .filter(|(_, v)| *v == 0)
-        .map(|(a, _)| *a)
-        .collect();
-    if !zero.is_empty() {
-        return Err(zero);
-    }
+    none_flagged(flagged(
+        &[("src_heads", hg), ("dst_heads", h), ("dim", k)],
+        |v| v == 0,
+    ))?;
     if h % hg != 0 {
         return Err(vec!["dst_heads"]);
     }
     // With N = 0 the counts are 0 whatever the per-row size; a per-row size that
     // overflows may be refused then, or accepted (and must then not panic).
     let n = n.max(1);
-    let over: Vec<_> = [("src", prod(&[n, hg, k])), ("dst", prod(&[n, h, k]))]
+    let counts = [("src", prod(&[n, hg, k])), ("dst", prod(&[n, h, k]))];
+    none_flagged(flagged(&counts, |x| !fits(x)))
+}
+
+/// The arguments (name, expected, got) whose lengths `got` (or the mask's) are not
+/// those `lens` (or `shape`) wants.
+fn wrong_lengths(
+    lens: &[(&'static str, usize)],
+    got: &[usize],
+    mask: Option<&[u32]>,
+    shape: &GdnShape,
+) -> Vec<(&'static str, usize, usize)> {
+    let mut wrong: Vec<(&str, usize, usize)> = lens
         .iter()
-        .filter(|(_, x)| !fits(*x))
-        .map(|(a, _)| *a)
+        .zip(got)
+        .filter(|((_, n), g)| n != *g)
+        .map(|((a, n), g)| (*a, *n, *g))
         .collect();
-    if over.is_empty() {
-        Ok(())
-    } else {
-        Err(over)
+    if let Some(m) = mask.filter(|m| m.len() != shape.mask_len()) {
+        wrong.push(("mask", shape.mask_len(), m.len()));
     }
+    wrong
 }
 
 /// Which GPU-only refusals a valid call may meet.
@@ -299,19 +308,12 @@ fn ops<A: Element, S: Element, P: Element>(
     backend: &Backend,
     shape: &GdnShape,
 ) -> usize {
-    let (b, t) = (shape.batch(), shape.steps());
+    let t = shape.steps();
     let dt = (A::DTYPE, S::DTYPE, P::DTYPE);
     let gpu = backend.as_gpu().is_some();
     // Mostly right lengths where they can be built; sometimes wrong ones.
     let p_right = if rng.below(2) == 0 { 100 } else { 80 };
-    let lens = [
-        ("q", shape.qk_len()),
-        ("k", shape.qk_len()),
-        ("v", shape.v_len()),
-        ("g", shape.gate_len()),
-        ("beta", shape.gate_len()),
-        ("state_in", shape.state_len()),
-    ];
+    let lens = record_lens(shape);
     let got_lens: Vec<usize> = lens
         .iter()
         .map(|(_, n)| length(rng, *n as u128, p_right))
@@ -327,23 +329,15 @@ fn ops<A: Element, S: Element, P: Element>(
     } else {
         GqaLayout::Tiled
     };
-    let inputs = RecordInputs {
-        q: &data[0],
-        k: &data[1],
-        v: &data[2],
-        g: &data[3],
-        beta: &data[4],
-        mask,
-    };
-    let mut wrong: Vec<(&str, usize, usize)> = lens
-        .iter()
-        .zip(&got_lens)
-        .filter(|((_, n), g)| n != *g)
-        .map(|((a, n), g)| (*a, *n, *g))
-        .collect();
-    if let Some(m) = mask.filter(|m| m.len() != shape.mask_len()) {
-        wrong.push(("mask", shape.mask_len(), m.len()));
-    }
+    let act = [&data[0][..], &data[1][..], &data[2][..]];
+    let typed: Typed<A> = Typed::make(
+        act,
+        [&data[3][..], &data[4][..]],
+        <[A]>::to_vec,
+        <[A]>::to_vec,
+    );
+    let inputs = typed.inputs(mask);
+    let wrong = wrong_lengths(&lens, &got_lens, mask, shape);
     let what = ctx.what((backend.describe(), shape, dt, layout, &wrong));
     let r = no_panic(&what, || {
         backend.record::<A, S, P>(shape, layout, &inputs, &state)
@@ -365,13 +359,7 @@ fn ops<A: Element, S: Element, P: Element>(
     }
 
     // replay: the tape in random lengths, accepted in random length and values.
-    let rlens = [
-        ("tape_delta", shape.v_len()),
-        ("tape_k", shape.tape_k_len()),
-        ("tape_g", shape.gate_len()),
-        ("snapshot", shape.state_len()),
-        ("accepted", b),
-    ];
+    let rlens = replay_lens(shape);
     let rgot: Vec<usize> = rlens
         .iter()
         .map(|(_, n)| length(rng, *n as u128, p_right))
@@ -381,15 +369,7 @@ fn ops<A: Element, S: Element, P: Element>(
     let tg: Vec<A> = values(rng, rgot[2]);
     let snap: Vec<S> = values(rng, rgot[3]);
     let accepted = accepted_values(rng, rgot[4], t);
-    let mut wrong: Vec<(&str, usize, usize)> = rlens
-        .iter()
-        .zip(&rgot)
-        .filter(|((_, n), g)| n != *g)
-        .map(|((a, n), g)| (*a, *n, *g))
-        .collect();
-    if let Some(m) = mask.filter(|m| m.len() != shape.mask_len()) {
-        wrong.push(("mask", shape.mask_len(), m.len()));
-    }
+    let wrong = wrong_lengths(&rlens, &rgot, mask, shape);
     let too_many = accepted.iter().position(|&a| a as usize > t);
     let tape = TapeRef {
         delta: &delta,

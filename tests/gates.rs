@@ -85,15 +85,7 @@ fn odd_shapes() -> [GdnShape; 2] {
 }
 
 fn storage<E: bytemuck::Pod>(gpu: &GpuBackend, data: &[E]) -> wgpu::Buffer {
-    use wgpu::util::DeviceExt;
-    let mut bytes = bytemuck::cast_slice::<E, u8>(data).to_vec();
-    bytes.resize(bytes.len().div_ceil(4).max(4) * 4, 0);
-    gpu.device()
-        .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: None,
-            contents: &bytes,
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-        })
+    storage_buffer(gpu, data, wgpu::BufferUsages::COPY_SRC)
 }
 
 fn output(gpu: &GpuBackend, dtype: DType, len: usize) -> wgpu::Buffer {
@@ -350,8 +342,7 @@ fn three_type_arguments_still_name_each_call() -> deltatape::Result<()> {
     let backend = cpu();
     let shape = GdnShape::new(1, 2, 1, 1, 4, 2)?;
     let layout = GqaLayout::Blocked;
-    let d = draw(&shape, 3);
-    let t = d.typed::<f32>();
+    let (d, t) = draw_f32(&shape, 3);
     let inputs = t.inputs(None);
     let rec = backend.record::<f32, f32, f32>(&shape, layout, &inputs, &d.state)?;
     let again = pollster::block_on(

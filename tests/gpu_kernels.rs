@@ -5,10 +5,10 @@
 mod common;
 use common::*;
 use deltatape::gpu::{GpuBackend, GpuOptions, RecordBuffers, RepeatBuffers, ReplayBuffers, Tuning};
-use deltatape::internals::{KernelKey, Op, Reduction, ShapeClass};
+use deltatape::internals::{KernelKey, Op, Reduction};
 use deltatape::{
     Backend, DType, Element, Error, GdnDtypes, GdnShape, GqaLayout, RecordInputs, Recorded,
-    RepeatShape, Tape,
+    RepeatShape,
 };
 use half::{bf16, f16};
 
@@ -36,23 +36,6 @@ fn gpu_refuses(shape: &GdnShape, dt: GdnDtypes, record: bool) -> bool {
         || (record
             && (dt.act == DType::BF16 || dt.tape == DType::BF16)
             && shape.value_dim() % 2 == 1)
-}
-
-/// The tape record produced, in the form replay takes: delta, k repeated with the
-/// model's layout, and g.
-fn tape_of<A: Element, S: Element, P: Element>(
-    shape: &GdnShape,
-    layout: GqaLayout,
-    typed: &Typed<A>,
-    rec: &Recorded<A, S, P>,
-) -> Tape<A, P> {
-    Tape {
-        delta: rec.delta.clone(),
-        k: cpu()
-            .repeat(&shape.tape_k_repeat(), layout, &typed.k)
-            .unwrap(),
-        g: typed.g.clone(),
-    }
 }
 
 /// Record and replay on `gpu` against the CPU for one dtype triple, every shape,
@@ -98,7 +81,7 @@ fn check_gdn<A: Element, S: Element, P: Element>(gpu: &GpuBackend) {
                     }
                 }
                 // replay of the CPU's tape: the two replays compared stage by stage.
-                let tape = tape_of(shape, layout, &typed, &want);
+                let tape = typed.tape(shape, layout, &want.delta);
                 let t = shape.steps() as u32;
                 let mixed: Vec<u32> = (0..shape.batch() as u32)
                     .map(|b| (b * 3 + 1) % (t + 1))
@@ -209,10 +192,7 @@ fn record_with_vanishing_gates_matches_cpu() {
     // classes (not the environment's overrides) and with the scaled state forced on or
     // off.
     let with = |scaled| {
-        let tuning = Tuning::default().with_record_class(ShapeClass {
-            scaled_state: scaled,
-            ..ShapeClass::default()
-        });
+        let tuning = Tuning::default().with_record_class(scaled_state(scaled));
         let (d, q) = (device.device().clone(), device.queue().clone());
         let own = GpuBackend::from_device(d, q, None, GpuOptions::default()).unwrap();
         own.with_tuning(tuning).unwrap()
@@ -270,10 +250,7 @@ fn record_with_vanishing_gates_matches_cpu() {
 #[test]
 fn record_scaled_state_on_every_shape() {
     let Some(g) = gpu() else { return };
-    let tuning = Tuning::default().with_record_class(ShapeClass {
-        scaled_state: Some(true),
-        ..ShapeClass::default()
-    });
+    let tuning = Tuning::default().with_record_class(scaled_state(Some(true)));
     let scaled = g.with_tuning(tuning).unwrap();
     check_gdn::<f32, f32, f32>(&scaled);
     check_gdn::<bf16, bf16, bf16>(&scaled);
@@ -290,25 +267,23 @@ fn record_scaled_state_on_every_shape() {
     );
 }
 
-#[test]
-fn record_and_replay_f16_activations() {
-    let Some(g) = gpu() else { return };
-    check_gdn::<f16, f32, f32>(&g);
-    check_gdn::<f16, f16, f16>(&g);
+/// Tests that run `check_gdn` on the default backend, one dtype triple after another.
+macro_rules! gdn_tests {
+    ($($name:ident: $(($a:ty, $s:ty, $p:ty))*;)*) => {
+        $(
+            #[test]
+            fn $name() {
+                let Some(g) = gpu() else { return };
+                $(check_gdn::<$a, $s, $p>(&g);)*
+            }
+        )*
+    };
 }
 
-#[test]
-fn record_and_replay_bf16_activations() {
-    let Some(g) = gpu() else { return };
-    check_gdn::<bf16, f32, f32>(&g);
-    check_gdn::<bf16, bf16, bf16>(&g);
-}
-
-#[test]
-fn record_and_replay_mixed_dtypes() {
-    let Some(g) = gpu() else { return };
-    check_gdn::<f32, bf16, f16>(&g);
-    check_gdn::<f16, f32, bf16>(&g);
+gdn_tests! {
+    record_and_replay_f16_activations: (f16, f32, f32) (f16, f16, f16);
+    record_and_replay_bf16_activations: (bf16, f32, f32) (bf16, bf16, bf16);
+    record_and_replay_mixed_dtypes: (f32, bf16, f16) (f16, f32, bf16);
 }
 
 #[test]
@@ -440,10 +415,8 @@ fn default_limits_device_refuses_record_with_a_clear_error() {
         return;
     };
     let shape = GdnShape::new(1, 2, 1, 2, 8, 4).unwrap();
-    let d = draw(&shape, 8);
-    let t = d.typed::<f32>();
-    let r = ext.record::<f32, f32, f32>(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state);
-    match r {
+    let (d, t) = draw_f32(&shape, 8);
+    match record_f32(&ext, &shape, &t, &d.state) {
         Err(Error::DeviceLimit {
             limit,
             needed,
@@ -459,27 +432,11 @@ fn default_limits_device_refuses_record_with_a_clear_error() {
     let rec: Recorded<f32, f32, f32> = cpu()
         .record(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state)
         .unwrap();
-    let tape = tape_of(&shape, GqaLayout::Blocked, &t, &rec);
+    let tape = t.tape(&shape, GqaLayout::Blocked, &rec.delta);
     let got = ext
         .replay(&shape, &tape.as_ref(), &d.state, &[2], None)
         .unwrap();
     assert_close("replay on default limits", &got, &rec.state, 1e-5);
-}
-
-fn storage_buffer<E: bytemuck::Pod>(
-    g: &GpuBackend,
-    data: &[E],
-    extra: wgpu::BufferUsages,
-) -> wgpu::Buffer {
-    use wgpu::util::DeviceExt;
-    let mut bytes = bytemuck::cast_slice::<E, u8>(data).to_vec();
-    bytes.resize(bytes.len().div_ceil(4).max(1) * 4, 0);
-    g.device()
-        .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: None,
-            contents: &bytes,
-            usage: wgpu::BufferUsages::STORAGE | extra,
-        })
 }
 
 fn read_back<E: Element>(g: &GpuBackend, buffer: &wgpu::Buffer, len: usize) -> Vec<E> {
@@ -536,27 +493,12 @@ fn resident_path_rolls_back_in_one_submission() {
         gate: DType::BF16,
     };
     let mut enc = g.device().create_command_encoder(&Default::default());
-    g.encode_record(
-        &mut enc,
-        &shape,
-        layout,
-        dt,
-        &RecordBuffers {
-            q: &q,
-            k: &k,
-            v: &v,
-            g: &gg,
-            beta: &beta,
-            state_in: &s_in,
-            y: &y,
-            state_out: Some(&s_out),
-            delta: &delta,
-            mask: None,
-            tape_k_grouped: None,
-            tape_g: None,
-        },
-    )
-    .unwrap();
+    let record = RecordBuffers {
+        state_out: Some(&s_out),
+        ..record_buffers([&q, &k, &v, &gg, &beta, &s_in], &y, &delta)
+    };
+    g.encode_record(&mut enc, &shape, layout, dt, &record)
+        .unwrap();
     g.encode_repeat(
         &mut enc,
         &shape.tape_k_repeat(),
@@ -568,31 +510,20 @@ fn resident_path_rolls_back_in_one_submission() {
         },
     )
     .unwrap();
-    g.encode_replay(
-        &mut enc,
-        &shape,
-        GqaLayout::Blocked,
-        dt,
-        &ReplayBuffers {
-            tape_delta: &delta,
-            tape_k: Some(&tape_k),
-            tape_g: &gg,
-            snapshot: Some(&s_in),
-            accepted: &acc,
-            state_out: &committed,
-            mask: None,
-            tape_k_grouped: None,
-            status: None,
-        },
-    )
-    .unwrap();
+    let replay = ReplayBuffers {
+        tape_k: Some(&tape_k),
+        snapshot: Some(&s_in),
+        ..replay_buffers([&delta, &gg, &acc, &committed])
+    };
+    g.encode_replay(&mut enc, &shape, GqaLayout::Blocked, dt, &replay)
+        .unwrap();
     g.queue().submit([enc.finish()]);
     let got: Vec<f32> = read_back(&g, &committed, shape.state_len());
     // Expected: per sequence, the CPU's record over its accepted prefix.
     let want: Recorded<bf16, f32, f32> = cpu()
         .record(&shape, layout, &t.inputs(None), &state)
         .unwrap();
-    let tape = tape_of(&shape, layout, &t, &want);
+    let tape = t.tape(&shape, layout, &want.delta);
     let want_committed = cpu()
         .replay(&shape, &tape.as_ref(), &state, &accepted, None)
         .unwrap();
@@ -623,18 +554,8 @@ fn resident_path_rejects_bad_buffers_before_encoding() {
         mapped_at_creation: false,
     });
     let base = RecordBuffers {
-        q: &q,
-        k: &k,
-        v: &v,
-        g: &gg,
-        beta: &beta,
-        state_in: &s_in,
-        y: &y,
         state_out: Some(&s_out),
-        delta: &delta,
-        mask: None,
-        tape_k_grouped: None,
-        tape_g: None,
+        ..record_buffers([&q, &k, &v, &gg, &beta, &s_in], &y, &delta)
     };
     let mut enc = g.device().create_command_encoder(&Default::default());
     let run = |enc: &mut wgpu::CommandEncoder, b: RecordBuffers<'_>| {
@@ -658,24 +579,18 @@ fn resident_path_rejects_bad_buffers_before_encoding() {
         }
         other => panic!("{other:?}"),
     }
+    let not_storage_y = RecordBuffers {
+        y: &not_storage,
+        ..base
+    };
+    let r = run(&mut enc, not_storage_y);
+    assert!(matches!(r, Err(Error::BufferUsage { arg: "y", .. })));
+    let aliased = RecordBuffers {
+        state_out: Some(&s_in),
+        ..base
+    };
     assert!(matches!(
-        run(
-            &mut enc,
-            RecordBuffers {
-                y: &not_storage,
-                ..base
-            }
-        ),
-        Err(Error::BufferUsage { arg: "y", .. })
-    ));
-    assert!(matches!(
-        run(
-            &mut enc,
-            RecordBuffers {
-                state_out: Some(&s_in),
-                ..base
-            }
-        ),
+        run(&mut enc, aliased),
         Err(Error::Aliased {
             arg: "state_out",
             other: "state_in",
@@ -683,16 +598,14 @@ fn resident_path_rejects_bad_buffers_before_encoding() {
         })
     ));
     let short_mask = storage_buffer(&g, &[1u32], wgpu::BufferUsages::empty());
-    assert!(matches!(
-        run(
-            &mut enc,
-            RecordBuffers {
-                mask: Some(&short_mask),
-                ..base
-            }
-        ),
-        Err(Error::BufferSize { arg: "mask", .. })
-    ));
+    let r = run(
+        &mut enc,
+        RecordBuffers {
+            mask: Some(&short_mask),
+            ..base
+        },
+    );
+    assert!(matches!(r, Err(Error::BufferSize { arg: "mask", .. })));
     // Nothing was encoded: the encoder still finishes and submits cleanly.
     g.queue().submit([enc.finish()]);
     g.device()
@@ -704,11 +617,8 @@ fn resident_path_rejects_bad_buffers_before_encoding() {
 fn async_readback_matches_blocking() {
     let Some(g) = gpu() else { return };
     let shape = GdnShape::new(2, 3, 2, 4, 16, 8).unwrap();
-    let d = draw(&shape, 5);
-    let t = d.typed::<f32>();
-    let blocking: Recorded<f32, f32, f32> = g
-        .record(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state)
-        .unwrap();
+    let (d, t) = draw_f32(&shape, 5);
+    let blocking = record_f32(&g, &shape, &t, &d.state).unwrap();
     let asynced: Recorded<f32, f32, f32> =
         pollster::block_on(g.record_async(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state))
             .unwrap();
@@ -727,12 +637,8 @@ fn async_readback_matches_blocking() {
 fn pipelines_compile_once_per_key() {
     let Some(g) = gpu() else { return };
     let shape = GdnShape::new(2, 3, 2, 4, 16, 8).unwrap();
-    let d = draw(&shape, 6);
-    let t = d.typed::<f32>();
-    let run = || {
-        g.record::<f32, f32, f32>(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state)
-            .unwrap()
-    };
+    let (d, t) = draw_f32(&shape, 6);
+    let run = || record_f32(&g, &shape, &t, &d.state).unwrap();
     run();
     let keys = g.compiled_kernels();
     for _ in 0..5 {
@@ -747,14 +653,11 @@ fn grids_past_65535_workgroups_fold() {
     let Some(g) = gpu() else { return };
     // B * Hv = 70_000 heads of Dv = 2 rows: 70_000 workgroups of 2 invocations.
     let shape = GdnShape::new(70_000, 1, 1, 1, 4, 2).unwrap();
-    let d = draw(&shape, 9);
-    let t = d.typed::<f32>();
+    let (d, t) = draw_f32(&shape, 9);
     let want: Recorded<f32, f32, f32> = cpu()
         .record(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state)
         .unwrap();
-    let got: Recorded<f32, f32, f32> = g
-        .record(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state)
-        .unwrap();
+    let got = record_f32(&g, &shape, &t, &d.state).unwrap();
     assert_close("folded record state", &got.state, &want.state, 1e-5);
     assert_close("folded record y", &got.y, &want.y, 1e-5);
 }
@@ -764,8 +667,7 @@ fn record_inputs_struct_is_used() {
     // RecordInputs borrows slices; a mask of the wrong length is refused on the GPU too.
     let Some(g) = gpu() else { return };
     let shape = GdnShape::new(2, 3, 1, 1, 4, 2).unwrap();
-    let d = draw(&shape, 10);
-    let t = d.typed::<f32>();
+    let (d, t) = draw_f32(&shape, 10);
     let bad = [1u32; 5];
     let inputs = RecordInputs {
         mask: Some(&bad),

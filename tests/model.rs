@@ -56,44 +56,67 @@ fn backends() -> Vec<Backend> {
     b
 }
 
-#[test]
-fn prefill_logits_match_transformers() {
+/// `f` for each model (its name, transformers' outputs, the model) on each backend.
+fn on_each_backend(f: impl Fn(&str, &Expected, &Model, &Backend)) {
     for name in MODELS {
         let want = expected(name);
         let model = Model::load(name).unwrap();
-        let largest = want.logits.iter().fold(0f32, |m, v| m.max(v.abs()));
         for backend in backends() {
-            let mut s =
-                Session::new(&model, &backend, T, RollbackMode::SingleState, Commit::Host).unwrap();
-            let logits = s.prefill(&want.prompt).unwrap().concat();
-            assert_eq!(logits.len(), want.logits.len());
-            let err = logits
-                .iter()
-                .zip(&want.logits)
-                .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
-            println!(
-                "{}: largest prefill logit error {:.2e} (relative)",
-                who(name, &backend),
-                err / largest
-            );
-            assert!(err / largest < 1e-4, "{}: {err}", who(name, &backend));
+            f(name, &want, &model, &backend);
         }
     }
 }
 
+/// A session with one state (commits on the host).
+fn single<'m>(model: &'m Model, backend: &Backend) -> Session<'m> {
+    Session::new(model, backend, T, RollbackMode::SingleState, Commit::Host).unwrap()
+}
+
+/// A layer's record inputs: q, k, v after the conv, g and beta from the projection.
+fn layer_inputs<'a>(
+    [q, k, v]: &'a [Vec<f32>; 3],
+    g: &'a [f32],
+    beta: &'a [f32],
+) -> RecordInputs<'a, f32> {
+    RecordInputs {
+        q,
+        k,
+        v,
+        g,
+        beta,
+        mask: None,
+    }
+}
+
+#[test]
+fn prefill_logits_match_transformers() {
+    on_each_backend(|name, want, model, backend| {
+        let largest = want.logits.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let mut s = single(model, backend);
+        let logits = s.prefill(&want.prompt).unwrap().concat();
+        assert_eq!(logits.len(), want.logits.len());
+        let err = logits
+            .iter()
+            .zip(&want.logits)
+            .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        println!(
+            "{}: largest prefill logit error {:.2e} (relative)",
+            who(name, backend),
+            err / largest
+        );
+        assert!(err / largest < 1e-4, "{}: {err}", who(name, backend));
+    });
+}
+
 #[test]
 fn greedy_decoding_reproduces_transformers() {
-    for name in MODELS {
-        let want = expected(name);
-        let model = Model::load(name).unwrap();
-        for backend in backends() {
-            for mode in [RollbackMode::SingleState, RollbackMode::KeepDrafted] {
-                let mut s = Session::new(&model, &backend, T, mode, Commit::Host).unwrap();
-                let tokens = greedy(&mut s, &want.prompt, want.greedy.len()).unwrap();
-                assert_eq!(tokens, want.greedy, "{} {mode:?}", who(name, &backend));
-            }
+    on_each_backend(|name, want, model, backend| {
+        for mode in [RollbackMode::SingleState, RollbackMode::KeepDrafted] {
+            let mut s = Session::new(model, backend, T, mode, Commit::Host).unwrap();
+            let tokens = greedy(&mut s, &want.prompt, want.greedy.len()).unwrap();
+            assert_eq!(tokens, want.greedy, "{} {mode:?}", who(name, backend));
         }
-    }
+    });
 }
 
 #[test]
@@ -150,135 +173,106 @@ fn finish_step(s: &mut Session, h: &mut [Vec<f32>], from: usize) -> Vec<f32> {
 
 #[test]
 fn bad_input_is_refused_and_decoding_goes_on() {
-    for name in MODELS {
-        let want = expected(name);
-        let model = Model::load(name).unwrap();
-        for backend in backends() {
-            let name = who(name, &backend);
-            let mut s =
-                Session::new(&model, &backend, T, RollbackMode::SingleState, Commit::Host).unwrap();
-            let mut next = argmax(s.prefill(&want.prompt).unwrap().last().unwrap());
-            let mut tokens = vec![next];
-            // A commit with nothing drafted.
-            assert!(
-                matches!(s.rb.commit(&[1]), Err(Error::Order { .. })),
-                "{name}"
-            );
+    on_each_backend(|name, want, model, backend| {
+        let name = who(name, backend);
+        let mut s = single(model, backend);
+        let mut next = argmax(s.prefill(&want.prompt).unwrap().last().unwrap());
+        let mut tokens = vec![next];
+        // A commit with nothing drafted.
+        assert!(
+            matches!(s.rb.commit(&[1]), Err(Error::Order { .. })),
+            "{name}"
+        );
+        let mut h = model.embed(&[next], T);
+        let p = model.in_proj(0, &h);
+        let qkv = model.conv(0, &s.rb.conv_window(0).unwrap(), &p.x);
+        let good = layer_inputs(&qkv, &p.g, &p.beta);
+        let short = RecordInputs {
+            q: &qkv[0][1..],
+            ..good
+        };
+        let err = s.rb.draft_layer(0, &short, Some(&p.x));
+        assert!(matches!(err, Err(Error::Length { .. })), "{name}: {err:?}");
+        let err = s.rb.draft_layer(0, &good, Some(&p.x[1..]));
+        assert!(matches!(err, Err(Error::Length { .. })), "{name}: {err:?}");
+        let err = s.rb.draft_layer(model.layers, &good, Some(&p.x));
+        assert!(
+            matches!(err, Err(Error::IndexOutOfRange { .. })),
+            "{name}: {err:?}"
+        );
+        let y = s.rb.draft_layer(0, &good, Some(&p.x)).unwrap();
+        // Layer 0 drafted twice, and a commit before the last layer's draft.
+        let err = s.rb.draft_layer(0, &good, Some(&p.x));
+        assert!(matches!(err, Err(Error::Order { .. })), "{name}: {err:?}");
+        assert!(
+            matches!(s.rb.commit(&[1]), Err(Error::Order { .. })),
+            "{name}"
+        );
+        model.finish(0, &mut h, &y, &p.z);
+        let logits = finish_step(&mut s, &mut h, 1);
+        // A count above T, then the right one.
+        let err = s.rb.commit(&[T as u32 + 1]);
+        assert!(
+            matches!(err, Err(Error::AcceptedOutOfRange { .. })),
+            "{name}: {err:?}"
+        );
+        s.commit(1).unwrap();
+        next = argmax(&logits);
+        tokens.push(next);
+        while tokens.len() < want.greedy.len() {
             let mut h = model.embed(&[next], T);
-            let p = model.in_proj(0, &h);
-            let [q, k, v] = model.conv(0, &s.rb.conv_window(0).unwrap(), &p.x);
-            let good = RecordInputs {
-                q: &q,
-                k: &k,
-                v: &v,
-                g: &p.g,
-                beta: &p.beta,
-                mask: None,
-            };
-            let short = RecordInputs { q: &q[1..], ..good };
-            let err = s.rb.draft_layer(0, &short, Some(&p.x));
-            assert!(matches!(err, Err(Error::Length { .. })), "{name}: {err:?}");
-            let err = s.rb.draft_layer(0, &good, Some(&p.x[1..]));
-            assert!(matches!(err, Err(Error::Length { .. })), "{name}: {err:?}");
-            let err = s.rb.draft_layer(model.layers, &good, Some(&p.x));
-            assert!(
-                matches!(err, Err(Error::IndexOutOfRange { .. })),
-                "{name}: {err:?}"
-            );
-            let y = s.rb.draft_layer(0, &good, Some(&p.x)).unwrap();
-            // Layer 0 drafted twice, and a commit before the last layer's draft.
-            let err = s.rb.draft_layer(0, &good, Some(&p.x));
-            assert!(matches!(err, Err(Error::Order { .. })), "{name}: {err:?}");
-            assert!(
-                matches!(s.rb.commit(&[1]), Err(Error::Order { .. })),
-                "{name}"
-            );
-            model.finish(0, &mut h, &y, &p.z);
-            let logits = finish_step(&mut s, &mut h, 1);
-            // A count above T, then the right one.
-            let err = s.rb.commit(&[T as u32 + 1]);
-            assert!(
-                matches!(err, Err(Error::AcceptedOutOfRange { .. })),
-                "{name}: {err:?}"
-            );
+            next = argmax(&finish_step(&mut s, &mut h, 0));
             s.commit(1).unwrap();
-            next = argmax(&logits);
             tokens.push(next);
-            while tokens.len() < want.greedy.len() {
-                let mut h = model.embed(&[next], T);
-                next = argmax(&finish_step(&mut s, &mut h, 0));
-                s.commit(1).unwrap();
-                tokens.push(next);
-            }
-            assert_eq!(tokens, want.greedy, "{name}");
         }
-    }
+        assert_eq!(tokens, want.greedy, "{name}");
+    });
 }
 
 /// The per-layer draft and the all-layer draft of the same inputs agree exactly (state,
 /// y, conv window) on each backend.
 #[test]
 fn per_layer_and_all_layer_drafts_agree() {
-    for name in MODELS {
-        let want = expected(name);
-        let model = Model::load(name).unwrap();
-        for backend in backends() {
-            let mut a =
-                Session::new(&model, &backend, T, RollbackMode::SingleState, Commit::Host).unwrap();
-            let mut b =
-                Session::new(&model, &backend, T, RollbackMode::SingleState, Commit::Host).unwrap();
-            a.prefill(&want.prompt[..T]).unwrap();
-            b.prefill(&want.prompt[..T]).unwrap();
-            // Per layer in `a`, recording each layer's inputs for `b`'s one all-layer draft.
-            let mut h = model.embed(&want.prompt[T..], T);
-            let mut recorded = Vec::new();
-            for l in 0..model.layers {
-                let p = model.in_proj(l, &h);
-                let [q, k, v] = model.conv(l, &a.rb.conv_window(l).unwrap(), &p.x);
-                let inputs = RecordInputs {
-                    q: &q,
-                    k: &k,
-                    v: &v,
-                    g: &p.g,
-                    beta: &p.beta,
-                    mask: None,
-                };
-                let y = a.rb.draft_layer(l, &inputs, Some(&p.x)).unwrap();
-                model.finish(l, &mut h, &y, &p.z);
-                recorded.push((q, k, v, p, y));
-            }
-            let inputs: Vec<_> = (recorded.iter())
-                .map(|(q, k, v, p, _)| RecordInputs {
-                    q,
-                    k,
-                    v,
-                    g: &p.g,
-                    beta: &p.beta,
-                    mask: None,
-                })
-                .collect();
-            let conv: Vec<&[f32]> = recorded.iter().map(|(.., p, _)| &p.x[..]).collect();
-            b.rb.draft_with_conv(&inputs, &conv).unwrap();
-            for (l, (.., y)) in recorded.iter().enumerate() {
-                assert_eq!(
-                    &b.rb.draft_y(l).unwrap(),
-                    y,
-                    "{} layer {l}",
-                    who(name, &backend)
-                );
-            }
-            a.commit(2).unwrap();
-            b.commit(2).unwrap();
-            for l in 0..model.layers {
-                assert_eq!(a.rb.state(l).unwrap(), b.rb.state(l).unwrap());
-                assert_eq!(a.rb.conv_window(l).unwrap(), b.rb.conv_window(l).unwrap());
-            }
-            // And the continuation from the two equals a fresh forward of the same tokens.
-            let la = forward(&model, &mut a.rb, &[7]).unwrap();
-            let lb = forward(&model, &mut b.rb, &[7]).unwrap();
-            assert_eq!(la, lb, "{}", who(name, &backend));
+    on_each_backend(|name, want, model, backend| {
+        let mut a = single(model, backend);
+        let mut b = single(model, backend);
+        a.prefill(&want.prompt[..T]).unwrap();
+        b.prefill(&want.prompt[..T]).unwrap();
+        // Per layer in `a`, recording each layer's inputs for `b`'s one all-layer draft.
+        let mut h = model.embed(&want.prompt[T..], T);
+        let mut recorded = Vec::new();
+        for l in 0..model.layers {
+            let p = model.in_proj(l, &h);
+            let qkv = model.conv(l, &a.rb.conv_window(l).unwrap(), &p.x);
+            let inputs = layer_inputs(&qkv, &p.g, &p.beta);
+            let y = a.rb.draft_layer(l, &inputs, Some(&p.x)).unwrap();
+            model.finish(l, &mut h, &y, &p.z);
+            recorded.push((qkv, p, y));
         }
-    }
+        let inputs: Vec<_> = (recorded.iter())
+            .map(|(qkv, p, _)| layer_inputs(qkv, &p.g, &p.beta))
+            .collect();
+        let conv: Vec<&[f32]> = recorded.iter().map(|(.., p, _)| &p.x[..]).collect();
+        b.rb.draft_with_conv(&inputs, &conv).unwrap();
+        for (l, (.., y)) in recorded.iter().enumerate() {
+            assert_eq!(
+                &b.rb.draft_y(l).unwrap(),
+                y,
+                "{} layer {l}",
+                who(name, backend)
+            );
+        }
+        a.commit(2).unwrap();
+        b.commit(2).unwrap();
+        for l in 0..model.layers {
+            assert_eq!(a.rb.state(l).unwrap(), b.rb.state(l).unwrap());
+            assert_eq!(a.rb.conv_window(l).unwrap(), b.rb.conv_window(l).unwrap());
+        }
+        // And the continuation from the two equals a fresh forward of the same tokens.
+        let la = forward(model, &mut a.rb, &[7]).unwrap();
+        let lb = forward(model, &mut b.rb, &[7]).unwrap();
+        assert_eq!(la, lb, "{}", who(name, backend));
+    });
 }
 
 subgroup_width_tests!();

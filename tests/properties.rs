@@ -16,12 +16,13 @@
 mod common;
 
 use common::f64ref::{self, assert_close64, assert_record_close64, widen};
-use common::{assert_close, assert_record_close, cpu, draw, mask, no_panic, tol};
+use common::{
+    assert_close, assert_record_close, cpu, draw, mask, no_panic, record_lens, replay_lens, tol,
+    Typed,
+};
 use deltatape::internals::cast_from_f32;
 use deltatape::internals::Reduction;
-use deltatape::{
-    Backend, DType, Element, Error, GdnShape, GqaLayout, RecordInputs, Recorded, Tape, TapeRef,
-};
+use deltatape::{Backend, DType, Element, Error, GdnShape, GqaLayout, Recorded, Tape, TapeRef};
 use half::{bf16, f16};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestRunner};
@@ -203,6 +204,18 @@ fn gpu_refuses(c: &Case, record: bool) -> bool {
         || (record && (c.act == DType::BF16 || c.tape == DType::BF16) && c.value_dim % 2 == 1)
 }
 
+/// The length `arg` wants and has: the one `lens` names (`got` in the same order), else
+/// the mask's `(want, got)`.
+fn want_got(
+    arg: &str,
+    lens: &[(&str, usize)],
+    got: &[usize],
+    mask: (usize, usize),
+) -> (usize, usize) {
+    let found = lens.iter().zip(got).find(|((a, _), _)| *a == arg);
+    found.map_or(mask, |((_, want), got)| (*want, *got))
+}
+
 /// The error a wrong length must give.
 fn length_error(op: &'static str, arg: &'static str, expected: usize, actual: usize) -> Error {
     Error::Length {
@@ -243,33 +256,28 @@ fn check<A: Element, S: Element, P: Element>(c: &Case, gpu: Option<&Backend>) {
     let m = c.mask_needed().then_some(&m[..]);
 
     // ---- record ----
-    let (q, k, v, g, beta) = (
-        c.resized("record", "q", &t.q),
-        c.resized("record", "k", &t.k),
-        c.resized("record", "v", &t.v),
-        c.resized("record", "g", &t.g),
-        c.resized("record", "beta", &t.beta),
+    let resize = |(arg, x): (&str, &[A])| c.resized("record", arg, x);
+    let act = [("q", &t.q[..]), ("k", &t.k[..]), ("v", &t.v[..])];
+    let r = Typed::make(
+        act,
+        [("g", &t.g[..]), ("beta", &t.beta[..])],
+        resize,
+        resize,
     );
     let state_in = c.resized("record", "state_in", &state);
     let rec_mask = m.map(|m| c.resized("record", "mask", m));
-    let inputs = RecordInputs {
-        q: &q,
-        k: &k,
-        v: &v,
-        g: &g,
-        beta: &beta,
-        mask: rec_mask.as_deref(),
-    };
+    let inputs = r.inputs(rec_mask.as_deref());
     let record_error = c.corrupts("record").map(|arg| {
-        let (want, got) = match arg {
-            "q" => (shape.qk_len(), q.len()),
-            "k" => (shape.qk_len(), k.len()),
-            "v" => (shape.v_len(), v.len()),
-            "g" => (shape.gate_len(), g.len()),
-            "beta" => (shape.gate_len(), beta.len()),
-            "state_in" => (shape.state_len(), state_in.len()),
-            _ => (shape.mask_len(), rec_mask.as_ref().map_or(0, Vec::len)),
-        };
+        let got = [
+            r.q.len(),
+            r.k.len(),
+            r.v.len(),
+            r.g.len(),
+            r.beta.len(),
+            state_in.len(),
+        ];
+        let mask = (shape.mask_len(), rec_mask.as_ref().map_or(0, Vec::len));
+        let (want, got) = want_got(arg, &record_lens(&shape), &got, mask);
         length_error("record", arg, want, got)
     });
     // The reference: the CPU on clean inputs, itself checked against f64.
@@ -368,14 +376,9 @@ fn check<A: Element, S: Element, P: Element>(c: &Case, gpu: Option<&Backend>) {
     let replay_error = c
         .corrupts("replay")
         .map(|arg| {
-            let (want, got) = match arg {
-                "tape_delta" => (shape.v_len(), td.len()),
-                "tape_k" => (shape.tape_k_len(), tk.len()),
-                "tape_g" => (shape.gate_len(), tg.len()),
-                "snapshot" => (shape.state_len(), snapshot.len()),
-                "accepted" => (shape.batch(), accepted.len()),
-                _ => (shape.mask_len(), rep_mask.as_ref().map_or(0, Vec::len)),
-            };
+            let got = [td.len(), tk.len(), tg.len(), snapshot.len(), accepted.len()];
+            let mask = (shape.mask_len(), rep_mask.as_ref().map_or(0, Vec::len));
+            let (want, got) = want_got(arg, &replay_lens(&shape), &got, mask);
             length_error("replay", arg, want, got)
         })
         .or_else(|| {

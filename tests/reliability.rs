@@ -9,12 +9,15 @@
 mod common;
 
 use common::f64ref::{self, assert_close64, widen};
-use common::{assert_close, cpu, draw, gpu, mask, rel_err, tol, EncodeOnce, Rng};
+use common::{
+    assert_close, cpu, cpu_tape, draw, draw_f32, gpu, mask, record_buffers, record_lens, rel_err,
+    replay_buffers, replay_lens, tol, EncodeOnce, Rng,
+};
 use deltatape::gpu::{
     GpuOptions, GpuRollback, RecordBuffers, RepeatBuffers, ReplayBuffers, Tuning,
 };
 use deltatape::internals::cast_from_f32;
-use deltatape::internals::{KernelKey, Reduction, ShapeClass};
+use deltatape::internals::{KernelKey, Reduction};
 use deltatape::wgpu;
 use deltatape::{
     Backend, DType, Element, Error, Footprint, GdnDtypes, GdnShape, GpuBackend, GqaLayout,
@@ -95,16 +98,8 @@ fn round_trip<A: Element, S: Element, P: Element>(
     Ok((rec, tape_k, replayed))
 }
 
-fn run_bits<A: Element, S: Element, P: Element>(
-    backend: &Backend,
-    shape: &GdnShape,
-    layout: GqaLayout,
-    seed: u64,
-    masked: bool,
-    accepted: &[u32],
-) -> Run {
-    let (rec, k, s) =
-        round_trip::<A, S, P>(backend, shape, layout, seed, masked, accepted).unwrap();
+/// A round trip's outputs as bits.
+fn run_bits<A: Element, S: Element, P: Element>((rec, k, s): RoundTrip<A, S, P>) -> Run {
     Run {
         y: bits(&rec.y),
         state: bits(&rec.state),
@@ -274,10 +269,12 @@ fn five_runs<A: Element, S: Element, P: Element>(backend: &Backend, what: &str) 
     let s = shape(2, 5, 2, 4, 64, 16);
     let accepted = [3, 5];
     for (layout, masked) in [(GqaLayout::Blocked, false), (GqaLayout::Tiled, true)] {
-        let first = run_bits::<A, S, P>(backend, &s, layout, 77, masked, &accepted);
+        let trip =
+            || run_bits(round_trip::<A, S, P>(backend, &s, layout, 77, masked, &accepted).unwrap());
+        let first = trip();
         assert!(first.y.iter().any(|&b| b != 0), "{what}: all-zero y");
         for run in 1..5 {
-            let again = run_bits::<A, S, P>(backend, &s, layout, 77, masked, &accepted);
+            let again = trip();
             assert!(
                 again == first,
                 "{what} {layout:?} masked={masked}: run {run} differs bitwise from run 0"
@@ -329,8 +326,7 @@ enum Poison {
 #[test]
 fn non_finite_inputs_stay_in_their_row_and_sequence() {
     let _guard = shared();
-    let s = shape(3, 4, 2, 4, 32, 8);
-    let layout = GqaLayout::Tiled;
+    let (s, layout) = (shape(3, 4, 2, 4, 32, 8), GqaLayout::Tiled);
     let d = draw(&s, 5);
     let mut backends = vec![("cpu", cpu())];
     if let Some(g) = gpu() {
@@ -363,15 +359,8 @@ fn non_finite_inputs_stay_in_their_row_and_sequence() {
         let want_v: Vec<usize> = (t0..s.steps()).map(|t| s.v_index(b, t, hv, dv)).collect();
         let row = s.state_row(b, hv, dv);
         let want_s: Vec<usize> = (row..row + s.key_dim()).collect();
-        let inputs = RecordInputs {
-            q: &d.q,
-            k: &d.k,
-            v: &v,
-            g: &d.g,
-            beta: &d.beta,
-            mask: None,
-        };
-        let clean = RecordInputs { v: &d.v, ..inputs };
+        let clean = d.inputs(None);
+        let inputs = RecordInputs { v: &v, ..clean };
         for (name, backend) in &backends {
             let what = format!("{name} {p:?}");
             let got: Recorded<f32, f32, f32> = backend.record(&s, layout, &inputs, &state).unwrap();
@@ -406,16 +395,13 @@ fn non_finite_inputs_stay_in_their_row_and_sequence() {
             }
             // replay of the poisoned tape: the row is non-finite once a poisoned step
             // is accepted, and never before; other sequences stay finite.
-            let tape_k = cpu().repeat(&s.tape_k_repeat(), layout, &d.k).unwrap();
-            let tape = TapeRef {
-                delta: &got.delta,
-                k: &tape_k,
-                g: &d.g,
-            };
+            let tape = cpu_tape(&s, layout, &got.delta, &d.k, &d.g);
             for a in 0..=s.steps() as u32 {
                 let mut accepted = vec![s.steps() as u32; s.batch()];
                 accepted[b] = a;
-                let r = backend.replay(&s, &tape, &state, &accepted, None).unwrap();
+                let r = backend
+                    .replay(&s, &tape.as_ref(), &state, &accepted, None)
+                    .unwrap();
                 let want: Vec<usize> = match p {
                     // Nothing folded in: the snapshot, with its one poisoned value.
                     Poison::State(.., i, _) if a == 0 => vec![row + i],
@@ -474,10 +460,7 @@ fn nan_in_a_masked_step_changes_nothing() {
             Backend::Gpu(gb.with_reduction(Reduction::Workgroup).unwrap()),
         ));
         // Record's scaled state (KernelKey::scaled_state) too: large grids take it.
-        let scaled = Tuning::default().with_record_class(ShapeClass {
-            scaled_state: Some(true),
-            ..ShapeClass::default()
-        });
+        let scaled = Tuning::default().with_record_class(common::scaled_state(Some(true)));
         backends.push(("gpu-scaled", Backend::Gpu(gb.with_tuning(scaled).unwrap())));
         backends.push(("gpu", Backend::Gpu(gb)));
     }
@@ -580,14 +563,7 @@ fn run_chain(backend: &Backend, c: &Chain) -> f64 {
     let mut state = c.initial.clone();
     let mut worst = 0f64;
     for (r, ((d, accepted, m), want)) in c.rounds.iter().zip(&c.states).enumerate() {
-        let inputs = RecordInputs {
-            q: &d.q,
-            k: &d.k,
-            v: &d.v,
-            g: &d.g,
-            beta: &d.beta,
-            mask: m.as_deref(),
-        };
+        let inputs = d.inputs(m.as_deref());
         let rec: Recorded<f32, f32, f32> = backend
             .record(&s, GqaLayout::Blocked, &inputs, &state)
             .unwrap();
@@ -620,14 +596,7 @@ fn run_chain_rollback(backend: &Backend, c: &Chain, rounds: usize) -> f64 {
     rb.set_state(0, &c.initial).unwrap();
     let mut worst = 0f64;
     for (r, ((d, accepted, m), want)) in c.rounds.iter().zip(&c.states).take(rounds).enumerate() {
-        let inputs = RecordInputs {
-            q: &d.q,
-            k: &d.k,
-            v: &d.v,
-            g: &d.g,
-            beta: &d.beta,
-            mask: m.as_deref(),
-        };
+        let inputs = d.inputs(m.as_deref());
         rb.draft(&[inputs]).unwrap();
         rb.commit(accepted).unwrap();
         let e = f64ref::rel_err64(&rb.state(0).unwrap(), want);
@@ -901,9 +870,8 @@ fn key_dim_above_the_gpu_maximum_is_refused_on_the_gpu_only() {
     let _guard = shared();
     let Some(g) = gpu() else { return };
     let s = shape(1, 2, 1, 2, deltatape::internals::MAX_KEY_DIM + 1, 2);
-    let d = draw(&s, 2);
-    let t = d.typed::<f32>();
-    let r = g.record::<f32, f32, f32>(&s, GqaLayout::Blocked, &t.inputs(None), &d.state);
+    let (d, t) = draw_f32(&s, 2);
+    let r = common::record_f32(&g, &s, &t, &d.state);
     assert!(
         matches!(r, Err(Error::DimTooLarge { arg: "key_dim", actual, .. }) if actual == 257),
         "{r:?}"
@@ -963,26 +931,11 @@ fn resident_state_over_the_binding_limit_is_a_device_limit_error() {
     let big_out = buffer(&g, state_bytes, st);
     let rss_before = rss_bytes();
     let mut enc = g.device().create_command_encoder(&Default::default());
-    let r = g.encode_record(
-        &mut enc,
-        &s,
-        GqaLayout::Blocked,
-        GdnDtypes::F32,
-        &RecordBuffers {
-            q: &q,
-            k: &k,
-            v: &v,
-            g: &gg,
-            beta: &beta,
-            state_in: &big_in,
-            y: &y,
-            state_out: Some(&big_out),
-            delta: &delta,
-            mask: None,
-            tape_k_grouped: None,
-            tape_g: None,
-        },
-    );
+    let record = RecordBuffers {
+        state_out: Some(&big_out),
+        ..record_buffers([&q, &k, &v, &gg, &beta, &big_in], &y, &delta)
+    };
+    let r = g.encode_record(&mut enc, &s, GqaLayout::Blocked, GdnDtypes::F32, &record);
     let want = Error::DeviceLimit {
         op: "record",
         limit: "max_storage_buffer_binding_size",
@@ -1009,23 +962,12 @@ fn resident_state_over_the_binding_limit_is_a_device_limit_error() {
         ),
         other => panic!("expected {want:?}, got {other:?}"),
     }
-    let r = g.encode_replay(
-        &mut enc,
-        &s,
-        GqaLayout::Blocked,
-        GdnDtypes::F32,
-        &ReplayBuffers {
-            tape_delta: &delta,
-            tape_k: Some(&tape_k),
-            tape_g: &gg,
-            snapshot: Some(&big_in),
-            accepted: &acc,
-            state_out: &big_out,
-            mask: None,
-            tape_k_grouped: None,
-            status: None,
-        },
-    );
+    let replay = ReplayBuffers {
+        tape_k: Some(&tape_k),
+        snapshot: Some(&big_in),
+        ..replay_buffers([&delta, &gg, &acc, &big_out])
+    };
+    let r = g.encode_replay(&mut enc, &s, GqaLayout::Blocked, GdnDtypes::F32, &replay);
     assert!(
         matches!(&r, Err(Error::DeviceLimit { op: "replay", limit: "max_storage_buffer_binding_size", needed, .. }) if *needed == state_bytes),
         "{r:?}"
@@ -1050,42 +992,40 @@ impl ResidentArgs {
     fn bytes(&self, dtype: DType, n: usize) -> u64 {
         dtype.buffer_bytes(n).unwrap()
     }
+    /// The shape, and the activation, state and tape dtypes.
+    fn parts(&self) -> (&GdnShape, DType, DType, DType) {
+        let d = self.dtypes;
+        (&self.shape, d.act, d.state, d.tape)
+    }
+    /// record's buffers and the bytes each needs.
     fn record(&self) -> Vec<(&'static str, u64)> {
-        let (s, a, st, p) = (
-            &self.shape,
-            self.dtypes.act,
-            self.dtypes.state,
-            self.dtypes.tape,
-        );
-        vec![
-            ("q", self.bytes(a, s.qk_len())),
-            ("k", self.bytes(a, s.qk_len())),
-            ("v", self.bytes(a, s.v_len())),
-            ("g", self.bytes(a, s.gate_len())),
-            ("beta", self.bytes(a, s.gate_len())),
-            ("state_in", self.bytes(st, s.state_len())),
+        let (s, a, st, p) = self.parts();
+        let dtype = |arg| if arg == "state_in" { st } else { a };
+        let mut args: Vec<_> = record_lens(s)
+            .map(|(arg, n)| (arg, self.bytes(dtype(arg), n)))
+            .to_vec();
+        args.extend([
             ("y", self.bytes(a, s.v_len())),
             ("state_out", self.bytes(st, s.state_len())),
             ("delta", self.bytes(p, s.v_len())),
             ("mask", (s.mask_len() * 4) as u64),
-        ]
+        ]);
+        args
     }
+    /// replay's buffers and the bytes each needs (the accepted counts are u32).
     fn replay(&self) -> Vec<(&'static str, u64)> {
-        let (s, a, st, p) = (
-            &self.shape,
-            self.dtypes.act,
-            self.dtypes.state,
-            self.dtypes.tape,
-        );
-        vec![
-            ("tape_delta", self.bytes(p, s.v_len())),
-            ("tape_k", self.bytes(a, s.tape_k_len())),
-            ("tape_g", self.bytes(a, s.gate_len())),
-            ("snapshot", self.bytes(st, s.state_len())),
-            ("accepted", (s.batch() * 4) as u64),
-            ("state_out", self.bytes(st, s.state_len())),
-            ("mask", (s.mask_len() * 4) as u64),
-        ]
+        let (s, a, st, p) = self.parts();
+        let dtype = |arg| match arg {
+            "tape_delta" => Some(p),
+            "snapshot" => Some(st),
+            "accepted" => None,
+            _ => Some(a),
+        };
+        let bytes = |(arg, n)| (arg, dtype(arg).map_or(n as u64 * 4, |d| self.bytes(d, n)));
+        let mut args = replay_lens(s).map(bytes).to_vec();
+        let mask = (s.mask_len() * 4) as u64;
+        args.extend([("state_out", self.bytes(st, s.state_len())), ("mask", mask)]);
+        args
     }
 }
 
@@ -1103,101 +1043,39 @@ fn resident_path_names_every_bad_buffer() {
             gate: DType::BF16,
         },
     };
-    let st = wgpu::BufferUsages::STORAGE;
-    let no_storage = wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC;
     let mut enc = g.device().create_command_encoder(&Default::default());
-    let mut refusals = 0;
-
-    let args = a.record();
-    let good: Vec<wgpu::Buffer> = args.iter().map(|(_, n)| buffer(&g, *n, st)).collect();
-    for (i, (arg, need)) in args.iter().enumerate() {
-        for (bad, want_usage) in [
-            (buffer(&g, need - 4, st), false),
-            (buffer(&g, *need, no_storage), true),
-        ] {
-            let mut bufs: Vec<&wgpu::Buffer> = good.iter().collect();
-            bufs[i] = &bad;
-            let r = g.encode_record(
-                &mut enc,
-                &a.shape,
-                GqaLayout::Tiled,
-                a.dtypes,
-                &RecordBuffers {
-                    q: bufs[0],
-                    k: bufs[1],
-                    v: bufs[2],
-                    g: bufs[3],
-                    beta: bufs[4],
-                    state_in: bufs[5],
-                    y: bufs[6],
-                    state_out: Some(bufs[7]),
-                    delta: bufs[8],
-                    mask: Some(bufs[9]),
-                    tape_k_grouped: None,
-                    tape_g: None,
-                },
-            );
-            check_bad_buffer(&r, "record", arg, *need, want_usage);
-            refusals += 1;
-        }
-    }
-    let args = a.replay();
-    let good: Vec<wgpu::Buffer> = args.iter().map(|(_, n)| buffer(&g, *n, st)).collect();
-    for (i, (arg, need)) in args.iter().enumerate() {
-        for (bad, want_usage) in [
-            (buffer(&g, need - 4, st), false),
-            (buffer(&g, *need, no_storage), true),
-        ] {
-            let mut bufs: Vec<&wgpu::Buffer> = good.iter().collect();
-            bufs[i] = &bad;
-            let r = g.encode_replay(
-                &mut enc,
-                &a.shape,
-                GqaLayout::Blocked,
-                a.dtypes,
-                &ReplayBuffers {
-                    tape_delta: bufs[0],
-                    tape_k: Some(bufs[1]),
-                    tape_g: bufs[2],
-                    snapshot: Some(bufs[3]),
-                    accepted: bufs[4],
-                    state_out: bufs[5],
-                    mask: Some(bufs[6]),
-                    tape_k_grouped: None,
-                    status: None,
-                },
-            );
-            check_bad_buffer(&r, "replay", arg, *need, want_usage);
-            refusals += 1;
-        }
-    }
+    let mut refusals = refuse_each_bad_buffer(&g, &mut enc, "record", a.record(), |enc, b| {
+        let record = RecordBuffers {
+            state_out: Some(b[7]),
+            mask: Some(b[9]),
+            ..record_buffers([b[0], b[1], b[2], b[3], b[4], b[5]], b[6], b[8])
+        };
+        g.encode_record(enc, &a.shape, GqaLayout::Tiled, a.dtypes, &record)
+    });
+    refusals += refuse_each_bad_buffer(&g, &mut enc, "replay", a.replay(), |enc, b| {
+        let replay = ReplayBuffers {
+            tape_k: Some(b[1]),
+            snapshot: Some(b[3]),
+            mask: Some(b[6]),
+            ..replay_buffers([b[0], b[2], b[4], b[5]])
+        };
+        g.encode_replay(enc, &a.shape, GqaLayout::Blocked, a.dtypes, &replay)
+    });
     let rs = a.shape.tape_k_repeat();
     let need_src = DType::BF16.buffer_bytes(rs.src_len()).unwrap();
     let need_dst = DType::BF16.buffer_bytes(rs.dst_len()).unwrap();
-    let (src, dst) = (buffer(&g, need_src, st), buffer(&g, need_dst, st));
-    for (arg, need) in [("src", need_src), ("dst", need_dst)] {
-        for (bad, want_usage) in [
-            (buffer(&g, need - 4, st), false),
-            (buffer(&g, need, no_storage), true),
-        ] {
-            let b = if arg == "src" {
-                RepeatBuffers {
-                    src: &bad,
-                    dst: &dst,
-                }
-            } else {
-                RepeatBuffers {
-                    src: &src,
-                    dst: &bad,
-                }
-            };
-            let r = g.encode_repeat(&mut enc, &rs, GqaLayout::Tiled, DType::BF16, &b);
-            check_bad_buffer(&r, "repeat", arg, need, want_usage);
-            refusals += 1;
-        }
-    }
+    let args = vec![("src", need_src), ("dst", need_dst)];
+    refusals += refuse_each_bad_buffer(&g, &mut enc, "repeat", args, |enc, b| {
+        let repeat = RepeatBuffers {
+            src: b[0],
+            dst: b[1],
+        };
+        g.encode_repeat(enc, &rs, GqaLayout::Tiled, DType::BF16, &repeat)
+    });
     assert_eq!(refusals, 2 * (10 + 7 + 2));
     // The good buffers are accepted (so the refusals above were about the bad one).
+    let st = wgpu::BufferUsages::STORAGE;
+    let (src, dst) = (buffer(&g, need_src, st), buffer(&g, need_dst, st));
     let good_r = g.encode_repeat(
         &mut enc,
         &rs,
@@ -1211,6 +1089,36 @@ fn resident_path_names_every_bad_buffer() {
     assert!(good_r.is_ok(), "{good_r:?}");
     g.queue().submit([enc.finish()]);
     g.wait_idle().unwrap();
+}
+
+/// Encode `op` once per argument of `args` (name, bytes needed) and way to spoil it
+/// (4 bytes short, or without STORAGE), the other buffers good: each call is refused
+/// naming that argument. `encode` takes the buffers in `args`' order. Returns the
+/// number of refusals.
+fn refuse_each_bad_buffer(
+    g: &GpuBackend,
+    enc: &mut wgpu::CommandEncoder,
+    op: &str,
+    args: Vec<(&'static str, u64)>,
+    encode: impl Fn(&mut wgpu::CommandEncoder, &[&wgpu::Buffer]) -> deltatape::Result<()>,
+) -> usize {
+    let st = wgpu::BufferUsages::STORAGE;
+    let no_storage = wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC;
+    let good: Vec<wgpu::Buffer> = args.iter().map(|(_, n)| buffer(g, *n, st)).collect();
+    let mut refusals = 0;
+    for (i, (arg, need)) in args.iter().enumerate() {
+        for (bad, want_usage) in [
+            (buffer(g, need - 4, st), false),
+            (buffer(g, *need, no_storage), true),
+        ] {
+            let mut bufs: Vec<&wgpu::Buffer> = good.iter().collect();
+            bufs[i] = &bad;
+            let r = encode(enc, &bufs);
+            check_bad_buffer(&r, op, arg, *need, want_usage);
+            refusals += 1;
+        }
+    }
+    refusals
 }
 
 #[track_caller]

@@ -116,6 +116,41 @@ fn run_rounds<A: Element, G: Element>(
     (0..layers).map(|l| rb.state(l).unwrap()).collect()
 }
 
+/// Default options with a conv of `channels` and `kernel`.
+fn conv_options(channels: usize, kernel: usize) -> RollbackOptions {
+    RollbackOptions {
+        conv: Some(ConvConfig { channels, kernel }),
+        ..Default::default()
+    }
+}
+
+/// An all-f32 rollback with the Blocked layout.
+fn blocked_f32(
+    backend: &Backend,
+    shape: GdnShape,
+    layers: usize,
+    options: RollbackOptions,
+) -> Rollback<f32, f32, f32> {
+    Rollback::with_options(backend, shape, layers, GqaLayout::Blocked, options).unwrap()
+}
+
+/// Layer `l`'s state in `got` is `want`'s (read as `A`, within 1e-5).
+#[track_caller]
+fn assert_layer_state<A: Element>(
+    what: &str,
+    after: &str,
+    l: usize,
+    got: &deltatape::gpu::GpuRollback,
+    want: &deltatape::gpu::GpuRollback,
+) {
+    assert_close(
+        &format!("{what} layer {l}'s state{after}"),
+        &got.read_state::<A>(l).unwrap(),
+        &want.read_state::<A>(l).unwrap(),
+        1e-5,
+    );
+}
+
 #[test]
 fn cpu_rollback_keeps_the_accepted_prefix() {
     let shape = GdnShape::new(4, 5, 2, 4, 24, 6).unwrap();
@@ -208,8 +243,7 @@ fn rollback_refuses_misuse() {
             matches!(rb.commit(&[0, 0]), Err(Error::Order { .. })),
             "commit before draft"
         );
-        let d = draw(&shape, 9);
-        let t = d.typed::<f32>();
+        let (_, t) = draw_f32(&shape, 9);
         assert!(matches!(
             rb.draft(&[t.inputs(None)]),
             Err(Error::Length {
@@ -307,13 +341,7 @@ fn footprint_is_the_tape_not_per_step_snapshots() {
     assert_eq!(rb.footprint(), kept);
     // The CPU allocates no upload buffers; a conv that does not fit is a typed error.
     assert_eq!(kept.upload_bytes, 0);
-    let bad = RollbackOptions {
-        conv: Some(ConvConfig {
-            channels: 8,
-            kernel: 1,
-        }),
-        ..Default::default()
-    };
+    let bad = conv_options(8, 1);
     assert!(matches!(
         Footprint::new(&shape, 2, GdnDtypes::F32, bad),
         Err(Error::DimTooSmall { arg: "kernel", .. })
@@ -325,14 +353,7 @@ fn footprint_is_the_tape_not_per_step_snapshots() {
 fn gpu_footprint_counts_the_upload_buffers() {
     let Some(g) = gpu() else { return };
     let shape = GdnShape::new(2, 3, 1, 2, 8, 4).unwrap();
-    let conv = Some(ConvConfig {
-        channels: 5,
-        kernel: 4,
-    });
-    let options = RollbackOptions {
-        conv,
-        ..Default::default()
-    };
+    let options = conv_options(5, 4);
     let on = |backend: &Backend| {
         Rollback::<f32, f32, f32>::with_options(backend, shape, 3, GqaLayout::Blocked, options)
             .unwrap()
@@ -470,25 +491,11 @@ fn conv_inputs_case(g: &deltatape::gpu::GpuBackend, steps: usize, channels: usiz
     use deltatape::gpu::{DraftBuffers, GpuRollback};
     use deltatape::internals::Op;
     let shape = GdnShape::new(2, steps, 1, 2, 8, 4).unwrap();
-    let conv = ConvConfig {
-        channels,
-        kernel: 4,
-    };
+    let options = conv_options(channels, 4);
+    let conv = options.conv.unwrap();
     let c = conv.shape(&shape).unwrap();
     let layers = 3;
-    let options = RollbackOptions {
-        conv: Some(conv),
-        ..RollbackOptions::default()
-    };
-    let storage = |data: &[f32], usage: deltatape::wgpu::BufferUsages| {
-        use deltatape::wgpu::util::DeviceExt;
-        g.device()
-            .create_buffer_init(&deltatape::wgpu::util::BufferInitDescriptor {
-                label: None,
-                contents: bytemuck::cast_slice(data),
-                usage: deltatape::wgpu::BufferUsages::STORAGE | usage,
-            })
-    };
+    let storage = |data: &[f32], usage| storage_buffer(g, data, usage);
     let none = deltatape::wgpu::BufferUsages::empty();
     let d = draw(&shape, 3);
     let (q, k, v) = (
@@ -639,10 +646,7 @@ fn conv_inputs_case(g: &deltatape::gpu::GpuBackend, steps: usize, channels: usiz
 #[test]
 fn conv_window_rolls_back_with_the_state() {
     let shape = GdnShape::new(3, 3, 1, 2, 8, 4).unwrap();
-    let conv = ConvConfig {
-        channels: 5,
-        kernel: 4,
-    };
+    let conv = conv_options(5, 4).conv.unwrap();
     let c = conv.shape(&shape).unwrap();
     let layers = 2;
     let mut backends = vec![Backend::cpu()];
@@ -657,14 +661,7 @@ fn conv_window_rolls_back_with_the_state() {
                 mode,
                 conv: Some(conv),
             };
-            let mut rb = Rollback::<f32, f32, f32>::with_options(
-                backend,
-                shape,
-                layers,
-                GqaLayout::Blocked,
-                options,
-            )
-            .unwrap();
+            let mut rb = blocked_f32(backend, shape, layers, options);
             let mut rng = Rng::new(9);
             for l in 0..layers {
                 rb.set_conv_window(l, &rng.vec(c.window_len(), -1.0, 1.0))
@@ -726,13 +723,7 @@ fn conv_window_rolls_back_with_the_state() {
     }
     // A conv that does not fit is a typed error at creation, on every backend.
     for backend in &backends {
-        let bad = RollbackOptions {
-            conv: Some(ConvConfig {
-                channels: 5,
-                kernel: 9,
-            }),
-            ..Default::default()
-        };
+        let bad = conv_options(5, 9);
         assert!(matches!(
             Rollback::<f32, f32, f32>::with_options(backend, shape, 1, GqaLayout::Blocked, bad),
             Err(Error::DimTooLarge { arg: "kernel", .. })
@@ -840,13 +831,10 @@ fn deferred_case<A: Element + bytemuck::Pod>(
     layout: GqaLayout,
 ) {
     use deltatape::gpu::{DraftBuffers, GpuRollback};
-    use deltatape::wgpu::{self, util::DeviceExt};
+    use deltatape::wgpu;
     let layers = 2;
     let t = shape.steps() as u32;
-    let conv = ConvConfig {
-        channels: 5,
-        kernel: 4,
-    };
+    let conv = conv_options(5, 4).conv.unwrap();
     let make = |mode| {
         let options = RollbackOptions {
             mode,
@@ -871,16 +859,7 @@ fn deferred_case<A: Element + bytemuck::Pod>(
             rb.write_conv_window(l, &w).unwrap();
         }
     }
-    let storage = |bytes: &[u8], usage: wgpu::BufferUsages| {
-        let mut bytes = bytes.to_vec();
-        bytes.resize(bytes.len().div_ceil(4).max(1) * 4, 0);
-        g.device()
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: None,
-                contents: &bytes,
-                usage: wgpu::BufferUsages::STORAGE | usage,
-            })
-    };
+    let storage = |bytes: &[u8], usage| storage_buffer(g, bytes, usage);
     let none = wgpu::BufferUsages::empty();
     let read_y = |y: &wgpu::Buffer| -> Vec<A> {
         let bytes = g.read_buffer::<u32>(y, y.size() as usize / 4).unwrap();
@@ -987,12 +966,7 @@ fn deferred_case<A: Element + bytemuck::Pod>(
     assert!(!deferred.has_deferred_commit());
     g.queue().submit([encoder.finish()]);
     for l in 0..layers {
-        assert_close(
-            &format!("{dtypes:?} {shape:?} layer {l}'s state"),
-            &deferred.read_state::<A>(l).unwrap(),
-            &eager.read_state::<A>(l).unwrap(),
-            1e-5,
-        );
+        assert_layer_state::<A>(&format!("{dtypes:?} {shape:?}"), "", l, &deferred, &eager);
         assert_eq!(
             deferred.read_conv_window::<A>(l).unwrap(),
             eager.read_conv_window::<A>(l).unwrap(),
@@ -1066,12 +1040,8 @@ fn deferred_case<A: Element + bytemuck::Pod>(
     }
     g.queue().submit([encoder.finish()]);
     for l in 0..layers {
-        assert_close(
-            &format!("{dtypes:?} {shape:?} layer {l}'s state after a masked draft"),
-            &deferred.read_state::<A>(l).unwrap(),
-            &eager.read_state::<A>(l).unwrap(),
-            1e-5,
-        );
+        let (what, after) = (format!("{dtypes:?} {shape:?}"), " after a masked draft");
+        assert_layer_state::<A>(&what, after, l, &deferred, &eager);
     }
 }
 
@@ -1082,24 +1052,10 @@ type RoundsOut = (Vec<Vec<Vec<f32>>>, Vec<Vec<f32>>, Vec<Vec<f32>>);
 
 fn deferred_rounds(backend: &Backend, deferred: bool) -> RoundsOut {
     let shape = GdnShape::new(3, 4, 2, 4, 16, 6).unwrap();
-    let conv = ConvConfig {
-        channels: 3,
-        kernel: 4,
-    };
-    let c = conv.shape(&shape).unwrap();
+    let options = conv_options(3, 4);
+    let c = options.conv.unwrap().shape(&shape).unwrap();
     let layers = 2;
-    let options = RollbackOptions {
-        conv: Some(conv),
-        ..Default::default()
-    };
-    let mut rb = Rollback::<f32, f32, f32>::with_options(
-        backend,
-        shape,
-        layers,
-        GqaLayout::Blocked,
-        options,
-    )
-    .unwrap();
+    let mut rb = blocked_f32(backend, shape, layers, options);
     let mut rng = Rng::new(21);
     for l in 0..layers {
         rb.set_state(l, &rng.vec(shape.state_len(), -0.3, 0.3))

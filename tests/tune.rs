@@ -106,10 +106,7 @@ fn knob_without_effect_is_an_error() {
 #[test]
 fn replay_class_without_effect_is_refused() {
     let Some(g) = backend() else { return };
-    let t = Tuning::default().with_replay_class(ShapeClass {
-        scaled_state: Some(true),
-        ..ShapeClass::default()
-    });
+    let t = Tuning::default().with_replay_class(scaled_state(Some(true)));
     assert!(matches!(
         g.with_tuning(t),
         Err(Error::Unsupported {

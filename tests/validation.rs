@@ -33,44 +33,54 @@ fn check_arg(e: &Error, arg: &str, what: &str) {
     );
 }
 
+/// `$r` is refused with `Error::$kind` from `$op` (binding its fields for `$check`),
+/// naming `$arg`; gives the error. `$what` names the call in the messages.
+macro_rules! expect_error {
+    ($r:expr, $what:ident, $kind:ident { $($field:ident: $bind:ident),* }, $op:expr, $arg:expr, $check:block) => {{
+        let e = err_of($r, &$what);
+        match &e {
+            Error::$kind { op: o, $($field: $bind,)* .. } => {
+                assert_eq!(*o, $op, "{}: op", $what);
+                $check
+            }
+            other => panic!("{}: expected {}, got {other:?}", $what, stringify!($kind)),
+        }
+        check_arg(&e, $arg, &$what);
+        e
+    }};
+}
+
 #[track_caller]
 fn expect_zero_dim<T: Debug>(r: deltatape::Result<T>, op: &str, arg: &str) {
     let what = format!("{op} with {arg} = 0");
-    let e = err_of(r, &what);
-    match &e {
-        Error::ZeroDim { op: o, .. } => assert_eq!(*o, op, "{what}: op"),
-        other => panic!("{what}: expected ZeroDim, got {other:?}"),
-    }
-    check_arg(&e, arg, &what);
+    expect_error!(r, what, ZeroDim {}, op, arg, {});
 }
 
 #[track_caller]
 fn expect_not_multiple<T: Debug>(
     r: deltatape::Result<T>,
-    op: &str,
-    arg: &str,
+    (op, arg): (&str, &str),
     actual: u64,
     divisor_arg: &str,
     divisor: u64,
 ) {
     let what = format!("{op} with {arg} = {actual}, {divisor_arg} = {divisor}");
-    let e = err_of(r, &what);
-    match &e {
-        Error::NotMultiple {
-            op: o,
+    expect_error!(
+        r,
+        what,
+        NotMultiple {
             actual: a,
             divisor_arg: da,
-            divisor: d,
-            ..
-        } => {
-            assert_eq!(*o, op, "{what}: op");
+            divisor: d
+        },
+        op,
+        arg,
+        {
             assert_eq!(*a, actual, "{what}: actual");
             assert_eq!(*da, divisor_arg, "{what}: divisor_arg");
             assert_eq!(*d, divisor, "{what}: divisor");
         }
-        other => panic!("{what}: expected NotMultiple, got {other:?}"),
-    }
-    check_arg(&e, arg, &what);
+    );
 }
 
 #[track_caller]
@@ -82,21 +92,20 @@ fn expect_length<T: Debug>(
     actual: usize,
 ) {
     let what = format!("{op} with {arg} of {actual} elements (expected {expected})");
-    let e = err_of(r, &what);
-    match &e {
-        Error::Length {
-            op: o,
+    let e = expect_error!(
+        r,
+        what,
+        Length {
             expected: x,
-            actual: a,
-            ..
-        } => {
-            assert_eq!(*o, op, "{what}: op");
+            actual: a
+        },
+        op,
+        arg,
+        {
             assert_eq!(*x, expected as u64, "{what}: expected size");
             assert_eq!(*a, actual as u64, "{what}: actual size");
         }
-        other => panic!("{what}: expected Length, got {other:?}"),
-    }
-    check_arg(&e, arg, &what);
+    );
     let text = e.to_string();
     assert!(
         text.contains(&expected.to_string()) && text.contains(&actual.to_string()),
@@ -107,34 +116,28 @@ fn expect_length<T: Debug>(
 #[track_caller]
 fn expect_overflow<T: Debug>(r: deltatape::Result<T>, op: &str, arg: &str) {
     let what = format!("{op}: overflowing {arg}");
-    let e = err_of(r, &what);
-    match &e {
-        Error::Overflow { op: o, .. } => assert_eq!(*o, op, "{what}: op"),
-        other => panic!("{what}: expected Overflow, got {other:?}"),
-    }
-    check_arg(&e, arg, &what);
+    expect_error!(r, what, Overflow {}, op, arg, {});
 }
 
 #[track_caller]
 fn expect_accepted<T: Debug>(r: deltatape::Result<T>, index: usize, actual: u64, max: u64) {
     let what = format!("replay with accepted[{index}] = {actual} > T = {max}");
-    let e = err_of(r, &what);
-    match &e {
-        Error::AcceptedOutOfRange {
-            op: o,
+    expect_error!(
+        r,
+        what,
+        AcceptedOutOfRange {
             index: i,
             actual: a,
-            max: m,
-            ..
-        } => {
-            assert_eq!(*o, "replay", "{what}: op");
+            max: m
+        },
+        "replay",
+        "accepted",
+        {
             assert_eq!(*i, index, "{what}: index");
             assert_eq!(*a, actual, "{what}: actual");
             assert_eq!(*m, max, "{what}: max");
         }
-        other => panic!("{what}: expected AcceptedOutOfRange, got {other:?}"),
-    }
-    check_arg(&e, "accepted", &what);
+    );
 }
 
 /// Wrong lengths to try for an operand of `len` elements: empty, one short, one
@@ -181,30 +184,13 @@ fn gdn_shape_rejects_each_zero_dim() {
 
 #[test]
 fn gdn_shape_rejects_value_heads_not_multiple_of_key_heads() {
-    expect_not_multiple(
-        GdnShape::new(1, 1, 3, 4, 8, 8),
-        "shape",
-        "value_heads",
-        4,
-        "key_heads",
-        3,
-    );
-    expect_not_multiple(
-        GdnShape::new(1, 1, 4, 2, 8, 8),
-        "shape",
-        "value_heads",
-        2,
-        "key_heads",
-        4,
-    );
-    expect_not_multiple(
-        GdnShape::new(2, 0, 16, 40, 128, 128),
-        "shape",
-        "value_heads",
-        40,
-        "key_heads",
-        16,
-    );
+    for (r, actual, divisor) in [
+        (GdnShape::new(1, 1, 3, 4, 8, 8), 4, 3),
+        (GdnShape::new(1, 1, 4, 2, 8, 8), 2, 4),
+        (GdnShape::new(2, 0, 16, 40, 128, 128), 40, 16),
+    ] {
+        expect_not_multiple(r, ("shape", "value_heads"), actual, "key_heads", divisor);
+    }
     // Multiples are fine, including Hv == Hk and the real shapes.
     for hv in [16, 32, 48, 64] {
         assert!(GdnShape::new(1, 1, 16, hv, 128, 128).is_ok());
@@ -218,22 +204,12 @@ fn repeat_shape_rejects_each_zero_dim_and_non_multiple() {
     expect_zero_dim(RepeatShape::new(4, 2, 0, 8), "repeat", "dst_heads");
     expect_zero_dim(RepeatShape::new(4, 2, 4, 0), "repeat", "dim");
     expect_zero_dim(RepeatShape::new(0, 0, 4, 8), "repeat", "src_heads");
-    expect_not_multiple(
-        RepeatShape::new(4, 3, 4, 8),
-        "repeat",
-        "dst_heads",
-        4,
-        "src_heads",
-        3,
-    );
-    expect_not_multiple(
-        RepeatShape::new(4, 4, 2, 8),
-        "repeat",
-        "dst_heads",
-        2,
-        "src_heads",
-        4,
-    );
+    for (r, actual, divisor) in [
+        (RepeatShape::new(4, 3, 4, 8), 4, 3),
+        (RepeatShape::new(4, 4, 2, 8), 2, 4),
+    ] {
+        expect_not_multiple(r, ("repeat", "dst_heads"), actual, "src_heads", divisor);
+    }
     let r = RepeatShape::new(0, 2, 4, 8).unwrap();
     assert_eq!((r.rows(), r.src_len(), r.dst_len()), (0, 0, 0));
 }
@@ -282,30 +258,32 @@ fn element_counts_whose_byte_size_overflows_are_refused() {
 // record.
 // ---------------------------------------------------------------------------------
 
-/// A valid record call: shape and inputs.
+/// A valid record call: shape, inputs (the draw's, through `Deref`) and a mask.
 struct Valid {
     shape: GdnShape,
-    q: Vec<f32>,
-    k: Vec<f32>,
-    v: Vec<f32>,
-    g: Vec<f32>,
-    beta: Vec<f32>,
-    state: Vec<f32>,
+    d: Draw,
     mask: Vec<u32>,
+}
+
+impl std::ops::Deref for Valid {
+    type Target = Draw;
+    fn deref(&self) -> &Draw {
+        &self.d
+    }
+}
+
+impl std::ops::DerefMut for Valid {
+    fn deref_mut(&mut self) -> &mut Draw {
+        &mut self.d
+    }
 }
 
 fn valid(b: usize, t: usize) -> Valid {
     let shape = GdnShape::new(b, t, 2, 4, 8, 4).unwrap();
-    let d = draw(&shape, 7);
     Valid {
+        d: draw(&shape, 7),
         mask: mask(&shape, 7),
         shape,
-        q: d.q,
-        k: d.k,
-        v: d.v,
-        g: d.g,
-        beta: d.beta,
-        state: d.state,
     }
 }
 
@@ -314,15 +292,12 @@ fn record_call(
     x: &Valid,
     mask: Option<&[u32]>,
 ) -> deltatape::Result<Recorded<f32, f32, f32>> {
-    let inputs = RecordInputs {
-        q: &x.q,
-        k: &x.k,
-        v: &x.v,
-        g: &x.g,
-        beta: &x.beta,
-        mask,
-    };
-    cpu().record(shape, GqaLayout::Blocked, &inputs, &x.state)
+    cpu().record(
+        shape,
+        GqaLayout::Blocked,
+        &record_inputs!(x, mask),
+        &x.state,
+    )
 }
 
 #[test]
@@ -333,14 +308,7 @@ fn record_rejects_each_wrong_length() {
     record_call(&s, &base, None).unwrap();
     record_call(&s, &base, Some(&base.mask)).unwrap();
 
-    let expected = [
-        ("q", s.qk_len()),
-        ("k", s.qk_len()),
-        ("v", s.v_len()),
-        ("g", s.gate_len()),
-        ("beta", s.gate_len()),
-        ("state_in", s.state_len()),
-    ];
+    let expected = record_lens(&s);
     // The lengths docs/SPEC.md's table gives, written out.
     assert_eq!(
         expected.map(|(_, n)| n),
@@ -398,16 +366,16 @@ fn record_rejects_wrong_lengths_in_every_dtype() {
         let x = valid(2, 3);
         let s = x.shape;
         let c = cast_from_f32::<A>;
-        let (q, k, v, g, beta) = (c(&x.q), c(&x.k), c(&x.v), c(&x.g), c(&x.beta));
+        let t = Typed::make(
+            [&x.q[..], &x.k[..], &x.v[..]],
+            [&x.g[..], &x.beta[..]],
+            c,
+            c,
+        );
         let state: Vec<S> = cast_from_f32(&x.state);
-        let short_v = &v[1..];
         let inputs = RecordInputs {
-            q: &q,
-            k: &k,
-            v: short_v,
-            g: &g,
-            beta: &beta,
-            mask: None,
+            v: &t.v[1..],
+            ..t.inputs(None)
         };
         expect_length(
             cpu().record::<A, S, P>(&s, GqaLayout::Tiled, &inputs, &state),
@@ -416,7 +384,7 @@ fn record_rejects_wrong_lengths_in_every_dtype() {
             s.v_len(),
             s.v_len() - 1,
         );
-        let inputs = RecordInputs { v: &v, ..inputs };
+        let inputs = RecordInputs { v: &t.v, ..inputs };
         expect_length(
             cpu().record::<A, S, P>(&s, GqaLayout::Tiled, &inputs, &state[1..]),
             "record",
@@ -445,14 +413,7 @@ fn record_with_zero_steps_returns_the_input_state() {
         assert_eq!(state.len(), b * 4 * 4 * 8);
         for layout in LAYOUTS {
             for mask in [None, Some(&[][..])] {
-                let inputs = RecordInputs {
-                    q: &x.q,
-                    k: &x.k,
-                    v: &x.v,
-                    g: &x.g,
-                    beta: &x.beta,
-                    mask,
-                };
+                let inputs = record_inputs!(x, mask);
                 let r: Recorded<f32, S, f32> = cpu().record(&s, layout, &inputs, &state).unwrap();
                 assert!(r.y.is_empty(), "y: {:?}", r.y);
                 assert!(r.delta.is_empty(), "delta: {:?}", r.delta);
@@ -495,8 +456,8 @@ fn valid_tape(b: usize, t: usize) -> ValidTape {
         shape: s,
         delta: r.delta,
         k,
-        g: x.g,
-        snapshot: x.state,
+        g: x.d.g,
+        snapshot: x.d.state,
         mask: x.mask,
         accepted: (0..b).map(|i| (i % (t + 1)) as u32).collect(),
     }
@@ -518,26 +479,18 @@ fn replay_rejects_each_wrong_length() {
     replay_call(&base, None).unwrap();
     replay_call(&base, Some(&base.mask)).unwrap();
 
-    let expected = [
-        ("tape_delta", s.v_len()),
-        ("tape_k", s.tape_k_len()),
-        ("tape_g", s.gate_len()),
-        ("snapshot", s.state_len()),
-    ];
+    let [delta, k, g, snapshot, _] = replay_lens(&s);
+    let expected = [delta, k, g, snapshot];
     assert_eq!(
         expected.map(|(_, n)| n),
         [2 * 3 * 4 * 4, 2 * 3 * 4 * 8, 2 * 3 * 4, 2 * 4 * 4 * 8]
     );
-    for (arg, len) in expected {
+    for (i, (arg, len)) in expected.into_iter().enumerate() {
         for bad in bad_lens(len) {
             let mut x = valid_tape(2, 3);
-            let field = match arg {
-                "tape_delta" => &mut x.delta,
-                "tape_k" => &mut x.k,
-                "tape_g" => &mut x.g,
-                "snapshot" => &mut x.snapshot,
-                _ => unreachable!(),
-            };
+            // `expected`'s order.
+            let fields = [&mut x.delta, &mut x.k, &mut x.g, &mut x.snapshot];
+            let field = fields.into_iter().nth(i).unwrap();
             *field = resized(field, bad, 0.5);
             expect_length(replay_call(&x, None), "replay", arg, len, bad);
             expect_length(replay_call(&x, Some(&x.mask)), "replay", arg, len, bad);
@@ -549,7 +502,7 @@ fn replay_rejects_each_wrong_length() {
     }
     // The unexpanded k ([B, T, Hk, Dk]) in place of the tape's k ([B, T, Hv, Dk]).
     let mut x = valid_tape(2, 3);
-    x.k = valid(2, 3).k;
+    x.k = valid(2, 3).d.k;
     expect_length(
         replay_call(&x, None),
         "replay",

@@ -17,19 +17,20 @@ pub fn widen<E: Element>(x: &[E]) -> Vec<f64> {
     x.iter().map(|v| v.to_f32() as f64).collect()
 }
 
-/// The dimensions as plain numbers, for the reference's own index arithmetic.
+/// The dimensions as plain numbers, for the reference's own index arithmetic (and
+/// `tests/conventions.rs`'s).
 #[derive(Clone, Copy, Debug)]
-struct Dims {
-    b: usize,
-    t: usize,
-    hk: usize,
-    hv: usize,
-    dk: usize,
-    dv: usize,
+pub struct Dims {
+    pub b: usize,
+    pub t: usize,
+    pub hk: usize,
+    pub hv: usize,
+    pub dk: usize,
+    pub dv: usize,
 }
 
 impl Dims {
-    fn of(s: &GdnShape) -> Self {
+    pub fn of(s: &GdnShape) -> Self {
         Dims {
             b: s.batch(),
             t: s.steps(),
@@ -80,25 +81,12 @@ pub fn head(layout: GqaLayout, h: usize, src_heads: usize, dst_heads: usize) -> 
 }
 
 /// record's activations, widened to f64.
-#[derive(Clone, Debug)]
-pub struct Inputs64 {
-    pub q: Vec<f64>,
-    pub k: Vec<f64>,
-    pub v: Vec<f64>,
-    pub g: Vec<f64>,
-    pub beta: Vec<f64>,
-}
+pub type Inputs64 = Typed<f64>;
 
 impl Inputs64 {
     /// Widen record's activations from their storage dtypes (`A`; the gates `G`).
     pub fn widen<A: Element, G: Element>(q: &[A], k: &[A], v: &[A], g: &[G], beta: &[G]) -> Self {
-        Inputs64 {
-            q: widen(q),
-            k: widen(k),
-            v: widen(v),
-            g: widen(g),
-            beta: widen(beta),
-        }
+        Typed::make([q, k, v], [g, beta], widen, widen)
     }
 }
 

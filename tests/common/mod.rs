@@ -9,11 +9,28 @@ pub mod f64ref;
 mod rng;
 
 #[allow(unused_imports)]
-pub use encode::EncodeOnce;
+pub use encode::{record_buffers, replay_buffers, storage_buffer, EncodeOnce};
 
 pub use rng::Rng;
 
-use deltatape::{Backend, DType, Element, GdnShape, GpuBackend, GqaLayout, RecordInputs, Recorded};
+use deltatape::{
+    Backend, DType, Element, GdnShape, GpuBackend, GqaLayout, RecordInputs, Recorded, Tape,
+};
+
+/// Record's inputs borrowed from the fields `q`, `k`, `v`, `g` and `beta` of `$x`.
+#[macro_export]
+macro_rules! record_inputs {
+    ($x:expr, $mask:expr) => {
+        deltatape::RecordInputs {
+            q: &$x.q,
+            k: &$x.k,
+            v: &$x.v,
+            g: &$x.g,
+            beta: &$x.beta,
+            mask: $mask,
+        }
+    };
+}
 
 /// Both GQA layouts of docs/SPEC.md.
 pub const LAYOUTS: [GqaLayout; 2] = [GqaLayout::Blocked, GqaLayout::Tiled];
@@ -49,7 +66,34 @@ pub fn draw(shape: &GdnShape, seed: u64) -> Draw {
     }
 }
 
+/// A draw and its f32 inputs.
+pub fn draw_f32(shape: &GdnShape, seed: u64) -> (Draw, Typed<f32>) {
+    let d = draw(shape, seed);
+    let t = d.typed::<f32>();
+    (d, t)
+}
+
+/// Record of the f32 inputs `t` from `state` on `g`, with the Blocked layout.
+pub fn record_f32(
+    g: &GpuBackend,
+    shape: &GdnShape,
+    t: &Typed<f32>,
+    state: &[f32],
+) -> deltatape::Result<Recorded<f32, f32, f32>> {
+    g.record(shape, GqaLayout::Blocked, &t.inputs(None), state)
+}
+
+/// The default shape class with record's scaled state forced on or off (`None`: each
+/// shape's measured choice).
+pub fn scaled_state(scaled: Option<bool>) -> deltatape::internals::ShapeClass {
+    deltatape::internals::ShapeClass {
+        scaled_state: scaled,
+        ..Default::default()
+    }
+}
+
 /// A draw converted to activation dtype `A` and gate dtype `G` (state stays f32 here).
+#[derive(Clone, Debug)]
 pub struct Typed<A, G = A> {
     pub q: Vec<A>,
     pub k: Vec<A>,
@@ -59,35 +103,94 @@ pub struct Typed<A, G = A> {
 }
 
 impl Draw {
+    /// The draw's own f32 inputs.
+    pub fn inputs<'a>(&'a self, mask: Option<&'a [u32]>) -> RecordInputs<'a, f32> {
+        record_inputs!(self, mask)
+    }
+
     pub fn typed<A: Element>(&self) -> Typed<A> {
         self.typed_gated::<A, A>()
     }
 
     /// q, k, v rounded to `A`, g and beta to `G`.
     pub fn typed_gated<A: Element, G: Element>(&self) -> Typed<A, G> {
+        let act = [&self.q[..], &self.k[..], &self.v[..]];
+        let gates = [&self.g[..], &self.beta[..]];
         let c = deltatape::internals::cast_from_f32::<A>;
-        let gate = deltatape::internals::cast_from_f32::<G>;
-        Typed {
-            q: c(&self.q),
-            k: c(&self.k),
-            v: c(&self.v),
-            g: gate(&self.g),
-            beta: gate(&self.beta),
-        }
+        Typed::make(act, gates, c, deltatape::internals::cast_from_f32::<G>)
+    }
+}
+
+impl<A: Element, G: Element> Typed<A, G> {
+    /// The tape a record of these inputs writes (its `delta` given), in the form replay
+    /// takes (see [`cpu_tape`]).
+    pub fn tape<P: Element>(
+        &self,
+        shape: &GdnShape,
+        layout: GqaLayout,
+        delta: &[P],
+    ) -> Tape<A, P, G> {
+        cpu_tape(shape, layout, delta, &self.k, &self.g)
+    }
+}
+
+/// The tape of a record of `k` and `g` that wrote `delta`, in the form replay takes: k
+/// repeated with the model's `layout` (on the CPU), and g.
+pub fn cpu_tape<A: Element, P: Element, G: Element>(
+    shape: &GdnShape,
+    layout: GqaLayout,
+    delta: &[P],
+    k: &[A],
+    g: &[G],
+) -> Tape<A, P, G> {
+    Tape {
+        delta: delta.to_vec(),
+        k: cpu().repeat(&shape.tape_k_repeat(), layout, k).unwrap(),
+        g: g.to_vec(),
     }
 }
 
 impl<A, G> Typed<A, G> {
-    pub fn inputs<'a>(&'a self, mask: Option<&'a [u32]>) -> RecordInputs<'a, A, G> {
-        RecordInputs {
-            q: &self.q,
-            k: &self.k,
-            v: &self.v,
-            g: &self.g,
-            beta: &self.beta,
-            mask,
+    /// q, k and v made by `act`, g and beta by `gate`, each from its own source.
+    pub fn make<X, Y>(
+        [q, k, v]: [X; 3],
+        [g, beta]: [Y; 2],
+        act: impl Fn(X) -> Vec<A>,
+        gate: impl Fn(Y) -> Vec<G>,
+    ) -> Self {
+        Typed {
+            q: act(q),
+            k: act(k),
+            v: act(v),
+            g: gate(g),
+            beta: gate(beta),
         }
     }
+
+    pub fn inputs<'a>(&'a self, mask: Option<&'a [u32]>) -> RecordInputs<'a, A, G> {
+        record_inputs!(self, mask)
+    }
+}
+
+/// record's host inputs and their lengths at `s`, in docs/SPEC.md's order.
+pub fn record_lens(s: &GdnShape) -> [(&'static str, usize); 6] {
+    [
+        ("q", s.qk_len()),
+        ("k", s.qk_len()),
+        ("v", s.v_len()),
+        ("g", s.gate_len()),
+        ("beta", s.gate_len()),
+        ("state_in", s.state_len()),
+    ]
+}
+
+/// replay's host inputs but the mask (the tape, the snapshot, the accepted counts) and
+/// their lengths at `s`, in docs/SPEC.md's order.
+pub fn replay_lens(s: &GdnShape) -> [(&'static str, usize); 5] {
+    let [_, _, v, g, _, state] = record_lens(s).map(|(_, n)| n);
+    let tape = [("tape_delta", v), ("tape_k", s.tape_k_len()), ("tape_g", g)];
+    let [delta, k, g] = tape;
+    [delta, k, g, ("snapshot", state), ("accepted", s.batch())]
 }
 
 /// A mask with about a quarter of steps dead, and at least one live step per sequence.
