@@ -17,12 +17,23 @@ use std::sync::Arc;
 pub const MAX_GPU_ELEMENTS: u64 = (1 << 31) - 1;
 
 /// A validated dispatch, built once for one set of buffers: encoding it is
-/// set-pipeline, set-bind-group, dispatch (what a CUDA graph is to a CUDA kernel).
+/// set-pipeline, set-bind-group, dispatch (what a CUDA graph is to a CUDA kernel), once
+/// per kernel of the op (record_chunked runs two, the second reading what the first
+/// wrote; wgpu orders them).
 ///
-/// It keeps its pipeline, bind group and parameters alive; the buffers it was built
-/// for must stay the ones the caller means (it holds them through the bind group).
+/// It keeps its pipelines, bind groups and parameters alive, and the scratch buffers a
+/// multi-kernel op allocates; the buffers it was built for must stay the ones the caller
+/// means (it holds them through the bind groups).
 #[derive(Clone, Debug)]
 pub struct Prepared {
+    steps: Vec<Step>,
+    /// Buffers this dispatch owns: a multi-kernel op's scratch.
+    owned: Vec<wgpu::Buffer>,
+}
+
+/// One kernel's dispatch of a [`Prepared`].
+#[derive(Clone, Debug)]
+struct Step {
     key: KernelKey,
     pipeline: Arc<wgpu::ComputePipeline>,
     bind_group: wgpu::BindGroup,
@@ -31,10 +42,24 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// The kernel this dispatch runs.
+    /// The kernel this dispatch runs (its first, where it runs several).
     #[cfg(feature = "workshop")]
     pub fn key(&self) -> &KernelKey {
-        &self.key
+        &self.steps[0].key
+    }
+
+    /// The kernels this dispatch runs, in order.
+    #[cfg(feature = "workshop")]
+    pub fn keys(&self) -> Vec<&KernelKey> {
+        self.steps.iter().map(|s| &s.key).collect()
+    }
+
+    /// This dispatch, then `next`'s (which may read what this one writes), keeping
+    /// `owned` alive with them.
+    pub(crate) fn then(mut self, next: Prepared, owned: Vec<wgpu::Buffer>) -> Prepared {
+        self.steps.extend(next.steps);
+        self.owned.extend(next.owned.into_iter().chain(owned));
+        self
     }
 
     /// Encode the dispatch in a compute pass of its own.
@@ -50,7 +75,7 @@ impl Prepared {
         timestamps: Option<wgpu::ComputePassTimestampWrites<'_>>,
     ) {
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some(self.key.op.name()),
+            label: Some(self.steps[0].key.op.name()),
             timestamp_writes: timestamps,
         });
         self.encode_in(&mut pass);
@@ -59,10 +84,12 @@ impl Prepared {
     /// Encode the dispatch into the caller's compute pass (many dispatches in one pass
     /// save the cost of a pass each; wgpu orders dependent dispatches).
     pub fn encode_in(&self, pass: &mut wgpu::ComputePass<'_>) {
-        if let Some((x, y)) = self.grid {
-            pass.set_pipeline(&self.pipeline);
-            pass.set_bind_group(0, &self.bind_group, &[]);
-            pass.dispatch_workgroups(x, y, 1);
+        for step in &self.steps {
+            if let Some((x, y)) = step.grid {
+                pass.set_pipeline(&step.pipeline);
+                pass.set_bind_group(0, &step.bind_group, &[]);
+                pass.dispatch_workgroups(x, y, 1);
+            }
         }
     }
 }
@@ -358,11 +385,15 @@ impl GpuBackend {
                 message: e.to_string(),
             });
         }
-        Ok(Prepared {
+        let step = Step {
             key: d.key,
             pipeline,
             bind_group,
             grid,
+        };
+        Ok(Prepared {
+            steps: vec![step],
+            owned: Vec::new(),
         })
     }
 

@@ -10,58 +10,13 @@ use crate::op::kernel::KernelKey;
 use crate::op::record::RecordBuffers;
 use crate::shape::{GdnShape, GqaLayout};
 
-/// The two dispatches of one record_chunked call and the scratch between them.
-///
-/// Scratch, allocated by [`GpuBackend::prepare_record_chunked`] and kept here:
-/// `4 * B * Hv * ceil(T / C) * C * (Dk + Dv + C + 3)` bytes (W, U, the decayed
-/// `Q K^T` and the decays, in f32).
-#[derive(Clone, Debug)]
-pub struct PreparedChunked {
-    wy: Prepared,
-    state: Prepared,
-    _scratch: [wgpu::Buffer; 4],
-}
-
-impl PreparedChunked {
-    /// The kernels it runs, in order.
-    #[cfg(feature = "workshop")]
-    pub fn keys(&self) -> [&KernelKey; 2] {
-        [self.wy.key(), self.state.key()]
-    }
-
-    /// Encode both passes in a compute pass of their own.
-    pub fn encode(&self, encoder: &mut wgpu::CommandEncoder) {
-        self.encode_timed(encoder, None);
-    }
-
-    /// Encode both passes in a compute pass of their own that writes `timestamps` at
-    /// its boundaries.
-    pub fn encode_timed(
-        &self,
-        encoder: &mut wgpu::CommandEncoder,
-        timestamps: Option<wgpu::ComputePassTimestampWrites<'_>>,
-    ) {
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some("record_chunked"),
-            timestamp_writes: timestamps,
-        });
-        self.encode_in(&mut pass);
-    }
-
-    /// Encode both passes into the caller's compute pass (wgpu orders the second after
-    /// the first: it reads what the first writes).
-    pub fn encode_in(&self, pass: &mut wgpu::ComputePass<'_>) {
-        self.wy.encode_in(pass);
-        self.state.encode_in(pass);
-    }
-}
-
 impl GpuBackend {
     /// Validate record's buffers (docs/SPEC.md "record") and build the chunked form's
     /// two dispatches, chunks of `chunk` steps: y, delta and (when given) `state_out`
     /// as record writes them. The tape's copies of k and g are not written by this
-    /// form: giving them is an error. The scratch is allocated here (see
-    /// [`PreparedChunked`]).
+    /// form: giving them is an error. The two passes' scratch is allocated here and
+    /// kept by the dispatch: `4 * B * Hv * ceil(T / C) * C * (Dk + Dv + C + 3)` bytes
+    /// (W, U, the decayed `Q K^T` and the decays, in f32).
     pub fn prepare_record_chunked(
         &self,
         shape: &GdnShape,
@@ -69,7 +24,7 @@ impl GpuBackend {
         dtypes: GdnDtypes,
         chunk: ChunkSize,
         buffers: &RecordBuffers<'_>,
-    ) -> Result<PreparedChunked> {
+    ) -> Result<Prepared> {
         if buffers.tape_k_grouped.is_some() || buffers.tape_g.is_some() {
             return Err(Error::Unsupported {
                 op: OP,
@@ -186,12 +141,7 @@ impl GpuBackend {
         let p = params(&state_key, state_groups)?;
         let plan = Plan::new(OP, state_key, &p, state_groups, &cshape, specs);
         let state = self.prepare(plan.bind(state_buffers.slots()))?;
-        let _scratch = scratch.try_into().expect("four scratch buffers");
-        Ok(PreparedChunked {
-            wy,
-            state,
-            _scratch,
-        })
+        Ok(wy.then(state, scratch))
     }
 }
 

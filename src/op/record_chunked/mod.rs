@@ -18,7 +18,7 @@ use crate::dtype::{DType, GdnDtypes};
 use crate::shape::GdnShape;
 
 pub(crate) mod cpu;
-pub(crate) mod gpu;
+mod gpu;
 mod host;
 
 /// The first pass.

@@ -30,7 +30,7 @@
 //! off by default.
 
 use super::timestamps::{self, Clock, Untrusted};
-use deltatape::gpu::{Prepared, PreparedChunked, RecordBuffers, RepeatBuffers, ReplayBuffers};
+use deltatape::gpu::{Prepared, RecordBuffers, RepeatBuffers, ReplayBuffers};
 use deltatape::wgpu;
 use deltatape::ChunkSize;
 use deltatape::{DType, Error, GdnDtypes, GdnShape, GpuBackend, GqaLayout, RepeatShape, Result};
@@ -204,7 +204,6 @@ fn dispatch_floor(gpu: &GpuBackend, timer: &mut Timer<'_>) -> Result<DispatchFlo
         .map(|(src, dst)| {
             let buffers = RepeatBuffers { src, dst };
             gpu.prepare_repeat(&shape, GqaLayout::Blocked, DType::F32, &buffers)
-                .map(Dispatch::One)
         })
         .collect::<Result<Vec<_>>>()?;
     let before = timer.clock_now();
@@ -237,7 +236,7 @@ struct Timer<'a> {
 fn time_batch(
     gpu: &GpuBackend,
     timer: &mut Timer<'_>,
-    prepared: &[Dispatch],
+    prepared: &[Prepared],
 ) -> Result<(f64, f64, f64)> {
     let mut best = (f64::MAX, f64::MAX, f64::MAX);
     for _ in 0..5 {
@@ -275,33 +274,6 @@ fn time_batch(
     }
     let n = BATCH as f64;
     Ok((best.0 / n, best.1 / n, best.2 / n))
-}
-
-/// What one cell times: one prepared dispatch, or the chunked record's two.
-#[derive(Clone)]
-enum Dispatch {
-    One(Prepared),
-    Chunked(Box<PreparedChunked>),
-}
-
-impl Dispatch {
-    fn encode_timed(
-        &self,
-        e: &mut wgpu::CommandEncoder,
-        ts: Option<wgpu::ComputePassTimestampWrites<'_>>,
-    ) {
-        match self {
-            Dispatch::One(p) => p.encode_timed(e, ts),
-            Dispatch::Chunked(p) => p.encode_timed(e, ts),
-        }
-    }
-
-    fn encode_in(&self, pass: &mut wgpu::ComputePass<'_>) {
-        match self {
-            Dispatch::One(p) => p.encode_in(pass),
-            Dispatch::Chunked(p) => p.encode_in(pass),
-        }
-    }
 }
 
 type EncodeFn<'f> =
@@ -655,7 +627,7 @@ impl CopyBuffers {
 /// A cell's prepared op: the dispatch it times, and with repeat's rotating buffer sets
 /// (`repeat_rotate_bytes`) one per set, which the timed runs cycle through.
 struct CellOp {
-    dispatch: Dispatch,
+    dispatch: Prepared,
     rotating: Vec<Prepared>,
 }
 
@@ -760,25 +732,20 @@ impl Bench<'_> {
             rotating: Vec::new(),
         };
         Ok(match op {
-            BenchOp::Record => one(Dispatch::One(gpu.prepare_record(
+            BenchOp::Record => {
+                one(gpu.prepare_record(shape, GqaLayout::Blocked, dt, &buffers.record())?)
+            }
+            BenchOp::RecordChunked => one(gpu.prepare_record_chunked(
                 shape,
                 GqaLayout::Blocked,
                 dt,
+                self.cfg.chunk,
                 &buffers.record(),
-            )?)),
-            BenchOp::RecordChunked => {
-                one(Dispatch::Chunked(Box::new(gpu.prepare_record_chunked(
-                    shape,
-                    GqaLayout::Blocked,
-                    dt,
-                    self.cfg.chunk,
-                    &buffers.record(),
-                )?)))
-            }
+            )?),
             BenchOp::Replay => {
                 // accepted = T for every sequence: the buffer's words must read as T.
                 let acc = gpu.words_buffer(&vec![shape.steps() as u32; shape.batch()]);
-                one(Dispatch::One(gpu.prepare_replay(
+                one(gpu.prepare_replay(
                     shape,
                     GqaLayout::Blocked,
                     dt,
@@ -793,7 +760,7 @@ impl Bench<'_> {
                         tape_k_grouped: None,
                         status: None,
                     },
-                )?))
+                )?)
             }
             BenchOp::Repeat => {
                 let rs = shape.tape_k_repeat();
@@ -816,7 +783,7 @@ impl Bench<'_> {
                     )?);
                 }
                 CellOp {
-                    dispatch: Dispatch::One(rotating[0].clone()),
+                    dispatch: rotating[0].clone(),
                     rotating,
                 }
             }
