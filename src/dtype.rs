@@ -186,12 +186,14 @@ half_element!(half::f16 => F16, half::bf16 => BF16);
 
 /// Convert a slice of f32 to any element type, rounding each value once.
 #[cfg(feature = "workshop")]
+#[doc(hidden)]
 pub fn cast_from_f32<E: Element>(values: &[f32]) -> Vec<E> {
     values.iter().map(|&x| E::from_f32(x)).collect()
 }
 
 /// Widen a slice of any element type to f32.
 #[cfg(feature = "workshop")]
+#[doc(hidden)]
 pub fn to_f32_vec<E: Element>(values: &[E]) -> Vec<f32> {
     values.iter().map(|x| x.to_f32()).collect()
 }

@@ -390,17 +390,20 @@ impl Tuning {
     /// measured class.
     /// record's class at every shape without a choice of its own.
     #[cfg(feature = "workshop")]
+    #[doc(hidden)]
     pub fn record_class(&self) -> ShapeClass {
         self.record
     }
 
     /// replay's class at every shape without a choice of its own.
     #[cfg(feature = "workshop")]
+    #[doc(hidden)]
     pub fn replay_class(&self) -> ShapeClass {
         self.replay
     }
 
     #[cfg(feature = "workshop")]
+    #[doc(hidden)]
     pub fn with_record_class(self, class: ShapeClass) -> Self {
         Tuning {
             record: class,
@@ -410,6 +413,7 @@ impl Tuning {
 
     /// This tuning with `class` for replay at every shape without a measured class.
     #[cfg(feature = "workshop")]
+    #[doc(hidden)]
     pub fn with_replay_class(self, class: ShapeClass) -> Self {
         Tuning {
             replay: class,
@@ -419,6 +423,7 @@ impl Tuning {
 
     /// The measured classes.
     #[cfg(feature = "workshop")]
+    #[doc(hidden)]
     pub fn choices(&self) -> &[Choice] {
         &self.choices
     }

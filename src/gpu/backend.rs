@@ -132,6 +132,7 @@ impl GpuBackend {
     /// The same backend with record's reductions done another way. `Subgroup` on a
     /// device without `Features::SUBGROUP` is refused.
     #[cfg(feature = "workshop")]
+    #[doc(hidden)]
     pub fn with_reduction(&self, reduction: Reduction) -> Result<Self> {
         if reduction == Reduction::Subgroup && !self.features().contains(wgpu::Features::SUBGROUP) {
             return Err(Error::Unsupported {
@@ -149,6 +150,7 @@ impl GpuBackend {
 
     /// The reduction variant record uses.
     #[cfg(feature = "workshop")]
+    #[doc(hidden)]
     pub fn reduction(&self) -> Reduction {
         self.reduction
     }
@@ -211,6 +213,7 @@ impl GpuBackend {
     }
     /// Pipelines compiled so far, by key.
     #[cfg(feature = "workshop")]
+    #[doc(hidden)]
     pub fn compiled_kernels(&self) -> Vec<KernelKey> {
         self.inner.pipelines.keys()
     }

@@ -44,12 +44,14 @@ struct Step {
 impl Prepared {
     /// The kernel this dispatch runs (its first, where it runs several).
     #[cfg(feature = "workshop")]
+    #[doc(hidden)]
     pub fn key(&self) -> &KernelKey {
         &self.steps[0].key
     }
 
     /// The kernels this dispatch runs, in order.
     #[cfg(feature = "workshop")]
+    #[doc(hidden)]
     pub fn keys(&self) -> Vec<&KernelKey> {
         self.steps.iter().map(|s| &s.key).collect()
     }

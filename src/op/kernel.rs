@@ -93,7 +93,7 @@ pub trait OpKernel: Sync + 'static {
     }
 }
 
-/// An op: a handle on its [`OpKernel`], compared, hashed and ordered by name. The list
+/// An op: a handle on its `OpKernel`, compared, hashed and ordered by name. The list
 /// of every op is [`Op::ALL`] (`src/op/mod.rs`).
 #[derive(Clone, Copy)]
 pub struct Op(pub(crate) &'static dyn OpKernel);
