@@ -261,93 +261,45 @@ impl GpuBackend {
         self.check_alive(op)?;
         self.check_key(op, &d.key)?;
         let limits = self.limits();
-        // (table row, buffer, bytes it must hold, offset) of every bound operand.
+        // Every bound operand, checked against its table row.
         let mut bound = Vec::with_capacity(d.specs.len());
         for ((spec, buffer), &offset) in d.specs.iter().zip(&d.buffers).zip(&d.offsets) {
             let Some(buffer) = buffer else { continue };
-            let arg = spec.name;
-            let len = (spec.len)(d.shape) as u64;
-            if len > MAX_GPU_ELEMENTS {
-                return Err(Error::DimTooLarge {
-                    op,
-                    arg,
-                    actual: len,
-                    max: MAX_GPU_ELEMENTS,
-                });
-            }
-            let bytes = spec
-                .bytes(d.shape, &d.key.dtypes)
-                .ok_or(Error::Overflow { op, arg })?;
-            if buffer.size().saturating_sub(offset) < bytes {
-                return Err(Error::BufferSize {
-                    op,
-                    arg,
-                    expected: offset + bytes,
-                    actual: buffer.size(),
-                });
-            }
-            if offset % limits.min_storage_buffer_offset_alignment as u64 != 0 {
-                return Err(Error::Unsupported {
-                    op,
-                    arg,
-                    why: format!(
-                        "offset {offset} is not a multiple of the device's storage binding alignment ({})",
-                        limits.min_storage_buffer_offset_alignment
-                    ),
-                });
-            }
-            if !buffer.usage().contains(wgpu::BufferUsages::STORAGE) {
-                return Err(Error::BufferUsage {
-                    op,
-                    arg,
-                    missing: "STORAGE",
-                });
-            }
-            if bytes > limits.max_storage_buffer_binding_size {
-                return Err(Error::DeviceLimit {
-                    op,
-                    limit: "max_storage_buffer_binding_size",
-                    needed: bytes,
-                    available: limits.max_storage_buffer_binding_size,
-                    hint: " (split the batch into smaller calls)",
-                });
-            }
-            bound.push((spec, *buffer, bytes, offset));
+            let bytes = check_operand(op, &limits, spec, buffer, offset, d.shape, &d.key)?;
+            bound.push(Bound {
+                spec,
+                buffer,
+                bytes,
+                offset,
+            });
         }
-        for (written, wbuf, ..) in bound.iter().filter(|(s, ..)| s.access.writes()) {
-            if let Some((other, ..)) = bound
-                .iter()
-                .find(|(s, b, ..)| s.name != written.name && b == wbuf)
-            {
-                return Err(Error::Aliased {
-                    op,
-                    arg: written.name,
-                    other: other.name,
-                });
-            }
-        }
-        let max_dim = limits.max_compute_workgroups_per_dimension as u64;
-        let grid = match d.workgroups {
-            0 => None, // nothing to compute (repeat over zero rows)
-            n => {
-                let x = n.min(max_dim);
-                let y = n.div_ceil(x);
-                if y > max_dim {
-                    return Err(Error::DeviceLimit {
-                        op,
-                        limit: "max_compute_workgroups_per_dimension (squared)",
-                        needed: n,
-                        available: max_dim * max_dim,
-                        hint: "",
-                    });
-                }
-                Some((x as u32, y as u32))
-            }
-        };
-
+        check_not_aliased(op, &bound)?;
+        let grid = grid(op, &limits, d.workgroups)?;
         let device = self.device();
         let pipeline = self.inner.pipelines.get(device, &d.key)?;
         let params = self.inner.params.get(device, self.queue(), &d.params);
+        let bind_group = self.bind_group(op, &pipeline, &params, &bound)?;
+        let step = Step {
+            key: d.key,
+            pipeline,
+            bind_group,
+            grid,
+        };
+        Ok(Prepared {
+            steps: vec![step],
+            owned: Vec::new(),
+        })
+    }
+
+    /// The bind group of `params` (binding 0) and the bound operands (1, 2, ...).
+    fn bind_group<Sh>(
+        &self,
+        op: &'static str,
+        pipeline: &wgpu::ComputePipeline,
+        params: &wgpu::Buffer,
+        bound: &[Bound<'_, Sh>],
+    ) -> Result<wgpu::BindGroup> {
+        let device = self.device();
         let mut entries = vec![wgpu::BindGroupEntry {
             binding: 0,
             resource: params.as_entire_binding(),
@@ -355,20 +307,18 @@ impl GpuBackend {
         let placeholders: Vec<Option<wgpu::Buffer>> = bound
             .iter()
             .enumerate()
-            .map(|(slot, (_, _, bytes, _))| (*bytes == 0).then(|| self.placeholder(slot)))
+            .map(|(slot, b)| (b.bytes == 0).then(|| self.placeholder(slot)))
             .collect();
-        for (slot, ((_, buffer, bytes, offset), placeholder)) in
-            bound.iter().zip(&placeholders).enumerate()
-        {
+        for (slot, (b, placeholder)) in bound.iter().zip(&placeholders).enumerate() {
             entries.push(wgpu::BindGroupEntry {
                 binding: slot as u32 + 1,
                 resource: match placeholder {
                     // A binding cannot be empty: a zero-length operand binds a stand-in.
                     Some(p) => p.as_entire_binding(),
                     None => wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer,
-                        offset: *offset,
-                        size: std::num::NonZeroU64::new(*bytes),
+                        buffer: b.buffer,
+                        offset: b.offset,
+                        size: std::num::NonZeroU64::new(b.bytes),
                     }),
                 },
             });
@@ -387,16 +337,7 @@ impl GpuBackend {
                 message: e.to_string(),
             });
         }
-        let step = Step {
-            key: d.key,
-            pipeline,
-            bind_group,
-            grid,
-        };
-        Ok(Prepared {
-            steps: vec![step],
-            owned: Vec::new(),
-        })
+        Ok(bind_group)
     }
 
     /// What a kernel needs of the device: features, storage buffers per stage,
@@ -456,4 +397,112 @@ impl GpuBackend {
         }
         Ok(())
     }
+}
+
+/// An operand that passed its checks: its table row, buffer, the bytes it must hold
+/// and its offset in the buffer.
+struct Bound<'a, Sh: 'static> {
+    spec: &'static OperandSpec<Sh>,
+    buffer: &'a wgpu::Buffer,
+    bytes: u64,
+    offset: u64,
+}
+
+/// Check one operand's buffer against its table row and the device's limits: the
+/// bytes the operand binds.
+fn check_operand<Sh>(
+    op: &'static str,
+    limits: &wgpu::Limits,
+    spec: &OperandSpec<Sh>,
+    buffer: &wgpu::Buffer,
+    offset: u64,
+    shape: &Sh,
+    key: &KernelKey,
+) -> Result<u64> {
+    let arg = spec.name;
+    let len = (spec.len)(shape) as u64;
+    if len > MAX_GPU_ELEMENTS {
+        return Err(Error::DimTooLarge {
+            op,
+            arg,
+            actual: len,
+            max: MAX_GPU_ELEMENTS,
+        });
+    }
+    let bytes = spec
+        .bytes(shape, &key.dtypes)
+        .ok_or(Error::Overflow { op, arg })?;
+    if buffer.size().saturating_sub(offset) < bytes {
+        return Err(Error::BufferSize {
+            op,
+            arg,
+            expected: offset + bytes,
+            actual: buffer.size(),
+        });
+    }
+    if !offset.is_multiple_of(limits.min_storage_buffer_offset_alignment as u64) {
+        return Err(Error::Unsupported {
+            op,
+            arg,
+            why: format!(
+                "offset {offset} is not a multiple of the device's storage binding alignment ({})",
+                limits.min_storage_buffer_offset_alignment
+            ),
+        });
+    }
+    if !buffer.usage().contains(wgpu::BufferUsages::STORAGE) {
+        return Err(Error::BufferUsage {
+            op,
+            arg,
+            missing: "STORAGE",
+        });
+    }
+    if bytes > limits.max_storage_buffer_binding_size {
+        return Err(Error::DeviceLimit {
+            op,
+            limit: "max_storage_buffer_binding_size",
+            needed: bytes,
+            available: limits.max_storage_buffer_binding_size,
+            hint: " (split the batch into smaller calls)",
+        });
+    }
+    Ok(bytes)
+}
+
+/// An operand the kernel writes must not share its buffer with another operand.
+fn check_not_aliased<Sh>(op: &'static str, bound: &[Bound<'_, Sh>]) -> Result<()> {
+    for written in bound.iter().filter(|b| b.spec.access.writes()) {
+        if let Some(other) = bound
+            .iter()
+            .find(|b| b.spec.name != written.spec.name && b.buffer == written.buffer)
+        {
+            return Err(Error::Aliased {
+                op,
+                arg: written.spec.name,
+                other: other.spec.name,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The 2D grid of `workgroups` (x at most the device's per-dimension limit); `None`
+/// when there is nothing to compute (repeat over zero rows).
+fn grid(op: &'static str, limits: &wgpu::Limits, workgroups: u64) -> Result<Option<(u32, u32)>> {
+    let max_dim = limits.max_compute_workgroups_per_dimension as u64;
+    if workgroups == 0 {
+        return Ok(None);
+    }
+    let x = workgroups.min(max_dim);
+    let y = workgroups.div_ceil(x);
+    if y > max_dim {
+        return Err(Error::DeviceLimit {
+            op,
+            limit: "max_compute_workgroups_per_dimension (squared)",
+            needed: workgroups,
+            available: max_dim * max_dim,
+            hint: "",
+        });
+    }
+    Ok(Some((x as u32, y as u32)))
 }

@@ -473,7 +473,7 @@ fn unroll(
         if !loop_text.starts_with("for") {
             return Err(bad());
         }
-        let open = loop_text.find('{').ok_or_else(bad)?;
+        let open = loop_text.find("{").ok_or_else(bad)?;
         let (var, bound) = parse_for_header(&loop_text[..open]).ok_or_else(bad)?;
         let count = match defines.iter().find(|(n, _)| *n == bound) {
             Some(&(_, Value::U32(n))) => n,

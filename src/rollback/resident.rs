@@ -207,6 +207,153 @@ fn prepare_deferred_replay(
     gpu.prepare_replay(shape, layout, dtypes, &replay)
 }
 
+/// A copy of a layer's drafted conv inputs: (source, the rollback's buffer, where in
+/// it, by a dispatch rather than a transfer).
+type ConvCopy<'a> = (
+    &'a wgpu::Buffer,
+    &'a wgpu::Buffer,
+    std::ops::Range<u64>,
+    bool,
+);
+
+/// What one layer's draft dispatches bind, borrowed from the rollback's fields.
+struct DraftPlan<'a> {
+    gpu: &'a GpuBackend,
+    shape: GdnShape,
+    layout: GqaLayout,
+    dtypes: GdnDtypes,
+    b: &'a DraftBuffers<'a>,
+    states: &'a States<wgpu::Buffer>,
+    delta: &'a wgpu::Buffer,
+    tape_k: &'a wgpu::Buffer,
+    tape_g: &'a wgpu::Buffer,
+    /// Where the layer's fold (or replay) flags counts above T (the first layer's only).
+    status: Option<&'a wgpu::Buffer>,
+}
+
+impl DraftPlan<'_> {
+    /// Build the draft's dispatches: record, folding or first replaying the layer's
+    /// `deferred` commit, and the copy dispatch of the conv inputs when they go by one.
+    fn dispatches(
+        &self,
+        deferred: Option<&DeferredFold>,
+        conv_copy: Option<&(&wgpu::Buffer, &wgpu::Buffer, std::ops::Range<u64>)>,
+    ) -> Result<DraftDispatches> {
+        let (gpu, b) = (self.gpu, self.b);
+        let (replay_first, record) = match (deferred, b.mask) {
+            // One pass over the state: the deferred replay, then record from it.
+            (Some(f), None) => {
+                let fold = FoldRecordBuffers {
+                    q: b.q,
+                    k: b.k,
+                    v: b.v,
+                    g: b.g,
+                    beta: b.beta,
+                    state: self.states.committed(),
+                    y: b.y,
+                    delta: self.delta,
+                    tape_k_grouped: self.tape_k,
+                    tape_g: self.tape_g,
+                    pending_k_grouped: &f.tape_k,
+                    pending_g: &f.tape_g,
+                    accepted: &f.accepted,
+                    status: self.status,
+                };
+                let (shape, layout, dtypes) = (&self.shape, self.layout, self.dtypes);
+                (None, gpu.prepare_fold_record(shape, layout, dtypes, &fold)?)
+            }
+            // fold_record takes no mask: a masked draft replays the deferred commit
+            // first, then records.
+            (Some(f), Some(_)) => {
+                let state = self.states.committed();
+                let replay = prepare_deferred_replay(
+                    gpu,
+                    &self.shape,
+                    self.layout,
+                    self.dtypes,
+                    self.delta,
+                    state,
+                    f,
+                    self.status,
+                )?;
+                (Some(replay), self.record()?)
+            }
+            (None, _) => (None, self.record()?),
+        };
+        let conv_copy = match conv_copy {
+            None => None,
+            Some((x, kept, range)) => {
+                let words = ((range.end - range.start) / 4) as usize;
+                Some(gpu.prepare_copy_into(words, x, kept, range.start)?)
+            }
+        };
+        Ok(DraftDispatches {
+            replay_first,
+            record,
+            conv_copy,
+        })
+    }
+
+    /// record from the committed state, writing the drafted one and the tape.
+    fn record(&self) -> Result<Prepared> {
+        let b = self.b;
+        let record = RecordBuffers {
+            q: b.q,
+            k: b.k,
+            v: b.v,
+            g: b.g,
+            beta: b.beta,
+            state_in: self.states.committed(),
+            y: b.y,
+            state_out: self.states.drafted(),
+            delta: self.delta,
+            mask: b.mask,
+            tape_k_grouped: Some(self.tape_k),
+            tape_g: Some(self.tape_g),
+        };
+        let (shape, layout, dtypes) = (&self.shape, self.layout, self.dtypes);
+        self.gpu.prepare_record(shape, layout, dtypes, &record)
+    }
+}
+
+/// How layer `layer`'s drafted conv inputs `conv_x` reach the rollback's buffer in
+/// `conv`, or `None` when they are already there or there is no conv window.
+fn conv_copy<'b>(
+    op: &'static str,
+    conv: Option<&'b ResidentConv>,
+    act: crate::DType,
+    layer: usize,
+    conv_x: Option<&'b wgpu::Buffer>,
+) -> Result<Option<ConvCopy<'b>>> {
+    match (conv, conv_x) {
+        (None, None) => Ok(None),
+        // Already where the commit reads it.
+        (Some(c), Some(x)) if *x == c.x => Ok(None),
+        (Some(c), Some(x)) => {
+            let range = c.x_range(act, layer);
+            let bytes = range.end - range.start;
+            // A dispatch reads STORAGE; a transfer, COPY_SRC.
+            let by_dispatch = bytes >= CONV_COPY_DISPATCH_FROM && x.usage().contains(U::STORAGE);
+            if by_dispatch {
+                check_input(op, "conv_x", x, U::STORAGE, "STORAGE", bytes)?;
+            } else {
+                check_copied(op, "conv_x", x, bytes)?;
+            }
+            Ok(Some((x, &c.x, range, by_dispatch)))
+        }
+        (None, Some(_)) => Err(Error::Unsupported {
+            op,
+            arg: "conv_x",
+            why: "this rollback keeps no conv window (RollbackOptions::conv)".into(),
+        }),
+        _ => Err(Error::Unsupported {
+            op,
+            arg: "conv_x",
+            why: "this rollback keeps a conv window: give the draft's conv inputs".into(),
+        }),
+    }
+}
+
 fn no_conv(op: &'static str) -> Error {
     Error::Unsupported {
         op,
@@ -525,58 +672,22 @@ impl GpuRollback {
         if let Some(m) = b.mask {
             check_copied(OP, "mask", m, shape.mask_len() as u64 * 4)?;
         }
-        // (source, the rollback's buffer, where in it, by a dispatch) of a copy of the
-        // conv inputs.
-        let conv_copy = match (&self.conv, b.conv_x) {
-            (None, None) => None,
-            // Already where the commit reads it.
-            (Some(c), Some(x)) if *x == c.x => None,
-            (Some(c), Some(x)) => {
-                let range = c.x_range(dtypes.act, layer);
-                let bytes = range.end - range.start;
-                // A dispatch reads STORAGE; a transfer, COPY_SRC.
-                let by_dispatch =
-                    bytes >= CONV_COPY_DISPATCH_FROM && x.usage().contains(U::STORAGE);
-                if by_dispatch {
-                    check_input(OP, "conv_x", x, U::STORAGE, "STORAGE", bytes)?;
-                } else {
-                    check_copied(OP, "conv_x", x, bytes)?;
-                }
-                Some((x, &c.x, range, by_dispatch))
-            }
-            (None, Some(_)) => {
-                return Err(Error::Unsupported {
-                    op: OP,
-                    arg: "conv_x",
-                    why: "this rollback keeps no conv window (RollbackOptions::conv)".into(),
-                })
-            }
-            _ => {
-                return Err(Error::Unsupported {
-                    op: OP,
-                    arg: "conv_x",
-                    why: "this rollback keeps a conv window: give the draft's conv inputs".into(),
-                })
-            }
-        };
-        let mask = match b.mask {
-            None => None,
-            Some(m) => {
-                let bytes = shape.mask_len() as u64 * 4;
-                let keep = match &l.tape_mask {
-                    Some(t) if t.size() >= bytes => t.clone(),
-                    _ => buffer(&self.gpu, "tape mask", bytes, U::STORAGE | U::COPY_DST),
-                };
-                Some((m.clone(), keep))
-            }
-        };
+        let conv_copy = conv_copy(OP, self.conv.as_deref(), dtypes.act, layer, b.conv_x)?;
+        // (source, kept copy) of the mask: the layer's kept mask when it is large enough.
+        let mask = b.mask.map(|m| {
+            let bytes = shape.mask_len() as u64 * 4;
+            let keep = match &l.tape_mask {
+                Some(t) if t.size() >= bytes => t.clone(),
+                _ => buffer(&self.gpu, "tape mask", bytes, U::STORAGE | U::COPY_DST),
+            };
+            (m.clone(), keep)
+        });
         let (conv_copy, conv_transfer) = match conv_copy {
             Some((x, kept, range, true)) => (Some((x, kept, range)), None),
             Some((x, kept, range, false)) => (None, Some((x.clone(), kept.clone(), range))),
             None => (None, None),
         };
         // Fields, not `self`: the cache below is borrowed mutably beside them.
-        let gpu = &self.gpu;
         let l = &mut self.layers[layer];
         // The tape k and g alternate between two pairs once commits are deferred, so
         // they are part of the key; a deferred commit adds its own buffers.
@@ -597,77 +708,23 @@ impl GpuRollback {
             deferred.map(|f| &f.tape_k),
             deferred.map(|f| &f.tape_g),
         ];
-        let (states, delta, tape_k, tape_g) = (&l.states, &l.delta, &l.tape_k, &l.tape_g);
-        let status = &self.status;
-        let record_of = |states: &States<wgpu::Buffer>, delta, tape_k, tape_g| {
-            let record = RecordBuffers {
-                q: b.q,
-                k: b.k,
-                v: b.v,
-                g: b.g,
-                beta: b.beta,
-                state_in: states.committed(),
-                y: b.y,
-                state_out: states.drafted(),
-                delta,
-                mask: b.mask,
-                tape_k_grouped: Some(tape_k),
-                tape_g: Some(tape_g),
-            };
-            gpu.prepare_record(&shape, layout, dtypes, &record)
-        };
-        let dispatches = l.drafts_prepared.index(key, || {
+        let plan = DraftPlan {
+            gpu: &self.gpu,
+            shape,
+            layout,
+            dtypes,
+            b,
+            states: &l.states,
+            delta: &l.delta,
+            tape_k: &l.tape_k,
+            tape_g: &l.tape_g,
             // The first layer's fold (or replay) flags counts above T for all: every
             // layer reads the same counts (see `encode_replays`).
-            let status = (layer == 0).then_some(status);
-            let (replay_first, record) = match (deferred, b.mask) {
-                // One pass over the state: the deferred replay, then record from it.
-                (Some(f), None) => {
-                    let fold = FoldRecordBuffers {
-                        q: b.q,
-                        k: b.k,
-                        v: b.v,
-                        g: b.g,
-                        beta: b.beta,
-                        state: states.committed(),
-                        y: b.y,
-                        delta,
-                        tape_k_grouped: tape_k,
-                        tape_g,
-                        pending_k_grouped: &f.tape_k,
-                        pending_g: &f.tape_g,
-                        accepted: &f.accepted,
-                        status,
-                    };
-                    (
-                        None,
-                        gpu.prepare_fold_record(&shape, layout, dtypes, &fold)?,
-                    )
-                }
-                // fold_record takes no mask: a masked draft replays the deferred
-                // commit first, then records.
-                (Some(f), Some(_)) => {
-                    let state = states.committed();
-                    let replay = prepare_deferred_replay(
-                        gpu, &shape, layout, dtypes, delta, state, f, status,
-                    )?;
-                    (Some(replay), record_of(states, delta, tape_k, tape_g)?)
-                }
-                (None, _) => (None, record_of(states, delta, tape_k, tape_g)?),
-            };
-            let conv_copy = match &conv_copy {
-                None => None,
-                Some((x, kept, range)) => {
-                    let words = ((range.end - range.start) / 4) as usize;
-                    Some(gpu.prepare_copy_into(words, x, kept, range.start)?)
-                }
-            };
-            Ok(DraftDispatches {
-                replay_first,
-                record,
-                conv_copy,
-            })
-        })?;
+            status: (layer == 0).then_some(&self.status),
+        };
+        let dispatches = l
+            .drafts_prepared
+            .index(key, || plan.dispatches(deferred, conv_copy.as_ref()))?;
         Ok(LayerDraft {
             dispatches,
             settles_deferred: deferred.is_some(),

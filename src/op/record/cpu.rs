@@ -27,15 +27,7 @@ pub(crate) fn record<A: Element, S: Element, P: Element, G: Element>(
     args: RecordArgs<'_, A, S, P, G>,
 ) {
     let RecordArgs {
-        inputs:
-            RecordInputs {
-                q,
-                k,
-                v,
-                g,
-                beta,
-                mask,
-            },
+        inputs,
         state_in,
         y,
         state_out,
@@ -44,10 +36,10 @@ pub(crate) fn record<A: Element, S: Element, P: Element, G: Element>(
         tape_g,
     } = args;
     if let Some(tape_k) = tape_k_grouped {
-        tape_k.copy_from_slice(k);
+        tape_k.copy_from_slice(inputs.k);
     }
     if let Some(tape_g) = tape_g {
-        tape_g.copy_from_slice(g);
+        tape_g.copy_from_slice(inputs.g);
     }
     let (t_len, hv_n, dv_n, dk) = dims(shape);
     let head_len = dv_n * dk;
@@ -64,118 +56,183 @@ pub(crate) fn record<A: Element, S: Element, P: Element, G: Element>(
     };
     let cost = (shape.batch() * hv_n * head_len).saturating_mul(t_len.max(1));
     let groups = par_tasks(threads, out_state, out_len, cost, |heads, out| {
-        let mut kk = vec![0f32; t_len * dk];
-        let mut qq = vec![0f32; t_len * dk];
-        let mut steps: Vec<RecordStep> = Vec::with_capacity(t_len);
-        let mut block = vec![[0f32; RECORD_ROWS]; dk];
-        let mut row = vec![0f32; dk];
+        let mut work = HeadWork::new(shape, inputs);
         let mut results = Vec::with_capacity(heads.len());
         for (head, out) in heads.zip(out.chunks_mut(out_len)) {
             let (b, hv) = (head / hv_n, head % hv_n);
-            let hk = shape.key_head(layout, hv);
-            // The head's live steps, their k and q widened once.
-            steps.clear();
-            for t in 0..t_len {
-                if !is_live(mask, shape.mask_index(b, t)) {
-                    continue; // y and delta stay zero, S unchanged
-                }
-                let n = steps.len();
-                widen_into(&mut kk[n * dk..][..dk], &k[shape.qk_row(b, t, hk)..][..dk]);
-                widen_into(&mut qq[n * dk..][..dk], &q[shape.qk_row(b, t, hk)..][..dk]);
-                let gi = shape.gate_index(b, t, hv);
-                steps.push(RecordStep {
-                    t,
-                    g: g[gi].to_f32(),
-                    beta: beta[gi].to_f32(),
-                    v: shape.v_index(b, t, hv, 0),
-                });
-            }
-            let (kk, qq) = (&kk[..steps.len() * dk], &qq[..steps.len() * dk]);
+            work.gather_live_steps(layout, b, hv);
             let src = &state_in[shape.state_row(b, hv, 0)..][..head_len];
-            let mut ys = vec![A::default(); t_len * dv_n];
-            let mut ds = vec![P::default(); t_len * dv_n];
-            let full = dv_n - dv_n % RECORD_ROWS;
-            for dv0 in (0..full).step_by(RECORD_ROWS) {
-                let rows = dv0 * dk..(dv0 + RECORD_ROWS) * dk;
-                for (r, src_row) in src[rows.clone()].chunks_exact(dk).enumerate() {
-                    for (lanes, x) in block.iter_mut().zip(src_row) {
-                        lanes[r] = x.to_f32();
-                    }
-                }
-                for (st, (k_t, q_t)) in steps
-                    .iter()
-                    .zip(kk.chunks_exact(dk).zip(qq.chunks_exact(dk)))
-                {
-                    let mut kv = [0f32; RECORD_ROWS];
-                    for (lanes, &ki) in block.iter_mut().zip(k_t) {
-                        for (s, acc) in lanes.iter_mut().zip(&mut kv) {
-                            *s *= st.g;
-                            *acc += *s * ki;
-                        }
-                    }
-                    let vs = &v[st.v + dv0..][..RECORD_ROWS];
-                    let mut d = [0f32; RECORD_ROWS];
-                    for ((d, vi), kv) in d.iter_mut().zip(vs).zip(&kv) {
-                        *d = (vi.to_f32() - kv) * st.beta;
-                    }
-                    let mut out_y = [0f32; RECORD_ROWS];
-                    for ((lanes, &ki), &qi) in block.iter_mut().zip(k_t).zip(q_t) {
-                        for ((s, acc), di) in lanes.iter_mut().zip(&mut out_y).zip(&d) {
-                            *s += ki * di; // S = S + k*delta
-                            *acc += *s * qi;
-                        }
-                    }
-                    let at = st.t * dv_n + dv0;
-                    for (o, x) in ys[at..at + RECORD_ROWS].iter_mut().zip(&out_y) {
-                        *o = A::from_f32(*x);
-                    }
-                    for (o, x) in ds[at..at + RECORD_ROWS].iter_mut().zip(&d) {
-                        *o = P::from_f32(*x);
-                    }
-                }
-                if writes_state {
-                    for (r, out_row) in out[rows].chunks_exact_mut(dk).enumerate() {
-                        for (o, lanes) in out_row.iter_mut().zip(&block) {
-                            *o = S::from_f32(lanes[r]);
-                        }
-                    }
-                }
-            }
-            for dv in full..dv_n {
-                widen_into(&mut row, &src[dv * dk..][..dk]);
-                for (st, (k_t, q_t)) in steps
-                    .iter()
-                    .zip(kk.chunks_exact(dk).zip(qq.chunks_exact(dk)))
-                {
-                    let mut kv = 0f32;
-                    for (si, ki) in row.iter_mut().zip(k_t) {
-                        *si *= st.g;
-                        kv += *si * ki;
-                    }
-                    let d = (v[st.v + dv].to_f32() - kv) * st.beta;
-                    let mut out_y = 0f32;
-                    for ((si, ki), qi) in row.iter_mut().zip(k_t).zip(q_t) {
-                        *si += ki * d; // S = S + k*delta
-                        out_y += *si * qi;
-                    }
-                    ys[st.t * dv_n + dv] = A::from_f32(out_y);
-                    ds[st.t * dv_n + dv] = P::from_f32(d);
-                }
-                if writes_state {
-                    for (o, si) in out[dv * dk..][..dk].iter_mut().zip(&row) {
-                        *o = S::from_f32(*si);
-                    }
-                }
-            }
-            results.push(HeadOutputs {
-                head,
-                y: ys,
-                delta: ds,
-            });
+            let (y, delta) = work.advance_head(src, writes_state.then_some(out));
+            results.push(HeadOutputs { head, y, delta });
         }
         results
     });
     scatter_heads(shape, groups.into_iter().flatten(), y, delta);
+}
+
+/// One thread's working space for record's heads, reused from head to head.
+struct HeadWork<'a, A, G> {
+    shape: &'a GdnShape,
+    inputs: RecordInputs<'a, A, G>,
+    /// The current head's live steps.
+    live: LiveSteps,
+    /// [`RECORD_ROWS`] state rows transposed to `[Dk][rows]`.
+    block: Vec<[f32; RECORD_ROWS]>,
+    /// One state row, for the rows left over.
+    row: Vec<f32>,
+}
+
+impl<'a, A: Element, G: Element> HeadWork<'a, A, G> {
+    fn new(shape: &'a GdnShape, inputs: RecordInputs<'a, A, G>) -> Self {
+        let (t_len, _, _, dk) = dims(shape);
+        HeadWork {
+            shape,
+            inputs,
+            live: LiveSteps {
+                steps: Vec::with_capacity(t_len),
+                kk: vec![0f32; t_len * dk],
+                qq: vec![0f32; t_len * dk],
+                dk,
+            },
+            block: vec![[0f32; RECORD_ROWS]; dk],
+            row: vec![0f32; dk],
+        }
+    }
+
+    /// Head `(b, hv)`'s live steps, their k and q widened once.
+    fn gather_live_steps(&mut self, layout: GqaLayout, b: usize, hv: usize) {
+        let (shape, inputs) = (self.shape, self.inputs);
+        let (t_len, _, _, dk) = dims(shape);
+        let hk = shape.key_head(layout, hv);
+        let live = &mut self.live;
+        live.steps.clear();
+        for t in 0..t_len {
+            if !is_live(inputs.mask, shape.mask_index(b, t)) {
+                continue; // y and delta stay zero, S unchanged
+            }
+            let n = live.steps.len();
+            let row = shape.qk_row(b, t, hk);
+            widen_into(&mut live.kk[n * dk..][..dk], &inputs.k[row..][..dk]);
+            widen_into(&mut live.qq[n * dk..][..dk], &inputs.q[row..][..dk]);
+            let gi = shape.gate_index(b, t, hv);
+            live.steps.push(RecordStep {
+                t,
+                g: inputs.g[gi].to_f32(),
+                beta: inputs.beta[gi].to_f32(),
+                v: shape.v_index(b, t, hv, 0),
+            });
+        }
+    }
+
+    /// Advance a head's state `src` through its live steps (gathered first), writing
+    /// the final state to `out` when given: the head's y and delta, `[T][Dv]`.
+    fn advance_head<S: Element, P: Element>(
+        &mut self,
+        src: &[S],
+        mut out: Option<&mut [S]>,
+    ) -> (Vec<A>, Vec<P>) {
+        let (t_len, _, dv_n, _) = dims(self.shape);
+        let mut ys = vec![A::default(); t_len * dv_n];
+        let mut ds = vec![P::default(); t_len * dv_n];
+        let full = dv_n - dv_n % RECORD_ROWS;
+        for dv0 in (0..full).step_by(RECORD_ROWS) {
+            self.advance_row_block(dv0, src, out.as_deref_mut(), &mut ys, &mut ds);
+        }
+        for dv in full..dv_n {
+            self.advance_row(dv, src, out.as_deref_mut(), &mut ys, &mut ds);
+        }
+        (ys, ds)
+    }
+
+    /// Rows `dv0..dv0 + RECORD_ROWS` through every live step, one lane per row.
+    fn advance_row_block<S: Element, P: Element>(
+        &mut self,
+        dv0: usize,
+        src: &[S],
+        out: Option<&mut [S]>,
+        ys: &mut [A],
+        ds: &mut [P],
+    ) {
+        let (_, _, dv_n, dk) = dims(self.shape);
+        let v = self.inputs.v;
+        let block = &mut self.block;
+        let rows = dv0 * dk..(dv0 + RECORD_ROWS) * dk;
+        for (r, src_row) in src[rows.clone()].chunks_exact(dk).enumerate() {
+            for (lanes, x) in block.iter_mut().zip(src_row) {
+                lanes[r] = x.to_f32();
+            }
+        }
+        for (st, k_t, q_t) in self.live.iter() {
+            let mut kv = [0f32; RECORD_ROWS];
+            for (lanes, &ki) in block.iter_mut().zip(k_t) {
+                for (s, acc) in lanes.iter_mut().zip(&mut kv) {
+                    *s *= st.g;
+                    *acc += *s * ki;
+                }
+            }
+            let vs = &v[st.v + dv0..][..RECORD_ROWS];
+            let mut d = [0f32; RECORD_ROWS];
+            for ((d, vi), kv) in d.iter_mut().zip(vs).zip(&kv) {
+                *d = (vi.to_f32() - kv) * st.beta;
+            }
+            let mut out_y = [0f32; RECORD_ROWS];
+            for ((lanes, &ki), &qi) in block.iter_mut().zip(k_t).zip(q_t) {
+                for ((s, acc), di) in lanes.iter_mut().zip(&mut out_y).zip(&d) {
+                    *s += ki * di; // S = S + k*delta
+                    *acc += *s * qi;
+                }
+            }
+            let at = st.t * dv_n + dv0;
+            for (o, x) in ys[at..at + RECORD_ROWS].iter_mut().zip(&out_y) {
+                *o = A::from_f32(*x);
+            }
+            for (o, x) in ds[at..at + RECORD_ROWS].iter_mut().zip(&d) {
+                *o = P::from_f32(*x);
+            }
+        }
+        if let Some(out) = out {
+            for (r, out_row) in out[rows].chunks_exact_mut(dk).enumerate() {
+                for (o, lanes) in out_row.iter_mut().zip(block.iter()) {
+                    *o = S::from_f32(lanes[r]);
+                }
+            }
+        }
+    }
+
+    /// Row `dv` (one left over by the blocks) through every live step.
+    fn advance_row<S: Element, P: Element>(
+        &mut self,
+        dv: usize,
+        src: &[S],
+        out: Option<&mut [S]>,
+        ys: &mut [A],
+        ds: &mut [P],
+    ) {
+        let (_, _, dv_n, dk) = dims(self.shape);
+        let v = self.inputs.v;
+        let row = &mut self.row;
+        widen_into(row, &src[dv * dk..][..dk]);
+        for (st, k_t, q_t) in self.live.iter() {
+            let mut kv = 0f32;
+            for (si, ki) in row.iter_mut().zip(k_t) {
+                *si *= st.g;
+                kv += *si * ki;
+            }
+            let d = (v[st.v + dv].to_f32() - kv) * st.beta;
+            let mut out_y = 0f32;
+            for ((si, ki), qi) in row.iter_mut().zip(k_t).zip(q_t) {
+                *si += ki * d; // S = S + k*delta
+                out_y += *si * qi;
+            }
+            ys[st.t * dv_n + dv] = A::from_f32(out_y);
+            ds[st.t * dv_n + dv] = P::from_f32(d);
+        }
+        if let Some(out) = out {
+            for (o, si) in out[dv * dk..][..dk].iter_mut().zip(row.iter()) {
+                *o = S::from_f32(*si);
+            }
+        }
+    }
 }
 
 /// record's operands (`RecordOperands`' rows, each in its dtype).
@@ -191,6 +248,25 @@ pub(crate) struct RecordArgs<'a, A, S, P, G> {
     pub tape_k_grouped: Option<&'a mut [A]>,
     /// `None`: the tape's copy of g is not written.
     pub tape_g: Option<&'a mut [G]>,
+}
+
+/// A head's live steps and their k and q widened to f32, `[steps][Dk]`.
+struct LiveSteps {
+    steps: Vec<RecordStep>,
+    kk: Vec<f32>,
+    qq: Vec<f32>,
+    dk: usize,
+}
+
+impl LiveSteps {
+    /// Each live step with its k and q rows.
+    fn iter(&self) -> impl Iterator<Item = (&RecordStep, &[f32], &[f32])> {
+        let (kk, qq) = (self.kk.chunks_exact(self.dk), self.qq.chunks_exact(self.dk));
+        self.steps
+            .iter()
+            .zip(kk.zip(qq))
+            .map(|(st, (k, q))| (st, k, q))
+    }
 }
 
 /// One live step of a head in record: its index, gate, beta and where its v row starts.

@@ -27,7 +27,7 @@
 //! and the state passes it unchanged, as in the SPEC. All arithmetic is f32; each value
 //! is rounded to its storage dtype once.
 
-use crate::cpu::parallel::{scatter_heads, HeadOutputs};
+use crate::cpu::parallel::{dims, is_live, par_tasks, scatter_heads, widen_into, HeadOutputs};
 use crate::dtype::Element;
 use crate::op::record::cpu::RecordArgs;
 use crate::op::record::RecordInputs;
@@ -87,7 +87,6 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
-/// One head's outputs, `[T][Dv]`, scattered after the threads join.
 /// record in its chunked WY form, chunks of `chunk` steps: y, the state after the last
 /// step and the tape's delta, as `kernels::record` computes them (within the dtypes'
 /// tolerances: another f32 order).
@@ -108,138 +107,200 @@ pub(crate) fn record_chunked<A: Element, S: Element, P: Element, G: Element>(
         ..
     } = args;
     let state_out = state_out.expect("the host call binds state_out");
-    let RecordInputs {
-        q,
-        k,
-        v,
-        g,
-        beta,
-        mask,
-    } = inputs;
-    let (t_len, hv_n, dv_n, dk) = (
-        shape.steps(),
-        shape.value_heads(),
-        shape.value_dim(),
-        shape.key_dim(),
-    );
+    let (t_len, hv_n, dv_n, dk) = dims(shape);
     let c = chunk.max(1);
     let head_len = dv_n * dk;
     let cost = state_out.len().saturating_mul(t_len.max(1));
-    let groups =
-        crate::cpu::parallel::par_tasks(threads, state_out, head_len, cost, |heads, out| {
-            let mut results = Vec::new();
-            let (mut kc, mut qc) = (vec![0f32; c * dk], vec![0f32; c * dk]);
-            let mut vc = vec![0f32; c * dv_n];
-            let mut l = vec![0f32; c * c];
-            let mut m = vec![0f32; c * c];
-            let mut d = vec![0f32; c];
-            for (head, out) in heads.zip(out.chunks_mut(head_len.max(1))) {
-                let (b, hv) = (head / hv_n, head % hv_n);
-                let hk = shape.key_head(layout, hv);
-                let src = &state_in[shape.state_row(b, hv, 0)..][..head_len];
-                let mut s: Vec<f32> = src.iter().map(|x| x.to_f32()).collect();
-                let mut ys = vec![A::default(); t_len * dv_n];
-                let mut ds = vec![P::default(); t_len * dv_n];
-                for t0 in (0..t_len).step_by(c) {
-                    let n = c.min(t_len - t0);
-                    let mut gs = vec![1f32; n];
-                    let mut bs = vec![0f32; n];
-                    let mut live = vec![false; n];
-                    for i in 0..n {
-                        let t = t0 + i;
-                        live[i] = mask.is_none_or(|mk| mk[shape.mask_index(b, t)] != 0);
-                        let (kr, qr) = (&mut kc[i * dk..][..dk], &mut qc[i * dk..][..dk]);
-                        let vr = &mut vc[i * dv_n..][..dv_n];
-                        if live[i] {
-                            let row = shape.qk_row(b, t, hk);
-                            kr.iter_mut()
-                                .zip(&k[row..][..dk])
-                                .for_each(|(o, x)| *o = x.to_f32());
-                            qr.iter_mut()
-                                .zip(&q[row..][..dk])
-                                .for_each(|(o, x)| *o = x.to_f32());
-                            let at = shape.v_index(b, t, hv, 0);
-                            vr.iter_mut()
-                                .zip(&v[at..][..dv_n])
-                                .for_each(|(o, x)| *o = x.to_f32());
-                            let gi = shape.gate_index(b, t, hv);
-                            gs[i] = g[gi].to_f32();
-                            bs[i] = beta[gi].to_f32();
-                        } else {
-                            kr.fill(0.0);
-                            qr.fill(0.0);
-                            vr.fill(0.0);
-                        }
-                    }
-                    let decay = ChunkDecay::new(&gs, c);
-                    // L (strictly lower) and M = G o (Q K^T) (lower, diagonal included).
-                    for i in 0..n {
-                        for j in 0..=i {
-                            let r = decay.ratio[i * c + j];
-                            let kj = &kc[j * dk..][..dk];
-                            if j < i {
-                                l[i * c + j] = bs[i] * r * dot(&kc[i * dk..][..dk], kj);
-                            }
-                            m[i * c + j] = r * dot(&qc[i * dk..][..dk], kj);
-                        }
-                    }
-                    // W = T diag(beta gam) K and U = T diag(beta) V.
-                    let mut w = vec![0f32; n * dk];
-                    let mut u = vec![0f32; n * dv_n];
-                    for i in 0..n {
-                        let (wb, ub) = (bs[i] * decay.gam[i], bs[i]);
-                        for (o, x) in w[i * dk..][..dk].iter_mut().zip(&kc[i * dk..][..dk]) {
-                            *o = wb * x;
-                        }
-                        for (o, x) in u[i * dv_n..][..dv_n]
-                            .iter_mut()
-                            .zip(&vc[i * dv_n..][..dv_n])
-                        {
-                            *o = ub * x;
-                        }
-                    }
-                    forward_substitute(&l, c, n, &mut w, dk);
-                    forward_substitute(&l, c, n, &mut u, dv_n);
-                    let last = decay.gam[n - 1];
-                    for dv in 0..dv_n {
-                        let row = &mut s[dv * dk..][..dk];
-                        for i in 0..n {
-                            d[i] = u[i * dv_n + dv] - dot(&w[i * dk..][..dk], row);
-                        }
-                        for i in 0..n {
-                            let at = (t0 + i) * dv_n + dv;
-                            ds[at] = P::from_f32(d[i]);
-                            if live[i] {
-                                let mut acc = decay.gam[i] * dot(&qc[i * dk..][..dk], row);
-                                for j in 0..=i {
-                                    acc += m[i * c + j] * d[j];
-                                }
-                                ys[at] = A::from_f32(acc);
-                            }
-                        }
-                        for x in row.iter_mut() {
-                            *x *= last;
-                        }
-                        for j in 0..n {
-                            let f = decay.to_end[j] * d[j];
-                            if f != 0.0 {
-                                for (x, kj) in row.iter_mut().zip(&kc[j * dk..][..dk]) {
-                                    *x += f * kj;
-                                }
-                            }
-                        }
-                    }
-                }
-                for (o, x) in out.iter_mut().zip(&s) {
-                    *o = S::from_f32(*x);
-                }
-                results.push(HeadOutputs {
-                    head,
-                    y: ys,
-                    delta: ds,
-                });
+    let groups = par_tasks(threads, state_out, head_len, cost, |heads, out| {
+        let mut work = ChunkWork::new(shape, inputs, c);
+        let mut results = Vec::new();
+        for (head, out) in heads.zip(out.chunks_mut(head_len.max(1))) {
+            let (b, hv) = (head / hv_n, head % hv_n);
+            let src = &state_in[shape.state_row(b, hv, 0)..][..head_len];
+            let mut s: Vec<f32> = src.iter().map(|x| x.to_f32()).collect();
+            let mut ys = vec![A::default(); t_len * dv_n];
+            let mut ds = vec![P::default(); t_len * dv_n];
+            for t0 in (0..t_len).step_by(c) {
+                let steps = work.load_chunk(layout, b, hv, t0);
+                work.advance_chunk(t0, &steps, &mut s, &mut ys, &mut ds);
             }
-            results
-        });
+            for (o, x) in out.iter_mut().zip(&s) {
+                *o = S::from_f32(*x);
+            }
+            results.push(HeadOutputs {
+                head,
+                y: ys,
+                delta: ds,
+            });
+        }
+        results
+    });
     scatter_heads(shape, groups.into_iter().flatten(), y, delta);
+}
+
+/// One chunk's per-step gates: masked steps have `g = 1`, `beta = 0`.
+struct ChunkSteps {
+    gs: Vec<f32>,
+    bs: Vec<f32>,
+    live: Vec<bool>,
+}
+
+/// One thread's working space for the chunked record, reused from chunk to chunk.
+struct ChunkWork<'a, A, G> {
+    shape: &'a GdnShape,
+    inputs: RecordInputs<'a, A, G>,
+    /// The chunk length C.
+    c: usize,
+    /// The chunk's k, q (`[C][Dk]`) and v (`[C][Dv]`) in f32, zero at masked steps.
+    kc: Vec<f32>,
+    qc: Vec<f32>,
+    vc: Vec<f32>,
+    /// `L` (strictly lower) and `M = G o (Q K^T)` (lower), `[C][C]`.
+    l: Vec<f32>,
+    m: Vec<f32>,
+    /// One state row's corrected values delta over the chunk.
+    d: Vec<f32>,
+}
+
+impl<'a, A: Element, G: Element> ChunkWork<'a, A, G> {
+    fn new(shape: &'a GdnShape, inputs: RecordInputs<'a, A, G>, c: usize) -> Self {
+        let (_, _, dv_n, dk) = dims(shape);
+        ChunkWork {
+            shape,
+            inputs,
+            c,
+            kc: vec![0f32; c * dk],
+            qc: vec![0f32; c * dk],
+            vc: vec![0f32; c * dv_n],
+            l: vec![0f32; c * c],
+            m: vec![0f32; c * c],
+            d: vec![0f32; c],
+        }
+    }
+
+    /// Widen head `(b, hv)`'s k, q and v of the chunk starting at step `t0` into the
+    /// work space (zero at masked steps), and return its gates.
+    fn load_chunk(&mut self, layout: GqaLayout, b: usize, hv: usize, t0: usize) -> ChunkSteps {
+        let (shape, inputs) = (self.shape, self.inputs);
+        let (t_len, _, dv_n, dk) = dims(shape);
+        let hk = shape.key_head(layout, hv);
+        let n = self.c.min(t_len - t0);
+        let mut gs = vec![1f32; n];
+        let mut bs = vec![0f32; n];
+        let mut live = vec![false; n];
+        for i in 0..n {
+            let t = t0 + i;
+            live[i] = is_live(inputs.mask, shape.mask_index(b, t));
+            let (kr, qr) = (&mut self.kc[i * dk..][..dk], &mut self.qc[i * dk..][..dk]);
+            let vr = &mut self.vc[i * dv_n..][..dv_n];
+            if live[i] {
+                let row = shape.qk_row(b, t, hk);
+                widen_into(kr, &inputs.k[row..][..dk]);
+                widen_into(qr, &inputs.q[row..][..dk]);
+                widen_into(vr, &inputs.v[shape.v_index(b, t, hv, 0)..][..dv_n]);
+                let gi = shape.gate_index(b, t, hv);
+                gs[i] = inputs.g[gi].to_f32();
+                bs[i] = inputs.beta[gi].to_f32();
+            } else {
+                kr.fill(0.0);
+                qr.fill(0.0);
+                vr.fill(0.0);
+            }
+        }
+        ChunkSteps { gs, bs, live }
+    }
+
+    /// Advance a head's state `s` through the loaded chunk starting at step `t0`,
+    /// writing the chunk's y and delta into the head's `ys` and `ds` (`[T][Dv]`).
+    fn advance_chunk<P: Element>(
+        &mut self,
+        t0: usize,
+        steps: &ChunkSteps,
+        s: &mut [f32],
+        ys: &mut [A],
+        ds: &mut [P],
+    ) {
+        let decay = ChunkDecay::new(&steps.gs, self.c);
+        self.fill_l_and_m(&decay, &steps.bs);
+        let (w, u) = self.solve_w_and_u(&decay, &steps.bs);
+        let (_, _, dv_n, dk) = dims(self.shape);
+        let n = steps.gs.len();
+        let last = decay.gam[n - 1];
+        for dv in 0..dv_n {
+            let row = &mut s[dv * dk..][..dk];
+            // The chunk's corrected values of this row: delta = U - W s0.
+            for i in 0..n {
+                self.d[i] = u[i * dv_n + dv] - dot(&w[i * dk..][..dk], row);
+            }
+            for i in 0..n {
+                let at = (t0 + i) * dv_n + dv;
+                ds[at] = P::from_f32(self.d[i]);
+                if steps.live[i] {
+                    ys[at] = A::from_f32(self.y_at(&decay, i, row));
+                }
+            }
+            for x in row.iter_mut() {
+                *x *= last;
+            }
+            for j in 0..n {
+                let f = decay.to_end[j] * self.d[j];
+                if f != 0.0 {
+                    for (x, kj) in row.iter_mut().zip(&self.kc[j * dk..][..dk]) {
+                        *x += f * kj;
+                    }
+                }
+            }
+        }
+    }
+
+    /// `L` (strictly lower) and `M = G o (Q K^T)` (lower, diagonal included) of the
+    /// loaded chunk.
+    fn fill_l_and_m(&mut self, decay: &ChunkDecay, bs: &[f32]) {
+        let (c, dk) = (self.c, dims(self.shape).3);
+        let kc = &self.kc;
+        for i in 0..bs.len() {
+            for j in 0..=i {
+                let r = decay.ratio[i * c + j];
+                let kj = &kc[j * dk..][..dk];
+                if j < i {
+                    self.l[i * c + j] = bs[i] * r * dot(&kc[i * dk..][..dk], kj);
+                }
+                self.m[i * c + j] = r * dot(&self.qc[i * dk..][..dk], kj);
+            }
+        }
+    }
+
+    /// `W = T diag(beta gam) K` and `U = T diag(beta) V` of the loaded chunk, `L` filled.
+    fn solve_w_and_u(&self, decay: &ChunkDecay, bs: &[f32]) -> (Vec<f32>, Vec<f32>) {
+        let (_, _, dv_n, dk) = dims(self.shape);
+        let n = bs.len();
+        let mut w = vec![0f32; n * dk];
+        let mut u = vec![0f32; n * dv_n];
+        for i in 0..n {
+            let (wb, ub) = (bs[i] * decay.gam[i], bs[i]);
+            for (o, x) in w[i * dk..][..dk].iter_mut().zip(&self.kc[i * dk..][..dk]) {
+                *o = wb * x;
+            }
+            for (o, x) in u[i * dv_n..][..dv_n]
+                .iter_mut()
+                .zip(&self.vc[i * dv_n..][..dv_n])
+            {
+                *o = ub * x;
+            }
+        }
+        forward_substitute(&self.l, self.c, n, &mut w, dk);
+        forward_substitute(&self.l, self.c, n, &mut u, dv_n);
+        (w, u)
+    }
+
+    /// y of the chunk's step `i` for the state row `s0` (its value at the chunk's
+    /// start), the row's deltas in `d`.
+    fn y_at(&self, decay: &ChunkDecay, i: usize, s0: &[f32]) -> f32 {
+        let dk = s0.len();
+        let mut acc = decay.gam[i] * dot(&self.qc[i * dk..][..dk], s0);
+        for j in 0..=i {
+            acc += self.m[i * self.c + j] * self.d[j];
+        }
+        acc
+    }
 }

@@ -25,32 +25,10 @@ impl GpuBackend {
         chunk: ChunkSize,
         buffers: &RecordBuffers<'_>,
     ) -> Result<Prepared> {
-        if buffers.tape_k_grouped.is_some() || buffers.tape_g.is_some() {
-            return Err(Error::Unsupported {
-                op: OP,
-                arg: if buffers.tape_k_grouped.is_some() {
-                    "tape_k_grouped"
-                } else {
-                    "tape_g"
-                },
-                why: "the chunked record writes y, delta and state_out only".into(),
-            });
-        }
+        check_no_tape(buffers)?;
         check_key_dim(OP, shape)?;
         check_pairs(shape, &dtypes)?;
-        // The first pass reads v, g and beta, which the second does not bind: its
-        // writes must not land on them either.
-        let written = [
-            ("y", Some(buffers.y)),
-            ("state_out", buffers.state_out),
-            ("delta", Some(buffers.delta)),
-        ];
-        let read = [("v", buffers.v), ("g", buffers.g), ("beta", buffers.beta)];
-        for (arg, w) in written {
-            if let Some(&(other, _)) = read.iter().find(|(_, r)| Some(*r) == w) {
-                return Err(Error::Aliased { op: OP, arg, other });
-            }
-        }
+        check_first_pass_reads_unwritten(buffers)?;
         let cshape = ChunkShape::new(*shape, chunk);
         let masked = buffers.mask.is_some();
         let wy_key = KernelKey::chunk_wy(shape, dtypes, chunk, masked);
@@ -59,36 +37,9 @@ impl GpuBackend {
         let chunks = cshape.chunks() as u64;
         let heads = shape.batch() as u64 * shape.value_heads() as u64;
         let row_blocks = (shape.value_dim() as u64).div_ceil(state_key.rows as u64);
-        let device = self.device();
-        let lens = [
-            ("w", cshape.w_len()),
-            ("u", cshape.u_len()),
-            ("m", cshape.m_len()),
-            ("decay", cshape.decay_len()),
-        ];
-        let mut scratch = Vec::with_capacity(4);
-        for (arg, len) in lens {
-            let bytes = (len as u64)
-                .checked_mul(4)
-                .ok_or(Error::Overflow { op: OP, arg })?;
-            let max = self.limits().max_storage_buffer_binding_size;
-            if bytes > max {
-                return Err(Error::DeviceLimit {
-                    op: OP,
-                    limit: "max_storage_buffer_binding_size",
-                    needed: bytes,
-                    available: max,
-                    hint: " (the chunked record's scratch; split the batch into smaller calls)",
-                });
-            }
-            scratch.push(device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some(arg),
-                size: bytes.max(16),
-                usage: wgpu::BufferUsages::STORAGE,
-                mapped_at_creation: false,
-            }));
-        }
-        let [w, u, m, decay] = [&scratch[0], &scratch[1], &scratch[2], &scratch[3]];
+        let scratch = self.chunk_scratch(&cshape)?;
+        let [w, u, m, decay] = &scratch;
+        // Both passes' parameters: record's, with the state's row blocks and the chunks.
         let params = |key: &KernelKey, workgroups: u64| -> Result<[u32; 12]> {
             let mut p = gdn_params(OP, shape, layout, key, workgroups)?;
             p[9] = row_blocks as u32;
@@ -114,14 +65,8 @@ impl GpuBackend {
             decay,
         };
         let specs = ChunkWyOperands::<()>::SPECS;
-        let plan = Plan::new(
-            OP,
-            wy_key,
-            &params(&wy_key, wy_groups)?,
-            wy_groups,
-            &cshape,
-            specs,
-        );
+        let p = params(&wy_key, wy_groups)?;
+        let plan = Plan::new(OP, wy_key, &p, wy_groups, &cshape, specs);
         let wy = self.prepare(plan.bind(wy_buffers.slots()))?;
         let state_groups = heads * row_blocks;
         let state_buffers = ChunkStateOperands {
@@ -141,8 +86,77 @@ impl GpuBackend {
         let p = params(&state_key, state_groups)?;
         let plan = Plan::new(OP, state_key, &p, state_groups, &cshape, specs);
         let state = self.prepare(plan.bind(state_buffers.slots()))?;
-        Ok(wy.then(state, scratch))
+        Ok(wy.then(state, scratch.into()))
     }
+
+    /// The scratch between the passes, W, U, M and the decays, in f32: each within
+    /// the device's binding limit.
+    fn chunk_scratch(&self, cshape: &ChunkShape) -> Result<[wgpu::Buffer; 4]> {
+        let lens = [
+            ("w", cshape.w_len()),
+            ("u", cshape.u_len()),
+            ("m", cshape.m_len()),
+            ("decay", cshape.decay_len()),
+        ];
+        let device = self.device();
+        let mut scratch = Vec::with_capacity(4);
+        for (arg, len) in lens {
+            let bytes = (len as u64)
+                .checked_mul(4)
+                .ok_or(Error::Overflow { op: OP, arg })?;
+            let max = self.limits().max_storage_buffer_binding_size;
+            if bytes > max {
+                return Err(Error::DeviceLimit {
+                    op: OP,
+                    limit: "max_storage_buffer_binding_size",
+                    needed: bytes,
+                    available: max,
+                    hint: " (the chunked record's scratch; split the batch into smaller calls)",
+                });
+            }
+            scratch.push(device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(arg),
+                size: bytes.max(16),
+                usage: wgpu::BufferUsages::STORAGE,
+                mapped_at_creation: false,
+            }));
+        }
+        Ok(scratch.try_into().expect("four scratch buffers"))
+    }
+}
+
+/// The chunked form writes no tape: giving the tape's copies of k or g is an error.
+fn check_no_tape(buffers: &RecordBuffers<'_>) -> Result<()> {
+    if buffers.tape_k_grouped.is_some() || buffers.tape_g.is_some() {
+        return Err(Error::Unsupported {
+            op: OP,
+            arg: if buffers.tape_k_grouped.is_some() {
+                "tape_k_grouped"
+            } else {
+                "tape_g"
+            },
+            why: "the chunked record writes y, delta and state_out only".into(),
+        });
+    }
+    Ok(())
+}
+
+/// The first pass reads v, g and beta, which the second does not bind (so its
+/// dispatch's own aliasing check misses them): the second's writes must not land on
+/// them either.
+fn check_first_pass_reads_unwritten(buffers: &RecordBuffers<'_>) -> Result<()> {
+    let written = [
+        ("y", Some(buffers.y)),
+        ("state_out", buffers.state_out),
+        ("delta", Some(buffers.delta)),
+    ];
+    let read = [("v", buffers.v), ("g", buffers.g), ("beta", buffers.beta)];
+    for (arg, w) in written {
+        if let Some(&(other, _)) = read.iter().find(|(_, r)| Some(*r) == w) {
+            return Err(Error::Aliased { op: OP, arg, other });
+        }
+    }
+    Ok(())
 }
 
 /// bf16 words pair neighbouring elements: where two workgroups would share a word,
