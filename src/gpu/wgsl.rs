@@ -44,6 +44,7 @@ pub const SOURCES: &[(&str, &str)] = sources![
     "bf16",
     "entry",
     "entry_subgroup",
+    "head_at",
     "record_emit_direct",
     "record_emit_pairs",
     "record_emit_pairs_local",
