@@ -44,12 +44,16 @@ pub const SOURCES: &[(&str, &str)] = sources![
     "bf16",
     "entry",
     "entry_subgroup",
+    "fold_steps",
+    "head_at",
     "record_emit_direct",
     "record_emit_pairs",
     "record_emit_pairs_local",
+    "record_staging",
     "row_sum_subgroup",
     "row_sum_workgroup",
     "shape",
+    "state_as_stored",
 ];
 
 pub use crate::op::kernel::Value;

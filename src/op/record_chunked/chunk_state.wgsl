@@ -3,6 +3,7 @@
 #import bf16
 #endif
 #import entry
+#import head_at
 #provides kernel_main, params, ChunkParams
 #requires load1_q, load1_k, load1_state_in, store2_y, store2_delta, load_w, load_u, load_m
 #requires load_decay, qk_row, v_index, mask_index, state_row, key_head, CHUNK, ROWS, GROUPS
@@ -76,9 +77,7 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
     let d = params.dims;
     let rb = wg % params.row_blocks;
     let head = wg / params.row_blocks;
-    let hv = head % d.value_heads;
-    let b = head / d.value_heads;
-    let hk = key_head(params.gqa_layout, hv, d.key_heads, d.value_heads);
+    let h = head_at(d, params.gqa_layout, head);
     let dv0 = rb * ROWS;
 
     for (var e = li; e < ROWS * DKP; e += WG_SIZE) {
@@ -86,7 +85,7 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
         let c = e % DKP;
         var x = 0.0;
         if dv0 + r < d.value_dim && c < d.key_dim {
-            x = load1_state_in(state_row(d, b, hv, dv0 + r) + c);
+            x = load1_state_in(state_row(d, h.b, h.hv, dv0 + r) + c);
         }
         s_sh[e] = x;
     }
@@ -106,7 +105,7 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
         // tile before is multiplied (this loop is the chain every chunk waits on).
         var w_next: array<f32, LPT>;
         var q_next: array<f32, LPT>;
-        chunk_state_fetch(&w_next, &q_next, li, ch, t0, 0u, b, hk);
+        chunk_state_fetch(&w_next, &q_next, li, ch, t0, 0u, h.b, h.hk);
         for (var c0 = 0u; c0 < d.key_dim; c0 += TK) {
             workgroupBarrier(); // the previous tile (and chunk) is read, s_sh written
             for (var l = 0u; l < LPT; l++) {
@@ -117,7 +116,7 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
                 }
             }
             workgroupBarrier();
-            chunk_state_fetch(&w_next, &q_next, li, ch, t0, c0 + TK, b, hk);
+            chunk_state_fetch(&w_next, &q_next, li, ch, t0, c0 + TK, h.b, h.hk);
             for (var p = 0u; p < PPT; p++) {
                 let e = li + p * WG_SIZE;
                 if e < CHUNK * ROWS {
@@ -155,7 +154,7 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
             if t < d.steps && dv < d.value_dim {
                 var live = true;
 #if HAS_MASK
-                live = load_mask(mask_index(d, b, t)) != 0u;
+                live = load_mask(mask_index(d, h.b, t)) != 0u;
 #endif
                 let gam = bitcast<f32>(load_decay(dbase + i));
                 var y0 = gam * qs_sh[i * ROWS + r];
@@ -170,7 +169,7 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
                     y0 = 0.0;
                     y1 = 0.0;
                 }
-                let at = v_index(d, b, t, hv, dv);
+                let at = v_index(d, h.b, t, h.hv, dv);
                 let d0 = d_sh[i * ROWS + r];
                 let d1 = d_sh[i * ROWS + r + 1u];
                 if dv + 1u < d.value_dim {
@@ -198,7 +197,7 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
                 for (var j = 0u; j < CHUNK; j++) {
                     let f = bitcast<f32>(load_decay(dbase + CHUNK + j)) * d_sh[j * ROWS + r];
                     if f != 0.0 {
-                        x += f * load1_k(qk_row(d, b, t0 + j, hk) + c);
+                        x += f * load1_k(qk_row(d, h.b, t0 + j, h.hk) + c);
                     }
                 }
             }
@@ -216,7 +215,7 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
         if dv < d.value_dim && c < d.key_dim {
             let at = r * DKP + c;
             let v = vec4<f32>(s_sh[at], s_sh[at + 1u], s_sh[at + 2u], s_sh[at + 3u]);
-            store_state_out(state_row(d, b, hv, dv), c, d.key_dim, v);
+            store_state_out(state_row(d, h.b, h.hv, dv), c, d.key_dim, v);
         }
     }
 #endif

@@ -3,6 +3,7 @@
 #import bf16
 #endif
 #import entry
+#import head_at
 #provides kernel_main, params, ChunkParams
 #requires load1_q, load1_k, load1_v, load1_g, load1_beta, store_w, store_u, store_m, store_decay
 #requires qk_row, v_index, gate_index, mask_index, key_head, CHUNK, WG_SIZE
@@ -50,10 +51,7 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
     let d = params.dims;
     let ch = wg; // (b * Hv + hv) * chunks + n
     let n = ch % params.chunks;
-    let head = ch / params.chunks;
-    let hv = head % d.value_heads;
-    let b = head / d.value_heads;
-    let hk = key_head(params.gqa_layout, hv, d.key_heads, d.value_heads);
+    let h = head_at(d, params.gqa_layout, ch / params.chunks);
     let t0 = n * CHUNK;
 
     for (var i = li; i < CHUNK; i += WG_SIZE) {
@@ -61,13 +59,13 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
         var live = t < d.steps;
 #if HAS_MASK
         if live {
-            live = load_mask(mask_index(d, b, t)) != 0u;
+            live = load_mask(mask_index(d, h.b, t)) != 0u;
         }
 #endif
         var gv = 1.0;
         var bv = 0.0;
         if live {
-            let gi = gate_index(d, b, t, hv);
+            let gi = gate_index(d, h.b, t, h.hv);
             gv = load1_g(gi);
             bv = load1_beta(gi);
         }
@@ -99,7 +97,7 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
             var kv = 0.0;
             var qv = 0.0;
             if c < d.key_dim && live_sh[i] != 0u {
-                let row = qk_row(d, b, t0 + i, hk);
+                let row = qk_row(d, h.b, t0 + i, h.hk);
                 kv = load1_k(row + c);
                 qv = load1_q(row + c);
             }
@@ -163,9 +161,9 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
             var acc = 0.0;
             if live_sh[i] != 0u {
                 if col < d.key_dim {
-                    acc = beta_sh[i] * gam_sh[i] * load1_k(qk_row(d, b, t, hk) + col);
+                    acc = beta_sh[i] * gam_sh[i] * load1_k(qk_row(d, h.b, t, h.hk) + col);
                 } else {
-                    acc = beta_sh[i] * load1_v(v_index(d, b, t, hv, col - d.key_dim));
+                    acc = beta_sh[i] * load1_v(v_index(d, h.b, t, h.hv, col - d.key_dim));
                 }
             }
             let lrow = i * (i - 1u) / 2u;
