@@ -88,9 +88,8 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// record in its chunked WY form, chunks of `chunk` steps: y, the state after the last
-/// step and the tape's delta, as `kernels::record` computes them (within the dtypes'
-/// tolerances: another f32 order).
-#[allow(clippy::too_many_arguments)]
+/// step and the tape's delta, as record's twin (`op::record::cpu::record`) computes them
+/// (within the dtypes' tolerances: another f32 order).
 pub(crate) fn record_chunked<A: Element, S: Element, P: Element, G: Element>(
     threads: usize,
     shape: &GdnShape,
