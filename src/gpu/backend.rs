@@ -79,8 +79,9 @@ impl GpuBackend {
 
     /// Use a device and queue the caller owns (a GUI application's). The crate uses
     /// whatever features and limits it was created with: without `SUBGROUP` record
-    /// runs its workgroup-memory variant; f16 needs `SHADER_F16`; record needs 10
-    /// storage buffers per stage (create the device with [`super::device_requirements`]).
+    /// runs its workgroup-memory variant; f16 needs `SHADER_F16`; the kernels bind up to
+    /// 14 storage buffers per stage (create the device with
+    /// [`super::device_requirements`]).
     /// The caller's error handler and device-lost callback are left alone.
     pub fn from_device(
         device: wgpu::Device,

@@ -201,6 +201,33 @@ pub struct KernelKey {
 }
 
 impl KernelKey {
+    /// A key without record's and replay's shape class (repeat, conv, the chunked
+    /// passes): the workgroup-memory reduction, one lane a row, `rows` per workgroup,
+    /// `groups` of 4 elements and `rows_per_thread` rows per invocation, `chunk` steps
+    /// staged, the op's required rows bound.
+    pub(crate) fn plain(
+        op: Op,
+        dtypes: GdnDtypes,
+        (rows, groups, rows_per_thread): (u32, u32, u32),
+        chunk: u32,
+        vec4: bool,
+    ) -> Self {
+        KernelKey {
+            op,
+            dtypes,
+            reduction: Reduction::Workgroup,
+            lanes: 1,
+            rows,
+            groups,
+            rows_per_thread,
+            chunk,
+            vec4,
+            early_fold: false,
+            scaled_state: false,
+            bound: op.0.required_rows(),
+        }
+    }
+
     /// This kernel with exactly the operand rows `bound` bound (the required rows are
     /// always bound).
     pub fn with_bound(mut self, bound: u16) -> Self {

@@ -3,7 +3,6 @@
 
 use super::kernel::{KernelKey, Op, OpKernel, Reduction};
 use super::operand::{operand_table, rows_of, Row};
-use super::repeat::one_dtype_key;
 use crate::dtype::{DType, GdnDtypes};
 use crate::shape::{ConvShape, GdnShape};
 
@@ -73,6 +72,7 @@ impl KernelKey {
     /// benches/results/h200-2026-12-01-conv-rows-ab.txt.)
     pub fn conv(dtype: DType) -> Self {
         let rows_per_thread = if dtype.size_bytes() == 4 { 1 } else { 2 };
-        one_dtype_key(OP, dtype, CONV_ROWS, 1, rows_per_thread, false)
+        let dtypes = GdnDtypes::uniform(dtype);
+        KernelKey::plain(OP, dtypes, (CONV_ROWS, 1, rows_per_thread), 1, false)
     }
 }

@@ -147,7 +147,7 @@ impl KernelKey {
     /// record_chunked's first pass for chunks of `chunk` steps (any Dk: the tiles loop
     /// over it).
     pub fn chunk_wy(_shape: &GdnShape, dtypes: GdnDtypes, chunk: ChunkSize, masked: bool) -> Self {
-        let key = Self::chunk_key(CHUNK_WY, dtypes, chunk, 1, 1);
+        let key = KernelKey::plain(CHUNK_WY, dtypes, (1, 1, 1), chunk.steps() as u32, false);
         let mask = if masked { ChunkWyRow::Mask.bit() } else { 0 };
         key.with_bound(mask)
     }
@@ -171,27 +171,10 @@ impl KernelKey {
             .min(floor_pow2(STATE_TILE / (groups * TILE)))
             .min(PAIR_TILE / c)
             .max(2);
-        let key = Self::chunk_key(CHUNK_STATE, dtypes, chunk, rows, groups);
+        let key = KernelKey::plain(CHUNK_STATE, dtypes, (rows, groups, 1), c, false);
         let bits =
             if masked { R::Mask.bit() } else { 0 } | if state_out { R::StateOut.bit() } else { 0 };
         key.with_bound(bits)
-    }
-
-    fn chunk_key(op: Op, dtypes: GdnDtypes, chunk: ChunkSize, rows: u32, groups: u32) -> Self {
-        KernelKey {
-            op,
-            dtypes,
-            reduction: Reduction::Workgroup,
-            lanes: 1,
-            rows,
-            groups,
-            rows_per_thread: 1,
-            chunk: chunk.steps() as u32,
-            vec4: false,
-            early_fold: false,
-            scaled_state: false,
-            bound: 0,
-        }
     }
 }
 

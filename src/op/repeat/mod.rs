@@ -63,32 +63,7 @@ impl KernelKey {
     /// The repeat kernel for `shape` and element dtype `dtype`.
     pub fn repeat(shape: &RepeatShape, dtype: DType) -> Self {
         let vec4 = shape.dim().is_multiple_of(4);
-        one_dtype_key(OP, dtype, REPEAT_WG, REPEAT_GROUPS, 1, vec4)
-    }
-}
-
-/// A kernel of one dtype with no reductions and no staging (repeat, conv): `rows` per
-/// workgroup, `rows_per_thread` per invocation.
-pub(crate) fn one_dtype_key(
-    op: Op,
-    dtype: DType,
-    rows: u32,
-    groups: u32,
-    rows_per_thread: u32,
-    vec4: bool,
-) -> KernelKey {
-    KernelKey {
-        op,
-        dtypes: GdnDtypes::uniform(dtype),
-        reduction: Reduction::Workgroup,
-        lanes: 1,
-        rows,
-        groups,
-        rows_per_thread,
-        chunk: 1,
-        vec4,
-        early_fold: false,
-        scaled_state: false,
-        bound: op.kernel().required_rows(),
+        let dtypes = GdnDtypes::uniform(dtype);
+        KernelKey::plain(OP, dtypes, (REPEAT_WG, REPEAT_GROUPS, 1), 1, vec4)
     }
 }
