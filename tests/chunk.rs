@@ -276,6 +276,39 @@ fn cpu_chunked_refuses_bad_lengths() {
     );
 }
 
+/// `Backend::record_chunked` is each backend's call: the CPU's result bit for bit, the
+/// GPU's within record's tolerance, and the same typed error for a bad length.
+#[test]
+fn backend_record_chunked_is_each_backends_call() {
+    let shape = GdnShape::new(2, 21, 1, 2, 16, 8).unwrap();
+    let (d, t) = draw_f32(&shape, 4);
+    let (layout, c) = (GqaLayout::Blocked, ChunkSize::C16);
+    let want: Recorded<f32, f32, f32> = cpu()
+        .record_chunked(&shape, layout, c, &t.inputs(None), &d.state)
+        .unwrap();
+    let mut backends = vec![deltatape::Backend::cpu()];
+    backends.extend(gpu().map(deltatape::Backend::Gpu));
+    for backend in &backends {
+        let got: Recorded<f32, f32, f32> = backend
+            .record_chunked(&shape, layout, c, &t.inputs(None), &d.state)
+            .unwrap();
+        match backend {
+            deltatape::Backend::Cpu(_) => assert_eq!(got, want),
+            deltatape::Backend::Gpu(_) => {
+                let err = worst(&got, &want);
+                let tol = deltatape::DType::F32.tolerance() as f64;
+                assert!(err <= tol, "{}: {err:e}", backend.describe());
+            }
+        }
+        let short = RecordInputs {
+            v: &t.v[1..],
+            ..t.inputs(None)
+        };
+        let r = backend.record_chunked::<f32, f32, f32>(&shape, layout, c, &short, &d.state);
+        assert!(matches!(r, Err(Error::Length { arg: "v", .. })), "{r:?}");
+    }
+}
+
 // ---- The GPU's portable path against the CPU reference ----
 
 #[test]
