@@ -51,7 +51,7 @@ pub mod internals {
     pub use crate::gpu::translate::{translate, validate, Target};
     pub use crate::gpu::wgsl::WgslError;
     pub use crate::op::gdn::WORKGROUP_MEMORY_BUDGET;
-    pub use crate::op::kernel::{Binding, KernelKey, Op, Reduction, MAX_KEY_DIM};
+    pub use crate::op::kernel::{Binding, KernelKey, KeyAt, Op, Reduction, MAX_KEY_DIM};
     pub use crate::op::{all_variants, representative_keys};
     pub use crate::rollback::resident::CONV_COPY_DISPATCH_FROM;
     pub use crate::shape::{CONV_LAYER_ALIGN, MAX_CONV_KERNEL};

@@ -87,107 +87,29 @@ impl Threshold {
 
     /// The table: every threshold with its value, reason and source.
     pub const fn row(self) -> ThresholdRow {
-        const fn row(
-            name: &'static str,
-            value: u64,
-            reason: &'static str,
-            source: &'static str,
-        ) -> ThresholdRow {
-            ThresholdRow {
-                name,
-                value,
-                reason,
-                source,
-            }
-        }
-        match self {
-            Threshold::RecordElementsPerLane => row(
-                "record_elements_per_lane",
-                32,
-                "4 lanes a row at Dk = 128: two shuffle levels per reduction; 8 lanes lost 5-32% on large grids",
-                "h200-2026-12-01-class-sweep.txt",
-            ),
-            Threshold::ReplayElementsPerLane => row(
-                "replay_elements_per_lane",
-                8,
-                "16 lanes a row up to T = 8 (B = 64, T = 8: 78 us against 82 with 8 lanes; the round 0.4-1% faster)",
-                "h200-2026-11-30-replay-lanes-ab.txt",
-            ),
-            Threshold::ReplayElementsPerLaneLong => row(
-                "replay_elements_per_lane_long",
-                16,
-                "8 lanes a row past T = 8 (B = 256, T = 16: 369 us against 381); 16 lanes, 16-step chunks and 2 rows per invocation tie or lose",
-                "h200-2026-11-30-replay-lanes-ab.txt, h200-2026-12-01-class-sweep.txt",
-            ),
-            Threshold::ReplayLongFromSteps => row(
-                "replay_long_from_steps",
-                9,
-                "where the per-step work outweighs the shorter row reductions of more lanes",
-                "h200-2026-11-30-replay-lanes-ab.txt",
-            ),
-            Threshold::RecordChunk8FromSteps => row(
-                "record_chunk8_from_steps",
-                5,
-                "8-step chunks: B = 256, T = 8: 523 us against 590; they cost 1-6% at T = 4",
-                "h200-2026-11-30-record-chunk-ab.txt",
-            ),
-            Threshold::SmallGridInvocations => row(
-                "small_grid_invocations",
-                1 << 17,
-                "about half of what an H200 keeps resident; below it the GPU is far from full and one row per invocation with 8-step chunks is faster (B = 8, T = 16: 44 us against 58)",
-                "no A/B file kept for the small-grid class; its large-grid side is re-checked in h200-2026-12-01-class-sweep.txt",
-            ),
-            Threshold::ScaledFromSteps => row(
-                "scaled_from_steps",
-                2,
-                "the scaled state made record 3-11% faster at B = 64 and 256, T >= 4, and 1.5-7% slower at B = 1 and 8, where the extra scalar work lies on the latency path",
-                "h200-2026-12-01-scaled-ab.txt",
-            ),
-            Threshold::EarlyFoldLanes => row(
-                "early_fold_lanes",
-                1 << 15,
-                "B <= 2 at Qwen3-Next's shape: the deferred B = 1 round 2.4-2.6% faster, B = 8 and 64 2-3% slower, where the extra bytes cost more than the latency they hide",
-                "h200-2026-11-30-fold-ab.txt, h200-2026-12-01-early-fold-ab.txt",
-            ),
-            Threshold::TinyFoldLanes => row(
-                "tiny_fold_lanes",
-                1 << 14,
-                "B = 1 at Qwen3-Next's shape: the deferred B = 1, T = 4 round 254-255 -> 249-250 us; B = 2, record and T = 16 got 1-10% slower with it",
-                "h200-2026-12-01-fold-lanes-ab.txt",
-            ),
-            Threshold::TinyFoldMaxSteps => row(
-                "tiny_fold_max_steps",
-                4,
-                "T = 16 got slower with twice the lanes",
-                "h200-2026-12-01-fold-lanes-ab.txt",
-            ),
-            Threshold::WorkgroupMemoryBudget => row(
-                "workgroup_memory_budget",
-                16 << 10,
-                "the WebGPU default of max_compute_workgroup_storage_size, which every adapter offers; the staged chunk shrinks until the kernel fits",
-                "not measured: the WebGPU specification's default limits",
-            ),
-            Threshold::MaxStageItems => row(
-                "max_stage_items",
-                4,
-                "small workgroups (tiny Dk or Dv) would unroll many staging loads per invocation, which costs compile time (lavapipe: seconds) for no speed",
-                "not measured on the H200: compile time on lavapipe",
-            ),
-            Threshold::ConvCopyDispatchFrom => row(
-                "conv_copy_dispatch_from",
-                2 << 20,
-                "copy_buffer_to_buffer moved about 400 GB/s (32 MiB, B = 64, T = 16: about 80 us); at 1 MiB and below the dispatch and its barrier cost more than the transfer (B = 1, T = 8: 575 against 491 us)",
-                "h200-2026-11-30-conv-copy-ab.txt",
-            ),
-            Threshold::SpinMicros => row(
-                "spin_micros",
-                2000,
-                "a blocking wait sleeps until the driver wakes the thread, which added 35-100 us to a resident round; waits longer than this block",
-                "h200-2026-12-01-spin-ab.txt",
-            ),
-        }
+        TABLE[self as usize]
     }
 }
+
+/// [`Threshold::row`]'s table, in the enum's order (a test checks it): one row a line,
+/// so that it reads as the table it is.
+#[rustfmt::skip]
+const TABLE: [ThresholdRow; 14] = [
+    ThresholdRow { name: "record_elements_per_lane", value: 32, reason: "4 lanes a row at Dk = 128: two shuffle levels per reduction; 8 lanes lost 5-32% on large grids", source: "h200-2026-12-01-class-sweep.txt" },
+    ThresholdRow { name: "replay_elements_per_lane", value: 8, reason: "16 lanes a row up to T = 8 (B = 64, T = 8: 78 us against 82 with 8 lanes; the round 0.4-1% faster)", source: "h200-2026-11-30-replay-lanes-ab.txt" },
+    ThresholdRow { name: "replay_elements_per_lane_long", value: 16, reason: "8 lanes a row past T = 8 (B = 256, T = 16: 369 us against 381); 16 lanes, 16-step chunks and 2 rows per invocation tie or lose", source: "h200-2026-11-30-replay-lanes-ab.txt, h200-2026-12-01-class-sweep.txt" },
+    ThresholdRow { name: "replay_long_from_steps", value: 9, reason: "where the per-step work outweighs the shorter row reductions of more lanes", source: "h200-2026-11-30-replay-lanes-ab.txt" },
+    ThresholdRow { name: "record_chunk8_from_steps", value: 5, reason: "8-step chunks: B = 256, T = 8: 523 us against 590; they cost 1-6% at T = 4", source: "h200-2026-11-30-record-chunk-ab.txt" },
+    ThresholdRow { name: "small_grid_invocations", value: 1 << 17, reason: "about half of what an H200 keeps resident; below it the GPU is far from full and one row per invocation with 8-step chunks is faster (B = 8, T = 16: 44 us against 58)", source: "no A/B file kept for the small-grid class; its large-grid side is re-checked in h200-2026-12-01-class-sweep.txt" },
+    ThresholdRow { name: "scaled_from_steps", value: 2, reason: "the scaled state made record 3-11% faster at B = 64 and 256, T >= 4, and 1.5-7% slower at B = 1 and 8, where the extra scalar work lies on the latency path", source: "h200-2026-12-01-scaled-ab.txt" },
+    ThresholdRow { name: "early_fold_lanes", value: 1 << 15, reason: "B <= 2 at Qwen3-Next's shape: the deferred B = 1 round 2.4-2.6% faster, B = 8 and 64 2-3% slower, where the extra bytes cost more than the latency they hide", source: "h200-2026-11-30-fold-ab.txt, h200-2026-12-01-early-fold-ab.txt" },
+    ThresholdRow { name: "tiny_fold_lanes", value: 1 << 14, reason: "B = 1 at Qwen3-Next's shape: the deferred B = 1, T = 4 round 254-255 -> 249-250 us; B = 2, record and T = 16 got 1-10% slower with it", source: "h200-2026-12-01-fold-lanes-ab.txt" },
+    ThresholdRow { name: "tiny_fold_max_steps", value: 4, reason: "T = 16 got slower with twice the lanes", source: "h200-2026-12-01-fold-lanes-ab.txt" },
+    ThresholdRow { name: "workgroup_memory_budget", value: 16 << 10, reason: "the WebGPU default of max_compute_workgroup_storage_size, which every adapter offers; the staged chunk shrinks until the kernel fits", source: "not measured: the WebGPU specification's default limits" },
+    ThresholdRow { name: "max_stage_items", value: 4, reason: "small workgroups (tiny Dk or Dv) would unroll many staging loads per invocation, which costs compile time (lavapipe: seconds) for no speed", source: "not measured on the H200: compile time on lavapipe" },
+    ThresholdRow { name: "conv_copy_dispatch_from", value: 2 << 20, reason: "copy_buffer_to_buffer moved about 400 GB/s (32 MiB, B = 64, T = 16: about 80 us); at 1 MiB and below the dispatch and its barrier cost more than the transfer (B = 1, T = 8: 575 against 491 us)", source: "h200-2026-11-30-conv-copy-ab.txt" },
+    ThresholdRow { name: "spin_micros", value: 2000, reason: "a blocking wait sleeps until the driver wakes the thread, which added 35-100 us to a resident round; waits longer than this block", source: "h200-2026-12-01-spin-ab.txt" },
+];
 
 /// Overrides of the shape class a kernel key picks for record or replay (`None`: the
 /// table's default). Each value is checked when a backend takes the [`Tuning`].
@@ -488,5 +410,26 @@ impl fmt::Display for AdapterKey {
             "{} ({}, {:#06x}:{:#06x}, driver {} {})",
             self.name, self.backend, self.vendor, self.device, self.driver, self.driver_info
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Threshold;
+
+    /// `TABLE` is indexed by the enum: each row must be its variant's.
+    #[test]
+    fn each_threshold_reads_its_own_row() {
+        for (i, threshold) in Threshold::ALL.into_iter().enumerate() {
+            assert_eq!(threshold as usize, i);
+            let mut snake = String::new();
+            for c in format!("{threshold:?}").chars() {
+                if c.is_ascii_uppercase() && !snake.is_empty() {
+                    snake.push('_');
+                }
+                snake.push(c.to_ascii_lowercase());
+            }
+            assert_eq!(threshold.row().name, snake);
+        }
     }
 }

@@ -1,5 +1,5 @@
 #provides fetch_fold_chunk, stage_fold_chunk, fold_steps
-#requires k_stage, row_stage, gate_stage, STAGED, staged_row_index, qk_row, gate_index
+#requires StateTile, k_stage, row_stage, gate_stage, STAGED, staged_row_index, qk_row, gate_index
 #if FOLD
 #requires raw_pending_k_grouped, unpack_pending_k_grouped, raw1_delta, unpack1_delta
 #requires raw1_pending_g, unpack1_pending_g
@@ -16,7 +16,7 @@
 #endif
 // Replay's fold (docs/SPEC.md "replay"): S = S * g_t + k_t delta_t over the first
 // `steps` steps of a tape, onto the state rows an invocation holds in registers (the
-// tiling of record_replay.wgsl); no reduction. Replay folds its tape, a masked step
+// tiling of tile_load.wgsl); no reduction. Replay folds its tape, a masked step
 // keeping S (select); fold_record (FOLD) the pending tape's accepted steps before its
 // own record steps, with record's vec4 gate_stage (g in x).
 //
@@ -137,7 +137,7 @@ fn stage_fold_chunk(d: GdnDims, b: u32, hv: u32, row_base: u32, t0: u32, li: u32
 // Fold steps 0 .. steps onto s, this invocation's rows (first_row + rr, lane `lane`),
 // chunk by chunk; the caller has fetched the first chunk (fetch_fold_chunk at t0 = 0).
 // `steps` is uniform over the workgroup (accepted_steps).
-fn fold_steps(s: ptr<function, array<vec4<f32>, GROUPS * RPT>>, d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, first_row: u32, lane: u32, steps: u32, li: u32) {
+fn fold_steps(s: ptr<function, StateTile>, d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, first_row: u32, lane: u32, steps: u32, li: u32) {
     for (var t0 = 0u; t0 < steps; t0 += CHUNK) {
         workgroupBarrier(); // the previous chunk has been read
         stage_fold_chunk(d, b, hv, row_base, t0, li);

@@ -15,7 +15,7 @@
 #requires store1_tape_g
 #endif
 #endif
-// Record's staging (record_replay.wgsl, which declares the workgroup stages): each chunk
+// Record's staging (record_steps.wgsl declares the workgroup stages): each chunk
 // of CHUNK steps' k, q, v and gates (and the mask) fetched one chunk ahead into the
 // next_* registers, then converted into workgroup memory, where record's steps read
 // them; the tape's copies of k and g are written on the way.

@@ -191,41 +191,38 @@ pub(crate) fn check_key_dim(op: &'static str, shape: &GdnShape) -> Result<()> {
 
 /// bf16 words pair neighbouring elements: where two rows of different invocations
 /// would share a word, refuse rather than race. bf16 gates need no case: g and beta are
-/// only read, and each word of the tape's g has one writer (wgsl/record_replay.wgsl).
+/// only read, and each word of the tape's g has one writer (wgsl/record_staging.wgsl).
 fn check_bf16_pairs(op: &'static str, shape: &GdnShape, key: &KernelKey) -> Result<()> {
     let (dtypes, record) = (&key.dtypes, key.op.records());
-    if dtypes.state == DType::BF16 && shape.key_dim() % 2 == 1 {
-        return Err(Error::Unsupported {
+    let odd_dk = shape.key_dim() % 2 == 1;
+    let odd_dv = shape.value_dim() % 2 == 1;
+    let bf16_outputs = dtypes.act == DType::BF16 || dtypes.tape == DType::BF16;
+    let bf16_tape_k = key.binds_named("tape_k_grouped") && dtypes.act == DType::BF16;
+    let refusals = [
+        (
+            dtypes.state == DType::BF16 && odd_dk,
+            "key_dim",
+            "a bf16 state on the GPU needs an even Dk (two rows would share a u32 word)",
+        ),
+        (
+            record && bf16_outputs && odd_dv,
+            "value_dim",
+            "bf16 y or delta on the GPU needs an even Dv (two heads would share a u32 word)",
+        ),
+        (
+            record && bf16_tape_k && odd_dk,
+            "key_dim",
+            "a bf16 tape k on the GPU needs an even Dk (two heads would share a u32 word)",
+        ),
+    ];
+    match refusals.into_iter().find(|(refused, _, _)| *refused) {
+        Some((_, arg, why)) => Err(Error::Unsupported {
             op,
-            arg: "key_dim",
-            why: "a bf16 state on the GPU needs an even Dk (two rows would share a u32 word)"
-                .into(),
-        });
+            arg,
+            why: why.into(),
+        }),
+        None => Ok(()),
     }
-    if record
-        && (dtypes.act == DType::BF16 || dtypes.tape == DType::BF16)
-        && shape.value_dim() % 2 == 1
-    {
-        return Err(Error::Unsupported {
-            op,
-            arg: "value_dim",
-            why: "bf16 y or delta on the GPU needs an even Dv (two heads would share a u32 word)"
-                .into(),
-        });
-    }
-    if record
-        && key.binds_named("tape_k_grouped")
-        && dtypes.act == DType::BF16
-        && shape.key_dim() % 2 == 1
-    {
-        return Err(Error::Unsupported {
-            op,
-            arg: "key_dim",
-            why: "a bf16 tape k on the GPU needs an even Dk (two heads would share a u32 word)"
-                .into(),
-        });
-    }
-    Ok(())
 }
 
 impl GpuBackend {

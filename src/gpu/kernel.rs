@@ -15,12 +15,7 @@ impl KernelKey {
         let mut src = String::new();
         for (i, b) in self.bindings().iter().enumerate() {
             // Record and replay prefetch their steps: they load in two halves.
-            b.write_wgsl(
-                &mut src,
-                i as u32 + 1,
-                self.vec4,
-                self.op.kernel().prefetches(),
-            );
+            b.write_wgsl(&mut src, i as u32 + 1, self.vec4, self.op.info().prefetches);
         }
         let names = wgsl::defined_names(&src).into_iter().collect();
         (src, names)
@@ -37,7 +32,7 @@ impl KernelKey {
         let (prelude, names) = self.prelude();
         let defines = self.defines();
         let defines: Vec<(&str, Value)> = defines.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-        let (root, text) = self.op.kernel().root();
+        let (root, text) = self.op.info().root;
         src.push_str(&wgsl::assemble(root, text, &defines, &prelude, &names)?);
         Ok(src)
     }
@@ -91,21 +86,18 @@ impl WriteWgsl for Binding {
         // Element i as stored (`raw1`, of type `raw1_ty`) and as f32 (`unpack1` of it,
         // named `x`), in any layout. `load1_X` is both; record and replay also get the
         // halves (`raw1_X`, `unpack1_X`), to keep a load in flight until it is used.
-        let (raw1_ty, raw1, unpack1) = match (self.dtype, vec) {
-            (DType::F32, false) => ("f32", format!("{n}_buf[i]"), "x"),
-            (DType::F16, false) => ("f16", format!("{n}_buf[i]"), "f32(x)"),
-            (DType::BF16, false) => (
-                "u32",
-                format!("{n}_buf[i >> 1u]"),
-                "select(bf16_lo(x), bf16_hi(x), (i & 1u) == 1u)",
-            ),
-            (DType::F32, true) => ("f32", format!("{n}_buf[i >> 2u][i & 3u]"), "x"),
-            (DType::F16, true) => ("f16", format!("{n}_buf[i >> 2u][i & 3u]"), "f32(x)"),
-            (DType::BF16, true) => (
-                "u32",
-                format!("{n}_buf[i >> 2u][(i >> 1u) & 1u]"),
-                "select(bf16_lo(x), bf16_hi(x), (i & 1u) == 1u)",
-            ),
+        let bf16 = self.dtype == DType::BF16;
+        let index = match (vec, bf16) {
+            (false, false) => "[i]",
+            (false, true) => "[i >> 1u]",
+            (true, false) => "[i >> 2u][i & 3u]",
+            (true, true) => "[i >> 2u][(i >> 1u) & 1u]",
+        };
+        let raw1 = format!("{n}_buf{index}");
+        let (raw1_ty, unpack1) = match self.dtype {
+            DType::F32 => ("f32", "x"),
+            DType::F16 => ("f16", "f32(x)"),
+            DType::BF16 => ("u32", "select(bf16_lo(x), bf16_hi(x), (i & 1u) == 1u)"),
         };
         let _ = writeln!(
             out,

@@ -1,7 +1,7 @@
 //! A small WGSL preprocessor: the kernels of `wgsl/` assembled from files with declared
 //! interfaces. Pure text; naga validates the result.
 //!
-//! [`assemble`] takes the op's file (`record_replay`, `repeat`, `conv`), a set of
+//! [`assemble`] takes the op's root file (`record`, `repeat`, ...), a set of
 //! defines (name, integer or bool) computed by the Rust side, a generated prelude (the
 //! bindings and their typed accessors) and the names that prelude declares. The output is
 //! the defines as WGSL `const`s, the prelude, then every included file after the files
@@ -50,10 +50,14 @@ pub const SOURCES: &[(&str, &str)] = sources![
     "record_emit_pairs",
     "record_emit_pairs_local",
     "record_staging",
+    "record_steps",
     "row_sum_subgroup",
     "row_sum_workgroup",
     "shape",
+    "staging",
     "state_as_stored",
+    "tile_load",
+    "tile_store",
 ];
 
 pub use crate::op::kernel::Value;
@@ -283,7 +287,7 @@ impl Assembler<'_> {
                         return Err(bad());
                     }
                     // A branch not taken is not read further: its #if may name a
-                    // define only the other side has (record_replay.wgsl).
+                    // define only the other side has (fold_steps.wgsl: FOLD).
                     let value = active && self.define(file, line, name)?.truth() != negate;
                     stack.push((line, value, active, false));
                 }
@@ -676,8 +680,8 @@ mod tests {
         ));
         assert!(matches!(err("#define X\n"), WgslError::BadDirective { .. }));
         // Malformed directives inside a branch not taken count too; the defines such a
-        // branch names are not looked up (record_replay.wgsl's replay branch names
-        // replay's operands, which record's keys do not define). A misspelt define is
+        // branch names are not looked up (fold_steps.wgsl's replay branch names
+        // replay's operands, which fold_record's keys do not define). A misspelt define is
         // still caught: every branch is read by some key of `all_variants`.
         assert!(matches!(
             err("#if OFF\n#if\n#endif\n#endif\n"),
@@ -782,9 +786,14 @@ mod tests {
         asm(&branch).unwrap();
     }
 
-    fn assemble_record(record: &str) -> Result<String, WgslError> {
-        let mut sources = SOURCES.to_vec();
-        sources.push(("record_replay", record));
+    /// The record kernel of a real shape, with `steps` as its `record_steps` fragment
+    /// and `root` as its root.
+    fn assemble_record(root: &str, steps: &str) -> Result<String, WgslError> {
+        let mut sources: Vec<(&str, &str)> = SOURCES
+            .iter()
+            .map(|&(name, text)| (name, if name == "record_steps" { steps } else { text }))
+            .collect();
+        sources.push(("record", root));
         let shape = crate::shape::GdnShape::new(1, 2, 16, 32, 128, 128).unwrap();
         let key = crate::op::KernelKey::record(
             &shape,
@@ -795,53 +804,47 @@ mod tests {
         );
         let defines = key.defines();
         let defines: Vec<(&str, Value)> = defines.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-        assemble_from(&sources, "record_replay", &defines, "", &key.prelude().1)
+        assemble_from(&sources, "record", &defines, "", &key.prelude().1)
     }
 
     /// A kernel's loops unroll whatever their header's white space, and a header that
     /// `#unroll` cannot read is an error, not a loop left rolled.
     #[test]
     fn a_kernel_loop_reformatted_still_unrolls_or_fails() {
-        let record = crate::op::gdn::ROOT.1;
+        let root = crate::op::record::ROOT.1;
+        let steps = SOURCES.iter().find(|s| s.0 == "record_steps").unwrap().1;
+        // The first element loop of the step itself (the file's first one lies in the
+        // scaled state's branch, which this key leaves out).
         let header = "for (var m = 0u; m < GROUPS; m++) {";
-        assert!(record.contains(header));
-        let original = assemble_record(record).unwrap();
+        let body = steps.find("fn record_steps(").unwrap();
+        let at = body + steps[body..].find(header).unwrap();
+        let with = |new: &str| format!("{}{new}{}", &steps[..at], &steps[at + header.len()..]);
+        let original = assemble_record(root, steps).unwrap();
         assert!(code(&original).iter().all(|l| !l.starts_with("for (var m")));
-        let spaced =
-            assemble_record(&record.replacen(header, "for ( var m=0u ;m<GROUPS;\n m += 1u){", 1))
-                .unwrap();
+        let spaced = assemble_record(root, &with("for ( var m=0u ;m<GROUPS;\n m += 1u){")).unwrap();
         assert_eq!(code(&spaced), code(&original));
-        let err = assemble_record(&record.replacen(
-            header,
-            "for (var m = 0u; m < GROUPS; m = m + 1u) {",
-            1,
-        ))
-        .unwrap_err();
+        let err =
+            assemble_record(root, &with("for (var m = 0u; m < GROUPS; m = m + 1u) {")).unwrap_err();
         assert!(
-            matches!(err, WgslError::BadUnroll { ref file, .. } if file == "record_replay"),
+            matches!(err, WgslError::BadUnroll { ref file, .. } if file == "record_steps"),
             "{err}"
         );
-        // The #unroll before the header's first loop (the state's load, which record
-        // assembles; the file's first #unroll may lie in a branch record leaves out).
-        let unroll = record[..record.find(header).unwrap()]
-            .rfind("#unroll\n")
-            .unwrap();
+        // The #unroll before that loop, with no loop after it.
+        let unroll = steps[..at].rfind("#unroll\n").unwrap();
         let no_loop = format!(
             "{}#unroll\n// the loop below\n{}",
-            &record[..unroll],
-            &record[unroll + "#unroll\n".len()..]
+            &steps[..unroll],
+            &steps[unroll + "#unroll\n".len()..]
         );
         assert!(matches!(
-            assemble_record(&no_loop),
+            assemble_record(root, &no_loop),
             Err(WgslError::BadUnroll { .. })
         ));
-        let missing =
-            assemble_record(&record.replacen("#requires ", "#requires load_nothing, ", 1))
-                .unwrap_err();
+        let missing = root.replacen("#requires ", "#requires load_nothing, ", 1);
         assert_eq!(
-            missing,
+            assemble_record(&missing, steps).unwrap_err(),
             WgslError::NotProvided {
-                file: "record_replay".into(),
+                file: "record".into(),
                 symbol: "load_nothing".into()
             }
         );

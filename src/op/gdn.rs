@@ -1,6 +1,7 @@
-//! What record, replay and fold_record share: one root WGSL (`wgsl/record_replay.wgsl`,
-//! the `RECORD` and `FOLD` defines pick the op), their shape classes (the table in
-//! `src/tuning.rs`) and their workgroup memory.
+//! What record, replay and fold_record share on the Rust side: their shape classes (the
+//! table in `src/tuning.rs`) and their workgroup memory. Their roots (each op's folder)
+//! share the fragments `wgsl/tile_load.wgsl`, `tile_store.wgsl`, `staging.wgsl` and
+//! (record, fold_record) `record_steps.wgsl`.
 
 use super::kernel::{KernelKey, Op, Reduction};
 use crate::dtype::GdnDtypes;
@@ -9,12 +10,6 @@ use crate::tuning::{ShapeClass, Threshold as Th};
 
 /// Workgroup memory a record / replay kernel may declare (the table in `tuning.rs`).
 pub const WORKGROUP_MEMORY_BUDGET: u32 = Th::WorkgroupMemoryBudget.value() as u32;
-
-/// The root WGSL of the three ops.
-pub(crate) const ROOT: (&str, &str) = (
-    "record_replay",
-    include_str!("../../wgsl/record_replay.wgsl"),
-);
 
 /// The key of a record, replay or fold_record kernel at `shape`, in the table's class
 /// where `class` leaves a field unset.
@@ -47,7 +42,7 @@ pub(crate) fn key(
     let rows_total = shape.batch() as u64 * shape.value_heads() as u64 * shape.value_dim() as u64;
     let lanes = tuning.lanes.unwrap_or_else(|| {
         let lanes = dk.div_ceil(per_lane).next_power_of_two().min(64);
-        let tiny_fold = op.kernel().folds()
+        let tiny_fold = op.info().folds
             && shape.steps() as u64 <= Th::TinyFoldMaxSteps.value()
             && rows_total * lanes as u64 <= Th::TinyFoldLanes.value();
         if tiny_fold {
@@ -82,7 +77,7 @@ pub(crate) fn key(
         rows_per_thread,
         chunk: 1,
         vec4: dk.is_multiple_of(4),
-        early_fold: op.kernel().folds()
+        early_fold: op.info().folds
             && tuning
                 .early_fold
                 .unwrap_or(rows_total * lanes as u64 <= Th::EarlyFoldLanes.value()),
@@ -92,9 +87,9 @@ pub(crate) fn key(
                 .unwrap_or(!small_grid && shape.steps() as u64 >= Th::ScaledFromSteps.value()),
         bound: 0,
     };
-    let kernel = op.kernel();
-    let mask = if masked { kernel.mask_bit() } else { 0 };
-    key.bound = kernel.required_rows() | kernel.plain_rows() | mask;
+    let info = op.info();
+    let mask = if masked { info.mask_bit } else { 0 };
+    key.bound = info.required_rows() | info.plain_rows | mask;
     // Every chunk step's gate is staged by its own invocation.
     let mut chunk = tuning
         .chunk
@@ -132,7 +127,7 @@ pub(crate) fn record_workgroup_bytes(key: &KernelKey) -> u32 {
         0
     };
     // fold_record's count of steps to fold (`steps_shared`).
-    let fold = if key.op.kernel().folds() { 4 } else { 0 };
+    let fold = if key.op.info().folds { 4 } else { 0 };
     staged + reduction + pairs + fold
 }
 

@@ -17,112 +17,138 @@ use std::hash::{Hash, Hasher};
 /// Largest key dimension (Dk) the record and replay kernels take.
 pub const MAX_KEY_DIM: usize = 256;
 
-/// What a kernel key asks of its op: one implementation per op, in the op's folder.
-///
-/// The defaults fit an op without masks, optional plain rows or staged steps.
-pub trait OpKernel: Sync + 'static {
+/// What an op is, as data: its name, WGSL root, operand rows and the switches its
+/// kernel key reads. One per op, in the op's folder (its `OP`); the defaults of
+/// [`OpInfo::new`] fit an op without masks, optional plain rows or staged steps.
+#[derive(Clone, Copy)]
+pub struct OpInfo {
     /// The op's name: in labels, in `deltatape msl`, in errors.
-    fn name(&self) -> &'static str;
+    pub name: &'static str,
     /// The root WGSL file the kernel is assembled from: its name (for errors) and text.
     /// Its `#import`s name the shared fragments of `wgsl/`.
-    fn root(&self) -> (&'static str, &'static str);
+    pub root: (&'static str, &'static str),
     /// The operand table's rows, in binding order.
-    fn rows(&self) -> Vec<Row>;
+    pub rows: &'static [Row],
+    /// What the op computes beyond this data.
+    pub kernel: &'static dyn OpKernel,
     /// record's step (record, and fold_record after its fold).
-    fn records(&self) -> bool {
-        false
-    }
+    pub records: bool,
     /// fold_record: a deferred commit's fold before record's step.
-    fn folds(&self) -> bool {
-        false
-    }
+    pub folds: bool,
     /// The op moves values of one dtype (repeat, conv): its key's three dtypes are that
     /// one.
-    fn one_dtype(&self) -> bool {
-        false
-    }
+    pub one_dtype: bool,
     /// The kernel prefetches its steps (loads in two halves: the prelude's `raw_X` /
     /// `unpack_X`).
-    fn prefetches(&self) -> bool {
-        false
-    }
+    pub prefetches: bool,
     /// The bit of the step mask row (0: the op takes no mask).
-    fn mask_bit(&self) -> u16 {
-        0
-    }
+    pub mask_bit: u16,
     /// The optional rows the plain op binds (record: state_out; replay: the snapshot
     /// and the expanded k).
-    fn plain_rows(&self) -> u16 {
-        0
+    pub plain_rows: u16,
+    /// Batches at which the op's large-grid classes are checked too.
+    pub larger_batches: &'static [usize],
+}
+
+impl OpInfo {
+    /// An op named `name`, assembled from `root`, with the operand `rows` and the
+    /// `kernel`; every switch off.
+    pub const fn new(
+        name: &'static str,
+        root: (&'static str, &'static str),
+        rows: &'static [Row],
+        kernel: &'static dyn OpKernel,
+    ) -> Self {
+        OpInfo {
+            name,
+            root,
+            rows,
+            kernel,
+            records: false,
+            folds: false,
+            one_dtype: false,
+            prefetches: false,
+            mask_bit: 0,
+            plain_rows: 0,
+            larger_batches: &[],
+        }
     }
+
+    /// The required rows: bit i set when row i of the table is not optional.
+    pub const fn required_rows(&self) -> u16 {
+        let mut bits = 0;
+        let mut i = 0;
+        while i < self.rows.len() {
+            if !self.rows[i].optional {
+                bits |= 1 << i;
+            }
+            i += 1;
+        }
+        bits
+    }
+}
+
+/// Where [`OpKernel::key_at`] puts an op's key: what naga and Tint check.
+#[derive(Clone, Copy, Debug)]
+pub struct KeyAt<'a> {
+    pub shape: &'a GdnShape,
+    pub dtypes: GdnDtypes,
+    pub reduction: Reduction,
+    pub masked: bool,
+}
+
+/// What a kernel key asks of its op beyond [`OpInfo`]: one implementation per op, in
+/// the op's folder.
+pub trait OpKernel: Sync + 'static {
     /// Threads per workgroup.
     fn workgroup_size(&self, key: &KernelKey) -> u32 {
         key.lanes * key.rows / key.rows_per_thread
     }
     /// Bytes of workgroup memory the kernel declares (its WGSL arrays; the translation
     /// tests check this against naga's layout of every variant).
-    fn workgroup_bytes(&self, key: &KernelKey) -> u32;
-    /// The op's key at `shape` in the table's class, masked or not (what naga and
-    /// Tint check at representative shapes).
-    fn key_at(
-        &self,
-        shape: &GdnShape,
-        dtypes: GdnDtypes,
-        reduction: Reduction,
-        masked: bool,
-    ) -> KernelKey;
+    fn workgroup_bytes(&self, _key: &KernelKey) -> u32 {
+        0
+    }
+    /// The op's key at a representative shape in the table's class, masked or not.
+    fn key_at(&self, at: KeyAt<'_>) -> KernelKey;
     /// The optional rows a rollback binds beyond `key_at`'s, one set per variant.
     fn rollback_variants(&self) -> Vec<u16> {
         Vec::new()
-    }
-    /// Batches at which the op's large-grid classes are checked too.
-    fn larger_batches(&self) -> &'static [usize] {
-        &[]
     }
     /// Keys to check beyond the representative shapes' (chunk sizes, gate dtypes).
     fn extra_keys(&self) -> Vec<KernelKey> {
         Vec::new()
     }
-    /// The required rows: bit i set when row i of the table is not optional.
-    fn required_rows(&self) -> u16 {
-        self.rows()
-            .iter()
-            .enumerate()
-            .filter(|(_, row)| !row.optional)
-            .fold(0, |bits, (i, _)| bits | 1 << i)
-    }
 }
 
-/// An op: a handle on its `OpKernel`, compared, hashed and ordered by name. The list
+/// An op: a handle on its [`OpInfo`], compared, hashed and ordered by name. The list
 /// of every op is [`Op::ALL`] (`src/op/mod.rs`).
 #[derive(Clone, Copy)]
-pub struct Op(pub(crate) &'static dyn OpKernel);
+pub struct Op(pub(crate) &'static OpInfo);
 
 impl Op {
     pub fn name(self) -> &'static str {
-        self.0.name()
+        self.0.name
     }
-    /// What the op's kernel is.
-    pub(crate) fn kernel(self) -> &'static dyn OpKernel {
+    /// What the op is.
+    pub(crate) fn info(self) -> &'static OpInfo {
         self.0
+    }
+    /// What the op's kernel computes.
+    pub(crate) fn kernel(self) -> &'static dyn OpKernel {
+        self.0.kernel
     }
     /// Whether the op is record's step (record, and fold_record after its fold).
     pub fn records(self) -> bool {
-        self.0.records()
+        self.0.records
     }
     /// Whether the op moves values of one dtype (repeat, conv).
     pub fn one_dtype(self) -> bool {
-        self.0.one_dtype()
+        self.0.one_dtype
     }
-    /// The op's key at `shape` in the table's class (see [`OpKernel::key_at`]).
-    pub fn key_at(
-        self,
-        shape: &GdnShape,
-        dtypes: GdnDtypes,
-        reduction: Reduction,
-        masked: bool,
-    ) -> KernelKey {
-        self.0.key_at(shape, dtypes, reduction, masked)
+    /// The op's key at a representative shape (see [`OpKernel::key_at`]).
+    pub fn key_at(self, at: KeyAt<'_>) -> KernelKey {
+        self.0.kernel.key_at(at)
     }
 }
 
@@ -253,14 +279,14 @@ impl KernelKey {
     /// Whether the operand of this key's op named `name` is bound (false when its table
     /// has no such row).
     pub(crate) fn binds_named(&self, name: &str) -> bool {
-        let rows = self.op.0.rows();
+        let rows = self.op.0.rows;
         let index = rows.iter().position(|row| row.name == name);
         index.is_some_and(|i| self.bound & 1 << i != 0)
     }
 
     /// The bit of the op's step mask row (0: the op takes no mask).
     pub(crate) fn mask_bit(&self) -> u16 {
-        self.op.0.mask_bit()
+        self.op.0.mask_bit
     }
 
     /// Whether a step mask is bound.
@@ -270,13 +296,13 @@ impl KernelKey {
 
     /// Threads per workgroup.
     pub fn workgroup_size(&self) -> u32 {
-        self.op.0.workgroup_size(self)
+        self.op.0.kernel.workgroup_size(self)
     }
 
     /// Bytes of workgroup memory the kernel declares (the WGSL arrays; the translation
     /// tests check this against naga's layout of every variant).
     pub fn workgroup_bytes(&self) -> u32 {
-        self.op.0.workgroup_bytes(self)
+        self.op.0.kernel.workgroup_bytes(self)
     }
 
     /// Workgroups one call needs (before folding into two dimensions).
@@ -297,7 +323,7 @@ impl KernelKey {
 
     /// Whether record pairs neighbouring rows for bf16 y / delta words.
     pub fn pairs_outputs(&self) -> bool {
-        self.op.0.records() && (self.dtypes.act == DType::BF16 || self.dtypes.tape == DType::BF16)
+        self.op.0.records && (self.dtypes.act == DType::BF16 || self.dtypes.tape == DType::BF16)
     }
 
     /// Whether each invocation holds both rows of every bf16 output pair (an even
@@ -341,12 +367,12 @@ impl KernelKey {
     /// `.m` when masked, then `+name` for each optional operand bound beyond the plain
     /// op's and `-name` for each of the plain op's left out.
     fn variant_suffix(&self) -> String {
-        let plain = self.op.0.plain_rows();
+        let plain = self.op.0.plain_rows;
         let mut out = String::new();
         if self.masked() {
             out.push_str(".m");
         }
-        for (i, row) in self.op.0.rows().into_iter().enumerate() {
+        for (i, row) in self.op.0.rows.iter().enumerate() {
             let bit = 1u16 << i;
             if bit == self.mask_bit() || !row.optional {
                 continue;
@@ -362,13 +388,11 @@ impl KernelKey {
 
     /// The storage bindings, in binding order from 1 (0 is the uniform parameters):
     /// the op's operand table, the optional operands only when bound.
-    /// The storage bindings, in binding order from 1 (0 is the uniform parameters):
-    /// the op's operand table, the optional operands only when bound.
     pub fn bindings(&self) -> Vec<Binding> {
         self.op
             .0
-            .rows()
-            .into_iter()
+            .rows
+            .iter()
             .enumerate()
             .filter(|(i, _)| self.bound & 1 << i != 0)
             .map(|(_, row)| Binding {
@@ -388,8 +412,8 @@ impl KernelKey {
         let kernel = self.op.0;
         // HAS_<NAME> for every operand of the op's table (true for the required ones).
         let mut defines: Vec<(String, Value)> = kernel
-            .rows()
-            .into_iter()
+            .rows
+            .iter()
             .enumerate()
             .map(|(i, row)| {
                 let bound = self.bound & 1 << i != 0;
@@ -428,10 +452,8 @@ impl KernelKey {
             ("PAIRS_IN_THREAD", Value::Bool(self.pairs_in_thread())),
             // The tape's g is written in bf16 words: one writer per word.
             ("GATE_BF16", Value::Bool(self.dtypes.gate == DType::BF16)),
-            // record_replay.wgsl: the record kernel, else replay.
-            ("RECORD", Value::Bool(kernel.records())),
             // fold_record: record after folding a deferred commit into the state.
-            ("FOLD", Value::Bool(kernel.folds())),
+            ("FOLD", Value::Bool(kernel.folds)),
             ("EARLY_FOLD", Value::Bool(self.early_fold)),
             ("SCALED_STATE", Value::Bool(self.scaled_state)),
             // fold_record rounds the folded state to the state dtype, as stored.

@@ -12,7 +12,8 @@
 //! - `host.rs`: its call on host slices, run by either backend, and its methods on
 //!   `Backend`, `CpuBackend` and `GpuBackend` (one `host_ops!` entry);
 //! - its root WGSL, which `#import`s the shared fragments of `wgsl/` (record, replay
-//!   and fold_record share `wgsl/record_replay.wgsl`, in `gdn.rs`).
+//!   and fold_record share the state tile, its staging and record's steps there; their
+//!   shape classes are `gdn.rs`).
 //!
 //! How to add an op:
 //! 1. docs/SPEC.md: its contract; src/shape.rs: its index formulas and lengths (one
@@ -33,7 +34,7 @@ pub mod record_chunked;
 pub mod repeat;
 pub mod replay;
 
-pub use kernel::{KernelKey, Op, OpKernel, Reduction};
+pub use kernel::{KernelKey, KeyAt, Op, OpKernel, Reduction};
 
 use crate::dtype::{DType, GdnDtypes};
 use crate::shape::GdnShape;
@@ -153,17 +154,19 @@ pub fn representative_keys(op: Op, dtypes: GdnDtypes, reduction: Reduction) -> V
     }
     // Grids larger than the representative shapes' (4- and 8-step chunks), masked and
     // not where the op takes a mask.
-    let kernel = op.kernel();
-    for &batch in kernel.larger_batches() {
+    for &batch in op.info().larger_batches {
         for (steps, masked) in [(2, false), (8, false), (8, true)] {
-            if masked && kernel.mask_bit() == 0 {
+            if masked && op.info().mask_bit == 0 {
                 continue;
             }
-            let large = GdnShape::new(batch, steps, 16, 32, 128, 128).expect("a valid shape");
-            add_new(
-                &mut keys,
-                vec![kernel.key_at(&large, dtypes, reduction, masked)],
-            );
+            let shape = &GdnShape::new(batch, steps, 16, 32, 128, 128).expect("a valid shape");
+            let at = KeyAt {
+                shape,
+                dtypes,
+                reduction,
+                masked,
+            };
+            add_new(&mut keys, vec![op.key_at(at)]);
         }
     }
     keys
@@ -172,12 +175,17 @@ pub fn representative_keys(op: Op, dtypes: GdnDtypes, reduction: Reduction) -> V
 /// The keys of `op` at `shape`, masked and not, each with its rollback variants
 /// (masked as the key is).
 fn keys_at(op: Op, dtypes: GdnDtypes, reduction: Reduction, shape: &GdnShape) -> Vec<KernelKey> {
-    let kernel = op.kernel();
     let mut keys = Vec::new();
     for masked in [false, true] {
-        let key = kernel.key_at(shape, dtypes, reduction, masked);
+        let key = op.key_at(KeyAt {
+            shape,
+            dtypes,
+            reduction,
+            masked,
+        });
         let mask = key.bound & key.mask_bit();
-        let rollback = kernel
+        let rollback = op
+            .kernel()
             .rollback_variants()
             .into_iter()
             .map(|v| key.with_bound(v | mask));

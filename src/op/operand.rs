@@ -130,20 +130,6 @@ pub struct Row {
     pub optional: bool,
 }
 
-/// The rows of a table.
-pub fn rows_of<Sh>(specs: &[OperandSpec<Sh>]) -> Vec<Row> {
-    specs
-        .iter()
-        .map(|s| Row {
-            name: s.name,
-            slot: s.slot,
-            access: s.access,
-            walk: s.walk,
-            optional: s.optional,
-        })
-        .collect()
-}
-
 /// Bit i set when slot i holds a value (tables have at most 16 rows).
 pub fn rows_bound<T>(slots: &[Option<T>]) -> u16 {
     slots
@@ -171,16 +157,40 @@ pub trait OperandRow: Copy {
 ///
 /// The header names the struct, the row enum, the op and the shape type; each line is
 /// `[Row] name: field type, Role Slot Access Walk = length_fn`, with `, optional` for an
-/// operand the caller may leave out (its field type is then `Option<T>`).
+/// operand the caller may leave out (its field type is then `Option<T>`). `length_fn`
+/// is a method of the header's shape type. A line `use group;` splices in the rows of
+/// a row group (`op::gdn`'s `activations`, for one), so rows that several ops share are
+/// written once.
 macro_rules! operand_table {
     (
         $(#[$meta:meta])*
-        pub struct $name:ident, rows $row:ident, op $op:literal, for $shape:ty {
-            $(
-                $(#[$fmeta:meta])*
-                [$variant:ident] $field:ident: $fty:ty, $role:ident $slot:ident $access:ident $walk:ident = $len:path $(, $opt:ident)?;
-            )*
-        }
+        pub struct $name:ident, rows $row:ident, op $op:literal, for $shape:ty { $($body:tt)* }
+    ) => {
+        $crate::op::operand::operand_table!(
+            @rows [$(#[$meta])* $name, $row, $op, $shape] [] $($body)*
+        );
+    };
+    // A row group: its rows go back to the front of the list (a group may use another).
+    (@rows $head:tt $rows:tt use $group:ident $(($($arg:tt)*))?; $($rest:tt)*) => {
+        $crate::op::operand::row_group!($group [$($($arg)*)?] $head $rows $($rest)*);
+    };
+    (
+        @rows $head:tt [$($rows:tt)*]
+        $(#[$fmeta:meta])*
+        [$variant:ident] $field:ident: $fty:ty, $role:ident $slot:ident $access:ident $walk:ident = $len:ident $(, $opt:ident)?;
+        $($rest:tt)*
+    ) => {
+        $crate::op::operand::operand_table!(
+            @rows $head [$($rows)* {
+                $(#[$fmeta])* [$variant] $field: $fty, $role $slot $access $walk = $len [$($opt)?]
+            }] $($rest)*
+        );
+    };
+    (
+        @rows [$(#[$meta:meta])* $name:ident, $row:ident, $op:literal, $shape:ty] [$({
+            $(#[$fmeta:meta])*
+            [$variant:ident] $field:ident: $fty:ty, $role:ident $slot:ident $access:ident $walk:ident = $len:ident [$($opt:ident)?]
+        })*]
     ) => {
         $(#[$meta])*
         #[derive(Clone, Copy, Debug)]
@@ -192,6 +202,13 @@ macro_rules! operand_table {
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         pub enum $row {
             $( #[doc = concat!("`", stringify!($field), "`.")] $variant, )*
+        }
+
+        impl $row {
+            /// The row's bit in a set of bound rows (`rows_bound`).
+            pub const fn bit(self) -> u16 {
+                1 << self as usize
+            }
         }
 
         impl $crate::op::operand::OperandRow for $row {
@@ -210,14 +227,25 @@ macro_rules! operand_table {
                     slot: $crate::op::operand::Slot::$slot,
                     access: $crate::op::operand::Access::$access,
                     walk: $crate::op::operand::Walk::$walk,
-                    len: $len,
-                    optional: operand_table!(@opt $($opt)?),
+                    len: <$shape>::$len,
+                    optional: $crate::op::operand::operand_table!(@opt $($opt)?),
+                },
+            )*];
+
+            /// The table's rows without their length formulas (what a kernel key reads).
+            pub const ROWS: &'static [$crate::op::operand::Row] = &[$(
+                $crate::op::operand::Row {
+                    name: stringify!($field),
+                    slot: $crate::op::operand::Slot::$slot,
+                    access: $crate::op::operand::Access::$access,
+                    walk: $crate::op::operand::Walk::$walk,
+                    optional: $crate::op::operand::operand_table!(@opt $($opt)?),
                 },
             )*];
 
             /// Each operand's value in table order (`None`: an optional one left out).
             pub fn slots(&self) -> Vec<Option<&T>> {
-                vec![$( operand_table!(@slot [$($opt)?] self.$field) ),*]
+                vec![$( $crate::op::operand::operand_table!(@slot [$($opt)?] self.$field) ),*]
             }
 
             /// The bound rows: bit i set when row i of the table has a value (every
@@ -228,7 +256,7 @@ macro_rules! operand_table {
 
             /// Borrow every value.
             pub fn as_ref(&self) -> $name<&T> {
-                $name { $( $field: operand_table!(@as_ref [$($opt)?] self.$field), )* }
+                $name { $( $field: $crate::op::operand::operand_table!(@as_ref [$($opt)?] self.$field), )* }
             }
 
             /// Turn each value into another, with its table row.
@@ -240,9 +268,21 @@ macro_rules! operand_table {
                 let $name { $( $field, )* } = self;
                 $(
                     let spec = specs.next().expect("one row per field");
-                    let $field = operand_table!(@map [$($opt)?] f spec $field);
+                    let $field = $crate::op::operand::operand_table!(@map [$($opt)?] f spec $field);
                 )*
                 $name { $( $field, )* }
+            }
+        }
+
+        #[allow(dead_code)] // a table with no host call (record_chunked's passes)
+        impl $name<$crate::op::operand::HostSide<'_>> {
+            /// Check each host operand's length against its row (call `op`, `shape`).
+            pub(crate) fn check_lengths(
+                &self,
+                op: &'static str,
+                shape: &$shape,
+            ) -> $crate::error::Result<()> {
+                $crate::op::operand::check_sides(op, Self::SPECS, shape, &self.slots())
             }
         }
     };
@@ -256,6 +296,46 @@ macro_rules! operand_table {
     (@map [optional] $f:ident $spec:ident $v:ident) => { $v.map(|x| $f($spec, x)) };
 }
 pub(crate) use operand_table;
+
+/// The row groups of `operand_table!` (`use group;` in a table), one arm each: the
+/// group's rows go in front of the rest of the table, which goes back to the table.
+/// One row a line, its doc first.
+macro_rules! row_group {
+    (query_key [] $head:tt $rows:tt $($rest:tt)*) => { $crate::op::operand::operand_table!(@rows $head $rows
+        #[doc = "`[B, T, Hk, Dk]`."] [Q] q: T, Activation Act Read Rows = qk_len;
+        #[doc = "`[B, T, Hk, Dk]`."] [K] k: T, Activation Act Read Rows = qk_len;
+        $($rest)*
+    ); };
+    // A step's activations and gates.
+    (activations [] $head:tt $rows:tt $($rest:tt)*) => { $crate::op::operand::operand_table!(@rows $head $rows
+        use query_key;
+        #[doc = "`[B, T, Hv, Dv]`."] [V] v: T, Activation Act Read Scalars = v_len;
+        #[doc = "`[B, T, Hv]`, the decay, already exponentiated."] [G] g: T, Activation Gate Read Scalars = gate_len;
+        #[doc = "`[B, T, Hv]`, already sigmoid'ed."] [Beta] beta: T, Activation Gate Read Scalars = gate_len;
+        $($rest)*
+    ); };
+    // What record writes (and the mask it obeys), from the state before the draft.
+    (record_outputs [] $head:tt $rows:tt $($rest:tt)*) => { $crate::op::operand::operand_table!(@rows $head $rows
+        #[doc = "`[B, Hv, Dv, Dk]`: the state before the draft."] [StateIn] state_in: T, State State Read Rows = state_len;
+        #[doc = "`[B, T, Hv, Dv]`."] [Y] y: T, Output Act Write Scalars = v_len;
+        #[doc = "`[B, Hv, Dv, Dk]`: the state after the draft; `None`: not written (a rollback that keeps one state per layer replays the accepted prefix instead)."]
+        [StateOut] state_out: Option<T>, State State Write Rows = state_len, optional;
+        #[doc = "`[B, T, Hv, Dv]`: the tape's innovations."] [Delta] delta: T, Tape Tape Write Scalars = v_len;
+        #[doc = "`[B, T]` u32, non-zero = live; `None`: every step is live."] [Mask] mask: Option<T>, Control U32 Read Words = mask_len, optional;
+        $($rest)*
+    ); };
+    // record_chunked's scratch: written (`Write`) by its first pass, read (`Read`) by
+    // its second.
+    (chunk_scratch [$access:ident] $head:tt $rows:tt $($rest:tt)*) => { $crate::op::operand::operand_table!(@rows $head $rows
+        #[doc = "`[B, Hv, chunks, C, Dk]`: `W = T diag(beta gam) K` per chunk."] [W] w: T, Scratch U32 $access Words = w_len;
+        #[doc = "`[B, Hv, chunks, C, Dv]`: `U = T diag(beta) V` per chunk."] [U] u: T, Scratch U32 $access Words = u_len;
+        #[doc = "`[B, Hv, chunks, C, C]`: the decayed `Q K^T`, lower triangle."] [M] m: T, Scratch U32 $access Words = m_len;
+        #[doc = "`[B, Hv, chunks, 3C]`: each step's decay from the chunk's start, from it to the chunk's end, and the whole chunk's."]
+        [Decay] decay: T, Scratch U32 $access Words = decay_len;
+        $($rest)*
+    ); };
+}
+pub(crate) use row_group;
 
 /// A host operand's part in a call.
 #[derive(Clone, Copy, Debug)]

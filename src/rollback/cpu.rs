@@ -190,7 +190,7 @@ impl<A: Element, S: Element, P: Element, G: Element> LayerStore<A, S, P, G>
                     mask: l.mask.as_deref(),
                     status: None,
                 };
-                replay(self.cpu.threads(), &self.shape, self.layout, args);
+                replay((self.cpu.threads(), &self.shape, self.layout), args);
             }
         }
         let states = self.layers.iter_mut().map(|l| &mut l.states);
@@ -279,7 +279,7 @@ fn replay_deferred<A: Element, S: Element, P: Element, G: Element>(
         mask: None,
         status: None,
     };
-    replay::<A, S, P, G>(cpu.threads(), shape, layout, args);
+    replay::<A, S, P, G>((cpu.threads(), shape, layout), args);
     (k, g)
 }
 
@@ -309,7 +309,7 @@ fn draft_cpu_layer<A: Element, S: Element, P: Element, G: Element>(
                 accepted: &accepted,
                 status: None,
             };
-            fold_record(cpu.threads(), shape, layout, args);
+            fold_record((cpu.threads(), shape, layout), args);
             l.spare = Some((pending_k, pending_g));
         }
         pending => {
@@ -327,7 +327,7 @@ fn draft_cpu_layer<A: Element, S: Element, P: Element, G: Element>(
                 tape_k_grouped: Some(&mut l.tape_k),
                 tape_g: Some(&mut l.tape_g),
             };
-            record(cpu.threads(), shape, layout, args);
+            record((cpu.threads(), shape, layout), args);
         }
     }
     if let (Some(c), Some(x)) = (&mut l.conv, conv_x) {

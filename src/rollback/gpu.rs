@@ -2,14 +2,13 @@
 //! and, per layer, the buffers the host's activations are uploaded into.
 
 use super::commit::CommitKind;
-use super::options::RollbackOptions;
 use super::resident::{DraftBuffers, GpuRollback};
 use super::store::LayerStore;
-use crate::dtype::{Element, GdnDtypes};
+use crate::dtype::Element;
 use crate::error::Result;
 use crate::gpu::backend::GpuBackend;
 use crate::op::record::RecordInputs;
-use crate::shape::{ConvShape, GdnShape, GqaLayout};
+use crate::shape::{ConvShape, GdnShape};
 use std::marker::PhantomData;
 
 /// The layers of a GPU rollback.
@@ -21,19 +20,18 @@ pub(crate) struct GpuStore<A, G> {
 }
 
 impl<A: Element, G: Element> GpuStore<A, G> {
+    /// The store of `rollback`'s layers, with input buffers for each (made by `new`,
+    /// inside the backend's error scopes with them).
     pub(crate) fn new(
-        gpu: &GpuBackend,
-        shape: GdnShape,
-        layers: usize,
-        layout: GqaLayout,
-        dtypes: GdnDtypes,
-        options: RollbackOptions,
+        new: impl FnOnce() -> Result<GpuRollback>,
         conv: Option<ConvShape>,
     ) -> Result<Self> {
+        let rollback = new()?;
+        let gpu = rollback.backend().clone();
         gpu.guarded("rollback", || {
-            let rollback = GpuRollback::with_options(gpu, shape, layers, layout, dtypes, options)?;
-            let inputs = (0..layers)
-                .map(|_| GpuInputs::new::<A, G>(gpu, &shape, conv.as_ref()))
+            let shape = *rollback.shape();
+            let inputs = (0..rollback.layers())
+                .map(|_| GpuInputs::new::<A, G>(&gpu, &shape, conv.as_ref()))
                 .collect();
             Ok(GpuStore {
                 rollback,

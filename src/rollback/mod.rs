@@ -26,6 +26,7 @@ use crate::op::record::RecordInputs;
 use crate::shape::{ConvShape, GdnShape, GqaLayout};
 use cpu::CpuStore;
 use gpu::GpuStore;
+use resident::GpuRollback;
 use std::marker::PhantomData;
 use store::LayerStore;
 
@@ -198,9 +199,12 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
             }
             Backend::Gpu(gpu) => {
                 let dtypes = dtypes::<A, S, P, G>();
-                Box::new(GpuStore::<A, G>::new(
-                    gpu, shape, layers, layout, dtypes, options, conv,
-                )?)
+                let new = || {
+                    gpu.guarded("rollback", || {
+                        GpuRollback::with_options(gpu, shape, layers, layout, dtypes, options)
+                    })
+                };
+                Box::new(GpuStore::<A, G>::new(new, conv)?)
             }
         };
         Ok(Rollback {

@@ -541,6 +541,10 @@ impl GpuRollback {
     pub fn shape(&self) -> &GdnShape {
         &self.shape
     }
+    /// The number of layers.
+    pub fn layers(&self) -> usize {
+        self.layers.len()
+    }
     pub fn backend(&self) -> &GpuBackend {
         &self.gpu
     }

@@ -1,7 +1,7 @@
 //! `deltatape msl`: the source naga writes for a kernel, for review without a Mac.
 
 use clap::ValueEnum;
-use deltatape::internals::{translate, Op, Reduction, Target};
+use deltatape::internals::{translate, KeyAt, Op, Reduction, Target};
 use deltatape::{DType, GdnShape};
 use std::process::ExitCode;
 
@@ -54,7 +54,13 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
         }
     };
     // The op's key in the table's class (the chunked passes at their default chunk).
-    let key = args.kernel.key_at(&shape, dtypes, reduction, args.masked);
+    let masked = args.masked;
+    let key = args.kernel.key_at(KeyAt {
+        shape: &shape,
+        dtypes,
+        reduction,
+        masked,
+    });
     let target = match args.lang {
         Lang::Msl => Target::Msl,
         Lang::Spirv => Target::SpirV,

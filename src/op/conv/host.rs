@@ -8,7 +8,7 @@ use crate::error::{alloc_vec, Result};
 use crate::gpu::backend::GpuBackend;
 use crate::gpu::host::{from_bytes, Pending};
 use crate::host::HostCall;
-use crate::op::operand::{check_sides, HostSide};
+use crate::op::operand::HostSide;
 use crate::shape::ConvShape;
 
 /// conv_commit (docs/SPEC.md): the conv window rolled forward to each sequence's
@@ -36,8 +36,7 @@ impl<'a, E: Element> HostCall<'a> for ConvCommit<'a, E> {
     type Output = Vec<E>;
 
     fn check(&self) -> Result<()> {
-        let specs = ConvOperands::<()>::SPECS;
-        check_sides(Self::OP, specs, self.shape, &self.sides().slots())?;
+        self.sides().check_lengths(Self::OP, self.shape)?;
         self.shape.check_accepted(Self::OP, self.accepted)
     }
 

@@ -1,10 +1,10 @@
 //! conv_commit: the causal conv1d window rolled forward to the accepted prefix
 //! (docs/SPEC.md "conv_commit").
 
-use super::kernel::{KernelKey, Op, OpKernel, Reduction};
-use super::operand::{operand_table, rows_of, Row};
+use super::kernel::{KernelKey, KeyAt, Op, OpInfo, OpKernel};
+use super::operand::operand_table;
 use crate::dtype::{DType, GdnDtypes};
-use crate::shape::{ConvShape, GdnShape};
+use crate::shape::ConvShape;
 
 pub(crate) mod cpu;
 mod gpu;
@@ -15,7 +15,11 @@ pub(crate) mod host;
 pub type ConvBuffers<'a> = ConvOperands<&'a wgpu::Buffer>;
 
 /// The op.
-pub const OP: Op = Op(&Conv);
+pub const OP: Op = Op(&OpInfo {
+    one_dtype: true,
+    ..OpInfo::new("conv", ROOT, ConvOperands::<()>::ROWS, &Conv)
+});
+const ROOT: (&str, &str) = ("conv", include_str!("conv.wgsl"));
 
 /// Window rows per conv_commit workgroup (one or two per invocation, see
 /// `KernelKey::conv`).
@@ -26,41 +30,20 @@ operand_table! {
     /// window in one dtype.
     pub struct ConvOperands, rows ConvRow, op "conv", for ConvShape {
         /// `[B, T, C]`: the drafted conv inputs.
-        [X] x: T, Activation Act Read Scalars = ConvShape::x_len;
+        [X] x: T, Activation Act Read Scalars = x_len;
         /// `[B]` u32. On the GPU a count above T is clamped to T (data on the device
         /// cannot be checked before the dispatch); the host paths refuse it.
-        [Accepted] accepted: T, Control U32 Read Words = ConvShape::batch;
+        [Accepted] accepted: T, Control U32 Read Words = batch;
         /// `[B, C, K-1]`: the conv window, rolled forward in place.
-        [Window] window: T, State State ReadWrite Scalars = ConvShape::window_len;
+        [Window] window: T, State State ReadWrite Scalars = window_len;
     }
 }
 
 struct Conv;
 
 impl OpKernel for Conv {
-    fn name(&self) -> &'static str {
-        "conv"
-    }
-    fn root(&self) -> (&'static str, &'static str) {
-        ("conv", include_str!("conv.wgsl"))
-    }
-    fn rows(&self) -> Vec<Row> {
-        rows_of(ConvOperands::<()>::SPECS)
-    }
-    fn one_dtype(&self) -> bool {
-        true
-    }
-    fn workgroup_bytes(&self, _key: &KernelKey) -> u32 {
-        0
-    }
-    fn key_at(
-        &self,
-        _shape: &GdnShape,
-        dtypes: GdnDtypes,
-        _reduction: Reduction,
-        _masked: bool,
-    ) -> KernelKey {
-        KernelKey::conv(dtypes.act)
+    fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
+        KernelKey::conv(at.dtypes.act)
     }
 }
 

@@ -28,43 +28,29 @@ pub(crate) struct FoldRecordArgs<'a, A, S, P, G> {
 /// place, then record from the result, writing y and this draft's tape (`delta`,
 /// `tape_k_grouped`, `tape_g`).
 pub(crate) fn fold_record<A: Element, S: Element, P: Element, G: Element>(
-    threads: usize,
-    shape: &GdnShape,
-    layout: GqaLayout,
+    (threads, shape, layout): (usize, &GdnShape, GqaLayout),
     args: FoldRecordArgs<'_, A, S, P, G>,
 ) {
-    let FoldRecordArgs {
-        inputs,
-        state,
-        y,
-        delta,
-        tape_k_grouped,
-        tape_g,
-        pending_k_grouped,
-        pending_g,
-        accepted,
-        status,
-    } = args;
-    debug_assert!(inputs.mask.is_none(), "fold_record takes no mask");
+    debug_assert!(args.inputs.mask.is_none(), "fold_record takes no mask");
     let fold = ReplayArgs {
-        tape_delta: &*delta,
-        tape_k: TapeKeys::Grouped(pending_k_grouped),
-        tape_g: pending_g,
+        tape_delta: &*args.delta,
+        tape_k: TapeKeys::Grouped(args.pending_k_grouped),
+        tape_g: args.pending_g,
         snapshot: None,
-        accepted,
-        state_out: &mut *state,
+        accepted: args.accepted,
+        state_out: &mut *args.state,
         mask: None,
-        status,
+        status: args.status,
     };
-    replay(threads, shape, layout, fold);
+    replay((threads, shape, layout), fold);
     let draft = RecordArgs {
-        inputs,
-        state_in: state,
-        y,
+        inputs: args.inputs,
+        state_in: args.state,
+        y: args.y,
         state_out: None,
-        delta,
-        tape_k_grouped: Some(tape_k_grouped),
-        tape_g: Some(tape_g),
+        delta: args.delta,
+        tape_k_grouped: Some(args.tape_k_grouped),
+        tape_g: Some(args.tape_g),
     };
-    record(threads, shape, layout, draft);
+    record((threads, shape, layout), draft);
 }

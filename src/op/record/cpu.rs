@@ -21,24 +21,14 @@ const RECORD_ROWS: usize = 16;
 /// `delta = (v - kv) * beta`, then `S = S + k*delta; y += S*q` over `Dk` in order. Rows
 /// left over (`Dv % RECORD_ROWS`) take the same steps one row at a time.
 pub(crate) fn record<A: Element, S: Element, P: Element, G: Element>(
-    threads: usize,
-    shape: &GdnShape,
-    layout: GqaLayout,
+    (threads, shape, layout): (usize, &GdnShape, GqaLayout),
     args: RecordArgs<'_, A, S, P, G>,
 ) {
-    let RecordArgs {
-        inputs,
-        state_in,
-        y,
-        state_out,
-        delta,
-        tape_k_grouped,
-        tape_g,
-    } = args;
-    if let Some(tape_k) = tape_k_grouped {
+    let inputs = args.inputs;
+    if let Some(tape_k) = args.tape_k_grouped {
         tape_k.copy_from_slice(inputs.k);
     }
-    if let Some(tape_g) = tape_g {
+    if let Some(tape_g) = args.tape_g {
         tape_g.copy_from_slice(inputs.g);
     }
     let (t_len, hv_n, dv_n, dk) = dims(shape);
@@ -46,8 +36,8 @@ pub(crate) fn record<A: Element, S: Element, P: Element, G: Element>(
     // Without state_out, the heads are split the same way over nothing (each head's
     // final state is dropped).
     let mut no_state = Vec::new();
-    let writes_state = state_out.is_some();
-    let (out_state, out_len) = match state_out {
+    let writes_state = args.state_out.is_some();
+    let (out_state, out_len) = match args.state_out {
         Some(out) => (out, head_len),
         None => {
             no_state.resize(shape.batch() * hv_n, S::default());
@@ -61,13 +51,13 @@ pub(crate) fn record<A: Element, S: Element, P: Element, G: Element>(
         for (head, out) in heads.zip(out.chunks_mut(out_len)) {
             let (b, hv) = (head / hv_n, head % hv_n);
             work.gather_live_steps(layout, b, hv);
-            let src = &state_in[shape.state_row(b, hv, 0)..][..head_len];
+            let src = &args.state_in[shape.state_row(b, hv, 0)..][..head_len];
             let (y, delta) = work.advance_head(src, writes_state.then_some(out));
             results.push(HeadOutputs { head, y, delta });
         }
         results
     });
-    scatter_heads(shape, groups.into_iter().flatten(), y, delta);
+    scatter_heads(shape, groups.into_iter().flatten(), args.y, args.delta);
 }
 
 /// One thread's working space for record's heads, reused from head to head.
@@ -76,10 +66,6 @@ struct HeadWork<'a, A, G> {
     inputs: RecordInputs<'a, A, G>,
     /// The current head's live steps.
     live: LiveSteps,
-    /// [`RECORD_ROWS`] state rows transposed to `[Dk][rows]`.
-    block: Vec<[f32; RECORD_ROWS]>,
-    /// One state row, for the rows left over.
-    row: Vec<f32>,
 }
 
 impl<'a, A: Element, G: Element> HeadWork<'a, A, G> {
@@ -94,8 +80,6 @@ impl<'a, A: Element, G: Element> HeadWork<'a, A, G> {
                 qq: vec![0f32; t_len * dk],
                 dk,
             },
-            block: vec![[0f32; RECORD_ROWS]; dk],
-            row: vec![0f32; dk],
         }
     }
 
@@ -135,47 +119,52 @@ impl<'a, A: Element, G: Element> HeadWork<'a, A, G> {
         let mut ys = vec![A::default(); t_len * dv_n];
         let mut ds = vec![P::default(); t_len * dv_n];
         let full = dv_n - dv_n % RECORD_ROWS;
+        let dk = self.live.dk;
+        let mut block = vec![[0f32; RECORD_ROWS]; dk];
         for dv0 in (0..full).step_by(RECORD_ROWS) {
-            self.advance_row_block(dv0, src, out.as_deref_mut(), &mut ys, &mut ds);
+            let outs = (&mut ys[..], &mut ds[..]);
+            self.advance_rows(&mut block, dv0, src, out.as_deref_mut(), outs);
         }
+        let mut row = vec![[0f32; 1]; dk];
         for dv in full..dv_n {
-            self.advance_row(dv, src, out.as_deref_mut(), &mut ys, &mut ds);
+            let outs = (&mut ys[..], &mut ds[..]);
+            self.advance_rows(&mut row, dv, src, out.as_deref_mut(), outs);
         }
         (ys, ds)
     }
 
-    /// Rows `dv0..dv0 + RECORD_ROWS` through every live step, one lane per row.
-    fn advance_row_block<S: Element, P: Element>(
-        &mut self,
+    /// Rows `dv0..dv0 + N` through every live step, one lane per row, in `block` (the
+    /// rows transposed to `[Dk][N]`).
+    fn advance_rows<const N: usize, S: Element, P: Element>(
+        &self,
+        block: &mut [[f32; N]],
         dv0: usize,
         src: &[S],
         out: Option<&mut [S]>,
-        ys: &mut [A],
-        ds: &mut [P],
+        (ys, ds): (&mut [A], &mut [P]),
     ) {
         let (_, _, dv_n, dk) = dims(self.shape);
         let v = self.inputs.v;
-        let block = &mut self.block;
-        let rows = dv0 * dk..(dv0 + RECORD_ROWS) * dk;
+        let rows = dv0 * dk..(dv0 + N) * dk;
         for (r, src_row) in src[rows.clone()].chunks_exact(dk).enumerate() {
             for (lanes, x) in block.iter_mut().zip(src_row) {
                 lanes[r] = x.to_f32();
             }
         }
         for (st, k_t, q_t) in self.live.iter() {
-            let mut kv = [0f32; RECORD_ROWS];
+            let mut kv = [0f32; N];
             for (lanes, &ki) in block.iter_mut().zip(k_t) {
                 for (s, acc) in lanes.iter_mut().zip(&mut kv) {
                     *s *= st.g;
                     *acc += *s * ki;
                 }
             }
-            let vs = &v[st.v + dv0..][..RECORD_ROWS];
-            let mut d = [0f32; RECORD_ROWS];
+            let vs = &v[st.v + dv0..][..N];
+            let mut d = [0f32; N];
             for ((d, vi), kv) in d.iter_mut().zip(vs).zip(&kv) {
                 *d = (vi.to_f32() - kv) * st.beta;
             }
-            let mut out_y = [0f32; RECORD_ROWS];
+            let mut out_y = [0f32; N];
             for ((lanes, &ki), &qi) in block.iter_mut().zip(k_t).zip(q_t) {
                 for ((s, acc), di) in lanes.iter_mut().zip(&mut out_y).zip(&d) {
                     *s += ki * di; // S = S + k*delta
@@ -183,10 +172,10 @@ impl<'a, A: Element, G: Element> HeadWork<'a, A, G> {
                 }
             }
             let at = st.t * dv_n + dv0;
-            for (o, x) in ys[at..at + RECORD_ROWS].iter_mut().zip(&out_y) {
+            for (o, x) in ys[at..at + N].iter_mut().zip(&out_y) {
                 *o = A::from_f32(*x);
             }
-            for (o, x) in ds[at..at + RECORD_ROWS].iter_mut().zip(&d) {
+            for (o, x) in ds[at..at + N].iter_mut().zip(&d) {
                 *o = P::from_f32(*x);
             }
         }
@@ -195,41 +184,6 @@ impl<'a, A: Element, G: Element> HeadWork<'a, A, G> {
                 for (o, lanes) in out_row.iter_mut().zip(block.iter()) {
                     *o = S::from_f32(lanes[r]);
                 }
-            }
-        }
-    }
-
-    /// Row `dv` (one left over by the blocks) through every live step.
-    fn advance_row<S: Element, P: Element>(
-        &mut self,
-        dv: usize,
-        src: &[S],
-        out: Option<&mut [S]>,
-        ys: &mut [A],
-        ds: &mut [P],
-    ) {
-        let (_, _, dv_n, dk) = dims(self.shape);
-        let v = self.inputs.v;
-        let row = &mut self.row;
-        widen_into(row, &src[dv * dk..][..dk]);
-        for (st, k_t, q_t) in self.live.iter() {
-            let mut kv = 0f32;
-            for (si, ki) in row.iter_mut().zip(k_t) {
-                *si *= st.g;
-                kv += *si * ki;
-            }
-            let d = (v[st.v + dv].to_f32() - kv) * st.beta;
-            let mut out_y = 0f32;
-            for ((si, ki), qi) in row.iter_mut().zip(k_t).zip(q_t) {
-                *si += ki * d; // S = S + k*delta
-                out_y += *si * qi;
-            }
-            ys[st.t * dv_n + dv] = A::from_f32(out_y);
-            ds[st.t * dv_n + dv] = P::from_f32(d);
-        }
-        if let Some(out) = out {
-            for (o, si) in out[dv * dk..][..dk].iter_mut().zip(row.iter()) {
-                *o = S::from_f32(*si);
             }
         }
     }

@@ -9,7 +9,7 @@ use crate::error::{alloc_vec, Result};
 use crate::gpu::backend::GpuBackend;
 use crate::gpu::host::{from_bytes, Pending};
 use crate::host::HostCall;
-use crate::op::operand::{check_sides, HostSide};
+use crate::op::operand::HostSide;
 use crate::op::record_chunked::{cpu::record_chunked, ChunkSize};
 use crate::shape::{GdnShape, GqaLayout};
 use std::marker::PhantomData;
@@ -31,7 +31,7 @@ pub(crate) fn check_record_inputs<A: Element, G: Element>(
     };
     let mut sides = call.sides();
     sides.state_in = HostSide::Out(None);
-    check_sides(op, RecordOperands::<()>::SPECS, shape, &sides.slots())
+    sides.check_lengths(op, shape)
 }
 
 /// record (docs/SPEC.md): y, the state after T steps, and the tape delta in dtype `P`;
@@ -77,13 +77,7 @@ impl<'a, A: Element, S: Element, P: Element, G: Element> HostCall<'a> for Record
     type Output = Recorded<A, S, P>;
 
     fn check(&self) -> Result<()> {
-        let sides = self.sides();
-        check_sides(
-            self.op(),
-            RecordOperands::<()>::SPECS,
-            self.shape,
-            &sides.slots(),
-        )
+        self.sides().check_lengths(self.op(), self.shape)
     }
 
     fn run_cpu(self, cpu: &CpuBackend) -> Result<Self::Output> {
@@ -104,8 +98,8 @@ impl<'a, A: Element, S: Element, P: Element, G: Element> HostCall<'a> for Record
             tape_g: None,
         };
         match self.chunk {
-            Some(c) => record_chunked(cpu.threads(), shape, self.layout, c.steps(), args),
-            None => record(cpu.threads(), shape, self.layout, args),
+            Some(c) => record_chunked((cpu.threads(), shape, self.layout), c.steps(), args),
+            None => record((cpu.threads(), shape, self.layout), args),
         }
         Ok(out)
     }

@@ -2,8 +2,8 @@
 //! the innovation tape (docs/SPEC.md "record").
 
 use super::gdn;
-use super::kernel::{KernelKey, Op, OpKernel, Reduction};
-use super::operand::{operand_table, rows_of, OperandRow, Row};
+use super::kernel::{KernelKey, KeyAt, Op, OpInfo, OpKernel, Reduction};
+use super::operand::operand_table;
 use crate::dtype::GdnDtypes;
 use crate::shape::GdnShape;
 use crate::tuning::ShapeClass;
@@ -16,37 +16,27 @@ pub(crate) mod host;
 pub type RecordBuffers<'a> = RecordOperands<&'a wgpu::Buffer>;
 
 /// The op.
-pub const OP: Op = Op(&Record);
+pub const OP: Op = Op(&OpInfo {
+    records: true,
+    prefetches: true,
+    mask_bit: RecordRow::Mask.bit(),
+    plain_rows: RecordRow::StateOut.bit(),
+    larger_batches: &[16],
+    ..OpInfo::new("record", ROOT, RecordOperands::<()>::ROWS, &Record)
+});
+/// The op's root WGSL.
+pub(crate) const ROOT: (&str, &str) = ("record", include_str!("record.wgsl"));
 
 operand_table! {
     /// record's operands (docs/SPEC.md "record"), in binding order.
     pub struct RecordOperands, rows RecordRow, op "record", for GdnShape {
-        /// `[B, T, Hk, Dk]`.
-        [Q] q: T, Activation Act Read Rows = GdnShape::qk_len;
-        /// `[B, T, Hk, Dk]`.
-        [K] k: T, Activation Act Read Rows = GdnShape::qk_len;
-        /// `[B, T, Hv, Dv]`.
-        [V] v: T, Activation Act Read Scalars = GdnShape::v_len;
-        /// `[B, T, Hv]`, the decay, already exponentiated.
-        [G] g: T, Activation Gate Read Scalars = GdnShape::gate_len;
-        /// `[B, T, Hv]`, already sigmoid'ed.
-        [Beta] beta: T, Activation Gate Read Scalars = GdnShape::gate_len;
-        /// `[B, Hv, Dv, Dk]`: the state before the draft.
-        [StateIn] state_in: T, State State Read Rows = GdnShape::state_len;
-        /// `[B, T, Hv, Dv]`.
-        [Y] y: T, Output Act Write Scalars = GdnShape::v_len;
-        /// `[B, Hv, Dv, Dk]`: the state after the draft; `None`: not written (a
-        /// rollback that keeps one state per layer replays the accepted prefix instead).
-        [StateOut] state_out: Option<T>, State State Write Rows = GdnShape::state_len, optional;
-        /// `[B, T, Hv, Dv]`: the tape's innovations.
-        [Delta] delta: T, Tape Tape Write Scalars = GdnShape::v_len;
-        /// `[B, T]` u32, non-zero = live; `None`: every step is live.
-        [Mask] mask: Option<T>, Control U32 Read Words = GdnShape::mask_len, optional;
+        use activations;
+        use record_outputs;
         /// `[B, T, Hk, Dk]`: the tape's k, a copy of k at key heads (replay reads it
         /// through the GQA layout); `None`: not written.
-        [TapeKGrouped] tape_k_grouped: Option<T>, Tape Act Write Rows = GdnShape::qk_len, optional;
+        [TapeKGrouped] tape_k_grouped: Option<T>, Tape Act Write Rows = qk_len, optional;
         /// `[B, T, Hv]`: the tape's g, a copy of g; `None`: not written.
-        [TapeG] tape_g: Option<T>, Tape Gate Write Scalars = GdnShape::gate_len, optional;
+        [TapeG] tape_g: Option<T>, Tape Gate Write Scalars = gate_len, optional;
     }
 }
 
@@ -83,38 +73,12 @@ pub struct Recorded<A, S, P> {
 struct Record;
 
 impl OpKernel for Record {
-    fn name(&self) -> &'static str {
-        "record"
-    }
-    fn root(&self) -> (&'static str, &'static str) {
-        gdn::ROOT
-    }
-    fn rows(&self) -> Vec<Row> {
-        rows_of(RecordOperands::<()>::SPECS)
-    }
-    fn records(&self) -> bool {
-        true
-    }
-    fn prefetches(&self) -> bool {
-        true
-    }
-    fn mask_bit(&self) -> u16 {
-        RecordRow::Mask.bit()
-    }
-    fn plain_rows(&self) -> u16 {
-        RecordRow::StateOut.bit()
-    }
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
         gdn::record_workgroup_bytes(key)
     }
-    fn key_at(
-        &self,
-        shape: &GdnShape,
-        dtypes: GdnDtypes,
-        reduction: Reduction,
-        masked: bool,
-    ) -> KernelKey {
-        KernelKey::record(shape, dtypes, reduction, masked, &ShapeClass::default())
+    fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
+        let class = ShapeClass::default();
+        KernelKey::record(at.shape, at.dtypes, at.reduction, at.masked, &class)
     }
     /// The rollback's: the tape's k and g, with and without the drafted state.
     fn rollback_variants(&self) -> Vec<u16> {
@@ -123,10 +87,6 @@ impl OpKernel for Record {
             TapeKGrouped.bit() | TapeG.bit(),
             TapeKGrouped.bit() | TapeG.bit() | StateOut.bit(),
         ]
-    }
-    /// The large-grid class (two rows per invocation, the scaled state).
-    fn larger_batches(&self) -> &'static [usize] {
-        &[16]
     }
 }
 

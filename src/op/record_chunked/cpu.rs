@@ -91,21 +91,12 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 /// step and the tape's delta, as record's twin (`op::record::cpu::record`) computes them
 /// (within the dtypes' tolerances: another f32 order).
 pub(crate) fn record_chunked<A: Element, S: Element, P: Element, G: Element>(
-    threads: usize,
-    shape: &GdnShape,
-    layout: GqaLayout,
+    (threads, shape, layout): (usize, &GdnShape, GqaLayout),
     chunk: usize,
     args: RecordArgs<'_, A, S, P, G>,
 ) {
-    let RecordArgs {
-        inputs,
-        state_in,
-        y,
-        state_out,
-        delta,
-        ..
-    } = args;
-    let state_out = state_out.expect("the host call binds state_out");
+    let (inputs, state_in) = (args.inputs, args.state_in);
+    let state_out = args.state_out.expect("the host call binds state_out");
     let (t_len, hv_n, dv_n, dk) = dims(shape);
     let c = chunk.max(1);
     let head_len = dv_n * dk;
@@ -134,7 +125,7 @@ pub(crate) fn record_chunked<A: Element, S: Element, P: Element, G: Element>(
         }
         results
     });
-    scatter_heads(shape, groups.into_iter().flatten(), y, delta);
+    scatter_heads(shape, groups.into_iter().flatten(), args.y, args.delta);
 }
 
 /// One chunk's per-step gates: masked steps have `g = 1`, `beta = 0`.

@@ -12,8 +12,8 @@
 //! Both kernels declare at most `WORKGROUP_MEMORY_BUDGET` bytes of workgroup memory
 
 use super::gdn::WORKGROUP_MEMORY_BUDGET;
-use super::kernel::{KernelKey, Op, OpKernel, Reduction};
-use super::operand::{operand_table, rows_of, OperandRow, Row};
+use super::kernel::{KernelKey, KeyAt, Op, OpInfo, OpKernel};
+use super::operand::operand_table;
 use crate::dtype::{DType, GdnDtypes};
 use crate::shape::GdnShape;
 
@@ -22,9 +22,19 @@ mod gpu;
 mod host;
 
 /// The first pass.
-pub const CHUNK_WY: Op = Op(&ChunkWy);
+pub const CHUNK_WY: Op = Op(&OpInfo {
+    mask_bit: ChunkWyRow::Mask.bit(),
+    ..OpInfo::new("chunk_wy", WY_ROOT, ChunkWyOperands::<()>::ROWS, &ChunkWy)
+});
+const WY_ROOT: (&str, &str) = ("chunk_wy", include_str!("chunk_wy.wgsl"));
 /// The second pass.
-pub const CHUNK_STATE: Op = Op(&ChunkState);
+pub const CHUNK_STATE: Op = Op(&OpInfo {
+    mask_bit: ChunkStateRow::Mask.bit(),
+    plain_rows: ChunkStateRow::StateOut.bit(),
+    ..OpInfo::new("chunk_state", STATE_ROOT, StateTable::ROWS, &ChunkState)
+});
+const STATE_ROOT: (&str, &str) = ("chunk_state", include_str!("chunk_state.wgsl"));
+type StateTable = ChunkStateOperands<()>;
 
 /// The op's name, in errors.
 const OP: &str = "record_chunked";
@@ -202,27 +212,10 @@ operand_table! {
     /// record_chunked's first pass (`chunk_wy`, this folder), in binding order:
     /// each chunk's WY factors from its q, k, v and gates, into scratch (f32 bits).
     pub struct ChunkWyOperands, rows ChunkWyRow, op "chunk_wy", for ChunkShape {
-        /// `[B, T, Hk, Dk]`.
-        [Q] q: T, Activation Act Read Rows = ChunkShape::qk_len;
-        /// `[B, T, Hk, Dk]`.
-        [K] k: T, Activation Act Read Rows = ChunkShape::qk_len;
-        /// `[B, T, Hv, Dv]`.
-        [V] v: T, Activation Act Read Scalars = ChunkShape::v_len;
-        /// `[B, T, Hv]`, the decay, already exponentiated.
-        [G] g: T, Activation Gate Read Scalars = ChunkShape::gate_len;
-        /// `[B, T, Hv]`, already sigmoid'ed.
-        [Beta] beta: T, Activation Gate Read Scalars = ChunkShape::gate_len;
+        use activations;
         /// `[B, T]` u32, non-zero = live; `None`: every step is live.
-        [Mask] mask: Option<T>, Control U32 Read Words = ChunkShape::mask_len, optional;
-        /// `[B, Hv, chunks, C, Dk]`: `W = T diag(beta gam) K` per chunk.
-        [W] w: T, Scratch U32 Write Words = ChunkShape::w_len;
-        /// `[B, Hv, chunks, C, Dv]`: `U = T diag(beta) V` per chunk.
-        [U] u: T, Scratch U32 Write Words = ChunkShape::u_len;
-        /// `[B, Hv, chunks, C, C]`: the decayed `Q K^T`, lower triangle.
-        [M] m: T, Scratch U32 Write Words = ChunkShape::m_len;
-        /// `[B, Hv, chunks, 3C]`: each step's decay from the chunk's start, from it to
-        /// the chunk's end, and the whole chunk's.
-        [Decay] decay: T, Scratch U32 Write Words = ChunkShape::decay_len;
+        [Mask] mask: Option<T>, Control U32 Read Words = mask_len, optional;
+        use chunk_scratch(Write);
     }
 }
 
@@ -231,28 +224,9 @@ operand_table! {
     /// order: the state through every chunk in order, writing record's y, delta and
     /// final state.
     pub struct ChunkStateOperands, rows ChunkStateRow, op "chunk_state", for ChunkShape {
-        /// `[B, T, Hk, Dk]`.
-        [Q] q: T, Activation Act Read Rows = ChunkShape::qk_len;
-        /// `[B, T, Hk, Dk]`.
-        [K] k: T, Activation Act Read Rows = ChunkShape::qk_len;
-        /// `[B, Hv, Dv, Dk]`: the state before the first step.
-        [StateIn] state_in: T, State State Read Rows = ChunkShape::state_len;
-        /// `[B, T, Hv, Dv]`.
-        [Y] y: T, Output Act Write Scalars = ChunkShape::v_len;
-        /// `[B, Hv, Dv, Dk]`: the state after the last step; `None`: not written.
-        [StateOut] state_out: Option<T>, State State Write Rows = ChunkShape::state_len, optional;
-        /// `[B, T, Hv, Dv]`: the tape's innovations.
-        [Delta] delta: T, Tape Tape Write Scalars = ChunkShape::v_len;
-        /// `[B, T]` u32, non-zero = live; `None`: every step is live.
-        [Mask] mask: Option<T>, Control U32 Read Words = ChunkShape::mask_len, optional;
-        /// The first pass's W.
-        [W] w: T, Scratch U32 Read Words = ChunkShape::w_len;
-        /// The first pass's U.
-        [U] u: T, Scratch U32 Read Words = ChunkShape::u_len;
-        /// The first pass's decayed `Q K^T`.
-        [M] m: T, Scratch U32 Read Words = ChunkShape::m_len;
-        /// The first pass's decays.
-        [Decay] decay: T, Scratch U32 Read Words = ChunkShape::decay_len;
+        use query_key;
+        use record_outputs;
+        use chunk_scratch(Read);
     }
 }
 
@@ -260,18 +234,6 @@ struct ChunkWy;
 struct ChunkState;
 
 impl OpKernel for ChunkWy {
-    fn name(&self) -> &'static str {
-        "chunk_wy"
-    }
-    fn root(&self) -> (&'static str, &'static str) {
-        ("chunk_wy", include_str!("chunk_wy.wgsl"))
-    }
-    fn rows(&self) -> Vec<Row> {
-        rows_of(ChunkWyOperands::<()>::SPECS)
-    }
-    fn mask_bit(&self) -> u16 {
-        ChunkWyRow::Mask.bit()
-    }
     fn workgroup_size(&self, _key: &KernelKey) -> u32 {
         CHUNK_WG
     }
@@ -282,14 +244,8 @@ impl OpKernel for ChunkWy {
         (4 * c + 2 * c * TILE + c * (c - 1) / 2) * 4
     }
     /// One chunk size here; `extra_keys` adds the others.
-    fn key_at(
-        &self,
-        shape: &GdnShape,
-        dtypes: GdnDtypes,
-        _reduction: Reduction,
-        masked: bool,
-    ) -> KernelKey {
-        KernelKey::chunk_wy(shape, dtypes, ChunkSize::C64, masked)
+    fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
+        KernelKey::chunk_wy(at.shape, at.dtypes, ChunkSize::C64, at.masked)
     }
     /// Both passes at every chunk size, and once with f32 gates beside bf16
     /// activations.
@@ -313,21 +269,6 @@ impl OpKernel for ChunkWy {
 }
 
 impl OpKernel for ChunkState {
-    fn name(&self) -> &'static str {
-        "chunk_state"
-    }
-    fn root(&self) -> (&'static str, &'static str) {
-        ("chunk_state", include_str!("chunk_state.wgsl"))
-    }
-    fn rows(&self) -> Vec<Row> {
-        rows_of(ChunkStateOperands::<()>::SPECS)
-    }
-    fn mask_bit(&self) -> u16 {
-        ChunkStateRow::Mask.bit()
-    }
-    fn plain_rows(&self) -> u16 {
-        ChunkStateRow::StateOut.bit()
-    }
     fn workgroup_size(&self, _key: &KernelKey) -> u32 {
         CHUNK_WG
     }
@@ -337,14 +278,8 @@ impl OpKernel for ChunkState {
         let c = key.chunk;
         (key.rows * key.groups * TILE + 2 * c * TILE + 2 * c * key.rows) * 4
     }
-    fn key_at(
-        &self,
-        shape: &GdnShape,
-        dtypes: GdnDtypes,
-        _reduction: Reduction,
-        masked: bool,
-    ) -> KernelKey {
-        KernelKey::chunk_state(shape, dtypes, ChunkSize::C64, masked, true)
+    fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
+        KernelKey::chunk_state(at.shape, at.dtypes, ChunkSize::C64, at.masked, true)
     }
     /// The final state left out.
     fn rollback_variants(&self) -> Vec<u16> {

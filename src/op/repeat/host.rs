@@ -8,7 +8,7 @@ use crate::error::{alloc_vec, Result};
 use crate::gpu::backend::GpuBackend;
 use crate::gpu::host::{from_bytes, Pending};
 use crate::host::HostCall;
-use crate::op::operand::{check_sides, HostSide};
+use crate::op::operand::HostSide;
 use crate::shape::{GqaLayout, RepeatShape};
 
 /// repeat (docs/SPEC.md): the GQA head broadcast `dst[n, h, i] = src[n, hk(h), i]`.
@@ -31,13 +31,7 @@ impl<'a, E: Element> HostCall<'a> for Repeat<'a, E> {
     type Output = Vec<E>;
 
     fn check(&self) -> Result<()> {
-        let sides = self.sides();
-        check_sides(
-            "repeat",
-            RepeatOperands::<()>::SPECS,
-            self.shape,
-            &sides.slots(),
-        )
+        self.sides().check_lengths("repeat", self.shape)
     }
 
     fn run_cpu(self, cpu: &CpuBackend) -> Result<Self::Output> {

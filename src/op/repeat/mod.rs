@@ -1,9 +1,9 @@
 //! repeat: the GQA head broadcast, key heads to value heads (docs/SPEC.md "repeat").
 
-use super::kernel::{KernelKey, Op, OpKernel, Reduction};
-use super::operand::{operand_table, rows_of, Row};
+use super::kernel::{KernelKey, KeyAt, Op, OpInfo, OpKernel};
+use super::operand::operand_table;
 use crate::dtype::{DType, GdnDtypes};
-use crate::shape::{GdnShape, RepeatShape};
+use crate::shape::RepeatShape;
 
 pub(crate) mod cpu;
 mod gpu;
@@ -13,7 +13,11 @@ pub(crate) mod host;
 pub type RepeatBuffers<'a> = RepeatOperands<&'a wgpu::Buffer>;
 
 /// The op.
-pub const OP: Op = Op(&Repeat);
+pub const OP: Op = Op(&OpInfo {
+    one_dtype: true,
+    ..OpInfo::new("repeat", ROOT, RepeatOperands::<()>::ROWS, &Repeat)
+});
+const ROOT: (&str, &str) = ("repeat", include_str!("repeat.wgsl"));
 
 /// Workgroup size of repeat.
 const REPEAT_WG: u32 = 256;
@@ -24,38 +28,17 @@ operand_table! {
     /// repeat's operands (docs/SPEC.md "repeat"), in binding order; both in one dtype.
     pub struct RepeatOperands, rows RepeatRow, op "repeat", for RepeatShape {
         /// `[N, Hg, K]`.
-        [Src] src: T, Activation Act Read Rows = RepeatShape::src_len;
+        [Src] src: T, Activation Act Read Rows = src_len;
         /// `[N, H, K]`.
-        [Dst] dst: T, Output Act Write Rows = RepeatShape::dst_len;
+        [Dst] dst: T, Output Act Write Rows = dst_len;
     }
 }
 
 struct Repeat;
 
 impl OpKernel for Repeat {
-    fn name(&self) -> &'static str {
-        "repeat"
-    }
-    fn root(&self) -> (&'static str, &'static str) {
-        ("repeat", include_str!("repeat.wgsl"))
-    }
-    fn rows(&self) -> Vec<Row> {
-        rows_of(RepeatOperands::<()>::SPECS)
-    }
-    fn one_dtype(&self) -> bool {
-        true
-    }
-    fn workgroup_bytes(&self, _key: &KernelKey) -> u32 {
-        0
-    }
-    fn key_at(
-        &self,
-        shape: &GdnShape,
-        dtypes: GdnDtypes,
-        _reduction: Reduction,
-        _masked: bool,
-    ) -> KernelKey {
-        KernelKey::repeat(&shape.tape_k_repeat(), dtypes.act)
+    fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
+        KernelKey::repeat(&at.shape.tape_k_repeat(), at.dtypes.act)
     }
 }
 

@@ -19,9 +19,7 @@ const REPLAY_LANES: usize = 32;
 /// (through `layout`), [`TapeKeys`]. As on the GPU, a count above T is clamped and
 /// recorded in `status`.
 pub(crate) fn replay<A: Element, S: Element, P: Element, G: Element>(
-    threads: usize,
-    shape: &GdnShape,
-    layout: GqaLayout,
+    (threads, shape, layout): (usize, &GdnShape, GqaLayout),
     args: ReplayArgs<'_, A, S, P, G>,
 ) {
     let ReplayArgs {

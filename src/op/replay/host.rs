@@ -8,7 +8,7 @@ use crate::error::{alloc_vec, Result};
 use crate::gpu::backend::GpuBackend;
 use crate::gpu::host::{from_bytes, Pending};
 use crate::host::HostCall;
-use crate::op::operand::{check_sides, HostSide};
+use crate::op::operand::HostSide;
 use crate::shape::{GdnShape, GqaLayout};
 
 /// replay (docs/SPEC.md): the snapshot with each sequence's accepted prefix folded in,
@@ -43,13 +43,7 @@ impl<'a, A: Element, S: Element, P: Element, G: Element> HostCall<'a> for Replay
     type Output = Option<Vec<S>>;
 
     fn check(&self) -> Result<()> {
-        let sides = self.sides();
-        check_sides(
-            "replay",
-            ReplayOperands::<()>::SPECS,
-            self.shape,
-            &sides.slots(),
-        )?;
+        self.sides().check_lengths("replay", self.shape)?;
         self.shape.check_accepted("replay", self.accepted)
     }
 
@@ -69,7 +63,7 @@ impl<'a, A: Element, S: Element, P: Element, G: Element> HostCall<'a> for Replay
                 mask: self.mask,
                 status: None,
             };
-            replay(cpu.threads(), shape, GqaLayout::Blocked, args)
+            replay((cpu.threads(), shape, GqaLayout::Blocked), args)
         };
         match self.out {
             Some(out) => {

@@ -2,8 +2,8 @@
 //! "replay").
 
 use super::gdn;
-use super::kernel::{KernelKey, Op, OpKernel, Reduction};
-use super::operand::{operand_table, rows_of, OperandRow, Row};
+use super::kernel::{KernelKey, KeyAt, Op, OpInfo, OpKernel, Reduction};
+use super::operand::operand_table;
 use crate::dtype::GdnDtypes;
 use crate::shape::GdnShape;
 use crate::tuning::ShapeClass;
@@ -17,7 +17,14 @@ pub(crate) mod host;
 pub type ReplayBuffers<'a> = ReplayOperands<&'a wgpu::Buffer>;
 
 /// The op.
-pub const OP: Op = Op(&Replay);
+pub const OP: Op = Op(&OpInfo {
+    prefetches: true,
+    mask_bit: ReplayRow::Mask.bit(),
+    plain_rows: ReplayRow::Snapshot.bit() | ReplayRow::TapeK.bit(),
+    ..OpInfo::new("replay", ROOT, ReplayOperands::<()>::ROWS, &Replay)
+});
+/// The op's root WGSL.
+pub(crate) const ROOT: (&str, &str) = ("replay", include_str!("replay.wgsl"));
 
 operand_table! {
     /// replay's operands (docs/SPEC.md "replay"), in binding order. The tape's k comes
@@ -25,26 +32,26 @@ operand_table! {
     /// (`tape_k_grouped`): exactly one of the two.
     pub struct ReplayOperands, rows ReplayRow, op "replay", for GdnShape {
         /// `[B, T, Hv, Dv]`.
-        [TapeDelta] tape_delta: T, Tape Tape Read Scalars = GdnShape::v_len;
+        [TapeDelta] tape_delta: T, Tape Tape Read Scalars = v_len;
         /// `[B, T, Hv, Dk]`: k expanded to value heads.
-        [TapeK] tape_k: Option<T>, Tape Act Read Rows = GdnShape::tape_k_len, optional;
+        [TapeK] tape_k: Option<T>, Tape Act Read Rows = tape_k_len, optional;
         /// `[B, T, Hk, Dk]`: k at key heads, read through the GQA layout.
-        [TapeKGrouped] tape_k_grouped: Option<T>, Tape Act Read Rows = GdnShape::qk_len, optional;
+        [TapeKGrouped] tape_k_grouped: Option<T>, Tape Act Read Rows = qk_len, optional;
         /// `[B, T, Hv]`.
-        [TapeG] tape_g: T, Tape Gate Read Scalars = GdnShape::gate_len;
+        [TapeG] tape_g: T, Tape Gate Read Scalars = gate_len;
         /// `[B, Hv, Dv, Dk]`: the state before the draft; `None`: replay in place,
         /// starting from `state_out` (each row is read and written by one invocation).
-        [Snapshot] snapshot: Option<T>, State State Read Rows = GdnShape::state_len, optional;
+        [Snapshot] snapshot: Option<T>, State State Read Rows = state_len, optional;
         /// `[B]` u32. On the GPU a count above T is clamped to T (data on the device
         /// cannot be checked before the dispatch) and flagged in `status`; the host
         /// paths refuse it.
-        [Accepted] accepted: T, Control U32 Read Words = GdnShape::batch;
+        [Accepted] accepted: T, Control U32 Read Words = batch;
         /// `[B, Hv, Dv, Dk]`: the committed state.
-        [StateOut] state_out: T, State State Write Rows = GdnShape::state_len;
+        [StateOut] state_out: T, State State Write Rows = state_len;
         /// `[B, T]` u32, as given to record.
-        [Mask] mask: Option<T>, Control U32 Read Words = GdnShape::mask_len, optional;
+        [Mask] mask: Option<T>, Control U32 Read Words = mask_len, optional;
         /// `[B]` u32: where a count was clamped, the count as given (else untouched).
-        [Status] status: Option<T>, Control U32 Write Words = GdnShape::batch, optional;
+        [Status] status: Option<T>, Control U32 Write Words = batch, optional;
     }
 }
 
@@ -85,35 +92,11 @@ pub struct TapeRef<'a, A, P, G = A> {
 struct Replay;
 
 impl OpKernel for Replay {
-    fn name(&self) -> &'static str {
-        "replay"
-    }
-    fn root(&self) -> (&'static str, &'static str) {
-        gdn::ROOT
-    }
-    fn rows(&self) -> Vec<Row> {
-        rows_of(ReplayOperands::<()>::SPECS)
-    }
-    fn prefetches(&self) -> bool {
-        true
-    }
-    fn mask_bit(&self) -> u16 {
-        ReplayRow::Mask.bit()
-    }
-    fn plain_rows(&self) -> u16 {
-        ReplayRow::Snapshot.bit() | ReplayRow::TapeK.bit()
-    }
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
         gdn::replay_workgroup_bytes(key)
     }
-    fn key_at(
-        &self,
-        shape: &GdnShape,
-        dtypes: GdnDtypes,
-        _reduction: Reduction,
-        masked: bool,
-    ) -> KernelKey {
-        KernelKey::replay(shape, dtypes, masked, &ShapeClass::default())
+    fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
+        KernelKey::replay(at.shape, at.dtypes, at.masked, &ShapeClass::default())
     }
     /// The rollback's: k at key heads, in place or from a snapshot, flagging clamped
     /// counts.

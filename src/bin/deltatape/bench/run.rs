@@ -518,14 +518,8 @@ pub fn run(
 impl BenchConfig {
     /// The cell shape (B, T) at the configured heads and dims.
     fn shape(&self, batch: usize, steps: usize) -> Result<GdnShape> {
-        GdnShape::new(
-            batch,
-            steps,
-            self.key_heads,
-            self.value_heads,
-            self.key_dim,
-            self.value_dim,
-        )
+        let (hk, hv) = (self.key_heads, self.value_heads);
+        GdnShape::new(batch, steps, hk, hv, self.key_dim, self.value_dim)
     }
 }
 
