@@ -702,18 +702,9 @@ fn has_16x16x16_f16_f32(props: &[wgpu::CooperativeMatrixProperties]) -> bool {
     })
 }
 
-fn run(groups: &[String]) -> ExitCode {
-    let want = |g: &str| groups.is_empty() || groups.iter().any(|x| x == g);
-    // Vulkan, Metal, DX12 (no GL probing), unless WGPU_BACKEND says otherwise.
-    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
-    if std::env::var_os("WGPU_BACKEND").is_none() {
-        desc.backends = wgpu::Backends::PRIMARY;
-    }
-    let instance = wgpu::Instance::new(desc);
-    let Some(adapter) = pick_adapter(&instance) else {
-        println!("SKIP: no adapter");
-        return ExitCode::SUCCESS;
-    };
+/// Prints the adapter's HEADER and COOP lines; whether the cooperative-matrix
+/// measurements can run on it (16x16x16 f16 -> f32 tiles).
+fn describe_adapter(adapter: &wgpu::Adapter) -> bool {
     let info = adapter.get_info();
     let limits = adapter.limits();
     let features = adapter.features();
@@ -740,7 +731,7 @@ fn run(groups: &[String]) -> ExitCode {
         );
     }
     let coop_feature = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SHADER_F16;
-    let coop = if !features.contains(coop_feature) {
+    if !features.contains(coop_feature) {
         println!("SKIP: no cooperative matrices on {}", info.name);
         false
     } else if !has_16x16x16_f16_f32(&props) {
@@ -757,7 +748,26 @@ fn run(groups: &[String]) -> ExitCode {
             );
         }
         true
+    }
+}
+
+fn run(groups: &[String]) -> ExitCode {
+    let want = |g: &str| groups.is_empty() || groups.iter().any(|x| x == g);
+    // Vulkan, Metal, DX12 (no GL probing), unless WGPU_BACKEND says otherwise.
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+    if std::env::var_os("WGPU_BACKEND").is_none() {
+        desc.backends = wgpu::Backends::PRIMARY;
+    }
+    let instance = wgpu::Instance::new(desc);
+    let Some(adapter) = pick_adapter(&instance) else {
+        println!("SKIP: no adapter");
+        return ExitCode::SUCCESS;
     };
+    let info = adapter.get_info();
+    let limits = adapter.limits();
+    let features = adapter.features();
+    let coop = describe_adapter(&adapter);
+    let coop_feature = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SHADER_F16;
     let optional = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SUBGROUP;
     let mut required = features & optional;
     if coop {
