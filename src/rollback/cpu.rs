@@ -2,7 +2,7 @@
 //! in host memory, drafted and committed by the ops' CPU twins.
 
 use super::commit::{deferred_pending, CommitKind, Drafts, RollbackMode, States};
-use super::store::LayerStore;
+use super::store::{LayerDraft, LayerStore};
 use crate::cpu::CpuBackend;
 use crate::dtype::Element;
 use crate::error::{alloc_vec, Error, Result};
@@ -139,15 +139,11 @@ impl<A: Element, S: Element, P: Element, G: Element> LayerStore<A, S, P, G>
         self.drafts.is_open(layer)
     }
 
-    fn draft_layer(
-        &mut self,
-        layer: usize,
-        inputs: &RecordInputs<'_, A, G>,
-        conv_x: Option<&[A]>,
-    ) -> Result<Vec<A>> {
-        let l = &mut self.layers[layer];
+    fn draft_layer(&mut self, draft: LayerDraft<'_, '_, A, G>) -> Result<Vec<A>> {
+        let l = &mut self.layers[draft.layer];
+        let (inputs, conv_x) = (draft.inputs, draft.conv_x);
         draft_cpu_layer(&self.cpu, &self.shape, self.layout, l, inputs, conv_x);
-        self.drafts.open(layer);
+        self.drafts.open(draft.layer);
         Ok(l.y.clone())
     }
 

@@ -3,7 +3,7 @@
 
 use super::commit::CommitKind;
 use super::resident::{DraftBuffers, GpuRollback};
-use super::store::LayerStore;
+use super::store::{LayerDraft, LayerStore};
 use crate::dtype::Element;
 use crate::error::Result;
 use crate::gpu::backend::GpuBackend;
@@ -88,13 +88,9 @@ impl<A: Element, S: Element, P: Element, G: Element> LayerStore<A, S, P, G> for 
     }
 
     /// One submission and one readback (of y).
-    fn draft_layer(
-        &mut self,
-        layer: usize,
-        inputs: &RecordInputs<'_, A, G>,
-        conv_x: Option<&[A]>,
-    ) -> Result<Vec<A>> {
+    fn draft_layer(&mut self, draft: LayerDraft<'_, '_, A, G>) -> Result<Vec<A>> {
         const OP: &str = "draft_layer";
+        let (layer, inputs, conv_x) = (draft.layer, draft.inputs, draft.conv_x);
         let gpu = self.rollback.backend().clone();
         let b = &self.inputs[layer];
         let v_len = self.shape.v_len();

@@ -28,7 +28,7 @@ use cpu::CpuStore;
 use gpu::GpuStore;
 use resident::GpuRollback;
 use std::marker::PhantomData;
-use store::LayerStore;
+use store::{LayerDraft, LayerStore};
 
 pub use commit::{CommitKind, RollbackMode};
 pub(crate) use options::check_layers;
@@ -337,7 +337,12 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
                 why: "this layer is already drafted in this round: commit first",
             });
         }
-        self.store.draft_layer(layer, inputs, conv_x)
+        let draft = LayerDraft {
+            layer,
+            inputs,
+            conv_x,
+        };
+        self.store.draft_layer(draft)
     }
 
     /// A draft's conv inputs (one slice per drafted layer) against this rollback's conv.

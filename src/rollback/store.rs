@@ -6,6 +6,14 @@ use super::commit::CommitKind;
 use crate::error::Result;
 use crate::op::record::RecordInputs;
 
+/// One layer's draft, as `Rollback::draft_layer` checked it.
+pub(crate) struct LayerDraft<'a, 'b, A, G> {
+    pub layer: usize,
+    pub inputs: &'b RecordInputs<'a, A, G>,
+    /// The drafted conv inputs, when the rollback keeps a conv window.
+    pub conv_x: Option<&'b [A]>,
+}
+
 /// The layers' states, tapes and conv windows, and the round's draft and commit.
 /// `Send + Sync` but on wasm32, where wgpu's handles are neither (so is a `Rollback`).
 pub(crate) trait LayerStore<A, S, P, G>: wgpu::WasmNotSendSync {
@@ -22,12 +30,7 @@ pub(crate) trait LayerStore<A, S, P, G>: wgpu::WasmNotSendSync {
     /// Whether `layer` is drafted in this round.
     fn is_drafted(&self, layer: usize) -> bool;
     /// Draft one layer; its y.
-    fn draft_layer(
-        &mut self,
-        layer: usize,
-        inputs: &RecordInputs<'_, A, G>,
-        conv_x: Option<&[A]>,
-    ) -> Result<Vec<A>>;
+    fn draft_layer(&mut self, draft: LayerDraft<'_, '_, A, G>) -> Result<Vec<A>>;
     /// Draft every layer (`conv_x[layer]` when the rollback keeps a conv).
     fn draft_all(
         &mut self,
