@@ -88,7 +88,7 @@ impl OpInfo {
     }
 }
 
-/// Where [`OpKernel::key_at`] puts an op's key: what naga and Tint check.
+/// Where `OpKernel::key_at` puts an op's key: what naga and Tint check.
 #[derive(Clone, Copy, Debug)]
 pub struct KeyAt<'a> {
     pub shape: &'a GdnShape,
@@ -121,7 +121,7 @@ pub trait OpKernel: Sync + 'static {
     }
 }
 
-/// An op: a handle on its [`OpInfo`], compared, hashed and ordered by name. The list
+/// An op: a handle on its `OpInfo`, compared, hashed and ordered by name. The list
 /// of every op is [`Op::ALL`] (`src/op/mod.rs`).
 #[derive(Clone, Copy)]
 pub struct Op(pub(crate) &'static OpInfo);

@@ -4,8 +4,8 @@
 //!
 //! An op's folder holds all of it:
 //! - `mod.rs`: its operand table (`operand_table!`: the host checks, the WGSL bindings
-//!   and accessors, the bind groups follow from it), its [`KernelKey`] constructors and
-//!   its [`OpKernel`] (what its kernel key asks: defines, workgroup size and memory,
+//!   and accessors, the bind groups follow from it), its `OP` (an [`kernel::OpInfo`]),
+//!   its [`KernelKey`] constructors and its [`OpKernel`] (workgroup size and memory,
 //!   the variants the translation tests check);
 //! - `cpu.rs`: its CPU twin, the oracle of the tests, taking the operand struct;
 //! - `gpu.rs`: `GpuBackend::prepare_<op>`, the resident dispatch over caller buffers;
@@ -18,11 +18,14 @@
 //! How to add an op:
 //! 1. docs/SPEC.md: its contract; src/shape.rs: its index formulas and lengths (one
 //!    source of each, which the table, the CPU twin and `wgsl/shape.wgsl` follow).
-//! 2. Its folder, as above, with `pub const OP: Op = Op(&TheKernel);`.
+//! 2. Its folder, as above, with `pub const OP: Op = Op(&OpInfo { .. })`: the op as
+//!    data (name, root WGSL, operand rows, switches; [`kernel::OpInfo`]) and its
+//!    [`OpKernel`] (what is computed: workgroup size and memory, the keys naga and Tint
+//!    check).
 //! 3. Here, three lines: `pub mod <op>;`, its name in `impl Op` and its entry in
 //!    [`Op::ALL`]. Nothing else lists or matches over the ops: what the crate asks of
-//!    an op it asks its [`OpKernel`], and the command line, the variant enumeration
-//!    and the tuning table read [`Op::ALL`].
+//!    an op it asks its `OpInfo` and `OpKernel`, and the command line, the variant
+//!    enumeration and the tuning table read [`Op::ALL`].
 
 pub mod conv;
 pub mod fold_record;
