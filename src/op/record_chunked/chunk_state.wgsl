@@ -16,8 +16,8 @@
 // A step with delta exactly 0 (masked, or past T) adds nothing to the state.
 //
 // Schedule, per chunk: the w . s and q . s products over TK-column tiles of w and q
-// (two barriers a tile, each tile's loads issued while the one before is multiplied, the
-// next chunk's first tile while the current chunk finishes), one invocation per (step,
+// (two barriers a tile, each tile's loads issued two tiles ahead, across chunk ends, so
+// they are in flight while two tiles are multiplied), one invocation per (step,
 // pair of rows), so a staged value serves two rows and y needs nothing from another
 // invocation but delta; one barrier; then y (the same invocation) and the state update,
 // one invocation per state column, whose k values were loaded into registers when the
@@ -117,9 +117,15 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
     let row0 = li / DKP;
     let owner = row0 < RG && col < d.key_dim;
 
+    // Tiles of w and q in flight: the next to stage, and the one after it. Tile g is
+    // chunk g / tiles, columns from (g % tiles) TK.
+    let tiles = (d.key_dim + TK - 1u) / TK;
     var w_next: array<f32, LPT>;
     var q_next: array<f32, LPT>;
+    var w_after: array<f32, LPT>;
+    var q_after: array<f32, LPT>;
     chunk_state_fetch(&w_next, &q_next, li, head, 0u, 0u, h.b, h.hk);
+    chunk_state_fetch(&w_after, &q_after, li, head, 1u / tiles, (1u % tiles) * TK, h.b, h.hk);
     for (var n = 0u; n < params.chunks; n++) {
         let ch = head * params.chunks + n;
         let t0 = n * CHUNK;
@@ -168,12 +174,11 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
                 }
             }
             workgroupBarrier();
-            // The next tile: of this chunk, or past its last the next chunk's first.
-            if c0 + TK < d.key_dim {
-                chunk_state_fetch(&w_next, &q_next, li, head, n, c0 + TK, h.b, h.hk);
-            } else {
-                chunk_state_fetch(&w_next, &q_next, li, head, n + 1u, 0u, h.b, h.hk);
-            }
+            w_next = w_after;
+            q_next = q_after;
+            let g = n * tiles + c0 / TK + 2u;
+            let gc = (g % tiles) * TK;
+            chunk_state_fetch(&w_after, &q_after, li, head, g / tiles, gc, h.b, h.hk);
             if unit {
                 let wrow = ui * TKP;
                 let s0 = ur * SP + c0;
