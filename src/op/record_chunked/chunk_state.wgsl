@@ -146,7 +146,11 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
         var to_end = 0.0;
         var u0 = 0.0;
         var u1 = 0.0;
+        var live = true;
         if unit && ut < d.steps {
+#if HAS_MASK
+            live = load_mask(mask_index(d, h.b, ut)) != 0u;
+#endif
             gam = bitcast<f32>(load_decay(dbase + ui));
             to_end = bitcast<f32>(load_decay(dbase + CHUNK + ui));
             let ub = (ch * CHUNK + ui) * d.value_dim + udv;
@@ -215,10 +219,6 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
 
         // y and delta of the unit (a bf16 word has one writer).
         if unit && ut < d.steps && udv < d.value_dim {
-            var live = true;
-#if HAS_MASK
-            live = load_mask(mask_index(d, h.b, ut)) != 0u;
-#endif
             var y0 = gam * qs0;
             var y1 = gam * qs1;
             let mrow = (ch * CHUNK + ui) * CHUNK;
