@@ -13,7 +13,16 @@
 //   delta[i][r] = u[i][r] - w[i] . s[r]                      (record's delta)
 //   y[i][r]     = gam[i] q[i] . s[r] + sum_{j<=i} m[i][j] delta[j][r]   (0 when masked)
 //   s[r]        = gam[C-1] s[r] + sum_j G(C-1, j) delta[j][r] k[j]
-// A step with delta exactly 0 (masked, or past T) adds nothing: its k is never read.
+// A step with delta exactly 0 (masked, or past T) adds nothing to the state.
+//
+// Schedule, per chunk: the w . s and q . s products over TK-column tiles of w and q
+// (two barriers a tile, each tile's loads issued two tiles ahead, across chunk ends, so
+// they are in flight while two tiles are multiplied), one invocation per (step,
+// pair of rows), so a staged value serves two rows and y needs nothing from another
+// invocation but delta; one barrier; then y (the same invocation) and the state update,
+// one invocation per state column, whose k values were loaded into registers when the
+// chunk began, so no load waits inside the update. Workgroup arrays have odd strides:
+// the invocations of a warp read different rows of them in one bank each.
 
 struct ChunkParams {
     dims: GdnDims,
@@ -26,38 +35,46 @@ struct ChunkParams {
 @group(0) @binding(0) var<uniform> params: ChunkParams;
 
 // Columns of w and q staged per barrier pair.
-const TK: u32 = 8u;
-// A state row in workgroup memory: Dk rounded up to whole tiles.
+const TK: u32 = 16u;
+// A tile row's stride in workgroup memory (odd: a warp's rows fall in distinct banks).
+const TKP: u32 = TK + 1u;
+// State columns held: Dk rounded up to whole tiles (at most WG_SIZE).
 const DKP: u32 = GROUPS * TK;
-// (step, row) pairs per invocation.
-const PPT: u32 = (CHUNK * ROWS + WG_SIZE - 1u) / WG_SIZE;
-
-var<workgroup> s_sh: array<f32, ROWS * DKP>;
-var<workgroup> w_tile: array<f32, CHUNK * TK>;
-var<workgroup> q_tile: array<f32, CHUNK * TK>;
-var<workgroup> d_sh: array<f32, CHUNK * ROWS>;
-var<workgroup> qs_sh: array<f32, CHUNK * ROWS>;
-
+// A state row's stride in workgroup memory (odd, as TKP).
+const SP: u32 = DKP + 1u;
+// Row pairs of a step; one (step, row pair) unit per invocation (CHUNK * ROWS <= 2 WG_SIZE).
+const PAIRS: u32 = ROWS / 2u;
+// Invocations of one state column in the update, each taking every RG-th row.
+const RG: u32 = WG_SIZE / DKP;
 // Tile values each invocation stages.
 const LPT: u32 = (CHUNK * TK + WG_SIZE - 1u) / WG_SIZE;
 
-// This invocation's values of the w and q tile from column c0 (zeros past Dk and T).
+var<workgroup> s_sh: array<f32, ROWS * SP>;
+var<workgroup> w_tile: array<f32, CHUNK * TKP>;
+var<workgroup> q_tile: array<f32, CHUNK * TKP>;
+var<workgroup> d_sh: array<f32, CHUNK * ROWS>;
+// G(C-1, j): the decay from step j to the chunk's end.
+var<workgroup> end_sh: array<f32, CHUNK>;
+
+// This invocation's values of the w and q tile from column c0 of chunk n of `head`
+// (zeros past Dk and T, so also for n = chunks).
 fn chunk_state_fetch(
     w_out: ptr<function, array<f32, LPT>>,
     q_out: ptr<function, array<f32, LPT>>,
     li: u32,
-    ch: u32,
-    t0: u32,
+    head: u32,
+    n: u32,
     c0: u32,
     b: u32,
     hk: u32,
 ) {
     let d = params.dims;
+    let ch = head * params.chunks + n;
     for (var l = 0u; l < LPT; l++) {
         let e = li + l * WG_SIZE;
         let i = e / TK;
         let c = c0 + e % TK;
-        let t = t0 + i;
+        let t = n * CHUNK + i;
         var wv = 0.0;
         var qv = 0.0;
         if e < CHUNK * TK && c < d.key_dim && t < d.steps {
@@ -87,123 +104,172 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
         if dv0 + r < d.value_dim && c < d.key_dim {
             x = load1_state_in(state_row(d, h.b, h.hv, dv0 + r) + c);
         }
-        s_sh[e] = x;
+        s_sh[r * SP + c] = x;
     }
 
+    // This invocation's (step, row pair) unit in the products and y.
+    let unit = li < CHUNK * PAIRS;
+    let ui = li / PAIRS;
+    let ur = (li % PAIRS) * 2u;
+    let udv = dv0 + ur;
+    // Its state column (and first row) in the update.
+    let col = li % DKP;
+    let row0 = li / DKP;
+    let owner = row0 < RG && col < d.key_dim;
+
+    // Tiles of w and q in flight: the next to stage, and the one after it. Tile g is
+    // chunk g / tiles, columns from (g % tiles) TK.
+    let tiles = (d.key_dim + TK - 1u) / TK;
+    var w_next: array<f32, LPT>;
+    var q_next: array<f32, LPT>;
+    var w_after: array<f32, LPT>;
+    var q_after: array<f32, LPT>;
+    chunk_state_fetch(&w_next, &q_next, li, head, 0u, 0u, h.b, h.hk);
+    chunk_state_fetch(&w_after, &q_after, li, head, 1u / tiles, (1u % tiles) * TK, h.b, h.hk);
     for (var n = 0u; n < params.chunks; n++) {
         let ch = head * params.chunks + n;
         let t0 = n * CHUNK;
         let dbase = ch * 3u * CHUNK;
-        // w[i] . s[r] and q[i] . s[r], TK columns at a time.
-        var ws: array<f32, PPT>;
-        var qs: array<f32, PPT>;
-        for (var p = 0u; p < PPT; p++) {
-            ws[p] = 0.0;
-            qs[p] = 0.0;
+        let ut = t0 + ui;
+        // Loads the chunk needs after its products, issued now to be in flight through them.
+        var k_reg: array<f32, CHUNK>;
+#unroll
+        for (var j = 0u; j < CHUNK; j++) {
+            var kv = 0.0;
+            if owner && t0 + j < d.steps {
+                kv = load1_k(qk_row(d, h.b, t0 + j, h.hk) + col);
+            }
+            k_reg[j] = kv;
         }
-        // Each tile's loads are issued one tile ahead, so they are in flight while the
-        // tile before is multiplied (this loop is the chain every chunk waits on).
-        var w_next: array<f32, LPT>;
-        var q_next: array<f32, LPT>;
-        chunk_state_fetch(&w_next, &q_next, li, ch, t0, 0u, h.b, h.hk);
+        let last = bitcast<f32>(load_decay(dbase + 2u * CHUNK));
+        var gam = 0.0;
+        var to_end = 0.0;
+        var u0 = 0.0;
+        var u1 = 0.0;
+        var live = true;
+        if unit && ut < d.steps {
+#if HAS_MASK
+            live = load_mask(mask_index(d, h.b, ut)) != 0u;
+#endif
+            gam = bitcast<f32>(load_decay(dbase + ui));
+            to_end = bitcast<f32>(load_decay(dbase + CHUNK + ui));
+            let ub = (ch * CHUNK + ui) * d.value_dim + udv;
+            if udv < d.value_dim {
+                u0 = bitcast<f32>(load_u(ub));
+            }
+            if udv + 1u < d.value_dim {
+                u1 = bitcast<f32>(load_u(ub + 1u));
+            }
+        }
+
+        // w[i] . s[r] and q[i] . s[r] for the unit's two rows, TK columns at a time.
+        var ws0 = 0.0;
+        var ws1 = 0.0;
+        var qs0 = 0.0;
+        var qs1 = 0.0;
         for (var c0 = 0u; c0 < d.key_dim; c0 += TK) {
             workgroupBarrier(); // the previous tile (and chunk) is read, s_sh written
             for (var l = 0u; l < LPT; l++) {
                 let e = li + l * WG_SIZE;
                 if e < CHUNK * TK {
-                    w_tile[e] = w_next[l];
-                    q_tile[e] = q_next[l];
+                    let at = (e / TK) * TKP + e % TK;
+                    w_tile[at] = w_next[l];
+                    q_tile[at] = q_next[l];
                 }
             }
             workgroupBarrier();
-            chunk_state_fetch(&w_next, &q_next, li, ch, t0, c0 + TK, h.b, h.hk);
-            for (var p = 0u; p < PPT; p++) {
-                let e = li + p * WG_SIZE;
-                if e < CHUNK * ROWS {
-                    let i = e / ROWS;
-                    let r = e % ROWS;
-                    for (var c = 0u; c < TK; c++) {
-                        let sv = s_sh[r * DKP + c0 + c];
-                        ws[p] += w_tile[i * TK + c] * sv;
-                        qs[p] += q_tile[i * TK + c] * sv;
-                    }
+            w_next = w_after;
+            q_next = q_after;
+            let g = n * tiles + c0 / TK + 2u;
+            let gc = (g % tiles) * TK;
+            chunk_state_fetch(&w_after, &q_after, li, head, g / tiles, gc, h.b, h.hk);
+            if unit {
+                let wrow = ui * TKP;
+                let s0 = ur * SP + c0;
+                for (var c = 0u; c < TK; c++) {
+                    let wv = w_tile[wrow + c];
+                    let qv = q_tile[wrow + c];
+                    let sa = s_sh[s0 + c];
+                    let sb = s_sh[s0 + SP + c];
+                    ws0 += wv * sa;
+                    ws1 += wv * sb;
+                    qs0 += qv * sa;
+                    qs1 += qv * sb;
                 }
             }
         }
-        for (var p = 0u; p < PPT; p++) {
-            let e = li + p * WG_SIZE;
-            if e < CHUNK * ROWS {
-                let i = e / ROWS;
-                let dv = dv0 + e % ROWS;
-                var dl = 0.0;
-                if dv < d.value_dim && t0 + i < d.steps {
-                    dl = bitcast<f32>(load_u((ch * CHUNK + i) * d.value_dim + dv)) - ws[p];
+        var d0 = 0.0;
+        var d1 = 0.0;
+        if unit {
+            if ut < d.steps {
+                if udv < d.value_dim {
+                    d0 = u0 - ws0;
                 }
-                d_sh[e] = dl;
-                qs_sh[e] = qs[p];
+                if udv + 1u < d.value_dim {
+                    d1 = u1 - ws1;
+                }
+            }
+            d_sh[ui * ROWS + ur] = d0;
+            d_sh[ui * ROWS + ur + 1u] = d1;
+            if ur == 0u {
+                end_sh[ui] = to_end;
             }
         }
-        workgroupBarrier(); // d_sh and qs_sh are complete; s_sh is no longer read
+        workgroupBarrier(); // d_sh and end_sh are complete; s_sh is no longer read
 
-        // y and delta, a pair of rows per unit (a bf16 word has one writer).
-        for (var e = li; e < CHUNK * ROWS / 2u; e += WG_SIZE) {
-            let i = e / (ROWS / 2u);
-            let r = (e % (ROWS / 2u)) * 2u;
-            let t = t0 + i;
-            let dv = dv0 + r;
-            if t < d.steps && dv < d.value_dim {
-                var live = true;
-#if HAS_MASK
-                live = load_mask(mask_index(d, h.b, t)) != 0u;
-#endif
-                let gam = bitcast<f32>(load_decay(dbase + i));
-                var y0 = gam * qs_sh[i * ROWS + r];
-                var y1 = gam * qs_sh[i * ROWS + r + 1u];
-                let mrow = (ch * CHUNK + i) * CHUNK;
-                for (var j = 0u; j <= i; j++) {
-                    let mij = bitcast<f32>(load_m(mrow + j));
-                    y0 += mij * d_sh[j * ROWS + r];
-                    y1 += mij * d_sh[j * ROWS + r + 1u];
-                }
-                if !live {
-                    y0 = 0.0;
-                    y1 = 0.0;
-                }
-                let at = v_index(d, h.b, t, h.hv, dv);
-                let d0 = d_sh[i * ROWS + r];
-                let d1 = d_sh[i * ROWS + r + 1u];
-                if dv + 1u < d.value_dim {
-                    store2_y(at, y0, y1);
-                    store2_delta(at, d0, d1);
-                } else {
-                    // The last row of an odd Dv (never bf16: the host refuses it).
+        // y and delta of the unit (a bf16 word has one writer).
+        if unit && ut < d.steps && udv < d.value_dim {
+            var y0 = gam * qs0;
+            var y1 = gam * qs1;
+            let mrow = (ch * CHUNK + ui) * CHUNK;
+#unroll
+            for (var j = 0u; j < CHUNK; j++) {
+                // m[i][j] is 0 above the diagonal; the select keeps delta of a later
+                // step out even where it is not finite.
+                let mij = bitcast<f32>(load_m(mrow + j));
+                y0 += select(0.0, mij * d_sh[j * ROWS + ur], j <= ui);
+                y1 += select(0.0, mij * d_sh[j * ROWS + ur + 1u], j <= ui);
+            }
+            if !live {
+                y0 = 0.0;
+                y1 = 0.0;
+            }
+            let at = v_index(d, h.b, ut, h.hv, udv);
+            if udv + 1u < d.value_dim {
+                store2_y(at, y0, y1);
+                store2_delta(at, d0, d1);
+            } else {
+                // The last row of an odd Dv (never bf16: the host refuses it).
 #if !ACT_BF16
-                    store1_y(at, y0);
+                store1_y(at, y0);
 #endif
 #if !TAPE_BF16
-                    store1_delta(at, d0);
+                store1_delta(at, d0);
 #endif
-                }
             }
         }
 
-        // The state through the chunk, each element by its own invocation.
-        let last = bitcast<f32>(load_decay(dbase + 2u * CHUNK));
-        for (var e = li; e < ROWS * DKP; e += WG_SIZE) {
-            let r = e / DKP;
-            let c = e % DKP;
-            var x = s_sh[e] * last;
-            if c < d.key_dim {
-                for (var j = 0u; j < CHUNK; j++) {
-                    let f = bitcast<f32>(load_decay(dbase + CHUNK + j)) * d_sh[j * ROWS + r];
-                    if f != 0.0 {
-                        x += f * load1_k(qk_row(d, h.b, t0 + j, h.hk) + c);
-                    }
-                }
+        // The state through the chunk: this invocation's column of every RG-th row. The
+        // decays are folded into k once; a zero decay or delta adds nothing, whatever k is.
+        if owner {
+#unroll
+            for (var j = 0u; j < CHUNK; j++) {
+                let g = end_sh[j];
+                k_reg[j] = select(0.0, g * k_reg[j], g != 0.0);
             }
-            s_sh[e] = x;
+            for (var r = row0; r < ROWS; r += RG) {
+                let at = r * SP + col;
+                var x = s_sh[at] * last;
+#unroll
+                for (var j = 0u; j < CHUNK; j++) {
+                    let dj = d_sh[j * ROWS + r];
+                    x += select(0.0, dj * k_reg[j], dj != 0.0);
+                }
+                s_sh[at] = x;
+            }
         }
-        workgroupBarrier(); // d_sh is read before the next chunk writes it
+        // The next chunk's first barrier orders these reads of d_sh and end_sh and
+        // writes of s_sh before its own writes and reads.
     }
 
 #if HAS_STATE_OUT
@@ -213,7 +279,7 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
         let c = (e % (DKP / 4u)) * 4u;
         let dv = dv0 + r;
         if dv < d.value_dim && c < d.key_dim {
-            let at = r * DKP + c;
+            let at = r * SP + c;
             let v = vec4<f32>(s_sh[at], s_sh[at + 1u], s_sh[at + 2u], s_sh[at + 3u]);
             store_state_out(state_row(d, h.b, h.hv, dv), c, d.key_dim, v);
         }

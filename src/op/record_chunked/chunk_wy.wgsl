@@ -152,19 +152,29 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
     }
     workgroupBarrier(); // l_sh is complete
 
-    // W and U, one column of [W | U] per invocation (no barriers in this loop).
+    // W and U, one column of [W | U] per invocation (no barriers in this loop). The
+    // column's k or v values are all loaded before the substitution, so their loads are
+    // in flight together rather than one per step of it.
     let width = d.key_dim + d.value_dim;
     for (var col = li; col < width; col += WG_SIZE) {
         var x: array<f32, CHUNK>;
+#unroll
         for (var i = 0u; i < CHUNK; i++) {
             let t = t0 + i;
-            var acc = 0.0;
+            var b = 0.0;
             if live_sh[i] != 0u {
                 if col < d.key_dim {
-                    acc = beta_sh[i] * gam_sh[i] * load1_k(qk_row(d, h.b, t, h.hk) + col);
+                    b = load1_k(qk_row(d, h.b, t, h.hk) + col);
                 } else {
-                    acc = beta_sh[i] * load1_v(v_index(d, h.b, t, h.hv, col - d.key_dim));
+                    b = load1_v(v_index(d, h.b, t, h.hv, col - d.key_dim));
                 }
+            }
+            x[i] = b;
+        }
+        for (var i = 0u; i < CHUNK; i++) {
+            var acc = beta_sh[i] * x[i];
+            if col < d.key_dim {
+                acc = beta_sh[i] * gam_sh[i] * x[i];
             }
             let lrow = i * (i - 1u) / 2u;
             for (var j = 0u; j < i; j++) {

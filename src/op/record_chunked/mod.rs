@@ -41,12 +41,15 @@ const OP: &str = "record_chunked";
 
 /// Invocations per workgroup of both passes.
 pub(crate) const CHUNK_WG: u32 = 256;
-/// Columns of k, q or w staged in workgroup memory per barrier pair (`TK` in the WGSL).
+/// Columns of k and q `chunk_wy` stages in workgroup memory per barrier pair (`TK` in
+/// its WGSL).
 const TILE: u32 = 8;
-/// Most f32 values of the state rows `chunk_state` holds in workgroup memory.
-const STATE_TILE: u32 = 1024;
-/// Most (step, row) pairs of `chunk_state`'s delta and `q . s` tiles.
-const PAIR_TILE: u32 = 512;
+/// Columns of w and q `chunk_state` stages per barrier pair (`TK` in its WGSL); its state
+/// rows are `Dk` rounded up to whole tiles, at most [`CHUNK_WG`] columns.
+const STATE_TILE: u32 = 16;
+/// Most (step, row) pairs of `chunk_state`'s delta tile: one (step, row pair) per
+/// invocation.
+const PAIR_TILE: u32 = 2 * CHUNK_WG;
 
 /// A record shape cut into chunks of [`ChunkSize`] steps: the shape of the chunked
 /// passes' operand tables (record's operands, and the scratch between the passes).
@@ -112,13 +115,18 @@ impl ChunkShape {
 }
 
 /// `Dk` rounded up to whole tiles: the width of a state row in `chunk_state`'s
-/// workgroup memory is `groups * TILE`.
+/// workgroup memory is `groups * STATE_TILE`.
 fn tiles_of(dk: usize) -> u32 {
-    (dk as u32).div_ceil(TILE).max(1)
+    (dk as u32).div_ceil(STATE_TILE).max(1)
 }
 
-fn floor_pow2(x: u32) -> u32 {
-    1 << (31 - x.max(1).leading_zeros())
+/// `chunk_state`'s workgroup memory for `rows` state rows of `groups` tiles and chunks
+/// of `c` steps: the state rows (stride `groups * STATE_TILE + 1`), the w and q tiles
+/// (stride `STATE_TILE + 1`), the delta tile (`c rows`) and the decays to the chunk's
+/// end (`c`), 4 bytes each.
+fn state_bytes(rows: u32, groups: u32, c: u32) -> u32 {
+    let row = groups * STATE_TILE + 1;
+    (rows * row + 2 * c * (STATE_TILE + 1) + c * rows + c) * 4
 }
 
 /// Steps per chunk of the chunked record (the tile of the WY form: its `K K^T` is
@@ -175,12 +183,14 @@ impl KernelKey {
         let groups = tiles_of(shape.key_dim());
         let c = chunk.steps() as u32;
         // Rows: a power of two from 2 (bf16 y and delta pair neighbouring rows), as
-        // many as Dv needs, within the state and pair tiles.
-        let rows = (shape.value_dim() as u32)
+        // many as Dv needs, one row pair of a step per invocation, within the budget.
+        let mut rows = (shape.value_dim() as u32)
             .next_power_of_two()
-            .min(floor_pow2(STATE_TILE / (groups * TILE)))
             .min(PAIR_TILE / c)
             .max(2);
+        while rows > 2 && state_bytes(rows, groups, c) > WORKGROUP_MEMORY_BUDGET {
+            rows /= 2;
+        }
         let key = KernelKey::plain(CHUNK_STATE, dtypes, (rows, groups, 1), c, false);
         let bits =
             if masked { R::Mask.bit() } else { 0 } | if state_out { R::StateOut.bit() } else { 0 };
@@ -272,11 +282,9 @@ impl OpKernel for ChunkState {
     fn workgroup_size(&self, _key: &KernelKey) -> u32 {
         CHUNK_WG
     }
-    /// The state rows (`rows * groups * TILE`), two w / q tiles and the delta and
-    /// `q . s` tiles (`2 C rows`), 4 bytes each.
+    /// See [`state_bytes`].
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
-        let c = key.chunk;
-        (key.rows * key.groups * TILE + 2 * c * TILE + 2 * c * key.rows) * 4
+        state_bytes(key.rows, key.groups, key.chunk)
     }
     fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
         KernelKey::chunk_state(at.shape, at.dtypes, ChunkSize::C64, at.masked, true)
