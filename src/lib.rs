@@ -52,7 +52,7 @@ pub mod internals {
     pub use crate::gpu::wgsl::WgslError;
     pub use crate::op::gdn::WORKGROUP_MEMORY_BUDGET;
     pub use crate::op::kernel::{Binding, KernelKey, KeyAt, Op, Reduction, MAX_KEY_DIM};
-    pub use crate::op::{all_variants, representative_keys};
+    pub use crate::op::{all_variants, coop_variants, representative_keys};
     pub use crate::rollback::resident::CONV_COPY_DISPATCH_FROM;
     pub use crate::shape::{CONV_LAYER_ALIGN, MAX_CONV_KERNEL};
     pub use crate::tuning::{Choice, ShapeClass, Threshold, ThresholdRow};
@@ -67,7 +67,8 @@ pub mod internals {
         pub use crate::op::operand::*;
         pub use crate::op::record::{RecordOperands, RecordRow};
         pub use crate::op::record_chunked::{
-            ChunkShape, ChunkStateOperands, ChunkStateRow, ChunkWyOperands, ChunkWyRow,
+            ChunkPackOperands, ChunkPackRow, ChunkShape, ChunkStateCoopOperands, ChunkStateCoopRow,
+            ChunkStateOperands, ChunkStateRow, ChunkWyOperands, ChunkWyRow,
         };
         pub use crate::op::repeat::{RepeatOperands, RepeatRow};
         pub use crate::op::replay::{ReplayOperands, ReplayRow};
@@ -78,10 +79,10 @@ pub use backend::{Backend, BackendChoice};
 pub use cpu::{CpuBackend, CpuOptions};
 pub use dtype::{DType, Element, GdnDtypes};
 pub use error::{Error, Result};
-pub use gpu::{GpuBackend, GpuOptions, GpuRollback, TuneOptions};
+pub use gpu::{CooperativeMatrices, GpuBackend, GpuOptions, GpuRollback, TuneOptions};
 pub use models::ModelPreset;
 pub use op::record::{RecordInputs, Recorded};
-pub use op::record_chunked::ChunkSize;
+pub use op::record_chunked::{ChunkPrecision, ChunkSize};
 pub use op::replay::{Tape, TapeRef};
 pub use rollback::{CommitKind, ConvConfig, Footprint, Rollback, RollbackMode, RollbackOptions};
 pub use shape::{ConvShape, GdnShape, GqaLayout, RepeatShape};

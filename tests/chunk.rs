@@ -646,10 +646,214 @@ fn bench_times_record_chunked_as_its_own_op() {
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for op in ["record ", "record_chunked "] {
+    // The row says which form ran (lavapipe has no cooperative matrices, and --fast-f16
+    // was not given), and the passes are timed each alone.
+    for op in ["record ", "record_chunked:portable "] {
         assert!(stdout.lines().any(|l| l.starts_with(op)), "{op}: {stdout}");
     }
+    let passes = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("passes"))
+        .nth(1)
+        .unwrap_or_default();
+    assert!(
+        passes.contains(" chunk_wy ") && passes.contains(" chunk_state "),
+        "{stdout}"
+    );
     let bad = run("48");
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("chunk"));
+}
+
+// ---- The fast path on cooperative matrices (where the adapter has them) ----
+
+/// The fast path's documented bound on its relative error against record, for outputs
+/// stored in f32 (docs/SPEC.md); an output stored in bf16 or f16 is within record's own
+/// tolerance for that dtype (each side's rounding to it dominates).
+const FAST_TOL: f64 = 1e-3;
+
+/// A GPU backend that runs record_chunked's fast path: consent to cooperative
+/// matrices and [`ChunkPrecision::FastF16`]. `None`, with a line saying the tests
+/// skipped, where the adapter has no cooperative matrices that serve it (lavapipe).
+fn coop_gpu() -> Option<deltatape::GpuBackend> {
+    gpu()?;
+    let mut options = deltatape::GpuOptions::from_env().unwrap();
+    // SAFETY: `ExperimentalFeatures::enabled` has no precondition on its caller's
+    // values: its contract is the caller's acknowledgement that wgpu's experimental
+    // features may still have bugs with undefined behaviour, and its agreement to report
+    // them. These tests exist to find such bugs on this path: they compare its every
+    // output with the CPU reference, and the crate's host validation bounds every buffer
+    // its cooperative loads and stores touch.
+    let token = unsafe { deltatape::wgpu::ExperimentalFeatures::enabled() };
+    options.cooperative_matrices = deltatape::CooperativeMatrices::allow(token);
+    options.chunk_precision = deltatape::ChunkPrecision::FastF16;
+    let g = deltatape::GpuBackend::new(options).unwrap();
+    let probe = GdnShape::new(1, 64, 1, 1, 128, 128).unwrap();
+    if !g.chunked_on_matrix_units(&probe, ChunkSize::C64) {
+        report!(
+            "SKIPPED: the cooperative-matrix path ({}: no 16x16x16 f16 cooperative matrices on 32-wide subgroups)",
+            g.describe()
+        );
+        return None;
+    }
+    report!("cooperative-matrix path on {}", g.describe());
+    Some(g)
+}
+
+/// record_chunked's fast path against the CPU's record: the largest relative error of
+/// y, state and delta, each within [`FAST_TOL`] or its dtype's tolerance, whichever is
+/// larger (and finite where record's values are).
+fn fast_case<A: Element, S: Element, P: Element, G: Element>(
+    gpu: &deltatape::GpuBackend,
+    shape: &GdnShape,
+    layout: GqaLayout,
+    d: &Draw,
+    mask: Option<&[u32]>,
+) -> f64 {
+    let t = d.typed_gated::<A, G>();
+    let state: Vec<S> = deltatape::dtype::cast_from_f32(&d.state);
+    let want: Recorded<A, S, P> = cpu()
+        .record(shape, layout, &t.inputs(mask), &state)
+        .unwrap();
+    let got: Recorded<A, S, P> = gpu
+        .record_chunked(shape, layout, ChunkSize::C64, &t.inputs(mask), &state)
+        .unwrap();
+    let errors = [
+        ("y", rel_err(&got.y, &want.y), A::DTYPE),
+        ("state", rel_err(&got.state, &want.state), S::DTYPE),
+        ("delta", rel_err(&got.delta, &want.delta), P::DTYPE),
+    ];
+    for (what, e, dtype) in errors {
+        let bound = FAST_TOL.max(tol(dtype));
+        assert!(
+            e <= bound,
+            "fast path {what} {shape:?} {layout:?} mask {}: {e:e} > {bound:e}",
+            mask.is_some()
+        );
+    }
+    worst(&got, &want)
+}
+
+#[test]
+fn gpu_fast_path_matches_record_within_its_bound() {
+    let Some(gpu) = coop_gpu() else { return };
+    let mut largest = 0f64;
+    for t in [1, 63, 64, 65, 197] {
+        for layout in LAYOUTS {
+            let shape = GdnShape::new(2, t, 2, 4, 128, 128).unwrap();
+            let d = draw(&shape, 5 + t as u64);
+            let m = mask(&shape, t as u64);
+            for mask in [None, Some(&m[..])] {
+                let e = fast_case::<f32, f32, f32, f32>(&gpu, &shape, layout, &d, mask);
+                largest = largest.max(e);
+            }
+        }
+    }
+    report!("gpu fast path vs record, f32, T around 64: largest relative error {largest:.2e}");
+    assert!(
+        largest > 1e-6,
+        "{largest:e}: as exact as f32, so the f16 path did not run"
+    );
+    let ran = gpu.compiled_kernels().iter().any(|k| k.op.coop());
+    assert!(ran, "no cooperative-matrix kernel was compiled");
+
+    let shape = GdnShape::new(1, 4096, 1, 2, 128, 128).unwrap();
+    let d = draw(&shape, 4096);
+    let m = mask(&shape, 4096);
+    for (layout, mask) in [(GqaLayout::Blocked, None), (GqaLayout::Tiled, Some(&m[..]))] {
+        let e = fast_case::<f32, f32, f32, f32>(&gpu, &shape, layout, &d, mask);
+        report!(
+            "gpu fast path T = 4096 {layout:?} mask {}: {e:.2e}",
+            mask.is_some()
+        );
+    }
+}
+
+#[test]
+fn gpu_fast_path_matches_record_in_every_dtype_and_odd_shape() {
+    let Some(gpu) = coop_gpu() else { return };
+    let shape = GdnShape::new(1, 77, 1, 2, 128, 128).unwrap();
+    let d = draw(&shape, 3);
+    let m = mask(&shape, 3);
+    for layout in LAYOUTS {
+        for mask in [None, Some(&m[..])] {
+            let g = &gpu;
+            let eb = fast_case::<bf16, f32, f32, bf16>(g, &shape, layout, &d, mask);
+            let ebf = fast_case::<bf16, f32, f32, f32>(g, &shape, layout, &d, mask);
+            let ebb = fast_case::<bf16, bf16, bf16, bf16>(g, &shape, layout, &d, mask);
+            let e16 = fast_case::<f16, f32, f32, f16>(g, &shape, layout, &d, mask);
+            let e16s = fast_case::<f16, f16, f16, f16>(g, &shape, layout, &d, mask);
+            report!(
+                "gpu fast path {layout:?} mask {}: bf16 {eb:.2e}, bf16 with f32 gates {ebf:.2e}, all bf16 {ebb:.2e}, f16 {e16:.2e}, all f16 {e16s:.2e}",
+                mask.is_some()
+            );
+        }
+    }
+    // Dk and Dv off the tiles, GQA groups of 3, a batch.
+    for (b, t, hk, hv, dk, dv) in [
+        (2, 37, 1, 3, 13, 7),
+        (1, 150, 2, 6, 94, 46),
+        (3, 70, 1, 2, 128, 20),
+    ] {
+        let shape = GdnShape::new(b, t, hk, hv, dk, dv).unwrap();
+        let d = draw(&shape, dk as u64);
+        let m = mask(&shape, dv as u64);
+        for layout in LAYOUTS {
+            let e = fast_case::<f32, f32, f32, f32>(&gpu, &shape, layout, &d, Some(&m));
+            report!("gpu fast path {shape:?} {layout:?}: {e:.2e}");
+        }
+    }
+    for (what, d) in gate_draws(&shape, 13) {
+        let e = fast_case::<f32, f32, f32, f32>(&gpu, &shape, GqaLayout::Blocked, &d, None);
+        report!("gpu fast path {what} gates: {e:.2e}");
+    }
+}
+
+/// bf16 values beyond f16's range stay finite (clamped to it, as documented), and a
+/// NaN in q makes NaN exactly where record's y has one.
+#[test]
+fn gpu_fast_path_keeps_values_beyond_f16_finite_and_nan_where_record_has_it() {
+    let Some(gpu) = coop_gpu() else { return };
+    let shape = GdnShape::new(1, 70, 1, 2, 128, 128).unwrap();
+    let mut d = draw(&shape, 21);
+    d.k[5 * 128 + 3] = 3.0e5;
+    d.q[9 * 128 + 7] = -1.0e6;
+    let t = d.typed_gated::<bf16, bf16>();
+    let want: Recorded<bf16, f32, f32> = cpu()
+        .record(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state)
+        .unwrap();
+    let got: Recorded<bf16, f32, f32> = gpu
+        .record_chunked(
+            &shape,
+            GqaLayout::Blocked,
+            ChunkSize::C64,
+            &t.inputs(None),
+            &d.state,
+        )
+        .unwrap();
+    assert!(want.y.iter().all(|x| x.to_f32().is_finite()));
+    let finite = |v: &[f32]| v.iter().all(|x| x.is_finite());
+    assert!(got.y.iter().all(|x| x.to_f32().is_finite()), "y");
+    assert!(finite(&got.state) && finite(&got.delta), "state or delta");
+
+    let mut d = draw(&shape, 22);
+    d.q[9 * 128 + 7] = f32::NAN;
+    let t = d.typed_gated::<f32, f32>();
+    let want: Recorded<f32, f32, f32> = cpu()
+        .record(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state)
+        .unwrap();
+    let got: Recorded<f32, f32, f32> = gpu
+        .record_chunked(
+            &shape,
+            GqaLayout::Blocked,
+            ChunkSize::C64,
+            &t.inputs(None),
+            &d.state,
+        )
+        .unwrap();
+    let nan = |v: &[f32]| v.iter().map(|x| x.is_nan()).collect::<Vec<_>>();
+    assert!(nan(&want.y).iter().any(|&x| x));
+    assert_eq!(nan(&got.y), nan(&want.y), "y's NaN");
+    assert_eq!(nan(&got.state), nan(&want.state), "state's NaN");
+    assert_eq!(nan(&got.delta), nan(&want.delta), "delta's NaN");
 }

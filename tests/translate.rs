@@ -242,3 +242,18 @@ fn scaled_state_follows_the_grid() {
     assert!(scaled.iter().any(|k| k.op == Op::Record && k.masked()));
     assert!(scaled.iter().any(|k| k.op == Op::FoldRecord));
 }
+
+/// The cooperative-matrix kernels: naga validates every variant (uniform control flow
+/// around every cooperative op included) and writes its SPIR-V, what wgpu's Vulkan
+/// backend compiles. Tint and naga's MSL and HLSL writers do not take 16 x 16 tiles.
+#[test]
+fn coop_variants_validate_and_translate_to_spirv() {
+    let keys = deltatape::internals::coop_variants();
+    assert!(keys.len() >= 27, "only {} keys", keys.len());
+    for key in &keys {
+        let src = key.source().unwrap();
+        assert!(src.starts_with("enable f16;\nenable wgpu_cooperative_matrix;\n"));
+        let spirv = translate(key, Target::SpirV).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!spirv.is_empty());
+    }
+}

@@ -21,6 +21,9 @@ pub struct GpuBackend {
     pub(super) inner: Arc<Inner>,
     pub(crate) reduction: Reduction,
     tuning: Arc<Tuning>,
+    /// The device multiplies on cooperative matrices that serve the chunked record's
+    /// fast path ([`device::serves_coop_path`]).
+    coop: bool,
 }
 
 pub(super) struct Inner {
@@ -46,7 +49,7 @@ impl GpuBackend {
     /// wants.
     pub fn new(options: GpuOptions) -> Result<Self> {
         let chosen = device::choose_adapter(&options)?;
-        let (device, queue) = device::create_device(&chosen.adapter)?;
+        let (device, queue, coop) = device::create_device(&chosen.adapter, &options)?;
         let lost = Arc::new(Mutex::new(None));
         let (on_error, on_lost) = (lost.clone(), lost.clone());
         // Errors of the crate's own work are caught by error scopes and returned; one
@@ -62,14 +65,16 @@ impl GpuBackend {
             *on_lost.lock().unwrap_or_else(PoisonError::into_inner) =
                 Some(format!("device lost ({reason:?}: {message})"));
         });
-        Self::build(
+        let mut gpu = Self::build(
             device,
             queue,
             Some(chosen.adapter.get_info()),
             chosen.reason,
             lost,
             options,
-        )
+        )?;
+        gpu.coop = coop;
+        Ok(gpu)
     }
 
     /// [`GpuBackend::new`] with [`GpuOptions::from_env`] and [`Tuning::from_env`].
@@ -127,6 +132,7 @@ impl GpuBackend {
             }),
             reduction,
             tuning: Arc::default(),
+            coop: false,
         })
     }
 
@@ -146,6 +152,7 @@ impl GpuBackend {
             inner: self.inner.clone(),
             reduction,
             tuning: self.tuning.clone(),
+            coop: self.coop,
         })
     }
 
@@ -174,7 +181,57 @@ impl GpuBackend {
             inner: self.inner.clone(),
             reduction: self.reduction,
             tuning: Arc::new(tuning),
+            coop: self.coop,
         })
+    }
+
+    /// For a device passed to [`GpuBackend::from_device`]: use its cooperative
+    /// matrices for the chunked record's fast path. `properties` are its adapter's
+    /// (`Adapter::cooperative_matrix_properties`). Refused unless the device was created
+    /// with `EXPERIMENTAL_COOPERATIVE_MATRIX` and `SHADER_F16` and the adapter info
+    /// was given, and the properties and subgroup width serve the path (16 x 16 x 16,
+    /// f16 into f32, subgroups of 32).
+    pub fn with_cooperative_matrices(
+        &self,
+        properties: &[wgpu::CooperativeMatrixProperties],
+    ) -> Result<Self> {
+        let refuse = |why: &str| Error::Unsupported {
+            op: "with_cooperative_matrices",
+            arg: "properties",
+            why: why.into(),
+        };
+        if !self.features().contains(device::coop_features()) {
+            return Err(refuse(
+                "the device was created without EXPERIMENTAL_COOPERATIVE_MATRIX and SHADER_F16",
+            ));
+        }
+        let info = self
+            .adapter_info()
+            .ok_or_else(|| refuse("the adapter info (subgroup width) was not given"))?;
+        if !device::serves_coop_path(properties, info) {
+            return Err(refuse(
+                "no 16 x 16 x 16 f16 -> f32 cooperative matrices on 32-wide subgroups",
+            ));
+        }
+        let mut gpu = self.clone();
+        gpu.coop = true;
+        Ok(gpu)
+    }
+
+    /// Whether the chunked record of `shape` in chunks of `chunk` runs its fast path on
+    /// cooperative matrices: the options ask for [`crate::ChunkPrecision::FastF16`],
+    /// the device serves the path, chunks of 64 steps, `Dk <= 128`. Otherwise it runs
+    /// the portable passes.
+    pub fn chunked_on_matrix_units(
+        &self,
+        shape: &crate::GdnShape,
+        chunk: crate::ChunkSize,
+    ) -> bool {
+        use crate::op::record_chunked::{COOP_CHUNK, COOP_MAX_KEY_DIM};
+        self.coop
+            && self.options().chunk_precision == crate::ChunkPrecision::FastF16
+            && chunk == COOP_CHUNK
+            && shape.key_dim() <= COOP_MAX_KEY_DIM
     }
 
     /// The shape classes this backend uses beyond the defaults.

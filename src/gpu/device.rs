@@ -125,15 +125,52 @@ pub fn choose_adapter(options: &GpuOptions) -> Result<Chosen> {
     Ok(Chosen { adapter, reason })
 }
 
-/// Create a device on `adapter` with [`device_requirements`].
-pub fn create_device(adapter: &wgpu::Adapter) -> Result<(wgpu::Device, wgpu::Queue)> {
-    let (required_features, required_limits) = device_requirements(adapter);
+/// Whether an adapter's cooperative matrices serve the chunked record's fast path:
+/// 16 x 16 x 16 tiles of f16 into f32 (Vulkan's), on subgroups of 32 (the kernel lays
+/// its roles out by 32-wide subgroups).
+pub fn serves_coop_path(
+    properties: &[wgpu::CooperativeMatrixProperties],
+    info: &wgpu::AdapterInfo,
+) -> bool {
+    use wgpu::CooperativeScalarType as S;
+    let tile = properties.iter().any(|p| {
+        (p.m_size, p.n_size, p.k_size) == (16, 16, 16) && p.ab_type == S::F16 && p.cr_type == S::F32
+    });
+    tile && info.subgroup_min_size == 32 && info.subgroup_max_size == 32
+}
+
+/// The features the fast path needs beyond [`wanted_features`].
+pub(crate) fn coop_features() -> wgpu::Features {
+    wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SHADER_F16
+}
+
+/// Create a device on `adapter` with [`device_requirements`], and with cooperative
+/// matrices where `options` consents and the adapter serves the fast path (returned
+/// as the third value).
+pub fn create_device(
+    adapter: &wgpu::Adapter,
+    options: &GpuOptions,
+) -> Result<(wgpu::Device, wgpu::Queue, bool)> {
+    let (mut required_features, required_limits) = device_requirements(adapter);
+    let coop = options.cooperative_matrices.allowed()
+        && adapter.features().contains(coop_features())
+        && serves_coop_path(
+            &adapter.cooperative_matrix_properties(),
+            &adapter.get_info(),
+        );
+    let mut experimental_features = wgpu::ExperimentalFeatures::disabled();
+    if coop {
+        required_features |= coop_features();
+        experimental_features = options.cooperative_matrices.token();
+    }
     pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("deltatape"),
         required_features,
         required_limits,
+        experimental_features,
         ..Default::default()
     }))
+    .map(|(device, queue)| (device, queue, coop))
     .map_err(|e| Error::Gpu {
         op: "request_device",
         message: e.to_string(),

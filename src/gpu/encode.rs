@@ -56,6 +56,20 @@ impl Prepared {
         self.steps.iter().map(|s| &s.key).collect()
     }
 
+    /// Each kernel of this dispatch as a dispatch of its own (the benchmark times a
+    /// multi-kernel op's passes one by one); each keeps the scratch alive.
+    #[cfg(feature = "workshop")]
+    #[doc(hidden)]
+    pub fn passes(&self) -> Vec<Prepared> {
+        self.steps
+            .iter()
+            .map(|step| Prepared {
+                steps: vec![step.clone()],
+                owned: self.owned.clone(),
+            })
+            .collect()
+    }
+
     /// This dispatch, then `next`'s (which may read what this one writes), keeping
     /// `owned` alive with them.
     pub(crate) fn then(mut self, next: Prepared, owned: Vec<wgpu::Buffer>) -> Prepared {

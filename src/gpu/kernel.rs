@@ -26,7 +26,13 @@ impl KernelKey {
     pub fn source(&self) -> Result<String, WgslError> {
         let mut src = String::new();
         if self.needs_f16() {
-            src.push_str("enable f16;\n\n");
+            src.push_str("enable f16;\n");
+        }
+        if self.op.coop() {
+            src.push_str("enable wgpu_cooperative_matrix;\n");
+        }
+        if !src.is_empty() {
+            src.push('\n');
         }
         let _ = writeln!(src, "// deltatape kernel {}", self.label());
         let (prelude, names) = self.prelude();

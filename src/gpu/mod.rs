@@ -37,5 +37,5 @@ pub use backend::GpuBackend;
 pub use device::device_requirements;
 pub use encode::Prepared;
 pub use host::Pending;
-pub use options::GpuOptions;
+pub use options::{CooperativeMatrices, GpuOptions};
 pub use tune::TuneOptions;

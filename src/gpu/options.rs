@@ -2,6 +2,7 @@
 //! environment only by [`GpuOptions::from_env`].
 
 use crate::error::{Error, Result};
+use crate::op::record_chunked::ChunkPrecision;
 use crate::tuning::Threshold;
 use std::time::Duration;
 
@@ -22,6 +23,40 @@ pub struct GpuOptions {
     /// The wgpu backends to look for adapters on (Vulkan, Metal, DX12 by default: GL
     /// has no subgroups).
     pub backends: wgpu::Backends,
+    /// Whether [`super::GpuBackend::new`] may ask for wgpu's experimental cooperative
+    /// matrices, which the chunked record's fast path multiplies on (not by default).
+    pub cooperative_matrices: CooperativeMatrices,
+    /// How the chunked record rounds: [`ChunkPrecision::Exact`] by default.
+    pub chunk_precision: ChunkPrecision,
+}
+
+/// The caller's consent to wgpu's experimental cooperative matrices. wgpu makes that
+/// consent an `unsafe` token (its experimental features may have bugs that cause
+/// undefined behaviour); the crate never creates one: a caller who accepts those
+/// terms passes `unsafe { wgpu::ExperimentalFeatures::enabled() }` to
+/// [`CooperativeMatrices::allow`]. Off by default.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CooperativeMatrices(wgpu::ExperimentalFeatures);
+
+impl CooperativeMatrices {
+    /// Consent as `token` gives it (a disabled token: no consent).
+    pub fn allow(token: wgpu::ExperimentalFeatures) -> Self {
+        CooperativeMatrices(token)
+    }
+    /// Whether the caller consented.
+    pub fn allowed(&self) -> bool {
+        self.0.is_enabled()
+    }
+    /// The token, for wgpu's device descriptor.
+    pub(crate) fn token(&self) -> wgpu::ExperimentalFeatures {
+        self.0
+    }
+}
+
+impl PartialEq for CooperativeMatrices {
+    fn eq(&self, other: &Self) -> bool {
+        self.allowed() == other.allowed()
+    }
 }
 
 impl Default for GpuOptions {
@@ -31,13 +66,17 @@ impl Default for GpuOptions {
             spin: Duration::from_micros(Threshold::SpinMicros.value()),
             adapter_name: None,
             backends: wgpu::Backends::PRIMARY,
+            cooperative_matrices: CooperativeMatrices::default(),
+            chunk_precision: ChunkPrecision::Exact,
         }
     }
 }
 
 impl GpuOptions {
     /// The defaults, overridden by `DELTATAPE_GPU_TIMEOUT_MS`, `DELTATAPE_SPIN_US`,
-    /// `WGPU_ADAPTER_NAME` and `WGPU_BACKEND` (as wgpu reads it). The shape-class
+    /// `DELTATAPE_CHUNK_PRECISION` (`exact`, `fast-f16`), `WGPU_ADAPTER_NAME` and
+    /// `WGPU_BACKEND` (as wgpu reads it). Consent to cooperative matrices is never
+    /// read from the environment. The shape-class
     /// knobs are [`super::Tuning::from_env`]'s.
     pub fn from_env() -> Result<Self> {
         let mut options = GpuOptions::default();
@@ -56,6 +95,13 @@ impl GpuOptions {
                     value,
                     why: "expected a whole number of microseconds (0: block at once)",
                 })?);
+        }
+        if let Ok(value) = std::env::var("DELTATAPE_CHUNK_PRECISION") {
+            options.chunk_precision = value.parse().map_err(|_| Error::BadEnv {
+                var: "DELTATAPE_CHUNK_PRECISION".into(),
+                value,
+                why: "expected exact or fast-f16",
+            })?;
         }
         options.adapter_name = std::env::var("WGPU_ADAPTER_NAME").ok();
         if let Some(backends) = wgpu::Backends::from_env() {

@@ -22,6 +22,9 @@ pub fn validate(key: &KernelKey) -> Result<(naga::Module, ModuleInfo), String> {
     if key.needs_f16() {
         caps |= Capabilities::SHADER_FLOAT16;
     }
+    if key.op.coop() {
+        caps |= Capabilities::COOPERATIVE_MATRIX;
+    }
     let info = Validator::new(ValidationFlags::all(), caps)
         .subgroup_stages(naga::valid::ShaderStages::COMPUTE)
         .subgroup_operations(naga::valid::SubgroupOperationSet::all())

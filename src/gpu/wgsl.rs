@@ -42,6 +42,8 @@ macro_rules! sources {
 pub const SOURCES: &[(&str, &str)] = sources![
     "accepted_count",
     "bf16",
+    "chunk_params",
+    "chunk_tiles",
     "entry",
     "entry_subgroup",
     "fold_steps",

@@ -8,7 +8,7 @@
 //! there, so no code outside an op's folder matches over the ops. The WGSL a key
 //! compiles to is assembled in `src/gpu/kernel.rs`.
 
-use super::operand::{Access, OperandRow, Row, Walk};
+use super::operand::{Access, OperandRow, Row, Slot, Walk};
 use crate::dtype::{DType, GdnDtypes};
 use crate::shape::{GdnShape, MAX_CONV_KERNEL};
 use std::cmp::Ordering;
@@ -43,6 +43,10 @@ pub struct OpInfo {
     pub prefetches: bool,
     /// The bit of the step mask row (0: the op takes no mask).
     pub mask_bit: u16,
+    /// The kernel multiplies on cooperative matrices (`enable wgpu_cooperative_matrix`):
+    /// only a device with `Features::EXPERIMENTAL_COOPERATIVE_MATRIX` compiles it, and
+    /// neither Tint nor naga's MSL and HLSL writers take its 16 x 16 tiles.
+    pub coop: bool,
     /// The optional rows the plain op binds (record: state_out; replay: the snapshot
     /// and the expanded k).
     pub plain_rows: u16,
@@ -69,6 +73,7 @@ impl OpInfo {
             one_dtype: false,
             prefetches: false,
             mask_bit: 0,
+            coop: false,
             plain_rows: 0,
             larger_batches: &[],
         }
@@ -137,6 +142,10 @@ impl Op {
     /// What the op's kernel computes.
     pub(crate) fn kernel(self) -> &'static dyn OpKernel {
         self.0.kernel
+    }
+    /// Whether the op multiplies on cooperative matrices ([`OpInfo::coop`]).
+    pub fn coop(self) -> bool {
+        self.0.coop
     }
     /// Whether the op is record's step (record, and fold_record after its fold).
     pub fn records(self) -> bool {
@@ -319,6 +328,8 @@ impl KernelKey {
     /// Whether this kernel needs `Features::SHADER_F16`.
     pub fn needs_f16(&self) -> bool {
         self.dtypes.any(DType::F16)
+            || self.op.0.coop
+            || self.op.0.rows.iter().any(|row| row.slot == Slot::F16)
     }
 
     /// Whether record pairs neighbouring rows for bf16 y / delta words.

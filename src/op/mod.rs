@@ -55,9 +55,13 @@ impl Op {
     pub const ChunkWy: Op = record_chunked::CHUNK_WY;
     /// record_chunked's second pass: the state through the chunks.
     pub const ChunkState: Op = record_chunked::CHUNK_STATE;
+    /// record_chunked's fast path: its operands rounded to f16 tiles.
+    pub const ChunkPack: Op = record_chunked::CHUNK_PACK;
+    /// record_chunked's fast path: the state pass on cooperative matrices.
+    pub const ChunkStateCoop: Op = record_chunked::CHUNK_STATE_COOP;
 
-    /// Every op.
-    pub const ALL: [Op; 7] = [
+    /// Every op that runs on any adapter.
+    pub const ALL: [Op; 8] = [
         Op::Record,
         Op::Replay,
         Op::Repeat,
@@ -65,7 +69,11 @@ impl Op {
         Op::FoldRecord,
         Op::ChunkWy,
         Op::ChunkState,
+        Op::ChunkPack,
     ];
+    /// The ops on cooperative matrices: only naga's validation and SPIR-V writer check
+    /// them without such a device (see [`OpInfo::coop`]).
+    pub const COOP: [Op; 1] = [Op::ChunkStateCoop];
 }
 
 impl std::str::FromStr for Op {
@@ -73,6 +81,7 @@ impl std::str::FromStr for Op {
     fn from_str(s: &str) -> Result<Self, String> {
         Op::ALL
             .into_iter()
+            .chain(Op::COOP)
             .find(|op| op.name() == s)
             .ok_or_else(|| {
                 let names: Vec<&str> = Op::ALL.iter().map(|op| op.name()).collect();
@@ -128,6 +137,31 @@ pub fn all_variants() -> Vec<KernelKey> {
     }
     for op in Op::ALL {
         add_new(&mut keys, op.kernel().extra_keys());
+    }
+    keys
+}
+
+/// Every variant of the cooperative-matrix ops, for naga's validation and SPIR-V
+/// writer: each dtype triple, with the final state and without.
+pub fn coop_variants() -> Vec<KernelKey> {
+    let mut keys = Vec::new();
+    for op in Op::COOP {
+        for act in DType::ALL {
+            for state in DType::ALL {
+                for tape in DType::ALL {
+                    let dtypes = GdnDtypes {
+                        act,
+                        state,
+                        tape,
+                        gate: act,
+                    };
+                    add_new(
+                        &mut keys,
+                        representative_keys(op, dtypes, Reduction::Workgroup),
+                    );
+                }
+            }
+        }
     }
     keys
 }

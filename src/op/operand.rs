@@ -24,8 +24,8 @@ pub enum Role {
     Output,
     /// u32 control data: the step mask, the accepted counts.
     Control,
-    /// f32 intermediates of a multi-pass op (its `prepare_*` allocates them), stored as
-    /// u32 bits.
+    /// Intermediates of a multi-pass op (its `prepare_*` allocates them): f32 stored as
+    /// u32 bits, or f16 operands of cooperative-matrix products.
     Scratch,
 }
 
@@ -42,6 +42,8 @@ pub enum Slot {
     Gate,
     /// Plain `u32` words.
     U32,
+    /// f16 whatever the call's dtypes (the cooperative-matrix path's operands).
+    F16,
 }
 
 impl Slot {
@@ -53,6 +55,7 @@ impl Slot {
             Slot::Tape => Some(dtypes.tape),
             Slot::Gate => Some(dtypes.gate),
             Slot::U32 => None,
+            Slot::F16 => Some(DType::F16),
         }
     }
 }

@@ -4,7 +4,8 @@
 #endif
 #import entry
 #import head_at
-#provides kernel_main, params, ChunkParams
+#import chunk_params
+#provides kernel_main
 #requires load1_q, load1_k, load1_state_in, store2_y, store2_delta, load_w, load_u, load_m
 #requires load_decay, qk_row, v_index, mask_index, state_row, key_head, CHUNK, ROWS, GROUPS
 // record_chunked, second pass (cpu.rs beside it has the math): one workgroup per
@@ -23,16 +24,6 @@
 // one invocation per state column, whose k values were loaded into registers when the
 // chunk began, so no load waits inside the update. Workgroup arrays have odd strides:
 // the invocations of a warp read different rows of them in one bank each.
-
-struct ChunkParams {
-    dims: GdnDims,
-    gqa_layout: u32,  // 0 = blocked, 1 = tiled
-    row_blocks: u32,  // ceil(Dv / ROWS)
-    workgroups: u32,  // B * Hv * row_blocks
-    chunks: u32,      // ceil(T / CHUNK)
-}
-
-@group(0) @binding(0) var<uniform> params: ChunkParams;
 
 // Columns of w and q staged per barrier pair.
 const TK: u32 = 16u;

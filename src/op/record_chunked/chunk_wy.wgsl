@@ -4,7 +4,8 @@
 #endif
 #import entry
 #import head_at
-#provides kernel_main, params, ChunkParams
+#import chunk_params
+#provides kernel_main
 #requires load1_q, load1_k, load1_v, load1_g, load1_beta, store_w, store_u, store_m, store_decay
 #requires qk_row, v_index, gate_index, mask_index, key_head, CHUNK, WG_SIZE
 // record_chunked, first pass (cpu.rs beside it has the math): one workgroup per
@@ -18,16 +19,6 @@
 // substitution, one column of [W | U] per invocation. G(i, j) = g[j+1] * ... * g[i] is
 // a running product over (j, i], formed only for j <= i. A masked step, and a step past
 // T in the last chunk, is g = 1, beta = 0, k = q = v = 0.
-
-struct ChunkParams {
-    dims: GdnDims,
-    gqa_layout: u32,  // 0 = blocked, 1 = tiled
-    row_blocks: u32,  // the second pass's row blocks per head
-    workgroups: u32,
-    chunks: u32,      // ceil(T / CHUNK)
-}
-
-@group(0) @binding(0) var<uniform> params: ChunkParams;
 
 // Columns of k and q staged per barrier pair.
 const TK: u32 = 8u;

@@ -1,7 +1,10 @@
 //! record_chunked on the GPU: the two passes' dispatches over the caller's buffers, and
 //! the host call.
 
-use super::{ChunkShape, ChunkSize, ChunkStateOperands, ChunkWyOperands, OP};
+use super::{
+    ChunkPackOperands, ChunkShape, ChunkSize, ChunkStateCoopOperands, ChunkStateOperands,
+    ChunkWyOperands, OP,
+};
 use crate::dtype::{DType, GdnDtypes};
 use crate::error::{Error, Result};
 use crate::gpu::backend::GpuBackend;
@@ -16,7 +19,9 @@ impl GpuBackend {
     /// as record writes them. The tape's copies of k and g are not written by this
     /// form: giving them is an error. The two passes' scratch is allocated here and
     /// kept by the dispatch: `4 * B * Hv * ceil(T / C) * C * (Dk + Dv + C + 3)` bytes
-    /// (W, U, the decayed `Q K^T` and the decays, in f32).
+    /// (W, U, the decayed `Q K^T` and the decays, in f32), and on the fast path
+    /// ([`GpuBackend::chunked_on_matrix_units`]) `2 * B * Hv * ceil(T / C) * C * (384 + C)`
+    /// bytes more (its f16 tiles).
     pub fn prepare_record_chunked(
         &self,
         shape: &GdnShape,
@@ -31,14 +36,19 @@ impl GpuBackend {
         check_first_pass_reads_unwritten(buffers)?;
         let cshape = ChunkShape::new(*shape, chunk);
         let masked = buffers.mask.is_some();
+        let coop = self.chunked_on_matrix_units(shape, chunk);
         let wy_key = KernelKey::chunk_wy(shape, dtypes, chunk, masked);
-        let state_key =
-            KernelKey::chunk_state(shape, dtypes, chunk, masked, buffers.state_out.is_some());
+        let state_out = buffers.state_out.is_some();
+        let state_key = if coop {
+            KernelKey::chunk_state_coop(dtypes, state_out)
+        } else {
+            KernelKey::chunk_state(shape, dtypes, chunk, masked, state_out)
+        };
         let chunks = cshape.chunks() as u64;
         let heads = shape.batch() as u64 * shape.value_heads() as u64;
         let row_blocks = (shape.value_dim() as u64).div_ceil(state_key.rows as u64);
-        let scratch = self.chunk_scratch(&cshape)?;
-        let [w, u, m, decay] = &scratch;
+        let scratch = self.chunk_scratch(&cshape, coop)?;
+        let [w, u, m, decay] = [&scratch[0], &scratch[1], &scratch[2], &scratch[3]];
         // Both passes' parameters: record's, with the state's row blocks and the chunks.
         let params = |key: &KernelKey, workgroups: u64| -> Result<[u32; 12]> {
             let mut p = gdn_params(OP, shape, layout, key, workgroups)?;
@@ -69,6 +79,38 @@ impl GpuBackend {
         let plan = Plan::new(OP, wy_key, &p, wy_groups, &cshape, specs);
         let wy = self.prepare(plan.bind(wy_buffers.slots()))?;
         let state_groups = heads * row_blocks;
+        if coop {
+            let tiles = &scratch[4];
+            let pack_key = KernelKey::chunk_pack(dtypes, masked);
+            let pack_buffers = ChunkPackOperands {
+                q: buffers.q,
+                k: buffers.k,
+                mask: buffers.mask,
+                w,
+                m,
+                decay,
+                tiles,
+            };
+            let specs = ChunkPackOperands::<()>::SPECS;
+            let p = params(&pack_key, wy_groups)?;
+            let plan = Plan::new(OP, pack_key, &p, wy_groups, &cshape, specs);
+            let pack = self.prepare(plan.bind(pack_buffers.slots()))?;
+            let state_buffers = ChunkStateCoopOperands {
+                state_in: buffers.state_in,
+                y: buffers.y,
+                state_out: buffers.state_out,
+                delta: buffers.delta,
+                mask: None,
+                u,
+                decay,
+                tiles,
+            };
+            let specs = ChunkStateCoopOperands::<()>::SPECS;
+            let p = params(&state_key, state_groups)?;
+            let plan = Plan::new(OP, state_key, &p, state_groups, &cshape, specs);
+            let state = self.prepare(plan.bind(state_buffers.slots()))?;
+            return Ok(wy.then(pack, Vec::new()).then(state, scratch));
+        }
         let state_buffers = ChunkStateOperands {
             q: buffers.q,
             k: buffers.k,
@@ -86,23 +128,26 @@ impl GpuBackend {
         let p = params(&state_key, state_groups)?;
         let plan = Plan::new(OP, state_key, &p, state_groups, &cshape, specs);
         let state = self.prepare(plan.bind(state_buffers.slots()))?;
-        Ok(wy.then(state, scratch.into()))
+        Ok(wy.then(state, scratch))
     }
 
-    /// The scratch between the passes, W, U, M and the decays, in f32: each within
-    /// the device's binding limit.
-    fn chunk_scratch(&self, cshape: &ChunkShape) -> Result<[wgpu::Buffer; 4]> {
-        let lens = [
-            ("w", cshape.w_len()),
-            ("u", cshape.u_len()),
-            ("m", cshape.m_len()),
-            ("decay", cshape.decay_len()),
+    /// The scratch between the passes, W, U, M and the decays in f32, and on the fast
+    /// path the f16 tiles: each within the device's binding limit.
+    fn chunk_scratch(&self, cshape: &ChunkShape, coop: bool) -> Result<Vec<wgpu::Buffer>> {
+        let mut lens = vec![
+            ("w", cshape.w_len(), 4),
+            ("u", cshape.u_len(), 4),
+            ("m", cshape.m_len(), 4),
+            ("decay", cshape.decay_len(), 4),
         ];
+        if coop {
+            lens.push(("tiles", cshape.tiles_len(), 2));
+        }
         let device = self.device();
-        let mut scratch = Vec::with_capacity(4);
-        for (arg, len) in lens {
+        let mut scratch = Vec::with_capacity(lens.len());
+        for (arg, len, size) in lens {
             let bytes = (len as u64)
-                .checked_mul(4)
+                .checked_mul(size)
                 .ok_or(Error::Overflow { op: OP, arg })?;
             let max = self.limits().max_storage_buffer_binding_size;
             if bytes > max {
@@ -121,7 +166,7 @@ impl GpuBackend {
                 mapped_at_creation: false,
             }));
         }
-        Ok(scratch.try_into().expect("four scratch buffers"))
+        Ok(scratch)
     }
 }
 

@@ -9,6 +9,11 @@
 //!    the chunks in order (`delta = U - W S`, y, the state update), writing record's y,
 //!    delta and final state.
 //!
+//! On a device with cooperative matrices (16 x 16 x 16, f16 into f32) and with
+//! [`ChunkPrecision::FastF16`], the second pass is `chunk_pack` (the first pass's W and
+//! M, and the decayed q and k, rounded to f16 as 16 x 16 tiles) then
+//! `chunk_state_coop`, the same walk with its products on the matrix units.
+//!
 //! Both kernels declare at most `WORKGROUP_MEMORY_BUDGET` bytes of workgroup memory
 
 use super::gdn::WORKGROUP_MEMORY_BUDGET;
@@ -35,6 +40,36 @@ pub const CHUNK_STATE: Op = Op(&OpInfo {
 });
 const STATE_ROOT: (&str, &str) = ("chunk_state", include_str!("chunk_state.wgsl"));
 type StateTable = ChunkStateOperands<()>;
+/// The fast path's pack pass (portable WGSL: f16 stores only).
+pub const CHUNK_PACK: Op = Op(&OpInfo {
+    mask_bit: ChunkPackRow::Mask.bit(),
+    ..OpInfo::new(
+        "chunk_pack",
+        PACK_ROOT,
+        ChunkPackOperands::<()>::ROWS,
+        &ChunkPack,
+    )
+});
+const PACK_ROOT: (&str, &str) = ("chunk_pack", include_str!("chunk_pack.wgsl"));
+/// The fast path's state pass, on cooperative matrices.
+pub const CHUNK_STATE_COOP: Op = Op(&OpInfo {
+    coop: true,
+    plain_rows: ChunkStateCoopRow::StateOut.bit(),
+    ..OpInfo::new(
+        "chunk_state_coop",
+        COOP_ROOT,
+        ChunkStateCoopOperands::<()>::ROWS,
+        &ChunkStateCoop,
+    )
+});
+const COOP_ROOT: (&str, &str) = ("chunk_state_coop", include_str!("chunk_state_coop.wgsl"));
+/// Key columns of the cooperative path's tiles: Dk up to this (`TILE_DK` in
+/// `wgsl/chunk_tiles.wgsl`, which has the layout).
+pub(crate) const COOP_MAX_KEY_DIM: usize = 128;
+/// Value rows per workgroup of `chunk_state_coop` (its `BV`).
+const COOP_ROWS: u32 = 16;
+/// The one chunk size of the cooperative path (its subgroup roles are laid out for it).
+pub(crate) const COOP_CHUNK: ChunkSize = ChunkSize::C64;
 
 /// The op's name, in errors.
 const OP: &str = "record_chunked";
@@ -111,6 +146,34 @@ impl ChunkShape {
     /// `[B, Hv, chunks, 3C]`.
     pub fn decay_len(&self) -> usize {
         self.scratch_rows().saturating_mul(3)
+    }
+    /// `[B, Hv, chunks]` blocks of `3 C 128 + C C` f16 (`wgsl/chunk_tiles.wgsl`).
+    pub fn tiles_len(&self) -> usize {
+        let c = self.chunk_steps();
+        let per_chunk = 3 * c * COOP_MAX_KEY_DIM + c * c;
+        (self.scratch_rows() / c).saturating_mul(per_chunk)
+    }
+}
+
+/// How the chunked record rounds the operands of its products.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum ChunkPrecision {
+    /// f32 arithmetic throughout (the portable passes): within `record`'s tolerances.
+    #[default]
+    Exact,
+    /// On a device with cooperative matrices: the products' operands (the state, W,
+    /// the decayed q and k, the decayed `Q K^T`, delta) rounded to f16, f32
+    /// accumulators, the state kept in f32. Finite values beyond f16's range are
+    /// clamped to it, never made infinite. docs/SPEC.md gives its error. Without
+    /// cooperative matrices the call runs the portable passes, as `Exact`.
+    FastF16,
+}
+
+impl std::str::FromStr for ChunkPrecision {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        use ChunkPrecision::*;
+        crate::error::parse_name("precision", s, &[("exact", Exact), ("fast-f16", FastF16)])
     }
 }
 
@@ -198,6 +261,31 @@ impl KernelKey {
     }
 }
 
+impl KernelKey {
+    /// The fast path's pack pass.
+    pub fn chunk_pack(dtypes: GdnDtypes, masked: bool) -> Self {
+        let key = KernelKey::plain(
+            CHUNK_PACK,
+            dtypes,
+            (1, 1, 1),
+            COOP_CHUNK.steps() as u32,
+            false,
+        );
+        key.with_bound(if masked { ChunkPackRow::Mask.bit() } else { 0 })
+    }
+
+    /// The fast path's state pass, writing the final state when `state_out`.
+    pub fn chunk_state_coop(dtypes: GdnDtypes, state_out: bool) -> Self {
+        let c = COOP_CHUNK.steps() as u32;
+        let key = KernelKey::plain(CHUNK_STATE_COOP, dtypes, (COOP_ROWS, 1, 1), c, false);
+        key.with_bound(if state_out {
+            ChunkStateCoopRow::StateOut.bit()
+        } else {
+            0
+        })
+    }
+}
+
 /// Keys of both passes at every chunk size for one dtype triple at `shape` (what naga
 /// and Tint check beside `representative_keys`' C = 64).
 pub fn chunk_keys(shape: &GdnShape, dtypes: GdnDtypes) -> Vec<KernelKey> {
@@ -240,8 +328,69 @@ operand_table! {
     }
 }
 
+operand_table! {
+    /// The fast path's pack pass (`chunk_pack`, this folder), in binding order: the
+    /// state pass's operands rounded to f16 tiles.
+    pub struct ChunkPackOperands, rows ChunkPackRow, op "chunk_pack", for ChunkShape {
+        use query_key;
+        /// `[B, T]` u32, non-zero = live; `None`: every step is live.
+        [Mask] mask: Option<T>, Control U32 Read Words = mask_len, optional;
+        /// The first pass's W.
+        [W] w: T, Scratch U32 Read Words = w_len;
+        /// The first pass's decayed `Q K^T`.
+        [M] m: T, Scratch U32 Read Words = m_len;
+        /// The first pass's decays.
+        [Decay] decay: T, Scratch U32 Read Words = decay_len;
+        /// W, gam Q, (G_end K)^T and M as f16 tiles (`wgsl/chunk_tiles.wgsl`).
+        [Tiles] tiles: T, Scratch F16 Write Scalars = tiles_len;
+    }
+}
+
+operand_table! {
+    /// The fast path's state pass (`chunk_state_coop`, this folder), in binding order.
+    pub struct ChunkStateCoopOperands, rows ChunkStateCoopRow, op "chunk_state_coop", for ChunkShape {
+        use record_outputs;
+        /// The first pass's U.
+        [U] u: T, Scratch U32 Read Words = u_len;
+        /// The first pass's decays.
+        [Decay] decay: T, Scratch U32 Read Words = decay_len;
+        /// The pack pass's tiles.
+        [Tiles] tiles: T, Scratch F16 Read Scalars = tiles_len;
+    }
+}
+
 struct ChunkWy;
 struct ChunkState;
+struct ChunkPack;
+struct ChunkStateCoop;
+
+impl OpKernel for ChunkPack {
+    fn workgroup_size(&self, _key: &KernelKey) -> u32 {
+        CHUNK_WG
+    }
+    fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
+        KernelKey::chunk_pack(at.dtypes, at.masked)
+    }
+}
+
+impl OpKernel for ChunkStateCoop {
+    fn workgroup_size(&self, _key: &KernelKey) -> u32 {
+        CHUNK_WG
+    }
+    /// The state's transpose in f32 and f16, two f32 `[2C][rows]` blocks (the first
+    /// products, then `M delta`'s halves) and delta in f16.
+    fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
+        let (c, rows, dk) = (key.chunk, key.rows, COOP_MAX_KEY_DIM as u32);
+        dk * rows * (4 + 2) + 2 * (2 * c * rows * 4) + c * rows * 2
+    }
+    fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
+        KernelKey::chunk_state_coop(at.dtypes, true)
+    }
+    /// The final state left out.
+    fn rollback_variants(&self) -> Vec<u16> {
+        vec![0]
+    }
+}
 
 impl OpKernel for ChunkWy {
     fn workgroup_size(&self, _key: &KernelKey) -> u32 {

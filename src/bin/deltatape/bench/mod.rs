@@ -6,7 +6,7 @@ pub mod timestamps;
 
 use crate::grid::GridArgs;
 use crate::progress::Progress;
-use deltatape::{DType, GpuBackend};
+use deltatape::{DType, GpuBackend, GpuOptions};
 use run::{BenchConfig, BenchOp};
 use std::process::ExitCode;
 
@@ -24,6 +24,11 @@ pub struct Args {
     /// Steps per chunk of record_chunked: 16, 32 or 64.
     #[arg(long, default_value = "64")]
     chunk: deltatape::ChunkSize,
+    /// record_chunked's fast path: consent to wgpu's experimental cooperative matrices
+    /// and f16 operands (`ChunkPrecision::FastF16`). It runs where the adapter serves
+    /// it (16x16x16 f16, 32-wide subgroups) at --chunk 64; each row says which form ran.
+    #[arg(long)]
+    fast_f16: bool,
     /// Key heads, value heads, key dim, value dim.
     #[arg(long, value_delimiter = ',', default_value = "16,32,128,128")]
     dims: Vec<usize>,
@@ -95,7 +100,18 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
         repeat_rotate_bytes: args.repeat_rotate_mib << 20,
         chunk: args.chunk,
     };
-    let gpu = GpuBackend::from_env()?;
+    let mut options = GpuOptions::from_env()?;
+    if args.fast_f16 {
+        // SAFETY: `ExperimentalFeatures::enabled` has no precondition on values: its
+        // contract is the caller's acknowledgement that wgpu's experimental features may
+        // have bugs with undefined behaviour, which the person who passes --fast-f16
+        // gives (the flag's help says so). The crate validates every buffer the
+        // cooperative kernels touch, as it does for every kernel.
+        let token = unsafe { deltatape::wgpu::ExperimentalFeatures::enabled() };
+        options.cooperative_matrices = deltatape::CooperativeMatrices::allow(token);
+        options.chunk_precision = deltatape::ChunkPrecision::FastF16;
+    }
+    let gpu = GpuBackend::new(options)?.with_tuning(deltatape::Tuning::from_env()?)?;
     eprintln!("bench on {}", gpu.describe());
     let total = cfg.ops.len() * cfg.dtypes.len() * cfg.batches.len() * cfg.steps.len();
     let mut progress = Progress::new("bench", total);

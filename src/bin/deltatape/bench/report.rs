@@ -44,12 +44,29 @@ pub fn table(run: &BenchRun) -> String {
         }
         let _ = writeln!(s, "  {}", c.clock.name());
     }
+    let split: Vec<&Cell> = run.cells.iter().filter(|c| !c.passes.is_empty()).collect();
+    if !split.is_empty() {
+        s.push_str("passes, each timed alone (best us):\n");
+        for c in split {
+            let (op, dtype, batch, steps) = key(c);
+            let _ = write!(s, "{op:<7} {dtype:<5} {batch:>4} {steps:>3}");
+            for (kernel, us) in &c.passes {
+                let _ = write!(s, "  {kernel} {us:.1}");
+            }
+            s.push('\n');
+        }
+    }
     s
 }
 
-/// A cell's identity, in table and JSON order: op, dtype, B, T.
-fn key(c: &Cell) -> (&'static str, &'static str, usize, usize) {
-    (c.op.name(), c.dtype.name(), c.batch, c.steps)
+/// A cell's identity, in table and JSON order: op (with the form that ran, where the op
+/// has several), dtype, B, T.
+fn key(c: &Cell) -> (String, &'static str, usize, usize) {
+    let op = match c.form {
+        "" => c.op.name().to_string(),
+        form => format!("{}:{form}", c.op.name()),
+    };
+    (op, c.dtype.name(), c.batch, c.steps)
 }
 
 /// A cell's measured numbers, in table order: (JSON key, table header, value, decimals

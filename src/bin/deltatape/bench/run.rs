@@ -107,6 +107,11 @@ impl BenchOp {
 #[derive(Clone, Debug)]
 pub struct Cell {
     pub op: BenchOp,
+    /// Which form of the op ran, where it has several (record_chunked: `portable` or
+    /// `coop-f16`, its fast path on cooperative matrices); empty otherwise.
+    pub form: &'static str,
+    /// A multi-kernel op's passes, each timed alone: (kernel, best microseconds).
+    pub passes: Vec<(&'static str, f64)>,
     pub dtype: DType,
     pub batch: usize,
     pub steps: usize,
@@ -694,9 +699,27 @@ impl Bench<'_> {
             std::slice::from_ref(&prepared.dispatch),
         )?;
         let (best_us, median_us) = best_and_median(times);
+        // A multi-kernel op's passes, each alone (best times).
+        let mut passes = Vec::new();
+        let parts = prepared.dispatch.passes();
+        if parts.len() > 1 {
+            for part in &parts {
+                let times = self
+                    .timer
+                    .time(cfg.warmup, cfg.runs, &|e, ts| part.encode_timed(e, ts))?;
+                passes.push((part.key().op.name(), best_and_median(times).0));
+            }
+        }
         let copy_same_us = self.time_copy(&copy_shape(bytes / 2)?)?;
+        let form = match op {
+            BenchOp::RecordChunked if gpu.chunked_on_matrix_units(&shape, cfg.chunk) => "coop-f16",
+            BenchOp::RecordChunked => "portable",
+            _ => "",
+        };
         Ok(Cell {
             op,
+            form,
+            passes,
             dtype,
             batch,
             steps,

@@ -1,0 +1,30 @@
+#provides TILE_DK, TILES_PER_CHUNK, W_AT, QG_AT, KT_AT, M_AT, tile_at, to_f16_range
+#requires CHUNK
+// The f16 operands of record_chunked's cooperative-matrix state pass, as the pack pass
+// writes them: per (b, hv, chunk), four matrices of 16 x 16 tiles, each tile 256
+// contiguous values, row-major within the tile (a tile loads with stride 16; rows of a
+// wider stride load three times slower on the H200, docs/PERFORMANCE.md). Key columns
+// are padded with zeros to TILE_DK.
+//   W   [C][TILE_DK]   the first pass's W                       at W_AT
+//   QG  [C][TILE_DK]   gam[i] q[i]                              at QG_AT
+//   KT  [TILE_DK][C]   G(C-1, j) k[j], transposed               at KT_AT
+//   M   [C][C]         the first pass's decayed Q K^T           at M_AT
+
+const TILE_DK: u32 = 128u;
+const W_AT: u32 = 0u;
+const QG_AT: u32 = CHUNK * TILE_DK;
+const KT_AT: u32 = 2u * CHUNK * TILE_DK;
+const M_AT: u32 = 3u * CHUNK * TILE_DK;
+const TILES_PER_CHUNK: u32 = 3u * CHUNK * TILE_DK + CHUNK * CHUNK;
+
+// Element (r, c) of a matrix `cols` wide stored as 16 x 16 tiles.
+fn tile_at(r: u32, c: u32, cols: u32) -> u32 {
+    return ((r / 16u) * (cols / 16u) + c / 16u) * 256u + (r % 16u) * 16u + c % 16u;
+}
+
+// x clamped to f16's finite range when it is finite and beyond it, so rounding to f16
+// never makes an infinity of a finite value; infinities and NaN pass through.
+fn to_f16_range(x: f32) -> f32 {
+    let big = abs(x) > 65504.0 && abs(x) <= 0x1.fffffep+127f;
+    return select(x, clamp(x, -65504.0, 65504.0), big);
+}
