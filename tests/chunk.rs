@@ -809,8 +809,25 @@ fn gpu_fast_path_matches_record_in_every_dtype_and_odd_shape() {
     }
 }
 
+/// The fast path's and the CPU record's results for `d` (activations and gates in `A`),
+/// blocked layout, no mask: (fast, record).
+fn fast_and_record<A: Element>(
+    gpu: &deltatape::GpuBackend,
+    shape: &GdnShape,
+    d: &Draw,
+) -> (Recorded<A, f32, f32>, Recorded<A, f32, f32>) {
+    let t = d.typed_gated::<A, A>();
+    let inputs = t.inputs(None);
+    let layout = GqaLayout::Blocked;
+    let want = cpu().record(shape, layout, &inputs, &d.state).unwrap();
+    let got = gpu
+        .record_chunked(shape, layout, ChunkSize::C64, &inputs, &d.state)
+        .unwrap();
+    (got, want)
+}
+
 /// bf16 values beyond f16's range stay finite (clamped to it, as documented), and a
-/// NaN in q makes NaN exactly where record's y has one.
+/// NaN in q makes NaN exactly where record's outputs have one.
 #[test]
 fn gpu_fast_path_keeps_values_beyond_f16_finite_and_nan_where_record_has_it() {
     let Some(gpu) = coop_gpu() else { return };
@@ -818,19 +835,7 @@ fn gpu_fast_path_keeps_values_beyond_f16_finite_and_nan_where_record_has_it() {
     let mut d = draw(&shape, 21);
     d.k[5 * 128 + 3] = 3.0e5;
     d.q[9 * 128 + 7] = -1.0e6;
-    let t = d.typed_gated::<bf16, bf16>();
-    let want: Recorded<bf16, f32, f32> = cpu()
-        .record(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state)
-        .unwrap();
-    let got: Recorded<bf16, f32, f32> = gpu
-        .record_chunked(
-            &shape,
-            GqaLayout::Blocked,
-            ChunkSize::C64,
-            &t.inputs(None),
-            &d.state,
-        )
-        .unwrap();
+    let (got, want) = fast_and_record::<bf16>(&gpu, &shape, &d);
     assert!(want.y.iter().all(|x| x.to_f32().is_finite()));
     let finite = |v: &[f32]| v.iter().all(|x| x.is_finite());
     assert!(got.y.iter().all(|x| x.to_f32().is_finite()), "y");
@@ -838,19 +843,7 @@ fn gpu_fast_path_keeps_values_beyond_f16_finite_and_nan_where_record_has_it() {
 
     let mut d = draw(&shape, 22);
     d.q[9 * 128 + 7] = f32::NAN;
-    let t = d.typed_gated::<f32, f32>();
-    let want: Recorded<f32, f32, f32> = cpu()
-        .record(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state)
-        .unwrap();
-    let got: Recorded<f32, f32, f32> = gpu
-        .record_chunked(
-            &shape,
-            GqaLayout::Blocked,
-            ChunkSize::C64,
-            &t.inputs(None),
-            &d.state,
-        )
-        .unwrap();
+    let (got, want) = fast_and_record::<f32>(&gpu, &shape, &d);
     let nan = |v: &[f32]| v.iter().map(|x| x.is_nan()).collect::<Vec<_>>();
     assert!(nan(&want.y).iter().any(|&x| x));
     assert_eq!(nan(&got.y), nan(&want.y), "y's NaN");

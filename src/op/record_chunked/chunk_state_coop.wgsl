@@ -40,6 +40,20 @@ var<workgroup> x32: array<f32, 2u * CHUNK * BV>;
 var<workgroup> y32: array<f32, 2u * CHUNK * BV>;
 var<workgroup> d16: array<f16, CHUNK * BV>;
 
+// The A operand tile at `at` of the pack pass's tiles.
+fn a_tile(at: u32) -> coop_mat16x16<f16, A> {
+    return coopLoadT<coop_mat16x16<f16, A>>(&tiles_buf[at], 16u);
+}
+
+// The B operand tiles at `at` of the state's transpose and of delta, in f16.
+fn s_tile(at: u32) -> coop_mat16x16<f16, B> {
+    return coopLoadT<coop_mat16x16<f16, B>>(&s16[at], BV);
+}
+
+fn d_tile(at: u32) -> coop_mat16x16<f16, B> {
+    return coopLoadT<coop_mat16x16<f16, B>>(&d16[at], BV);
+}
+
 fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     // No early return (naga then takes the products as outside uniform control flow):
     // a workgroup past the grid's end (a folded grid) walks the last one's chunks and
@@ -79,34 +93,23 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         // together rather than one round trip per product: this subgroup's row tile of W
         // or gam Q (8 tiles), of (G_end K)^T (4) and its half of M's row tile (2).
         let a_at = base + W_AT + role * QG_AT + rt * KT * 256u;
-        let a0 = coopLoadT<coop_mat16x16<f16, A>>(&tiles_buf[a_at], 16u);
-        let a1_at = a_at + 256u;
-        let a1 = coopLoadT<coop_mat16x16<f16, A>>(&tiles_buf[a1_at], 16u);
-        let a2_at = a_at + 512u;
-        let a2 = coopLoadT<coop_mat16x16<f16, A>>(&tiles_buf[a2_at], 16u);
-        let a3_at = a_at + 768u;
-        let a3 = coopLoadT<coop_mat16x16<f16, A>>(&tiles_buf[a3_at], 16u);
-        let a4_at = a_at + 1024u;
-        let a4 = coopLoadT<coop_mat16x16<f16, A>>(&tiles_buf[a4_at], 16u);
-        let a5_at = a_at + 1280u;
-        let a5 = coopLoadT<coop_mat16x16<f16, A>>(&tiles_buf[a5_at], 16u);
-        let a6_at = a_at + 1536u;
-        let a6 = coopLoadT<coop_mat16x16<f16, A>>(&tiles_buf[a6_at], 16u);
-        let a7_at = a_at + 1792u;
-        let a7 = coopLoadT<coop_mat16x16<f16, A>>(&tiles_buf[a7_at], 16u);
+        let a0 = a_tile(a_at);
+        let a1 = a_tile(a_at + 256u);
+        let a2 = a_tile(a_at + 512u);
+        let a3 = a_tile(a_at + 768u);
+        let a4 = a_tile(a_at + 1024u);
+        let a5 = a_tile(a_at + 1280u);
+        let a6 = a_tile(a_at + 1536u);
+        let a7 = a_tile(a_at + 1792u);
         let k_at = base + KT_AT + sg * CT * 256u;
-        let k0 = coopLoadT<coop_mat16x16<f16, A>>(&tiles_buf[k_at], 16u);
-        let k1_at = k_at + 256u;
-        let k1 = coopLoadT<coop_mat16x16<f16, A>>(&tiles_buf[k1_at], 16u);
-        let k2_at = k_at + 512u;
-        let k2 = coopLoadT<coop_mat16x16<f16, A>>(&tiles_buf[k2_at], 16u);
-        let k3_at = k_at + 768u;
-        let k3 = coopLoadT<coop_mat16x16<f16, A>>(&tiles_buf[k3_at], 16u);
+        let k0 = a_tile(k_at);
+        let k1 = a_tile(k_at + 256u);
+        let k2 = a_tile(k_at + 512u);
+        let k3 = a_tile(k_at + 768u);
         // M's column tiles role * 2 and role * 2 + 1 of row tile rt.
         let m_at = base + M_AT + (rt * CT + role * 2u) * 256u;
-        let m0 = coopLoadT<coop_mat16x16<f16, A>>(&tiles_buf[m_at], 16u);
-        let m1_at = m_at + 256u;
-        let m1 = coopLoadT<coop_mat16x16<f16, A>>(&tiles_buf[m1_at], 16u);
+        let m0 = a_tile(m_at);
+        let m1 = a_tile(m_at + 256u);
         var u: array<f32, EPT>;
         for (var l = 0u; l < EPT; l++) {
             let e = li + l * WG_SIZE;
@@ -128,22 +131,14 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
 
         // W S^T (role 0) or (gam Q) S^T (role 1), rows of row tile rt.
         var acc = coop_mat16x16<f32, C>();
-        let s0_at = 0u;
-        acc = coopMultiplyAdd(a0, coopLoadT<coop_mat16x16<f16, B>>(&s16[s0_at], BV), acc);
-        let s1_at = 256u;
-        acc = coopMultiplyAdd(a1, coopLoadT<coop_mat16x16<f16, B>>(&s16[s1_at], BV), acc);
-        let s2_at = 512u;
-        acc = coopMultiplyAdd(a2, coopLoadT<coop_mat16x16<f16, B>>(&s16[s2_at], BV), acc);
-        let s3_at = 768u;
-        acc = coopMultiplyAdd(a3, coopLoadT<coop_mat16x16<f16, B>>(&s16[s3_at], BV), acc);
-        let s4_at = 1024u;
-        acc = coopMultiplyAdd(a4, coopLoadT<coop_mat16x16<f16, B>>(&s16[s4_at], BV), acc);
-        let s5_at = 1280u;
-        acc = coopMultiplyAdd(a5, coopLoadT<coop_mat16x16<f16, B>>(&s16[s5_at], BV), acc);
-        let s6_at = 1536u;
-        acc = coopMultiplyAdd(a6, coopLoadT<coop_mat16x16<f16, B>>(&s16[s6_at], BV), acc);
-        let s7_at = 1792u;
-        acc = coopMultiplyAdd(a7, coopLoadT<coop_mat16x16<f16, B>>(&s16[s7_at], BV), acc);
+        acc = coopMultiplyAdd(a0, s_tile(0u), acc);
+        acc = coopMultiplyAdd(a1, s_tile(256u), acc);
+        acc = coopMultiplyAdd(a2, s_tile(512u), acc);
+        acc = coopMultiplyAdd(a3, s_tile(768u), acc);
+        acc = coopMultiplyAdd(a4, s_tile(1024u), acc);
+        acc = coopMultiplyAdd(a5, s_tile(1280u), acc);
+        acc = coopMultiplyAdd(a6, s_tile(1536u), acc);
+        acc = coopMultiplyAdd(a7, s_tile(1792u), acc);
         let xo = (role * CHUNK + rt * 16u) * BV;
         coopStoreT(acc, &x32[xo], BV);
         workgroupBarrier();
@@ -159,20 +154,14 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
 
         // The state through the chunk: this subgroup's row tile of S^T.
         s = last * s;
-        let d0_at = 0u;
-        s = coopMultiplyAdd(k0, coopLoadT<coop_mat16x16<f16, B>>(&d16[d0_at], BV), s);
-        let d1_at = 256u;
-        s = coopMultiplyAdd(k1, coopLoadT<coop_mat16x16<f16, B>>(&d16[d1_at], BV), s);
-        let d2_at = 512u;
-        s = coopMultiplyAdd(k2, coopLoadT<coop_mat16x16<f16, B>>(&d16[d2_at], BV), s);
-        let d3_at = 768u;
-        s = coopMultiplyAdd(k3, coopLoadT<coop_mat16x16<f16, B>>(&d16[d3_at], BV), s);
+        s = coopMultiplyAdd(k0, d_tile(0u), s);
+        s = coopMultiplyAdd(k1, d_tile(256u), s);
+        s = coopMultiplyAdd(k2, d_tile(512u), s);
+        s = coopMultiplyAdd(k3, d_tile(768u), s);
         // M delta for row tile rt, over half (role) of M's column tiles.
-        let dm0_at = role * 512u;
         var ym = coop_mat16x16<f32, C>();
-        ym = coopMultiplyAdd(m0, coopLoadT<coop_mat16x16<f16, B>>(&d16[dm0_at], BV), ym);
-        let dm1_at = dm0_at + 256u;
-        ym = coopMultiplyAdd(m1, coopLoadT<coop_mat16x16<f16, B>>(&d16[dm1_at], BV), ym);
+        ym = coopMultiplyAdd(m0, d_tile(role * 512u), ym);
+        ym = coopMultiplyAdd(m1, d_tile(role * 512u + 256u), ym);
         let yo = (role * CHUNK + rt * 16u) * BV;
         coopStoreT(ym, &y32[yo], BV);
         workgroupBarrier();
