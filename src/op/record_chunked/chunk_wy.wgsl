@@ -29,7 +29,8 @@ const EPT: u32 = (CHUNK * CHUNK + WG_SIZE - 1u) / WG_SIZE;
 // The blocks of T's blockwise inverse.
 const BLOCK: u32 = 16u;
 const BLOCKS: u32 = CHUNK / BLOCK;
-// Vec4 columns of a W / U tile: one vec4 of the tile per invocation (CHUNK rows).
+// Vec4 columns of a W / U tile: one vec4 of the tile per invocation (CHUNK rows). With
+// WG_SIZE = 256 and CHUNK <= 64 the stage also holds both Gram tiles (4 CHUNK vec4s).
 const TW4: u32 = WG_SIZE / CHUNK;
 const TW: u32 = 4u * TW4;
 
@@ -277,7 +278,8 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
         for (var e = li; e < rb * BLOCK * BLOCK; e += WG_SIZE) {
             let r = (e / BLOCK) % BLOCK;
             let c = e % BLOCK;
-            let xj = e / (BLOCK * BLOCK) * BLOCK; // X_rb,j's first row in the stage, T's column
+            // X_rb,j's first row in the stage, and block j's first column of T.
+            let xj = e / (BLOCK * BLOCK) * BLOCK;
             let lrow = tri(r0 + r);
             var acc = stage_at(xj + r, c);
             for (var s = 0u; s < r; s++) {
