@@ -15,24 +15,101 @@
 //   w[i][:]     = rows of T diag(beta gam) K                           [C][Dk]
 //   u[i][:]     = rows of T diag(beta) V                               [C][Dv]
 //   decay[i]    = gam[i]; decay[C + j] = G(C - 1, j); decay[2C] = gam[C - 1]   [3C]
-// with T = (I + L)^-1, L[i][j] = beta[i] G(i, j) k[i].k[j] (j < i), applied by forward
-// substitution, one column of [W | U] per invocation. G(i, j) = g[j+1] * ... * g[i] is
-// a running product over (j, i], formed only for j <= i. A masked step, and a step past
+// with T = (I + L)^-1, L[i][j] = beta[i] G(i, j) k[i].k[j] (j < i). T is formed in
+// workgroup memory, blockwise (16 x 16 blocks), and W and U are its products with
+// staged tiles of K and V: every step of the solve is spread over the workgroup, with
+// no per-invocation array to index dynamically. G(i, j) = g[j+1] * ... * g[i] is a
+// running product over (j, i], formed only for j <= i. A masked step, and a step past
 // T in the last chunk, is g = 1, beta = 0, k = q = v = 0.
 
-// Columns of k and q staged per barrier pair.
+// Columns of k and q staged per barrier pair (two vec4s a row).
 const TK: u32 = 8u;
 // Gram entries (i, j) each invocation accumulates.
 const EPT: u32 = (CHUNK * CHUNK + WG_SIZE - 1u) / WG_SIZE;
+// The blocks of T's blockwise inverse.
+const BLOCK: u32 = 16u;
+const BLOCKS: u32 = CHUNK / BLOCK;
+// Vec4 columns of a W / U tile: one vec4 of the tile per invocation (CHUNK rows). With
+// WG_SIZE = 256 and CHUNK <= 64 the stage also holds both Gram tiles (4 CHUNK vec4s).
+const TW4: u32 = WG_SIZE / CHUNK;
+const TW: u32 = 4u * TW4;
 
 var<workgroup> gate_sh: array<f32, CHUNK>;
 var<workgroup> beta_sh: array<f32, CHUNK>;
 var<workgroup> gam_sh: array<f32, CHUNK>;
 var<workgroup> live_sh: array<u32, CHUNK>;
-var<workgroup> k_tile: array<f32, CHUNK * TK>;
-var<workgroup> q_tile: array<f32, CHUNK * TK>;
-// L[i][j] (j < i) at i (i - 1) / 2 + j.
+// One vec4 per invocation, shared by the phases in turn: the k and q tiles of the Gram
+// products ([C][TK] each, 4 C vec4s), the columns of T's diagonal blocks ([C][BLOCK]),
+// a block row's partial products ([BLOCK][BLOCK] per block left of the diagonal) and the
+// [C][TW] tiles of the W / U products.
+var<workgroup> stage: array<vec4<f32>, WG_SIZE>;
+// L[i][j] (j < i) at tri(i) + j; from the inverse on, T[i][j] in its place.
 var<workgroup> l_sh: array<f32, CHUNK * (CHUNK - 1u) / 2u>;
+
+// Where row i of a strict lower triangle begins in l_sh.
+fn tri(i: u32) -> u32 {
+    return i * (i - 1u) / 2u;
+}
+
+// The stage as [..][BLOCK] scalars.
+fn stage_at(row: u32, c: u32) -> f32 {
+    let e = row * BLOCK + c;
+    return stage[e / 4u][e % 4u];
+}
+
+fn stage_set(row: u32, c: u32, x: f32) {
+    let e = row * BLOCK + c;
+    stage[e / 4u][e % 4u] = x;
+}
+
+// Column c of a k (or q) row, 0 past Dk.
+fn k_at(row: u32, c: u32, dk: u32) -> f32 {
+    if c < dk {
+        return load1_k(row + c);
+    }
+    return 0.0;
+}
+
+fn q_at(row: u32, c: u32, dk: u32) -> f32 {
+    if c < dk {
+        return load1_q(row + c);
+    }
+    return 0.0;
+}
+
+// Column col of step i's row of [diag(beta gam) K | diag(beta) V] (0 past both, and at a
+// dead step, whatever its k and v hold).
+fn wu_at(d: GdnDims, h: Head, t0: u32, i: u32, col: u32) -> f32 {
+    if live_sh[i] == 0u {
+        return 0.0;
+    }
+    let t = t0 + i;
+    if col < d.key_dim {
+        return beta_sh[i] * gam_sh[i] * load1_k(qk_row(d, h.b, t, h.hk) + col);
+    }
+    if col < d.key_dim + d.value_dim {
+        return beta_sh[i] * load1_v(v_index(d, h.b, t, h.hv, col - d.key_dim));
+    }
+    return 0.0;
+}
+
+// Column col of [W | U]'s scratch row `row` (none past both).
+fn wu_store(d: GdnDims, row: u32, col: u32, x: f32) {
+    if col < d.key_dim {
+        store_w(row * d.key_dim + col, bitcast<u32>(x));
+    } else if col < d.key_dim + d.value_dim {
+        store_u(row * d.value_dim + col - d.key_dim, bitcast<u32>(x));
+    }
+}
+
+fn wu_fetch(d: GdnDims, h: Head, t0: u32, i: u32, col: u32) -> vec4<f32> {
+    return vec4(
+        wu_at(d, h, t0, i, col),
+        wu_at(d, h, t0, i, col + 1u),
+        wu_at(d, h, t0, i, col + 2u),
+        wu_at(d, h, t0, i, col + 3u),
+    );
+}
 
 fn kernel_main(li: u32, wg: u32, sg: u32) {
     // Uniform per workgroup: every barrier below is reached by all or none.
@@ -82,18 +159,22 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
     }
     for (var c0 = 0u; c0 < d.key_dim; c0 += TK) {
         workgroupBarrier(); // the previous tile is read
-        for (var e = li; e < CHUNK * TK; e += WG_SIZE) {
-            let i = e / TK;
-            let c = c0 + e % TK;
-            var kv = 0.0;
-            var qv = 0.0;
-            if c < d.key_dim && live_sh[i] != 0u {
+        // k rows at stage[2 i + x], q rows at stage[2 C + 2 i + x].
+        for (var e = li; e < 4u * CHUNK; e += WG_SIZE) {
+            let i = (e / 2u) % CHUNK;
+            let c = c0 + (e % 2u) * 4u;
+            var v = vec4(0.0);
+            if live_sh[i] != 0u {
                 let row = qk_row(d, h.b, t0 + i, h.hk);
-                kv = load1_k(row + c);
-                qv = load1_q(row + c);
+                if e < 2u * CHUNK {
+                    v = vec4(k_at(row, c, d.key_dim), k_at(row, c + 1u, d.key_dim),
+                        k_at(row, c + 2u, d.key_dim), k_at(row, c + 3u, d.key_dim));
+                } else {
+                    v = vec4(q_at(row, c, d.key_dim), q_at(row, c + 1u, d.key_dim),
+                        q_at(row, c + 2u, d.key_dim), q_at(row, c + 3u, d.key_dim));
+                }
             }
-            k_tile[e] = kv;
-            q_tile[e] = qv;
+            stage[e] = v;
         }
         workgroupBarrier();
         for (var m = 0u; m < EPT; m++) {
@@ -101,11 +182,10 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
             let i = e / CHUNK;
             let j = e % CHUNK;
             if e < CHUNK * CHUNK && j <= i {
-                for (var c = 0u; c < TK; c++) {
-                    let kj = k_tile[j * TK + c];
-                    kk[m] += k_tile[i * TK + c] * kj;
-                    qk[m] += q_tile[i * TK + c] * kj;
-                }
+                let k0 = stage[2u * j];
+                let k1 = stage[2u * j + 1u];
+                kk[m] += dot(stage[2u * i], k0) + dot(stage[2u * i + 1u], k1);
+                qk[m] += dot(stage[2u * (CHUNK + i)], k0) + dot(stage[2u * (CHUNK + i) + 1u], k1);
             }
         }
     }
@@ -143,40 +223,95 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
     }
     workgroupBarrier(); // l_sh is complete
 
-    // W and U, one column of [W | U] per invocation (no barriers in this loop). The
-    // column's k or v values are all loaded before the substitution, so their loads are
-    // in flight together rather than one per step of it.
+    // The first W / U tile's loads, in flight through the inverse: this invocation's
+    // vec4 of each tile is row orow, columns oc .. oc + 3 of the tile.
+    let orow = li / TW4;
+    let ov = li % TW4;
+    let oc = ov * 4u;
+    var next = wu_fetch(d, h, t0, orow, oc);
+
+    // T's diagonal blocks: one invocation per column c of a block (all blocks at once),
+    // by forward substitution, into the stage as [C][BLOCK]:
+    // T[r][c] = -sum_{s=c..r-1} L[r][s] T[s][c], T[c][c] = 1. The stage is free: the last
+    // Gram tile was read before the barrier above.
+    if li < CHUNK {
+        let b0 = li - li % BLOCK;
+        let c = li % BLOCK;
+        for (var r = c + 1u; r < BLOCK; r++) {
+            let lrow = tri(b0 + r) + b0;
+            var acc = l_sh[lrow + c];
+            for (var s = c + 1u; s < r; s++) {
+                acc += l_sh[lrow + s] * stage_at(b0 + s, c);
+            }
+            stage_set(b0 + r, c, -acc);
+        }
+    }
+    workgroupBarrier(); // the diagonal blocks' columns are complete
+    for (var e = li; e < CHUNK * BLOCK; e += WG_SIZE) {
+        let row = e / BLOCK;
+        let c = e % BLOCK;
+        if c < row % BLOCK {
+            l_sh[tri(row) + row - row % BLOCK + c] = stage_at(row, c);
+        }
+    }
+    workgroupBarrier(); // the diagonal blocks of T are in l_sh; the stage is read
+
+    // The blocks left of the diagonal, block row by block row (row rb BLOCK + r, column
+    // j BLOCK + c, j < rb): T[row][col] = -sum_{s=col..row-1} L[row][s] T[s][col], split
+    // at s = rb BLOCK: the part X over the rows of T already formed, then
+    // T_rb,j = -T_rb,rb X_rb,j. X is in the stage as [j][r][c].
+    for (var rb = 1u; rb < BLOCKS; rb++) {
+        let r0 = rb * BLOCK;
+        for (var e = li; e < rb * BLOCK * BLOCK; e += WG_SIZE) {
+            let row = r0 + (e / BLOCK) % BLOCK;
+            let col = e / (BLOCK * BLOCK) * BLOCK + e % BLOCK;
+            let lrow = tri(row);
+            var acc = l_sh[lrow + col]; // T[col][col] = 1
+            var ts = tri(col + 1u) + col; // T[s][col], s = col + 1
+            for (var s = col + 1u; s < r0; s++) {
+                acc += l_sh[lrow + s] * l_sh[ts];
+                ts += s;
+            }
+            stage_set(e / BLOCK, e % BLOCK, acc);
+        }
+        workgroupBarrier(); // X is complete
+        for (var e = li; e < rb * BLOCK * BLOCK; e += WG_SIZE) {
+            let r = (e / BLOCK) % BLOCK;
+            let c = e % BLOCK;
+            // X_rb,j's first row in the stage, and block j's first column of T.
+            let xj = e / (BLOCK * BLOCK) * BLOCK;
+            let lrow = tri(r0 + r);
+            var acc = stage_at(xj + r, c);
+            for (var s = 0u; s < r; s++) {
+                acc += l_sh[lrow + r0 + s] * stage_at(xj + s, c);
+            }
+            // Only block rb's L entries left of the diagonal are replaced: T_rb,rb and
+            // X, which this loop reads, are not.
+            l_sh[lrow + xj + c] = -acc;
+        }
+        workgroupBarrier(); // block row rb of T is complete; X is read
+    }
+
+    // W and U: [W | U] = T [diag(beta gam) K | diag(beta) V], TW columns at a time, the
+    // next tile's loads in flight through each tile's products. T is unit lower
+    // triangular: row orow of the product is that row of the tile plus T[orow][s] times
+    // the rows s < orow.
     let width = d.key_dim + d.value_dim;
-    for (var col = li; col < width; col += WG_SIZE) {
-        var x: array<f32, CHUNK>;
-#unroll
-        for (var i = 0u; i < CHUNK; i++) {
-            let t = t0 + i;
-            var b = 0.0;
-            if live_sh[i] != 0u {
-                if col < d.key_dim {
-                    b = load1_k(qk_row(d, h.b, t, h.hk) + col);
-                } else {
-                    b = load1_v(v_index(d, h.b, t, h.hv, col - d.key_dim));
-                }
-            }
-            x[i] = b;
+    for (var c0 = 0u; c0 < width; c0 += TW) {
+        stage[li] = next;
+        next = wu_fetch(d, h, t0, orow, c0 + TW + oc);
+        workgroupBarrier(); // the tile is staged
+        var acc = stage[li];
+        let lrow = tri(orow);
+        for (var s = 0u; s < orow; s++) {
+            acc += l_sh[lrow + s] * stage[s * TW4 + ov];
         }
-        for (var i = 0u; i < CHUNK; i++) {
-            var acc = beta_sh[i] * x[i];
-            if col < d.key_dim {
-                acc = beta_sh[i] * gam_sh[i] * x[i];
-            }
-            let lrow = i * (i - 1u) / 2u;
-            for (var j = 0u; j < i; j++) {
-                acc -= l_sh[lrow + j] * x[j];
-            }
-            x[i] = acc;
-            if col < d.key_dim {
-                store_w((ch * CHUNK + i) * d.key_dim + col, bitcast<u32>(acc));
-            } else {
-                store_u((ch * CHUNK + i) * d.value_dim + col - d.key_dim, bitcast<u32>(acc));
-            }
-        }
+        let row = ch * CHUNK + orow;
+        let col = c0 + oc;
+        wu_store(d, row, col, acc.x);
+        wu_store(d, row, col + 1u, acc.y);
+        wu_store(d, row, col + 2u, acc.z);
+        wu_store(d, row, col + 3u, acc.w);
+        workgroupBarrier(); // the tile is read
     }
 }

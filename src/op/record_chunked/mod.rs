@@ -76,9 +76,6 @@ const OP: &str = "record_chunked";
 
 /// Invocations per workgroup of both passes.
 pub(crate) const CHUNK_WG: u32 = 256;
-/// Columns of k and q `chunk_wy` stages in workgroup memory per barrier pair (`TK` in
-/// its WGSL).
-const TILE: u32 = 8;
 /// Columns of w and q `chunk_state` stages per barrier pair (`TK` in its WGSL); its state
 /// rows are `Dk` rounded up to whole tiles, at most [`CHUNK_WG`] columns.
 const STATE_TILE: u32 = 16;
@@ -396,11 +393,12 @@ impl OpKernel for ChunkWy {
     fn workgroup_size(&self, _key: &KernelKey) -> u32 {
         CHUNK_WG
     }
-    /// Gates, betas, decays and live flags (`4C`), two k / q tiles (`2 C TILE`) and
-    /// L's strict lower triangle (`C (C - 1) / 2`), 4 bytes each.
+    /// Gates, betas, decays and live flags (`4C`), the stage its phases share (a vec4
+    /// per invocation: `4 CHUNK_WG`) and L's strict lower triangle, then T's
+    /// (`C (C - 1) / 2`), 4 bytes each.
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
         let c = key.chunk;
-        (4 * c + 2 * c * TILE + c * (c - 1) / 2) * 4
+        (4 * c + 4 * CHUNK_WG + c * (c - 1) / 2) * 4
     }
     /// One chunk size here; `extra_keys` adds the others.
     fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
