@@ -43,6 +43,7 @@ pub const SOURCES: &[(&str, &str)] = sources![
     "accepted_count",
     "bf16",
     "chunk_params",
+    "chunk_solve",
     "chunk_tiles",
     "entry",
     "entry_subgroup",

@@ -5,7 +5,8 @@
 #import entry
 #import head_at
 #import chunk_params
-#provides kernel_main
+#import chunk_solve
+#provides kernel_main, l_sh, stage_at, stage_set
 #requires load1_q, load1_k, load1_v, load1_g, load1_beta, store_w, store_u, store_m, store_decay
 #requires qk_row, v_index, gate_index, mask_index, key_head, CHUNK, WG_SIZE
 // record_chunked, first pass (cpu.rs beside it has the math): one workgroup per
@@ -26,9 +27,6 @@
 const TK: u32 = 8u;
 // Gram entries (i, j) each invocation accumulates.
 const EPT: u32 = (CHUNK * CHUNK + WG_SIZE - 1u) / WG_SIZE;
-// The blocks of T's blockwise inverse.
-const BLOCK: u32 = 16u;
-const BLOCKS: u32 = CHUNK / BLOCK;
 // Vec4 columns of a W / U tile: one vec4 of the tile per invocation (CHUNK rows). With
 // WG_SIZE = 256 and CHUNK <= 64 the stage also holds both Gram tiles (4 CHUNK vec4s).
 const TW4: u32 = WG_SIZE / CHUNK;
@@ -45,11 +43,6 @@ var<workgroup> live_sh: array<u32, CHUNK>;
 var<workgroup> stage: array<vec4<f32>, WG_SIZE>;
 // L[i][j] (j < i) at tri(i) + j; from the inverse on, T[i][j] in its place.
 var<workgroup> l_sh: array<f32, CHUNK * (CHUNK - 1u) / 2u>;
-
-// Where row i of a strict lower triangle begins in l_sh.
-fn tri(i: u32) -> u32 {
-    return i * (i - 1u) / 2u;
-}
 
 // The stage as [..][BLOCK] scalars.
 fn stage_at(row: u32, c: u32) -> f32 {
@@ -230,67 +223,7 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
     let oc = ov * 4u;
     var next = wu_fetch(d, h, t0, orow, oc);
 
-    // T's diagonal blocks: one invocation per column c of a block (all blocks at once),
-    // by forward substitution, into the stage as [C][BLOCK]:
-    // T[r][c] = -sum_{s=c..r-1} L[r][s] T[s][c], T[c][c] = 1. The stage is free: the last
-    // Gram tile was read before the barrier above.
-    if li < CHUNK {
-        let b0 = li - li % BLOCK;
-        let c = li % BLOCK;
-        for (var r = c + 1u; r < BLOCK; r++) {
-            let lrow = tri(b0 + r) + b0;
-            var acc = l_sh[lrow + c];
-            for (var s = c + 1u; s < r; s++) {
-                acc += l_sh[lrow + s] * stage_at(b0 + s, c);
-            }
-            stage_set(b0 + r, c, -acc);
-        }
-    }
-    workgroupBarrier(); // the diagonal blocks' columns are complete
-    for (var e = li; e < CHUNK * BLOCK; e += WG_SIZE) {
-        let row = e / BLOCK;
-        let c = e % BLOCK;
-        if c < row % BLOCK {
-            l_sh[tri(row) + row - row % BLOCK + c] = stage_at(row, c);
-        }
-    }
-    workgroupBarrier(); // the diagonal blocks of T are in l_sh; the stage is read
-
-    // The blocks left of the diagonal, block row by block row (row rb BLOCK + r, column
-    // j BLOCK + c, j < rb): T[row][col] = -sum_{s=col..row-1} L[row][s] T[s][col], split
-    // at s = rb BLOCK: the part X over the rows of T already formed, then
-    // T_rb,j = -T_rb,rb X_rb,j. X is in the stage as [j][r][c].
-    for (var rb = 1u; rb < BLOCKS; rb++) {
-        let r0 = rb * BLOCK;
-        for (var e = li; e < rb * BLOCK * BLOCK; e += WG_SIZE) {
-            let row = r0 + (e / BLOCK) % BLOCK;
-            let col = e / (BLOCK * BLOCK) * BLOCK + e % BLOCK;
-            let lrow = tri(row);
-            var acc = l_sh[lrow + col]; // T[col][col] = 1
-            var ts = tri(col + 1u) + col; // T[s][col], s = col + 1
-            for (var s = col + 1u; s < r0; s++) {
-                acc += l_sh[lrow + s] * l_sh[ts];
-                ts += s;
-            }
-            stage_set(e / BLOCK, e % BLOCK, acc);
-        }
-        workgroupBarrier(); // X is complete
-        for (var e = li; e < rb * BLOCK * BLOCK; e += WG_SIZE) {
-            let r = (e / BLOCK) % BLOCK;
-            let c = e % BLOCK;
-            // X_rb,j's first row in the stage, and block j's first column of T.
-            let xj = e / (BLOCK * BLOCK) * BLOCK;
-            let lrow = tri(r0 + r);
-            var acc = stage_at(xj + r, c);
-            for (var s = 0u; s < r; s++) {
-                acc += l_sh[lrow + r0 + s] * stage_at(xj + s, c);
-            }
-            // Only block rb's L entries left of the diagonal are replaced: T_rb,rb and
-            // X, which this loop reads, are not.
-            l_sh[lrow + xj + c] = -acc;
-        }
-        workgroupBarrier(); // block row rb of T is complete; X is read
-    }
+    invert_unit_lower(li);
 
     // W and U: [W | U] = T [diag(beta gam) K | diag(beta) V], TW columns at a time, the
     // next tile's loads in flight through each tile's products. T is unit lower

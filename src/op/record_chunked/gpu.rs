@@ -2,7 +2,7 @@
 //! the host call.
 
 use super::{
-    ChunkPackOperands, ChunkShape, ChunkSize, ChunkStateCoopOperands, ChunkStateOperands,
+    ChunkShape, ChunkSize, ChunkStateCoopOperands, ChunkStateOperands, ChunkWyCoopOperands,
     ChunkWyOperands, OP,
 };
 use crate::dtype::{DType, GdnDtypes};
@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::gpu::backend::GpuBackend;
 use crate::gpu::encode::{check_key_dim, gdn_params, Plan, Prepared};
 use crate::op::kernel::KernelKey;
+use crate::op::operand::OperandSpec;
 use crate::op::record::RecordBuffers;
 use crate::shape::{GdnShape, GqaLayout};
 
@@ -20,8 +21,8 @@ impl GpuBackend {
     /// form: giving them is an error. The two passes' scratch is allocated here and
     /// kept by the dispatch: `4 * B * Hv * ceil(T / C) * C * (Dk + Dv + C + 3)` bytes
     /// (W, U, the decayed `Q K^T` and the decays, in f32), and on the fast path
-    /// ([`GpuBackend::chunked_on_matrix_units`]) `2 * B * Hv * ceil(T / C) * C * (384 + C)`
-    /// bytes more (its f16 tiles).
+    /// ([`GpuBackend::chunked_on_matrix_units`]) `B * Hv * ceil(T / C) * C * (4 Dv +
+    /// 12 + 2 (384 + C))` bytes (U and the decays in f32, the f16 tiles).
     pub fn prepare_record_chunked(
         &self,
         shape: &GdnShape,
@@ -35,33 +36,21 @@ impl GpuBackend {
         check_pairs(shape, &dtypes)?;
         check_first_pass_reads_unwritten(buffers)?;
         let cshape = ChunkShape::new(*shape, chunk);
+        if self.chunked_on_matrix_units(shape, chunk) {
+            return self.prepare_chunked_fast(&cshape, layout, dtypes, buffers);
+        }
         let masked = buffers.mask.is_some();
-        let coop = self.chunked_on_matrix_units(shape, chunk);
         let wy_key = KernelKey::chunk_wy(shape, dtypes, chunk, masked);
-        let state_out = buffers.state_out.is_some();
-        let state_key = if coop {
-            KernelKey::chunk_state_coop(dtypes, state_out)
-        } else {
-            KernelKey::chunk_state(shape, dtypes, chunk, masked, state_out)
-        };
-        let chunks = cshape.chunks() as u64;
-        let heads = shape.batch() as u64 * shape.value_heads() as u64;
-        let row_blocks = (shape.value_dim() as u64).div_ceil(state_key.rows as u64);
-        let scratch = self.chunk_scratch(&cshape, coop)?;
+        let state_key =
+            KernelKey::chunk_state(shape, dtypes, chunk, masked, buffers.state_out.is_some());
+        let passes = Passes::new(&cshape, layout, &state_key);
+        let scratch = self.chunk_scratch(&[
+            ("w", cshape.w_len(), 4),
+            ("u", cshape.u_len(), 4),
+            ("m", cshape.m_len(), 4),
+            ("decay", cshape.decay_len(), 4),
+        ])?;
         let [w, u, m, decay] = [&scratch[0], &scratch[1], &scratch[2], &scratch[3]];
-        // Both passes' parameters: record's, with the state's row blocks and the chunks.
-        let params = |key: &KernelKey, workgroups: u64| -> Result<[u32; 12]> {
-            let mut p = gdn_params(OP, shape, layout, key, workgroups)?;
-            p[9] = row_blocks as u32;
-            p[11] = u32::try_from(chunks).map_err(|_| Error::DimTooLarge {
-                op: OP,
-                arg: "steps",
-                actual: chunks,
-                max: u32::MAX as u64,
-            })?;
-            Ok(p)
-        };
-        let wy_groups = heads * chunks;
         let wy_buffers = ChunkWyOperands {
             q: buffers.q,
             k: buffers.k,
@@ -74,43 +63,11 @@ impl GpuBackend {
             m,
             decay,
         };
-        let specs = ChunkWyOperands::<()>::SPECS;
-        let p = params(&wy_key, wy_groups)?;
-        let plan = Plan::new(OP, wy_key, &p, wy_groups, &cshape, specs);
-        let wy = self.prepare(plan.bind(wy_buffers.slots()))?;
-        let state_groups = heads * row_blocks;
-        if coop {
-            let tiles = &scratch[4];
-            let pack_key = KernelKey::chunk_pack(dtypes, masked);
-            let pack_buffers = ChunkPackOperands {
-                q: buffers.q,
-                k: buffers.k,
-                mask: buffers.mask,
-                w,
-                m,
-                decay,
-                tiles,
-            };
-            let specs = ChunkPackOperands::<()>::SPECS;
-            let p = params(&pack_key, wy_groups)?;
-            let plan = Plan::new(OP, pack_key, &p, wy_groups, &cshape, specs);
-            let pack = self.prepare(plan.bind(pack_buffers.slots()))?;
-            let state_buffers = ChunkStateCoopOperands {
-                state_in: buffers.state_in,
-                y: buffers.y,
-                state_out: buffers.state_out,
-                delta: buffers.delta,
-                mask: None,
-                u,
-                decay,
-                tiles,
-            };
-            let specs = ChunkStateCoopOperands::<()>::SPECS;
-            let p = params(&state_key, state_groups)?;
-            let plan = Plan::new(OP, state_key, &p, state_groups, &cshape, specs);
-            let state = self.prepare(plan.bind(state_buffers.slots()))?;
-            return Ok(wy.then(pack, Vec::new()).then(state, scratch));
-        }
+        let wy = self.prepare(
+            passes
+                .first(wy_key, ChunkWyOperands::<()>::SPECS)?
+                .bind(wy_buffers.slots()),
+        )?;
         let state_buffers = ChunkStateOperands {
             q: buffers.q,
             k: buffers.k,
@@ -124,28 +81,72 @@ impl GpuBackend {
             m,
             decay,
         };
-        let specs = ChunkStateOperands::<()>::SPECS;
-        let p = params(&state_key, state_groups)?;
-        let plan = Plan::new(OP, state_key, &p, state_groups, &cshape, specs);
-        let state = self.prepare(plan.bind(state_buffers.slots()))?;
+        let state = self.prepare(
+            passes
+                .second(state_key, ChunkStateOperands::<()>::SPECS)?
+                .bind(state_buffers.slots()),
+        )?;
         Ok(wy.then(state, scratch))
     }
 
-    /// The scratch between the passes, W, U, M and the decays in f32, and on the fast
-    /// path the f16 tiles: each within the device's binding limit.
-    fn chunk_scratch(&self, cshape: &ChunkShape, coop: bool) -> Result<Vec<wgpu::Buffer>> {
-        let mut lens = vec![
-            ("w", cshape.w_len(), 4),
+    /// The fast path's two dispatches (both on the matrix units, C = 64).
+    fn prepare_chunked_fast(
+        &self,
+        cshape: &ChunkShape,
+        layout: GqaLayout,
+        dtypes: GdnDtypes,
+        buffers: &RecordBuffers<'_>,
+    ) -> Result<Prepared> {
+        let wy_key = KernelKey::chunk_wy_coop(dtypes, buffers.mask.is_some());
+        let state_key = KernelKey::chunk_state_coop(dtypes, buffers.state_out.is_some());
+        let passes = Passes::new(cshape, layout, &state_key);
+        let scratch = self.chunk_scratch(&[
             ("u", cshape.u_len(), 4),
-            ("m", cshape.m_len(), 4),
             ("decay", cshape.decay_len(), 4),
-        ];
-        if coop {
-            lens.push(("tiles", cshape.tiles_len(), 2));
-        }
+            ("tiles", cshape.tiles_len(), 2),
+        ])?;
+        let [u, decay, tiles] = [&scratch[0], &scratch[1], &scratch[2]];
+        let wy_buffers = ChunkWyCoopOperands {
+            q: buffers.q,
+            k: buffers.k,
+            v: buffers.v,
+            g: buffers.g,
+            beta: buffers.beta,
+            mask: buffers.mask,
+            u,
+            decay,
+            tiles,
+        };
+        let wy = self.prepare(
+            passes
+                .first(wy_key, ChunkWyCoopOperands::<()>::SPECS)?
+                .bind(wy_buffers.slots()),
+        )?;
+        // Masked steps are zero in the tiles and U: the state pass needs no mask.
+        let state_buffers = ChunkStateCoopOperands {
+            state_in: buffers.state_in,
+            y: buffers.y,
+            state_out: buffers.state_out,
+            delta: buffers.delta,
+            mask: None,
+            u,
+            decay,
+            tiles,
+        };
+        let state = self.prepare(
+            passes
+                .second(state_key, ChunkStateCoopOperands::<()>::SPECS)?
+                .bind(state_buffers.slots()),
+        )?;
+        Ok(wy.then(state, scratch))
+    }
+
+    /// The scratch between the passes, `(name, elements, bytes each)`: each within the
+    /// device's binding limit.
+    fn chunk_scratch(&self, lens: &[(&'static str, usize, u64)]) -> Result<Vec<wgpu::Buffer>> {
         let device = self.device();
         let mut scratch = Vec::with_capacity(lens.len());
-        for (arg, len, size) in lens {
+        for &(arg, len, size) in lens {
             let bytes = (len as u64)
                 .checked_mul(size)
                 .ok_or(Error::Overflow { op: OP, arg })?;
@@ -167,6 +168,63 @@ impl GpuBackend {
             }));
         }
         Ok(scratch)
+    }
+}
+
+/// What both passes' plans share: record's parameters with the state pass's row blocks
+/// and the chunks; the first pass runs one workgroup per (b, hv, chunk), the second
+/// one per (b, hv, row block).
+struct Passes<'a> {
+    cshape: &'a ChunkShape,
+    layout: GqaLayout,
+    row_blocks: u64,
+    chunks: u64,
+    heads: u64,
+}
+
+impl<'a> Passes<'a> {
+    fn new(cshape: &'a ChunkShape, layout: GqaLayout, state_key: &KernelKey) -> Self {
+        let shape = cshape.gdn();
+        Passes {
+            cshape,
+            layout,
+            row_blocks: (shape.value_dim() as u64).div_ceil(state_key.rows as u64),
+            chunks: cshape.chunks() as u64,
+            heads: shape.batch() as u64 * shape.value_heads() as u64,
+        }
+    }
+
+    fn first(
+        &self,
+        key: KernelKey,
+        specs: &'static [OperandSpec<ChunkShape>],
+    ) -> Result<Plan<'a, ChunkShape>> {
+        self.plan(key, self.heads * self.chunks, specs)
+    }
+
+    fn second(
+        &self,
+        key: KernelKey,
+        specs: &'static [OperandSpec<ChunkShape>],
+    ) -> Result<Plan<'a, ChunkShape>> {
+        self.plan(key, self.heads * self.row_blocks, specs)
+    }
+
+    fn plan(
+        &self,
+        key: KernelKey,
+        workgroups: u64,
+        specs: &'static [OperandSpec<ChunkShape>],
+    ) -> Result<Plan<'a, ChunkShape>> {
+        let mut p = gdn_params(OP, self.cshape.gdn(), self.layout, &key, workgroups)?;
+        p[9] = self.row_blocks as u32;
+        p[11] = u32::try_from(self.chunks).map_err(|_| Error::DimTooLarge {
+            op: OP,
+            arg: "steps",
+            actual: self.chunks,
+            max: u32::MAX as u64,
+        })?;
+        Ok(Plan::new(OP, key, &p, workgroups, self.cshape, specs))
     }
 }
 
