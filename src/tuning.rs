@@ -50,6 +50,11 @@ pub enum Threshold {
     ConvCopyDispatchFrom,
     /// Microseconds a wait polls the device before it blocks (`GpuOptions::spin`).
     SpinMicros,
+    /// Record runs in the chunked form on the matrix units from this many steps, where
+    /// the backend may (see [`ShapeClass::chunked`]) ...
+    ChunkedFromSteps,
+    /// ... and the batch has at most this many (sequence, value head) pairs.
+    ChunkedMaxHeads,
 }
 
 /// One row of the table: a threshold's value, why it has it, and where that was measured.
@@ -63,7 +68,7 @@ pub struct ThresholdRow {
 }
 
 impl Threshold {
-    pub const ALL: [Threshold; 14] = [
+    pub const ALL: [Threshold; 16] = [
         Threshold::RecordElementsPerLane,
         Threshold::ReplayElementsPerLane,
         Threshold::ReplayElementsPerLaneLong,
@@ -78,6 +83,8 @@ impl Threshold {
         Threshold::MaxStageItems,
         Threshold::ConvCopyDispatchFrom,
         Threshold::SpinMicros,
+        Threshold::ChunkedFromSteps,
+        Threshold::ChunkedMaxHeads,
     ];
 
     /// The threshold's value.
@@ -94,7 +101,7 @@ impl Threshold {
 /// [`Threshold::row`]'s table, in the enum's order (a test checks it): one row a line,
 /// so that it reads as the table it is.
 #[rustfmt::skip]
-const TABLE: [ThresholdRow; 14] = [
+const TABLE: [ThresholdRow; 16] = [
     ThresholdRow { name: "record_elements_per_lane", value: 32, reason: "4 lanes a row at Dk = 128: two shuffle levels per reduction; 8 lanes lost 5-32% on large grids", source: "h200-2026-12-01-class-sweep.txt" },
     ThresholdRow { name: "replay_elements_per_lane", value: 8, reason: "16 lanes a row up to T = 8 (B = 64, T = 8: 78 us against 82 with 8 lanes; the round 0.4-1% faster)", source: "h200-2026-11-30-replay-lanes-ab.txt" },
     ThresholdRow { name: "replay_elements_per_lane_long", value: 16, reason: "8 lanes a row past T = 8 (B = 256, T = 16: 369 us against 381); 16 lanes, 16-step chunks and 2 rows per invocation tie or lose", source: "h200-2026-11-30-replay-lanes-ab.txt, h200-2026-12-01-class-sweep.txt" },
@@ -109,6 +116,8 @@ const TABLE: [ThresholdRow; 14] = [
     ThresholdRow { name: "max_stage_items", value: 4, reason: "small workgroups (tiny Dk or Dv) would unroll many staging loads per invocation, which costs compile time (lavapipe: seconds) for no speed", source: "not measured on the H200: compile time on lavapipe" },
     ThresholdRow { name: "conv_copy_dispatch_from", value: 2 << 20, reason: "copy_buffer_to_buffer moved about 400 GB/s (32 MiB, B = 64, T = 16: about 80 us); at 1 MiB and below the dispatch and its barrier cost more than the transfer (B = 1, T = 8: 575 against 491 us)", source: "h200-2026-11-30-conv-copy-ab.txt" },
     ThresholdRow { name: "spin_micros", value: 2000, reason: "a blocking wait sleeps until the driver wakes the thread, which added 35-100 us to a resident round; waits longer than this block", source: "h200-2026-12-01-spin-ab.txt" },
+    ThresholdRow { name: "chunked_from_steps", value: 2048, reason: "the fast path against record, bf16, B = 1 (32 heads): 1112 against 1138 us at T = 2048, 4156 against 4524 at T = 8192; shorter T not measured", source: "h200-2026-12-03-fast-path-closing.txt" },
+    ThresholdRow { name: "chunked_max_heads", value: 32, reason: "the fast path's passes grow with the heads where record's grid fills the GPU: at B = 4 (128 heads) it was 1.9x record (bf16 T = 8192: 16020 against 8405 us)", source: "h200-2026-12-03-fast-path-closing.txt" },
 ];
 
 /// Overrides of the shape class a kernel key picks for record or replay (`None`: the
@@ -129,6 +138,13 @@ pub struct ShapeClass {
     /// record and fold_record: keep the state as a scale times its registers
     /// (`KernelKey::scaled_state`). Record's class only.
     pub scaled_state: Option<bool>,
+    /// record only: run the chunked form on the matrix units (`record_chunked`'s fast
+    /// path, C = 64) where the backend may: it has cooperative matrices and
+    /// [`crate::ChunkPrecision::FastF16`], `Dk <= 128`, and the call binds neither of
+    /// the tape's copies (the chunked form writes y, delta and the state). `None`:
+    /// from [`Threshold::ChunkedFromSteps`] steps on, up to
+    /// [`Threshold::ChunkedMaxHeads`] (sequence, value head) pairs.
+    pub chunked: Option<bool>,
 }
 
 impl ShapeClass {
@@ -165,6 +181,12 @@ impl ShapeClass {
             return bad(
                 "early_fold",
                 "replay has no early fold: the value would do nothing",
+            );
+        }
+        if replay && self.chunked.is_some() {
+            return bad(
+                "chunked",
+                "replay has no chunked form: the value would do nothing",
             );
         }
         if replay && self.scaled_state.is_some() {
@@ -220,6 +242,7 @@ impl ShapeClass {
             chunk: read("CHUNK")?,
             early_fold: flag("EARLY")?,
             scaled_state: flag("SCALED")?,
+            chunked: flag("CHUNKED")?,
         })
     }
 }

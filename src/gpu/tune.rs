@@ -20,6 +20,7 @@ use crate::op::kernel::{KernelKey, Op};
 use crate::op::operand::OperandSpec;
 use crate::op::record::RecordBuffers;
 use crate::op::record::RecordOperands;
+use crate::op::record_chunked::{chunked_by_default, COOP_CHUNK};
 use crate::op::replay::ReplayBuffers;
 use crate::op::replay::ReplayOperands;
 use crate::shape::{GdnShape, GqaLayout};
@@ -80,8 +81,9 @@ impl GpuBackend {
     /// `dtypes` on this backend's adapter and return the fastest as a [`Tuning`] (for
     /// [`GpuBackend::with_tuning`]). Candidates are the table's class and its
     /// neighbours, one parameter changed at a time (lanes halved or doubled, rows per
-    /// invocation, chunk, record's scaled state); a candidate replaces the default only
-    /// when it is clearly faster. Timed by GPU timestamps when the adapter has them and
+    /// invocation, chunk, record's scaled state, and record's other form where it may
+    /// take the chunked one: [`ShapeClass::chunked`]); a candidate replaces the default
+    /// only when it is clearly faster. Timed by GPU timestamps when the adapter has them and
     /// they pass the crate's checks, else by wall clock (submit to completion).
     ///
     /// Choices already measured for this adapter (in this process, or in
@@ -243,6 +245,14 @@ impl GpuBackend {
         }
         let replay = op == Op::Replay;
         let mut keys: Vec<KernelKey> = Vec::new();
+        // The chunked form is one candidate more, whose record key is the default's.
+        let chunked =
+            (op == Op::Record && self.chunked_on_matrix_units(shape, COOP_CHUNK)).then(|| {
+                ShapeClass {
+                    chunked: Some(!chunked_by_default(shape)),
+                    ..none
+                }
+            });
         list.retain(|class| {
             if class.check(OP, replay).is_err() {
                 return false;
@@ -252,6 +262,7 @@ impl GpuBackend {
             keys.push(k);
             new
         });
+        list.extend(chunked);
         list
     }
 
@@ -506,7 +517,7 @@ fn to_text(tuning: &Tuning, adapter: &AdapterKey) -> String {
         let (s, d) = (&c.shape, &c.dtypes);
         let _ = writeln!(
             out,
-            "choice\top={}\tshape={},{},{},{},{},{}\tdtypes={},{},{},{}\tlanes={}\trows={}\trpt={}\tchunk={}\tearly={}\tscaled={}\tus={:.3}\tdefault_us={:.3}\tclock={}",
+            "choice\top={}\tshape={},{},{},{},{},{}\tdtypes={},{},{},{}\tlanes={}\trows={}\trpt={}\tchunk={}\tearly={}\tscaled={}\tchunked={}\tus={:.3}\tdefault_us={:.3}\tclock={}",
             c.op.name(),
             s.batch(),
             s.steps(),
@@ -524,6 +535,7 @@ fn to_text(tuning: &Tuning, adapter: &AdapterKey) -> String {
             opt(c.class.chunk),
             flag(c.class.early_fold),
             flag(c.class.scaled_state),
+            flag(c.class.chunked),
             c.micros,
             c.default_micros,
             if c.gpu_clock { "gpu" } else { "wall" },
@@ -620,6 +632,12 @@ fn parse(text: &str) -> std::result::Result<Tuning, ParseError> {
             chunk: f.optional("chunk")?,
             early_fold: f.flag("early")?,
             scaled_state: f.flag("scaled")?,
+            // Files written before the field was: the default.
+            chunked: if f.has("chunked") {
+                f.flag("chunked")?
+            } else {
+                None
+            },
         };
         class
             .check(op.name(), op == Op::Replay)
@@ -676,6 +694,10 @@ impl<'a> Fields<'a> {
             })
             .collect::<std::result::Result<_, _>>()?;
         Ok(Fields { line, pairs })
+    }
+
+    fn has(&self, key: &str) -> bool {
+        self.pairs.iter().any(|(k, _)| *k == key)
     }
 
     fn get(&self, key: &str) -> std::result::Result<&'a str, ParseError> {

@@ -22,6 +22,7 @@ use super::kernel::{KernelKey, KeyAt, Op, OpInfo, OpKernel};
 use super::operand::operand_table;
 use crate::dtype::{DType, GdnDtypes};
 use crate::shape::GdnShape;
+use crate::tuning::Threshold;
 
 pub(crate) mod cpu;
 mod gpu;
@@ -72,6 +73,14 @@ pub(crate) const COOP_MAX_KEY_DIM: usize = 128;
 const COOP_ROWS: u32 = 16;
 /// The one chunk size of the cooperative path (its subgroup roles are laid out for it).
 pub(crate) const COOP_CHUNK: ChunkSize = ChunkSize::C64;
+
+/// Whether `record` at `shape` takes the chunked form on the matrix units when the
+/// tuning has no measured choice and the backend may ([`crate::tuning::ShapeClass::chunked`]).
+pub(crate) fn chunked_by_default(shape: &GdnShape) -> bool {
+    let heads = shape.batch() as u64 * shape.value_heads() as u64;
+    shape.steps() as u64 >= Threshold::ChunkedFromSteps.value()
+        && heads <= Threshold::ChunkedMaxHeads.value()
+}
 
 /// The op's name, in errors.
 const OP: &str = "record_chunked";

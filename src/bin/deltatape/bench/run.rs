@@ -31,6 +31,7 @@
 
 use super::timestamps::{self, Clock, Untrusted};
 use deltatape::gpu::{Prepared, RecordBuffers, RepeatBuffers, ReplayBuffers};
+use deltatape::internals::Op;
 use deltatape::wgpu;
 use deltatape::ChunkSize;
 use deltatape::{DType, Error, GdnDtypes, GdnShape, GpuBackend, GqaLayout, RepeatShape, Result};
@@ -107,8 +108,9 @@ impl BenchOp {
 #[derive(Clone, Debug)]
 pub struct Cell {
     pub op: BenchOp,
-    /// Which form of the op ran, where it has several (record_chunked: `portable` or
-    /// `coop-f16`, its fast path on cooperative matrices); empty otherwise.
+    /// Which chunked form ran, if one did (record_chunked's `portable` or `coop-f16`,
+    /// its fast path on cooperative matrices, which record also takes from a length
+    /// on); empty otherwise.
     pub form: &'static str,
     /// A multi-kernel op's passes, each timed alone: (kernel, best microseconds).
     pub passes: Vec<(&'static str, f64)>,
@@ -711,10 +713,14 @@ impl Bench<'_> {
             }
         }
         let copy_same_us = self.time_copy(&copy_shape(bytes / 2)?)?;
-        let form = match op {
-            BenchOp::RecordChunked if gpu.chunked_on_matrix_units(&shape, cfg.chunk) => "coop-f16",
-            BenchOp::RecordChunked => "portable",
-            _ => "",
+        // Which form ran, from the kernels the dispatch runs.
+        let ops: Vec<Op> = prepared.dispatch.keys().iter().map(|k| k.op).collect();
+        let form = if ops.iter().any(|op| op.coop()) {
+            "coop-f16"
+        } else if ops.contains(&Op::ChunkWy) {
+            "portable"
+        } else {
+            ""
         };
         Ok(Cell {
             op,
