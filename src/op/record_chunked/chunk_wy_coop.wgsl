@@ -29,6 +29,8 @@ const KQ: u32 = 32u;
 const KQ_ROUNDS: u32 = TILE_DK / KQ;
 // (i, j) elements of a C x C matrix per invocation.
 const EPT: u32 = CHUNK * CHUNK / WG_SIZE;
+// Elements of a [C][KQ] block per invocation.
+const ELEMS: u32 = CHUNK * KQ / WG_SIZE;
 const SUBGROUP_WIDTH: u32 = 32u;
 
 var<workgroup> gate_sh: array<f32, CHUNK>;
@@ -65,6 +67,60 @@ fn a_at(at: u32, stride: u32) -> coop_mat16x16<f16, A> {
 
 fn b_at(at: u32, stride: u32) -> coop_mat16x16<f16, B> {
     return coopLoadT<coop_mat16x16<f16, B>>(&b16[at], stride);
+}
+
+// One Gram round's loads of an invocation, issued together before any store: its
+// elements of K and Q (row-major [C][KQ]) and of K^T (neighbouring invocations,
+// neighbouring steps: the tiles' order), key columns c0 on; 0 past Dk and at a dead
+// step.
+struct GramLoads {
+    k: array<f32, ELEMS>,
+    q: array<f32, ELEMS>,
+    kt: array<f32, ELEMS>,
+}
+
+fn gram_loads(d: GdnDims, h: Head, t0: u32, li: u32, c0: u32) -> GramLoads {
+    var r: GramLoads;
+    for (var l = 0u; l < ELEMS; l++) {
+        let e = li + l * WG_SIZE;
+        let i = e / KQ;
+        let c = c0 + e % KQ;
+        r.k[l] = 0.0;
+        r.q[l] = 0.0;
+        if live_sh[i] != 0u && c < d.key_dim {
+            let row = qk_row(d, h.b, t0 + i, h.hk);
+            r.k[l] = load1_k(row + c);
+            r.q[l] = load1_q(row + c);
+        }
+        let j = e % CHUNK;
+        let ct = c0 + e / CHUNK;
+        r.kt[l] = 0.0;
+        if live_sh[j] != 0u && ct < d.key_dim {
+            r.kt[l] = load1_k(qk_row(d, h.b, t0 + j, h.hk) + ct);
+        }
+    }
+    return r;
+}
+
+// An invocation's elements of the [C][KQ] block of [diag(beta gam) K | diag(beta) V]
+// at columns c0 on (TILE_DK key columns, zero past Dk, then Dv value columns), loads
+// issued together; 0 at a dead step.
+fn wu_loads(d: GdnDims, h: Head, t0: u32, li: u32, c0: u32) -> array<f32, ELEMS> {
+    var r: array<f32, ELEMS>;
+    for (var l = 0u; l < ELEMS; l++) {
+        let e = li + l * WG_SIZE;
+        let i = e / KQ;
+        let c = c0 + e % KQ;
+        r[l] = 0.0;
+        if live_sh[i] != 0u {
+            if c < d.key_dim {
+                r[l] = beta_sh[i] * gam_sh[i] * load1_k(qk_row(d, h.b, t0 + i, h.hk) + c);
+            } else if c >= TILE_DK && c - TILE_DK < d.value_dim {
+                r[l] = beta_sh[i] * load1_v(v_index(d, h.b, t0 + i, h.hv, c - TILE_DK));
+            }
+        }
+    }
+    return r;
 }
 
 fn kernel_main(li: u32, wg_in: u32, unused: u32) {
@@ -136,39 +192,31 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     var kk1 = coop_mat16x16<f32, C>();
     var qk0 = coop_mat16x16<f32, C>();
     var qk1 = coop_mat16x16<f32, C>();
+    var loads = gram_loads(d, h, t0, li, 0u);
     for (var round = 0u; round < KQ_ROUNDS; round++) {
         let c0 = round * KQ;
-        for (var e = li; e < CHUNK * KQ; e += WG_SIZE) {
+        for (var l = 0u; l < ELEMS; l++) {
+            let e = li + l * WG_SIZE;
             let i = e / KQ;
             let c = c0 + e % KQ;
-            var kv = 0.0;
-            var qv = 0.0;
-            if live_sh[i] != 0u && c < d.key_dim {
-                let row = qk_row(d, h.b, t0 + i, h.hk);
-                kv = load1_k(row + c);
-                qv = load1_q(row + c);
-            }
-            a16[e] = f16_of(kv);
-            a16[CHUNK * KQ + e] = f16_of(qv);
-            b16[(e % KQ) * CHUNK + i] = f16_of(kv);
-            if in_grid {
-                store1_tiles(base + QG_AT + tile_at(i, c, TILE_DK), to_f16_range(gam_sh[i] * qv));
-            }
-        }
-        // (G_end K)^T in its tile order: neighbouring invocations, neighbouring steps.
-        for (var e = li; e < CHUNK * KQ; e += WG_SIZE) {
+            a16[e] = f16_of(loads.k[l]);
+            a16[CHUNK * KQ + e] = f16_of(loads.q[l]);
+            b16[(e % KQ) * CHUNK + i] = f16_of(loads.k[l]);
             let j = e % CHUNK;
-            let c = c0 + e / CHUNK;
-            var kv = 0.0;
+            let ct = c0 + e / CHUNK;
             // A zero decay adds nothing, whatever k is.
-            if live_sh[j] != 0u && c < d.key_dim && to_end_sh[j] != 0.0 {
-                kv = to_end_sh[j] * load1_k(qk_row(d, h.b, t0 + j, h.hk) + c);
-            }
+            let to_end = to_end_sh[j];
+            let kt = select(0.0, to_end * loads.kt[l], to_end != 0.0);
             if in_grid {
-                store1_tiles(base + KT_AT + tile_at(c, j, CHUNK), to_f16_range(kv));
+                store1_tiles(base + QG_AT + tile_at(i, c, TILE_DK), to_f16_range(gam_sh[i] * loads.q[l]));
+                store1_tiles(base + KT_AT + tile_at(ct, j, CHUNK), to_f16_range(kt));
             }
         }
         workgroupBarrier(); // the round's K, Q and K^T are staged
+        // The next round's loads in flight through this round's products.
+        if round + 1u < KQ_ROUNDS {
+            loads = gram_loads(d, h, t0, li, c0 + KQ);
+        }
         for (var ks = 0u; ks < KQ / 16u; ks++) {
             let k_a = a_at(rt * 16u * KQ + ks * 16u, KQ);
             let q_a = a_at(CHUNK * KQ + rt * 16u * KQ + ks * 16u, KQ);
@@ -219,6 +267,8 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     }
     workgroupBarrier(); // Q K^T is read: the stage is the solve's
 
+    // The first block of [diag(beta gam) K | diag(beta) V], in flight through the solve.
+    var xr = wu_loads(d, h, t0, li, 0u);
     invert_unit_lower(li);
 
     // T in f16, unit lower triangular, [C][C].
@@ -238,20 +288,14 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     for (var round = 0u; round < rounds; round++) {
         let c0 = round * KQ;
         let value = c0 >= TILE_DK;
-        for (var e = li; e < CHUNK * KQ; e += WG_SIZE) {
-            let i = e / KQ;
-            let c = c0 + e % KQ;
-            var x = 0.0;
-            if live_sh[i] != 0u {
-                if !value && c < d.key_dim {
-                    x = beta_sh[i] * gam_sh[i] * load1_k(qk_row(d, h.b, t0 + i, h.hk) + c);
-                } else if value && c - TILE_DK < d.value_dim {
-                    x = beta_sh[i] * load1_v(v_index(d, h.b, t0 + i, h.hv, c - TILE_DK));
-                }
-            }
-            b16[e] = f16_of(x);
+        for (var l = 0u; l < ELEMS; l++) {
+            b16[li + l * WG_SIZE] = f16_of(xr[l]);
         }
         workgroupBarrier(); // the block and (in the first round) T are staged
+        // The next block's loads in flight through this block's products.
+        if round + 1u < rounds {
+            xr = wu_loads(d, h, t0, li, c0 + KQ);
+        }
         var acc = coop_mat16x16<f32, C>();
         for (var ks = 0u; ks < CHUNK / 16u; ks++) {
             let t_a = a_at(rt * 16u * CHUNK + ks * 16u, CHUNK);
