@@ -67,8 +67,8 @@ pub mod internals {
         pub use crate::op::operand::*;
         pub use crate::op::record::{RecordOperands, RecordRow};
         pub use crate::op::record_chunked::{
-            ChunkShape, ChunkStateCoopOperands, ChunkStateCoopRow, ChunkStateOperands,
-            ChunkStateRow, ChunkWyCoopOperands, ChunkWyCoopRow, ChunkWyOperands, ChunkWyRow,
+            ChunkPackOperands, ChunkPackRow, ChunkShape, ChunkStateCoopOperands, ChunkStateCoopRow,
+            ChunkStateOperands, ChunkStateRow, ChunkWyOperands, ChunkWyRow,
         };
         pub use crate::op::repeat::{RepeatOperands, RepeatRow};
         pub use crate::op::replay::{ReplayOperands, ReplayRow};

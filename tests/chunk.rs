@@ -851,42 +851,42 @@ fn gpu_fast_path_keeps_values_beyond_f16_finite_and_nan_where_record_has_it() {
     assert_eq!(nan(&got.delta), nan(&want.delta), "delta's NaN");
 }
 
-/// With the fast path allowed, `record` itself takes it from `chunked_from_steps` steps
-/// on (its outputs within the fast path's bound, its kernels the matrix units'), and
-/// stays the sequential kernel, bit for bit, one step below.
+/// With the fast path allowed, `record` itself takes it where its shape class says so
+/// (`ShapeClass::chunked`: its outputs within the fast path's bound, its kernels the
+/// matrix units'), and stays the sequential kernel, bit for bit, where the table's
+/// default (off) rules.
 #[test]
-fn gpu_record_takes_the_fast_path_from_its_threshold() {
+fn gpu_record_takes_the_fast_path_where_its_class_says() {
+    use deltatape::internals::ShapeClass;
     let Some(fast) = coop_gpu() else { return };
     let plain = gpu().expect("coop_gpu found an adapter");
-    let from = deltatape::internals::Threshold::ChunkedFromSteps.value() as usize;
     let layout = GqaLayout::Tiled;
-
-    let shape = GdnShape::new(1, from - 1, 1, 2, 128, 64).unwrap();
+    let shape = GdnShape::new(1, 2048, 1, 2, 128, 64).unwrap();
     let d = draw(&shape, 31);
     let t = d.typed::<f32>();
-    let below: Recorded<f32, f32, f32> = fast
-        .record(&shape, layout, &t.inputs(None), &d.state)
-        .unwrap();
-    let sequential: Recorded<f32, f32, f32> = plain
-        .record(&shape, layout, &t.inputs(None), &d.state)
-        .unwrap();
+    let inputs = t.inputs(None);
+
+    let by_default: Recorded<f32, f32, f32> =
+        fast.record(&shape, layout, &inputs, &d.state).unwrap();
+    let sequential: Recorded<f32, f32, f32> =
+        plain.record(&shape, layout, &inputs, &d.state).unwrap();
     assert_eq!(
-        below, sequential,
-        "below the threshold, record is the sequential kernel"
+        by_default, sequential,
+        "by default, record is the sequential kernel"
     );
     assert!(!fast.compiled_kernels().iter().any(|k| k.op.coop()));
 
-    let shape = GdnShape::new(1, from, 1, 2, 128, 64).unwrap();
-    let d = draw(&shape, 32);
-    let t = d.typed::<f32>();
-    let got: Recorded<f32, f32, f32> = fast
-        .record(&shape, layout, &t.inputs(None), &d.state)
+    let chunked = ShapeClass {
+        chunked: Some(true),
+        ..ShapeClass::default()
+    };
+    let fast = fast
+        .with_tuning(deltatape::Tuning::default().with_record_class(chunked))
         .unwrap();
-    let want: Recorded<f32, f32, f32> = cpu()
-        .record(&shape, layout, &t.inputs(None), &d.state)
-        .unwrap();
+    let got: Recorded<f32, f32, f32> = fast.record(&shape, layout, &inputs, &d.state).unwrap();
+    let want: Recorded<f32, f32, f32> = cpu().record(&shape, layout, &inputs, &d.state).unwrap();
     let e = worst(&got, &want);
-    report!("gpu record at T = {from} on the fast path: {e:.2e}");
+    report!("gpu record at T = 2048 on the fast path: {e:.2e}");
     assert!(
         e <= FAST_TOL && e > 1e-6,
         "{e:e}: not the fast path's error"

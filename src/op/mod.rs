@@ -55,13 +55,13 @@ impl Op {
     pub const ChunkWy: Op = record_chunked::CHUNK_WY;
     /// record_chunked's second pass: the state through the chunks.
     pub const ChunkState: Op = record_chunked::CHUNK_STATE;
-    /// record_chunked's fast path: the first pass on cooperative matrices.
-    pub const ChunkWyCoop: Op = record_chunked::CHUNK_WY_COOP;
+    /// record_chunked's fast path: its operands rounded to f16 tiles.
+    pub const ChunkPack: Op = record_chunked::CHUNK_PACK;
     /// record_chunked's fast path: the state pass on cooperative matrices.
     pub const ChunkStateCoop: Op = record_chunked::CHUNK_STATE_COOP;
 
     /// Every op that runs on any adapter.
-    pub const ALL: [Op; 7] = [
+    pub const ALL: [Op; 8] = [
         Op::Record,
         Op::Replay,
         Op::Repeat,
@@ -69,10 +69,11 @@ impl Op {
         Op::FoldRecord,
         Op::ChunkWy,
         Op::ChunkState,
+        Op::ChunkPack,
     ];
     /// The ops on cooperative matrices: only naga's validation and SPIR-V writer check
     /// them without such a device (see [`OpInfo::coop`]).
-    pub const COOP: [Op; 2] = [Op::ChunkWyCoop, Op::ChunkStateCoop];
+    pub const COOP: [Op; 1] = [Op::ChunkStateCoop];
 }
 
 impl std::str::FromStr for Op {

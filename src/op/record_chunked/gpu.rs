@@ -2,7 +2,7 @@
 //! the host call.
 
 use super::{
-    ChunkShape, ChunkSize, ChunkStateCoopOperands, ChunkStateOperands, ChunkWyCoopOperands,
+    ChunkPackOperands, ChunkShape, ChunkSize, ChunkStateCoopOperands, ChunkStateOperands,
     ChunkWyOperands, OP,
 };
 use crate::dtype::{DType, GdnDtypes};
@@ -12,6 +12,7 @@ use crate::gpu::encode::{check_key_dim, gdn_params, Plan, Prepared};
 use crate::op::kernel::KernelKey;
 use crate::op::operand::OperandSpec;
 use crate::op::record::RecordBuffers;
+use crate::op::record_chunked::COOP_CHUNK;
 use crate::shape::{GdnShape, GqaLayout};
 
 impl GpuBackend {
@@ -21,8 +22,8 @@ impl GpuBackend {
     /// form: giving them is an error. The two passes' scratch is allocated here and
     /// kept by the dispatch: `4 * B * Hv * ceil(T / C) * C * (Dk + Dv + C + 3)` bytes
     /// (W, U, the decayed `Q K^T` and the decays, in f32), and on the fast path
-    /// ([`GpuBackend::chunked_on_matrix_units`]) `B * Hv * ceil(T / C) * C * (4 Dv +
-    /// 12 + 2 (384 + C))` bytes (U and the decays in f32, the f16 tiles).
+    /// ([`GpuBackend::chunked_on_matrix_units`]) `2 * B * Hv * ceil(T / C) * C * (384 + C)`
+    /// bytes more (its f16 tiles).
     pub fn prepare_record_chunked(
         &self,
         shape: &GdnShape,
@@ -89,7 +90,8 @@ impl GpuBackend {
         Ok(wy.then(state, scratch))
     }
 
-    /// The fast path's two dispatches (both on the matrix units, C = 64).
+    /// The fast path's three dispatches: the portable first pass, the pack pass (its
+    /// operands as f16 tiles) and the state pass on the matrix units (C = 64).
     fn prepare_chunked_fast(
         &self,
         cshape: &ChunkShape,
@@ -97,30 +99,55 @@ impl GpuBackend {
         dtypes: GdnDtypes,
         buffers: &RecordBuffers<'_>,
     ) -> Result<Prepared> {
-        let wy_key = KernelKey::chunk_wy_coop(dtypes, buffers.mask.is_some());
+        let masked = buffers.mask.is_some();
+        let wy_key = KernelKey::chunk_wy(cshape.gdn(), dtypes, COOP_CHUNK, masked);
+        let pack_key = KernelKey::chunk_pack(dtypes, masked);
         let state_key = KernelKey::chunk_state_coop(dtypes, buffers.state_out.is_some());
         let passes = Passes::new(cshape, layout, &state_key);
         let scratch = self.chunk_scratch(&[
+            ("w", cshape.w_len(), 4),
             ("u", cshape.u_len(), 4),
+            ("m", cshape.m_len(), 4),
             ("decay", cshape.decay_len(), 4),
             ("tiles", cshape.tiles_len(), 2),
         ])?;
-        let [u, decay, tiles] = [&scratch[0], &scratch[1], &scratch[2]];
-        let wy_buffers = ChunkWyCoopOperands {
+        let [w, u, m, decay, tiles] = [
+            &scratch[0],
+            &scratch[1],
+            &scratch[2],
+            &scratch[3],
+            &scratch[4],
+        ];
+        let wy_buffers = ChunkWyOperands {
             q: buffers.q,
             k: buffers.k,
             v: buffers.v,
             g: buffers.g,
             beta: buffers.beta,
             mask: buffers.mask,
+            w,
             u,
+            m,
             decay,
-            tiles,
         };
         let wy = self.prepare(
             passes
-                .first(wy_key, ChunkWyCoopOperands::<()>::SPECS)?
+                .first(wy_key, ChunkWyOperands::<()>::SPECS)?
                 .bind(wy_buffers.slots()),
+        )?;
+        let pack_buffers = ChunkPackOperands {
+            q: buffers.q,
+            k: buffers.k,
+            mask: buffers.mask,
+            w,
+            m,
+            decay,
+            tiles,
+        };
+        let pack = self.prepare(
+            passes
+                .first(pack_key, ChunkPackOperands::<()>::SPECS)?
+                .bind(pack_buffers.slots()),
         )?;
         // Masked steps are zero in the tiles and U: the state pass needs no mask.
         let state_buffers = ChunkStateCoopOperands {
@@ -138,7 +165,7 @@ impl GpuBackend {
                 .second(state_key, ChunkStateCoopOperands::<()>::SPECS)?
                 .bind(state_buffers.slots()),
         )?;
-        Ok(wy.then(state, scratch))
+        Ok(wy.then(pack, Vec::new()).then(state, scratch))
     }
 
     /// The scratch between the passes, `(name, elements, bytes each)`: each within the

@@ -10,12 +10,11 @@
 //!    delta and final state.
 //!
 //! On a device with cooperative matrices (16 x 16 x 16, f16 into f32) and with
-//! [`ChunkPrecision::FastF16`], both passes run on the matrix units at C = 64:
-//! `chunk_wy_coop` forms the same factors with f16 products and writes the state
-//! pass's operands as f16 tiles (`wgsl/chunk_tiles.wgsl`), and `chunk_state_coop`
-//! walks the chunks with the state's transpose in f32 accumulators.
+//! [`ChunkPrecision::FastF16`], the second pass is `chunk_pack` (the first pass's W and
+//! M, and the decayed q and k, rounded to f16 as 16 x 16 tiles) then
+//! `chunk_state_coop`, the same walk with its products on the matrix units.
 //!
-//! The kernels declare at most `WORKGROUP_MEMORY_BUDGET` bytes of workgroup memory
+//! Both kernels declare at most `WORKGROUP_MEMORY_BUDGET` bytes of workgroup memory
 
 use super::gdn::WORKGROUP_MEMORY_BUDGET;
 use super::kernel::{KernelKey, KeyAt, Op, OpInfo, OpKernel};
@@ -42,18 +41,17 @@ pub const CHUNK_STATE: Op = Op(&OpInfo {
 });
 const STATE_ROOT: (&str, &str) = ("chunk_state", include_str!("chunk_state.wgsl"));
 type StateTable = ChunkStateOperands<()>;
-/// The fast path's first pass, on cooperative matrices.
-pub const CHUNK_WY_COOP: Op = Op(&OpInfo {
-    coop: true,
-    mask_bit: ChunkWyCoopRow::Mask.bit(),
+/// The fast path's pack pass (portable WGSL: f16 stores only).
+pub const CHUNK_PACK: Op = Op(&OpInfo {
+    mask_bit: ChunkPackRow::Mask.bit(),
     ..OpInfo::new(
-        "chunk_wy_coop",
-        WY_COOP_ROOT,
-        ChunkWyCoopOperands::<()>::ROWS,
-        &ChunkWyCoop,
+        "chunk_pack",
+        PACK_ROOT,
+        ChunkPackOperands::<()>::ROWS,
+        &ChunkPack,
     )
 });
-const WY_COOP_ROOT: (&str, &str) = ("chunk_wy_coop", include_str!("chunk_wy_coop.wgsl"));
+const PACK_ROOT: (&str, &str) = ("chunk_pack", include_str!("chunk_pack.wgsl"));
 /// The fast path's state pass, on cooperative matrices.
 pub const CHUNK_STATE_COOP: Op = Op(&OpInfo {
     coop: true,
@@ -270,15 +268,16 @@ impl KernelKey {
 }
 
 impl KernelKey {
-    /// The fast path's first pass.
-    pub fn chunk_wy_coop(dtypes: GdnDtypes, masked: bool) -> Self {
-        let c = COOP_CHUNK.steps() as u32;
-        let key = KernelKey::plain(CHUNK_WY_COOP, dtypes, (1, 1, 1), c, false);
-        key.with_bound(if masked {
-            ChunkWyCoopRow::Mask.bit()
-        } else {
-            0
-        })
+    /// The fast path's pack pass.
+    pub fn chunk_pack(dtypes: GdnDtypes, masked: bool) -> Self {
+        let key = KernelKey::plain(
+            CHUNK_PACK,
+            dtypes,
+            (1, 1, 1),
+            COOP_CHUNK.steps() as u32,
+            false,
+        );
+        key.with_bound(if masked { ChunkPackRow::Mask.bit() } else { 0 })
     }
 
     /// The fast path's state pass, writing the final state when `state_out`.
@@ -336,16 +335,18 @@ operand_table! {
 }
 
 operand_table! {
-    /// The fast path's first pass (`chunk_wy_coop`, this folder), in binding order:
-    /// each chunk's U and decays, and the state pass's f16 operand tiles.
-    pub struct ChunkWyCoopOperands, rows ChunkWyCoopRow, op "chunk_wy_coop", for ChunkShape {
-        use activations;
+    /// The fast path's pack pass (`chunk_pack`, this folder), in binding order: the
+    /// state pass's operands rounded to f16 tiles.
+    pub struct ChunkPackOperands, rows ChunkPackRow, op "chunk_pack", for ChunkShape {
+        use query_key;
         /// `[B, T]` u32, non-zero = live; `None`: every step is live.
         [Mask] mask: Option<T>, Control U32 Read Words = mask_len, optional;
-        /// `[B, Hv, chunks, C, Dv]`: `U = T diag(beta) V` per chunk.
-        [U] u: T, Scratch U32 Write Words = u_len;
-        /// `[B, Hv, chunks, 3C]`: as the portable first pass writes them.
-        [Decay] decay: T, Scratch U32 Write Words = decay_len;
+        /// The first pass's W.
+        [W] w: T, Scratch U32 Read Words = w_len;
+        /// The first pass's decayed `Q K^T`.
+        [M] m: T, Scratch U32 Read Words = m_len;
+        /// The first pass's decays.
+        [Decay] decay: T, Scratch U32 Read Words = decay_len;
         /// W, gam Q, (G_end K)^T and M as f16 tiles (`wgsl/chunk_tiles.wgsl`).
         [Tiles] tiles: T, Scratch F16 Write Scalars = tiles_len;
     }
@@ -359,29 +360,22 @@ operand_table! {
         [U] u: T, Scratch U32 Read Words = u_len;
         /// The first pass's decays.
         [Decay] decay: T, Scratch U32 Read Words = decay_len;
-        /// The first pass's tiles.
+        /// The pack pass's tiles.
         [Tiles] tiles: T, Scratch F16 Read Scalars = tiles_len;
     }
 }
 
 struct ChunkWy;
 struct ChunkState;
-struct ChunkWyCoop;
+struct ChunkPack;
 struct ChunkStateCoop;
 
-impl OpKernel for ChunkWyCoop {
+impl OpKernel for ChunkPack {
     fn workgroup_size(&self, _key: &KernelKey) -> u32 {
         CHUNK_WG
     }
-    /// Gates, betas, decays and live flags (`4C`, 4 bytes each); the A and B operands
-    /// in f16 (`C C` and `C 32`); the products' f32 results (`C C`); L's, then T's,
-    /// strict lower triangle in f32.
-    fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
-        let c = key.chunk;
-        5 * c * 4 + (c * c + c * 32) * 2 + c * c * 4 + c * (c - 1) / 2 * 4
-    }
     fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
-        KernelKey::chunk_wy_coop(at.dtypes, at.masked)
+        KernelKey::chunk_pack(at.dtypes, at.masked)
     }
 }
 
