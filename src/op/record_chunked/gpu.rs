@@ -12,7 +12,6 @@ use crate::gpu::encode::{check_key_dim, gdn_params, Plan, Prepared};
 use crate::op::kernel::KernelKey;
 use crate::op::operand::OperandSpec;
 use crate::op::record::RecordBuffers;
-use crate::op::record_chunked::COOP_CHUNK;
 use crate::shape::{GdnShape, GqaLayout};
 
 impl GpuBackend {
@@ -37,21 +36,27 @@ impl GpuBackend {
         check_pairs(shape, &dtypes)?;
         check_first_pass_reads_unwritten(buffers)?;
         let cshape = ChunkShape::new(*shape, chunk);
-        if self.chunked_on_matrix_units(shape, chunk) {
-            return self.prepare_chunked_fast(&cshape, layout, dtypes, buffers);
-        }
+        let coop = self.chunked_on_matrix_units(shape, chunk);
         let masked = buffers.mask.is_some();
-        let wy_key = KernelKey::chunk_wy(shape, dtypes, chunk, masked);
-        let state_key =
-            KernelKey::chunk_state(shape, dtypes, chunk, masked, buffers.state_out.is_some());
+        let state_out = buffers.state_out.is_some();
+        let state_key = if coop {
+            KernelKey::chunk_state_coop(dtypes, state_out)
+        } else {
+            KernelKey::chunk_state(shape, dtypes, chunk, masked, state_out)
+        };
         let passes = Passes::new(&cshape, layout, &state_key);
-        let scratch = self.chunk_scratch(&[
+        let mut lens = vec![
             ("w", cshape.w_len(), 4),
             ("u", cshape.u_len(), 4),
             ("m", cshape.m_len(), 4),
             ("decay", cshape.decay_len(), 4),
-        ])?;
+        ];
+        if coop {
+            lens.push(("tiles", cshape.tiles_len(), 2));
+        }
+        let scratch = self.chunk_scratch(&lens)?;
         let [w, u, m, decay] = [&scratch[0], &scratch[1], &scratch[2], &scratch[3]];
+        let wy_key = KernelKey::chunk_wy(shape, dtypes, chunk, masked);
         let wy_buffers = ChunkWyOperands {
             q: buffers.q,
             k: buffers.k,
@@ -69,6 +74,45 @@ impl GpuBackend {
                 .first(wy_key, ChunkWyOperands::<()>::SPECS)?
                 .bind(wy_buffers.slots()),
         )?;
+        if coop {
+            // The fast path: the pack pass (the state pass's operands as f16 tiles),
+            // then the state pass on the matrix units.
+            let tiles = &scratch[4];
+            let pack_buffers = ChunkPackOperands {
+                q: buffers.q,
+                k: buffers.k,
+                mask: buffers.mask,
+                w,
+                m,
+                decay,
+                tiles,
+            };
+            let pack = self.prepare(
+                passes
+                    .first(
+                        KernelKey::chunk_pack(dtypes, masked),
+                        ChunkPackOperands::<()>::SPECS,
+                    )?
+                    .bind(pack_buffers.slots()),
+            )?;
+            // Masked steps are zero in the tiles and U: the state pass needs no mask.
+            let state_buffers = ChunkStateCoopOperands {
+                state_in: buffers.state_in,
+                y: buffers.y,
+                state_out: buffers.state_out,
+                delta: buffers.delta,
+                mask: None,
+                u,
+                decay,
+                tiles,
+            };
+            let state = self.prepare(
+                passes
+                    .second(state_key, ChunkStateCoopOperands::<()>::SPECS)?
+                    .bind(state_buffers.slots()),
+            )?;
+            return Ok(wy.then(pack, Vec::new()).then(state, scratch));
+        }
         let state_buffers = ChunkStateOperands {
             q: buffers.q,
             k: buffers.k,
@@ -88,84 +132,6 @@ impl GpuBackend {
                 .bind(state_buffers.slots()),
         )?;
         Ok(wy.then(state, scratch))
-    }
-
-    /// The fast path's three dispatches: the portable first pass, the pack pass (its
-    /// operands as f16 tiles) and the state pass on the matrix units (C = 64).
-    fn prepare_chunked_fast(
-        &self,
-        cshape: &ChunkShape,
-        layout: GqaLayout,
-        dtypes: GdnDtypes,
-        buffers: &RecordBuffers<'_>,
-    ) -> Result<Prepared> {
-        let masked = buffers.mask.is_some();
-        let wy_key = KernelKey::chunk_wy(cshape.gdn(), dtypes, COOP_CHUNK, masked);
-        let pack_key = KernelKey::chunk_pack(dtypes, masked);
-        let state_key = KernelKey::chunk_state_coop(dtypes, buffers.state_out.is_some());
-        let passes = Passes::new(cshape, layout, &state_key);
-        let scratch = self.chunk_scratch(&[
-            ("w", cshape.w_len(), 4),
-            ("u", cshape.u_len(), 4),
-            ("m", cshape.m_len(), 4),
-            ("decay", cshape.decay_len(), 4),
-            ("tiles", cshape.tiles_len(), 2),
-        ])?;
-        let [w, u, m, decay, tiles] = [
-            &scratch[0],
-            &scratch[1],
-            &scratch[2],
-            &scratch[3],
-            &scratch[4],
-        ];
-        let wy_buffers = ChunkWyOperands {
-            q: buffers.q,
-            k: buffers.k,
-            v: buffers.v,
-            g: buffers.g,
-            beta: buffers.beta,
-            mask: buffers.mask,
-            w,
-            u,
-            m,
-            decay,
-        };
-        let wy = self.prepare(
-            passes
-                .first(wy_key, ChunkWyOperands::<()>::SPECS)?
-                .bind(wy_buffers.slots()),
-        )?;
-        let pack_buffers = ChunkPackOperands {
-            q: buffers.q,
-            k: buffers.k,
-            mask: buffers.mask,
-            w,
-            m,
-            decay,
-            tiles,
-        };
-        let pack = self.prepare(
-            passes
-                .first(pack_key, ChunkPackOperands::<()>::SPECS)?
-                .bind(pack_buffers.slots()),
-        )?;
-        // Masked steps are zero in the tiles and U: the state pass needs no mask.
-        let state_buffers = ChunkStateCoopOperands {
-            state_in: buffers.state_in,
-            y: buffers.y,
-            state_out: buffers.state_out,
-            delta: buffers.delta,
-            mask: None,
-            u,
-            decay,
-            tiles,
-        };
-        let state = self.prepare(
-            passes
-                .second(state_key, ChunkStateCoopOperands::<()>::SPECS)?
-                .bind(state_buffers.slots()),
-        )?;
-        Ok(wy.then(pack, Vec::new()).then(state, scratch))
     }
 
     /// The scratch between the passes, `(name, elements, bytes each)`: each within the
