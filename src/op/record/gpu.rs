@@ -19,9 +19,9 @@ impl GpuBackend {
     ///
     /// Where the backend runs the chunked form on the matrix units
     /// ([`GpuBackend::chunked_on_matrix_units`]: cooperative matrices and
-    /// [`crate::ChunkPrecision::FastF16`]) and the call binds neither tape copy, a long
-    /// enough T ([`ShapeClass::chunked`]) takes that form: the same outputs
-    /// within its documented precision, and the scratch of
+    /// [`crate::ChunkPrecision::FastF16`]) and the call binds neither tape copy, record
+    /// takes that form where its shape class says so ([`ShapeClass::chunked`]; off by
+    /// default): the same outputs within its documented precision, and the scratch of
     /// [`GpuBackend::prepare_record_chunked`], kept by the dispatch.
     pub fn prepare_record(
         &self,

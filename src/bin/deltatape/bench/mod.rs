@@ -18,9 +18,9 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', default_value = "f32,bf16,f16")]
     dtypes: Vec<DType>,
     /// Ops: record, replay, repeat, record_chunked (record in the chunked WY form,
-    /// chunks of `--chunk` steps). With --fast-f16, record itself takes the chunked
-    /// form's fast path from `chunked_from_steps` on (`DELTATAPE_RECORD_CHUNKED=0`
-    /// keeps it sequential, `=1` takes the fast path at every T).
+    /// chunks of `--chunk` steps). With --fast-f16 and `DELTATAPE_RECORD_CHUNKED=1`,
+    /// record itself takes the chunked form's fast path (off by default); each row says
+    /// which form ran.
     #[arg(long, value_delimiter = ',', default_value = "record,replay,repeat")]
     ops: Vec<String>,
     /// Steps per chunk of record_chunked: 16, 32 or 64.

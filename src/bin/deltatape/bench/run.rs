@@ -109,8 +109,8 @@ impl BenchOp {
 pub struct Cell {
     pub op: BenchOp,
     /// Which chunked form ran, if one did (record_chunked's `portable` or `coop-f16`,
-    /// its fast path on cooperative matrices, which record also takes from a length
-    /// on); empty otherwise.
+    /// its fast path on cooperative matrices, which record takes where its shape class
+    /// says so); empty otherwise.
     pub form: &'static str,
     /// A multi-kernel op's passes, each timed alone: (kernel, best microseconds).
     pub passes: Vec<(&'static str, f64)>,
