@@ -65,6 +65,18 @@ pub enum Error {
         max: u64,
     },
 
+    /// An offset of packed variable-length sequences breaks their rule
+    /// `0 = offsets[0] <= offsets[1] <= ... <= offsets[S] = N` (docs/SPEC.md
+    /// "record_varlen").
+    #[error("{op}: `{arg}[{index}]` = {actual}: {why}")]
+    BadOffset {
+        op: &'static str,
+        arg: &'static str,
+        index: usize,
+        actual: u64,
+        why: &'static str,
+    },
+
     /// An element or byte count does not fit the integer type it is computed in.
     #[error("{op}: the element count of `{arg}` overflows")]
     Overflow { op: &'static str, arg: &'static str },
@@ -180,6 +192,7 @@ impl Error {
             | Error::BufferUsage { arg, .. }
             | Error::Aliased { arg, .. }
             | Error::AcceptedOutOfRange { arg, .. }
+            | Error::BadOffset { arg, .. }
             | Error::Overflow { arg, .. }
             | Error::DimTooLarge { arg, .. }
             | Error::DimTooSmall { arg, .. }

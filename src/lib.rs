@@ -70,6 +70,7 @@ pub mod internals {
             ChunkPackOperands, ChunkPackRow, ChunkShape, ChunkStateCoopOperands, ChunkStateCoopRow,
             ChunkStateOperands, ChunkStateRow, ChunkWyOperands, ChunkWyRow,
         };
+        pub use crate::op::record_varlen::{RecordVarlenOperands, RecordVarlenRow};
         pub use crate::op::repeat::{RepeatOperands, RepeatRow};
         pub use crate::op::replay::{ReplayOperands, ReplayRow};
     }
@@ -85,7 +86,7 @@ pub use op::record::{RecordInputs, Recorded};
 pub use op::record_chunked::{ChunkPrecision, ChunkSize};
 pub use op::replay::{Tape, TapeRef};
 pub use rollback::{CommitKind, ConvConfig, Footprint, Rollback, RollbackMode, RollbackOptions};
-pub use shape::{ConvShape, GdnShape, GqaLayout, RepeatShape};
+pub use shape::{ConvShape, GdnShape, GqaLayout, RepeatShape, VarlenShape};
 pub use tuning::{AdapterKey, Tuning};
 /// The wgpu this crate is built on, for callers that pass in their own device.
 pub use wgpu;

@@ -306,6 +306,145 @@ fn check_accepted(op: &'static str, accepted: &[u32], batch: usize, steps: usize
     Ok(())
 }
 
+/// Packed sequences of their own lengths: the shape of a variable-length record
+/// (docs/SPEC.md "record_varlen"), what fla calls `cu_seqlens` and engines use to
+/// prefill prompts of different lengths in one call.
+///
+/// The N tokens of all S sequences are packed one after another: sequence `s` is the
+/// tokens `offsets[s] .. offsets[s + 1]`. Activations and outputs are laid out as a
+/// [`GdnShape`] of one sequence of N steps ([`VarlenShape::packed`]: `[N, H, D]`); the
+/// states are one per sequence, `[S, Hv, Dv, Dk]`. Built only through
+/// [`VarlenShape::new`], which checks the offsets, so every length below is exact.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct VarlenShape {
+    packed: GdnShape,
+    offsets: std::sync::Arc<[u32]>,
+    /// The longest sequence's length.
+    longest: usize,
+}
+
+impl VarlenShape {
+    /// Check and build a shape: `tokens` (N) packed tokens in `offsets.len() - 1`
+    /// sequences, with the heads and dims of [`GdnShape::new`]. The offsets must start
+    /// at 0, never decrease and end at N; a sequence may be empty. Each broken rule is
+    /// an [`Error::BadOffset`] naming the offset.
+    pub fn new(
+        tokens: usize,
+        offsets: &[u32],
+        key_heads: usize,
+        value_heads: usize,
+        key_dim: usize,
+        value_dim: usize,
+    ) -> Result<Self> {
+        const OP: &str = "varlen shape";
+        let packed = GdnShape::new(1, tokens, key_heads, value_heads, key_dim, value_dim)?;
+        if offsets.len() < 2 {
+            return Err(Error::DimTooSmall {
+                op: OP,
+                arg: "offsets",
+                actual: offsets.len() as u64,
+                min: 2,
+            });
+        }
+        let bad = |index: usize, why| {
+            Err(Error::BadOffset {
+                op: OP,
+                arg: "offsets",
+                index,
+                actual: offsets[index] as u64,
+                why,
+            })
+        };
+        let last = offsets.len() - 1;
+        let mut longest = 0;
+        for (index, &o) in offsets.iter().enumerate() {
+            if index == 0 && o != 0 {
+                return bad(index, "the first offset must be 0");
+            }
+            if o as usize > tokens {
+                return bad(index, "past the last of the N tokens");
+            }
+            if index > 0 && o < offsets[index - 1] {
+                return bad(
+                    index,
+                    "below the offset before it (offsets must not decrease)",
+                );
+            }
+            if index == last && o as usize != tokens {
+                return bad(index, "the last offset must be N, the number of tokens");
+            }
+            if index > 0 {
+                longest = longest.max((o - offsets[index - 1]) as usize);
+            }
+        }
+        let shape = VarlenShape {
+            packed,
+            offsets: offsets.into(),
+            longest,
+        };
+        shape.padded()?;
+        Ok(shape)
+    }
+
+    /// The packed tokens as one sequence of N steps: the shape of q, k, v, the gates,
+    /// the mask, y, the tape and their index formulas.
+    pub fn packed(&self) -> &GdnShape {
+        &self.packed
+    }
+    /// N: tokens of all sequences together.
+    pub fn tokens(&self) -> usize {
+        self.packed.steps()
+    }
+    /// S: sequences (states).
+    pub fn sequences(&self) -> usize {
+        self.offsets.len() - 1
+    }
+    /// `S + 1` offsets, from 0 to N.
+    pub fn offsets(&self) -> &[u32] {
+        &self.offsets
+    }
+    /// The tokens of sequence `s` (`s < S`).
+    pub fn sequence(&self, s: usize) -> std::ops::Range<usize> {
+        self.offsets[s] as usize..self.offsets[s + 1] as usize
+    }
+    /// The longest sequence's length.
+    pub fn longest(&self) -> usize {
+        self.longest
+    }
+    /// The batch as S sequences of the longest one's length: the state's shape
+    /// (`[S, Hv, Dv, Dk]`), and the shape class a kernel for this call is chosen by.
+    pub fn padded(&self) -> Result<GdnShape> {
+        self.packed.resized(self.sequences(), self.longest)
+    }
+
+    // ---- element counts: the packed tokens', and one state per sequence ----
+
+    /// mask: `[N]`.
+    pub fn mask_len(&self) -> usize {
+        self.packed.mask_len()
+    }
+    /// g, beta and the tape's g: `[N, Hv]`.
+    pub fn gate_len(&self) -> usize {
+        self.packed.gate_len()
+    }
+    /// v, y and the tape's delta: `[N, Hv, Dv]`.
+    pub fn v_len(&self) -> usize {
+        self.packed.v_len()
+    }
+    /// q, k and the tape's k: `[N, Hk, Dk]`.
+    pub fn qk_len(&self) -> usize {
+        self.packed.qk_len()
+    }
+    /// state: `[S, Hv, Dv, Dk]` (checked not to overflow by [`VarlenShape::new`]).
+    pub fn state_len(&self) -> usize {
+        self.sequences() * self.packed.value_heads * self.packed.value_dim * self.packed.key_dim
+    }
+    /// offsets: `[S + 1]`.
+    pub fn offsets_len(&self) -> usize {
+        self.offsets.len()
+    }
+}
+
 /// The most taps a conv window may have (K). GatedDeltaNet layers use K = 4 (Qwen3-Next's
 /// `linear_conv_kernel_dim`, like Mamba's `d_conv`); 8 leaves twice that, and keeps the
 /// GPU kernel's registers small: each invocation holds two rows of `K - 1` values.

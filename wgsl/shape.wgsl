@@ -1,6 +1,6 @@
-#provides GdnDims, GdnParams, key_head, first_value_head, qk_row, v_index, gate_index, mask_index
+#provides GdnDims, GdnParams, key_head, first_value_head, token, qk_row, v_index, gate_index, mask_index
 #provides state_row, tape_k_row, RowTile, row_tile, lane_col
-#requires LANES, ROWS, RPT
+#requires LANES, ROWS, RPT, HAS_OFFSETS
 // Index formulas of SPEC.md: the WGSL twin of src/shape.rs (row-major, last index
 // contiguous). The GPU tests against the CPU reference keep the two in step.
 
@@ -11,8 +11,10 @@ struct GdnDims {
     value_heads: u32,
     key_dim: u32,
     value_dim: u32,
-    _pad0: u32,      // uniform layout: a struct member is 16-byte aligned
-    _pad1: u32,
+    // record_varlen: the sequence's first packed token (wgsl/packed_sequences.wgsl
+    // sets it per workgroup); 0 in the parameters.
+    first_token: u32,
+    _pad1: u32,      // uniform layout: a struct member is 16-byte aligned
 }
 
 // Parameters of record and replay. One workgroup serves ROWS rows (dv) of one
@@ -36,24 +38,34 @@ fn first_value_head(gqa_layout: u32, hk: u32, key_heads: u32, value_heads: u32) 
     return select(hk * (value_heads / key_heads), hk, gqa_layout == 1u);
 }
 
+// The token of step t of sequence b: b * T + t, or with packed sequences of their own
+// lengths (record_varlen, HAS_OFFSETS) the sequence's first token plus t.
+fn token(d: GdnDims, b: u32, t: u32) -> u32 {
+#if HAS_OFFSETS
+    return d.first_token + t;
+#else
+    return b * d.steps + t;
+#endif
+}
+
 // Start of q[b, t, hk, :] and k[b, t, hk, :] (and of the tape's k at key heads).
 fn qk_row(d: GdnDims, b: u32, t: u32, hk: u32) -> u32 {
-    return ((b * d.steps + t) * d.key_heads + hk) * d.key_dim;
+    return (token(d, b, t) * d.key_heads + hk) * d.key_dim;
 }
 
 // Index of v[b, t, hv, dv], y[...] and the tape's delta[...].
 fn v_index(d: GdnDims, b: u32, t: u32, hv: u32, dv: u32) -> u32 {
-    return ((b * d.steps + t) * d.value_heads + hv) * d.value_dim + dv;
+    return (token(d, b, t) * d.value_heads + hv) * d.value_dim + dv;
 }
 
 // Index of g[b, t, hv], beta[...] and the tape's g[...].
 fn gate_index(d: GdnDims, b: u32, t: u32, hv: u32) -> u32 {
-    return (b * d.steps + t) * d.value_heads + hv;
+    return token(d, b, t) * d.value_heads + hv;
 }
 
 // Index of mask[b, t].
 fn mask_index(d: GdnDims, b: u32, t: u32) -> u32 {
-    return b * d.steps + t;
+    return token(d, b, t);
 }
 
 // Start of state[b, hv, dv, :].
@@ -63,7 +75,7 @@ fn state_row(d: GdnDims, b: u32, hv: u32, dv: u32) -> u32 {
 
 // Start of the tape's k[b, t, hv, :].
 fn tape_k_row(d: GdnDims, b: u32, t: u32, hv: u32) -> u32 {
-    return ((b * d.steps + t) * d.value_heads + hv) * d.key_dim;
+    return (token(d, b, t) * d.value_heads + hv) * d.key_dim;
 }
 
 // The state rows one invocation of record / replay holds. Workgroup wg serves ROWS rows

@@ -78,6 +78,12 @@ impl Prepared {
         self
     }
 
+    /// This dispatch, keeping `owned` alive with it.
+    pub(crate) fn keeping(mut self, owned: Vec<wgpu::Buffer>) -> Prepared {
+        self.owned.extend(owned);
+        self
+    }
+
     /// Encode the dispatch in a compute pass of its own.
     pub fn encode(&self, encoder: &mut wgpu::CommandEncoder) {
         self.encode_timed(encoder, None);
@@ -249,13 +255,27 @@ impl GpuBackend {
         specs: &'static [OperandSpec<GdnShape>],
         buffers: Vec<Option<&wgpu::Buffer>>,
     ) -> Result<Prepared> {
+        self.prepare_gdn_as(shape, layout, key, (shape, specs), buffers)
+    }
+
+    /// [`GpuBackend::prepare_gdn`] where the operand table has a shape of its own:
+    /// the kernel's grid and parameters are `grid`'s, the buffers are checked against
+    /// `table` (record_varlen: the packed tokens, its grid their sequences padded).
+    pub(crate) fn prepare_gdn_as<Sh: 'static>(
+        &self,
+        grid: &GdnShape,
+        layout: GqaLayout,
+        key: KernelKey,
+        (shape, specs): (&Sh, &'static [OperandSpec<Sh>]),
+        buffers: Vec<Option<&wgpu::Buffer>>,
+    ) -> Result<Prepared> {
         let op = key.op.name();
-        check_key_dim(op, shape)?;
-        check_bf16_pairs(op, shape, &key)?;
-        let workgroups = key.workgroups_gdn(shape);
+        check_key_dim(op, grid)?;
+        check_bf16_pairs(op, grid, &key)?;
+        let workgroups = key.workgroups_gdn(grid);
         self.prepare(Plan {
             op,
-            params: gdn_params(op, shape, layout, &key, workgroups)?,
+            params: gdn_params(op, grid, layout, &key, workgroups)?,
             key,
             workgroups,
             shape,

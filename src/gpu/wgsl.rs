@@ -49,6 +49,7 @@ pub const SOURCES: &[(&str, &str)] = sources![
     "entry_subgroup",
     "fold_steps",
     "head_at",
+    "packed_sequences",
     "record_emit_direct",
     "record_emit_pairs",
     "record_emit_pairs_local",

@@ -436,7 +436,7 @@ impl KernelKey {
             .collect();
         // The optional rows of other ops that the shared file of record, replay and
         // fold_record reads: unbound where this op's table has no such row.
-        for name in ["mask", "state_out", "snapshot", "status"] {
+        for name in ["mask", "state_out", "snapshot", "status", "offsets"] {
             let define = format!("HAS_{}", name.to_uppercase());
             if !defines.iter().any(|(n, _)| *n == define) {
                 defines.push((define, Value::Bool(false)));

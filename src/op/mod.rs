@@ -34,6 +34,7 @@ pub mod kernel;
 pub mod operand;
 pub mod record;
 pub mod record_chunked;
+pub mod record_varlen;
 pub mod repeat;
 pub mod replay;
 
@@ -45,6 +46,8 @@ use crate::shape::GdnShape;
 #[allow(non_upper_case_globals)]
 impl Op {
     pub const Record: Op = record::OP;
+    /// record over packed sequences of their own lengths.
+    pub const RecordVarlen: Op = record_varlen::OP;
     pub const Replay: Op = replay::OP;
     pub const Repeat: Op = repeat::OP;
     /// conv_commit: the conv window rolled forward in place.
@@ -61,8 +64,9 @@ impl Op {
     pub const ChunkStateCoop: Op = record_chunked::CHUNK_STATE_COOP;
 
     /// Every op that runs on any adapter.
-    pub const ALL: [Op; 8] = [
+    pub const ALL: [Op; 9] = [
         Op::Record,
+        Op::RecordVarlen,
         Op::Replay,
         Op::Repeat,
         Op::Conv,

@@ -327,6 +327,14 @@ macro_rules! row_group {
         #[doc = "`[B, T]` u32, non-zero = live; `None`: every step is live."] [Mask] mask: Option<T>, Control U32 Read Words = mask_len, optional;
         $($rest)*
     ); };
+    // The tape's copies of k and g, which make a rollback's draft one dispatch.
+    (tape_copies [] $head:tt $rows:tt $($rest:tt)*) => { $crate::op::operand::operand_table!(@rows $head $rows
+        #[doc = "`[B, T, Hk, Dk]`: the tape's k, a copy of k at key heads (replay reads it through the GQA layout); `None`: not written."]
+        [TapeKGrouped] tape_k_grouped: Option<T>, Tape Act Write Rows = qk_len, optional;
+        #[doc = "`[B, T, Hv]`: the tape's g, a copy of g; `None`: not written."]
+        [TapeG] tape_g: Option<T>, Tape Gate Write Scalars = gate_len, optional;
+        $($rest)*
+    ); };
     // record_chunked's scratch: written (`Write`) by its first pass, read (`Read`) by
     // its second.
     (chunk_scratch [$access:ident] $head:tt $rows:tt $($rest:tt)*) => { $crate::op::operand::operand_table!(@rows $head $rows

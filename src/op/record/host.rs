@@ -55,21 +55,29 @@ impl<'a, A: Element, S: Element, P: Element, G: Element> Record<'a, A, S, P, G> 
     }
 
     fn sides(&self) -> RecordOperands<HostSide<'a>> {
-        let i = &self.inputs;
-        RecordOperands {
-            q: HostSide::input(i.q),
-            k: HostSide::input(i.k),
-            v: HostSide::input(i.v),
-            g: HostSide::input(i.g),
-            beta: HostSide::input(i.beta),
-            state_in: HostSide::input(self.state_in),
-            y: HostSide::Out(None),
-            state_out: Some(HostSide::Out(None)),
-            delta: HostSide::Out(None),
-            mask: i.mask.map(HostSide::input),
-            tape_k_grouped: None,
-            tape_g: None,
-        }
+        host_sides(&self.inputs, self.state_in)
+    }
+}
+
+/// record's operands on the host path: the inputs, and the outputs y, state_out and
+/// delta (no tape copies).
+pub(crate) fn host_sides<'a, A: Element, S: Element, G: Element>(
+    i: &RecordInputs<'a, A, G>,
+    state_in: &'a [S],
+) -> RecordOperands<HostSide<'a>> {
+    RecordOperands {
+        q: HostSide::input(i.q),
+        k: HostSide::input(i.k),
+        v: HostSide::input(i.v),
+        g: HostSide::input(i.g),
+        beta: HostSide::input(i.beta),
+        state_in: HostSide::input(state_in),
+        y: HostSide::Out(None),
+        state_out: Some(HostSide::Out(None)),
+        delta: HostSide::Out(None),
+        mask: i.mask.map(HostSide::input),
+        tape_k_grouped: None,
+        tape_g: None,
     }
 }
 

@@ -32,11 +32,7 @@ operand_table! {
     pub struct RecordOperands, rows RecordRow, op "record", for GdnShape {
         use activations;
         use record_outputs;
-        /// `[B, T, Hk, Dk]`: the tape's k, a copy of k at key heads (replay reads it
-        /// through the GQA layout); `None`: not written.
-        [TapeKGrouped] tape_k_grouped: Option<T>, Tape Act Write Rows = qk_len, optional;
-        /// `[B, T, Hv]`: the tape's g, a copy of g; `None`: not written.
-        [TapeG] tape_g: Option<T>, Tape Gate Write Scalars = gate_len, optional;
+        use tape_copies;
     }
 }
 

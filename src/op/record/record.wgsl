@@ -4,6 +4,9 @@
 #endif
 #import tile_load
 #import record_steps
+#if HAS_OFFSETS
+#import packed_sequences
+#endif
 #if HAS_STATE_OUT
 #import tile_store
 #endif
@@ -17,6 +20,8 @@
 // state_in, writing y and each step's delta to the innovation tape (and, when bound,
 // the tape's copies of k and g, so that a draft is one dispatch; state_out only when
 // bound). The steps are wgsl/record_steps.wgsl, the tiling wgsl/tile_load.wgsl.
+// record_varlen is this kernel with the sequence offsets bound (HAS_OFFSETS): each
+// workgroup's b is a packed sequence (wgsl/packed_sequences.wgsl).
 
 fn load_start_state(srow: u32, col: u32, key_dim: u32) -> vec4<f32> {
     return load_state_in(srow, col, key_dim);
@@ -28,7 +33,12 @@ fn store_end_state(srow: u32, col: u32, key_dim: u32, v: vec4<f32>) {
 }
 #endif
 
-fn row_kernel(d: GdnDims, tile: RowTile, li: u32, sg: u32) {
+fn row_kernel(call: GdnDims, tile: RowTile, li: u32, sg: u32) {
+#if HAS_OFFSETS
+    let d = sequence_dims(call, tile.b, li);
+#else
+    let d = call;
+#endif
     let hk = key_head(params.gqa_layout, tile.hv, d.key_heads, d.value_heads);
     let first_dv = tile.row_base + tile.first_row;
     var s: StateTile;

@@ -18,7 +18,8 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', default_value = "f32,bf16,f16")]
     dtypes: Vec<DType>,
     /// Ops: record, replay, repeat, record_chunked (record in the chunked WY form,
-    /// chunks of `--chunk` steps). With --fast-f16 and `DELTATAPE_RECORD_CHUNKED=1`,
+    /// chunks of `--chunk` steps), record_varlen (record over packed sequences of the
+    /// `--lens` lengths: one cell per dtype, B the sequences, T their tokens). With --fast-f16 and `DELTATAPE_RECORD_CHUNKED=1`,
     /// record itself takes the chunked form's fast path (off by default); each row says
     /// which form ran.
     #[arg(long, value_delimiter = ',', default_value = "record,replay,repeat")]
@@ -31,6 +32,13 @@ pub struct Args {
     /// it (16x16x16 f16, 32-wide subgroups) at --chunk 64; each row says which form ran.
     #[arg(long)]
     fast_f16: bool,
+    /// record_varlen's sequence lengths (the prompts of a packed prefill).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "37,130,511,1000,1777,2048,300,4096"
+    )]
+    lens: Vec<usize>,
     /// Key heads, value heads, key dim, value dim.
     #[arg(long, value_delimiter = ',', default_value = "16,32,128,128")]
     dims: Vec<usize>,
@@ -64,6 +72,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
             "replay" => Ok(BenchOp::Replay),
             "repeat" => Ok(BenchOp::Repeat),
             "record_chunked" => Ok(BenchOp::RecordChunked),
+            "record_varlen" => Ok(BenchOp::RecordVarlen),
             other => Err(other.to_string()),
         })
         .collect::<Result<Vec<_>, _>>();
@@ -71,7 +80,9 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
         match ops {
             Ok(o) => o,
             Err(o) => {
-                eprintln!("unknown op `{o}` (record, replay, repeat, record_chunked)");
+                eprintln!(
+                    "unknown op `{o}` (record, replay, repeat, record_chunked, record_varlen)"
+                );
                 return Ok(ExitCode::from(2));
             }
         },
@@ -101,6 +112,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
         copy_bytes: args.copy_mib << 20,
         repeat_rotate_bytes: args.repeat_rotate_mib << 20,
         chunk: args.chunk,
+        lens: args.lens,
     };
     let mut options = GpuOptions::from_env()?;
     if args.fast_f16 {
@@ -115,7 +127,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
     }
     let gpu = GpuBackend::new(options)?.with_tuning(deltatape::Tuning::from_env()?)?;
     eprintln!("bench on {}", gpu.describe());
-    let total = cfg.ops.len() * cfg.dtypes.len() * cfg.batches.len() * cfg.steps.len();
+    let total = cfg.cells();
     let mut progress = Progress::new("bench", total);
     let run = run::run(&gpu, &cfg, |done, _, label| progress.update(done, label))?;
     progress.finish();

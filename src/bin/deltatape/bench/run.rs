@@ -34,6 +34,7 @@ use deltatape::gpu::{Prepared, RecordBuffers, RepeatBuffers, ReplayBuffers};
 use deltatape::internals::Op;
 use deltatape::wgpu;
 use deltatape::ChunkSize;
+use deltatape::VarlenShape;
 use deltatape::{DType, Error, GdnDtypes, GdnShape, GpuBackend, GqaLayout, RepeatShape, Result};
 use std::time::Instant;
 use wgpu::BufferUsages as U;
@@ -61,6 +62,9 @@ pub struct BenchConfig {
     pub repeat_rotate_bytes: u64,
     /// Steps per chunk of record_chunked.
     pub chunk: ChunkSize,
+    /// record_varlen's packed sequences: their lengths (one cell per dtype, its B the
+    /// sequences and its T their tokens together).
+    pub lens: Vec<usize>,
 }
 
 impl Default for BenchConfig {
@@ -79,6 +83,7 @@ impl Default for BenchConfig {
             copy_bytes: 512 << 20,
             repeat_rotate_bytes: 0,
             chunk: ChunkSize::default(),
+            lens: Vec::new(),
         }
     }
 }
@@ -91,6 +96,8 @@ pub enum BenchOp {
     /// record in the chunked WY form (both passes; its scratch is not counted in the
     /// bytes moved, which are record's).
     RecordChunked,
+    /// record over packed sequences of the config's `lens`.
+    RecordVarlen,
 }
 
 impl BenchOp {
@@ -100,6 +107,7 @@ impl BenchOp {
             BenchOp::Replay => "replay",
             BenchOp::Repeat => "repeat",
             BenchOp::RecordChunked => "record_chunked",
+            BenchOp::RecordVarlen => "record_varlen",
         }
     }
 }
@@ -178,10 +186,9 @@ pub fn moved_bytes(op: BenchOp, shape: &GdnShape, act_bytes: u64) -> u64 {
     let f32b = |n: usize| n as u64 * 4;
     let a = act_bytes;
     match op {
-        BenchOp::Record | BenchOp::RecordChunked => {
-            2 * f32b(shape.state_len())
-                + a * (2 * shape.qk_len() + 2 * shape.v_len() + 2 * shape.gate_len()) as u64
-                + f32b(shape.v_len())
+        BenchOp::Record | BenchOp::RecordChunked | BenchOp::RecordVarlen => {
+            let lens = [shape.qk_len(), shape.v_len(), shape.gate_len()];
+            record_bytes(shape.state_len(), lens, a)
         }
         BenchOp::Replay => {
             2 * f32b(shape.state_len())
@@ -193,6 +200,19 @@ pub fn moved_bytes(op: BenchOp, shape: &GdnShape, act_bytes: u64) -> u64 {
             a * (rs.src_len() + rs.dst_len()) as u64
         }
     }
+}
+
+/// record's bytes: the state (`state_len` values) in and out, q, k, v, g, beta and y
+/// (`[qk_len, v_len, gate_len]`) in the activations' `act_bytes`, the tape's delta f32.
+fn record_bytes(state_len: usize, [qk, v, gate]: [usize; 3], act_bytes: u64) -> u64 {
+    let f32b = |n: usize| n as u64 * 4;
+    2 * f32b(state_len) + act_bytes * (2 * qk + 2 * v + 2 * gate) as u64 + f32b(v)
+}
+
+/// record_varlen's bytes, as record's: one state per sequence, the packed tokens.
+pub fn varlen_bytes(shape: &VarlenShape, act_bytes: u64) -> u64 {
+    let lens = [shape.qk_len(), shape.v_len(), shape.gate_len()];
+    record_bytes(shape.state_len(), lens, act_bytes)
 }
 
 /// Times the tiny copy of [`DispatchFloor`], dependent and independent.
@@ -494,19 +514,17 @@ pub fn run(
     let copy_clock = Clock::spanning(before, bench.timer.clock_now());
     let floor = dispatch_floor(gpu, &mut bench.timer)?;
 
-    let total = cfg.ops.len() * cfg.dtypes.len() * cfg.batches.len() * cfg.steps.len();
+    let total = cfg.cells();
     let mut cells = Vec::with_capacity(total);
     for &op in &cfg.ops {
         for &dtype in &cfg.dtypes {
-            for &batch in &cfg.batches {
-                for &steps in &cfg.steps {
-                    cells.push(bench.cell(op, dtype, batch, steps)?);
-                    progress(
-                        cells.len(),
-                        total,
-                        &format!("{} {} B={batch} T={steps}", op.name(), dtype),
-                    );
-                }
+            for (batch, steps) in cfg.grid(op) {
+                cells.push(bench.cell(op, dtype, batch, steps)?);
+                progress(
+                    cells.len(),
+                    total,
+                    &format!("{} {} B={batch} T={steps}", op.name(), dtype),
+                );
             }
         }
     }
@@ -527,6 +545,35 @@ impl BenchConfig {
     fn shape(&self, batch: usize, steps: usize) -> Result<GdnShape> {
         let (hk, hv) = (self.key_heads, self.value_heads);
         GdnShape::new(batch, steps, hk, hv, self.key_dim, self.value_dim)
+    }
+
+    /// record_varlen's shape: the `lens` packed, at the configured heads and dims.
+    pub fn varlen(&self) -> Result<VarlenShape> {
+        let mut offsets = vec![0u32];
+        for &len in &self.lens {
+            offsets.push(offsets[offsets.len() - 1] + len as u32);
+        }
+        let tokens = self.lens.iter().sum();
+        let (hk, hv) = (self.key_heads, self.value_heads);
+        VarlenShape::new(tokens, &offsets, hk, hv, self.key_dim, self.value_dim)
+    }
+
+    /// The (B, T) cells of `op`: the grid, or record_varlen's one (its sequences and
+    /// their tokens).
+    fn grid(&self, op: BenchOp) -> Vec<(usize, usize)> {
+        if op == BenchOp::RecordVarlen {
+            return vec![(self.lens.len(), self.lens.iter().sum())];
+        }
+        let (b, t) = (&self.batches, &self.steps);
+        b.iter()
+            .flat_map(|&b| t.iter().map(move |&t| (b, t)))
+            .collect()
+    }
+
+    /// Cells of the whole run.
+    pub fn cells(&self) -> usize {
+        let per_dtype: usize = self.ops.iter().map(|&op| self.grid(op).len()).sum();
+        per_dtype * self.dtypes.len()
     }
 }
 
@@ -608,9 +655,13 @@ impl CopyBuffers {
             .ops
             .iter()
             .flat_map(|&op| {
-                cfg.dtypes
-                    .iter()
-                    .map(move |dt| moved_bytes(op, largest, dt.size_bytes() as u64))
+                cfg.dtypes.iter().map(move |dt| {
+                    let a = dt.size_bytes() as u64;
+                    match (op, cfg.varlen()) {
+                        (BenchOp::RecordVarlen, Ok(shape)) => varlen_bytes(&shape, a),
+                        _ => moved_bytes(op, largest, a),
+                    }
+                })
             })
             .max()
             .unwrap_or(0);
@@ -679,8 +730,12 @@ impl Bench<'_> {
     /// Measure one cell: the op alone, back to back, and the copy of its bytes.
     fn cell(&mut self, op: BenchOp, dtype: DType, batch: usize, steps: usize) -> Result<Cell> {
         let (gpu, cfg) = (self.gpu, self.cfg);
+        let a = dtype.size_bytes() as u64;
         let shape = cfg.shape(batch, steps)?;
-        let bytes = moved_bytes(op, &shape, dtype.size_bytes() as u64);
+        let bytes = match op {
+            BenchOp::RecordVarlen => varlen_bytes(&cfg.varlen()?, a),
+            _ => moved_bytes(op, &shape, a),
+        };
         let prepared = self.prepare(op, dtype, &shape, bytes)?;
         let before = self.timer.clock_now();
         let next = std::cell::Cell::new(0usize);
@@ -740,6 +795,51 @@ impl Bench<'_> {
         })
     }
 
+    /// Prepare record_varlen at `shape`, activations in `dtype` (state and tape f32), on
+    /// buffers of its own, sized for f32.
+    fn prepare_varlen(&self, dtype: DType, shape: &VarlenShape) -> Result<CellOp> {
+        let gpu = self.gpu;
+        let f32b = |n: usize| n as u64 * 4;
+        let lens = [
+            shape.qk_len(),
+            shape.qk_len(),
+            shape.v_len(),
+            shape.gate_len(),
+            shape.gate_len(),
+            shape.state_len(),
+            shape.v_len(),
+            shape.state_len(),
+            shape.v_len(),
+        ];
+        let [q, k, v, g, beta, state_in, y, state_out, delta] =
+            std::array::from_fn(|i| random_buffer(gpu, f32b(lens[i]), 40 + i as u32));
+        let buffers = RecordBuffers {
+            q: &q,
+            k: &k,
+            v: &v,
+            g: &g,
+            beta: &beta,
+            state_in: &state_in,
+            y: &y,
+            state_out: Some(&state_out),
+            delta: &delta,
+            mask: None,
+            tape_k_grouped: None,
+            tape_g: None,
+        };
+        let dt = GdnDtypes {
+            act: dtype,
+            state: DType::F32,
+            tape: DType::F32,
+            gate: dtype,
+        };
+        let dispatch = gpu.prepare_record_varlen(shape, GqaLayout::Blocked, dt, &buffers)?;
+        Ok(CellOp {
+            dispatch,
+            rotating: Vec::new(),
+        })
+    }
+
     /// Prepare `op` at `shape` with activations in `dtype` (state and tape f32);
     /// `bytes` is what it moves (repeat's rotating sets cover `repeat_rotate_bytes`).
     fn prepare(&self, op: BenchOp, dtype: DType, shape: &GdnShape, bytes: u64) -> Result<CellOp> {
@@ -785,6 +885,7 @@ impl Bench<'_> {
                     },
                 )?)
             }
+            BenchOp::RecordVarlen => self.prepare_varlen(dtype, &self.cfg.varlen()?)?,
             BenchOp::Repeat => {
                 let rs = shape.tape_k_repeat();
                 let a = dtype.size_bytes() as u64;

@@ -1,0 +1,108 @@
+//! record_varlen: record over packed sequences of their own lengths, each from its own
+//! state (docs/SPEC.md "record_varlen"), as engines batch a prefill of prompts of
+//! different lengths.
+//!
+//! The kernel is record's (`../record/record.wgsl`) with the sequence offsets bound: a
+//! workgroup serves rows of one (sequence, head), as record's does of one (b, head),
+//! and `wgsl/packed_sequences.wgsl` gives it its sequence's first token and length, so
+//! the index formulas of `wgsl/shape.wgsl` walk that sequence's packed tokens. No table
+//! of workgroups to sequences is needed: the grid is record's at S sequences.
+
+use super::gdn;
+use super::kernel::{KernelKey, KeyAt, Op, OpInfo, OpKernel, Reduction};
+use super::operand::operand_table;
+use super::record::RecordOperands;
+use crate::dtype::GdnDtypes;
+use crate::error::Result;
+use crate::shape::VarlenShape;
+use crate::tuning::ShapeClass;
+
+pub(crate) mod cpu;
+mod gpu;
+mod host;
+
+/// The op.
+pub const OP: Op = Op(&OpInfo {
+    records: true,
+    prefetches: true,
+    mask_bit: RecordVarlenRow::Mask.bit(),
+    plain_rows: RecordVarlenRow::StateOut.bit(),
+    ..OpInfo::new(
+        "record_varlen",
+        super::record::ROOT,
+        RecordVarlenOperands::<()>::ROWS,
+        &RecordVarlen,
+    )
+});
+
+operand_table! {
+    /// record_varlen's operands: record's, at the packed tokens (`[N, ...]` for
+    /// `[B, T, ...]`, one state per sequence), and the sequence offsets.
+    pub struct RecordVarlenOperands, rows RecordVarlenRow, op "record_varlen", for VarlenShape {
+        use activations;
+        use record_outputs;
+        use tape_copies;
+        /// `[S + 1]`: sequence s is the tokens `offsets[s] .. offsets[s + 1]`.
+        [Offsets] offsets: T, Control U32 Read Words = offsets_len;
+    }
+}
+
+impl<T> RecordVarlenOperands<T> {
+    /// record's operands with the `offsets`.
+    pub(crate) fn from_record(r: RecordOperands<T>, offsets: T) -> Self {
+        RecordVarlenOperands {
+            q: r.q,
+            k: r.k,
+            v: r.v,
+            g: r.g,
+            beta: r.beta,
+            state_in: r.state_in,
+            y: r.y,
+            state_out: r.state_out,
+            delta: r.delta,
+            mask: r.mask,
+            tape_k_grouped: r.tape_k_grouped,
+            tape_g: r.tape_g,
+            offsets,
+        }
+    }
+}
+
+struct RecordVarlen;
+
+impl OpKernel for RecordVarlen {
+    fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
+        gdn::record_workgroup_bytes(key)
+    }
+    fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
+        let class = ShapeClass::default();
+        gdn::key(OP, at.shape, at.dtypes, at.reduction, at.masked, &class)
+    }
+    /// A prefill that is itself a draft: the tape's k and g copies too.
+    fn rollback_variants(&self) -> Vec<u16> {
+        use RecordVarlenRow::*;
+        vec![TapeKGrouped.bit() | TapeG.bit() | StateOut.bit()]
+    }
+}
+
+impl KernelKey {
+    /// The record_varlen kernel for `shape`: record's shape class at the batch padded
+    /// to its longest sequence ([`VarlenShape::padded`]), `class` overriding it; the
+    /// plain op (state_out written, no tape copies; a mask when `masked`).
+    pub fn record_varlen(
+        shape: &VarlenShape,
+        dtypes: GdnDtypes,
+        reduction: Reduction,
+        masked: bool,
+        class: &ShapeClass,
+    ) -> Result<Self> {
+        Ok(gdn::key(
+            OP,
+            &shape.padded()?,
+            dtypes,
+            reduction,
+            masked,
+            class,
+        ))
+    }
+}
