@@ -4,11 +4,14 @@
 //! The dense parts run on the host in f32 (`host.rs`); each layer's recurrence is drafted on
 //! the chosen backend with `Rollback::draft_layer`, which returns y for the next layer,
 //! and the rollback keeps (and rolls back) every layer's state and conv window.
+//! Both prompts of a batch (the fixture's prompt and its first half) are first prefilled
+//! together, one `record_varlen` call a layer, and decoded from the states it leaves.
 //! Run: `cargo run --release --example qwen3_next` (`DELTATAPE_BACKEND=cpu|gpu`).
 mod host;
 
 use deltatape::wgpu::{self, util::DeviceExt};
-use deltatape::{Backend, ConvConfig, GdnShape, GqaLayout, RecordInputs, Rollback};
+use deltatape::VarlenShape;
+use deltatape::{Backend, ConvConfig, GdnShape, GqaLayout, RecordInputs, Recorded, Rollback};
 use deltatape::{RollbackMode, RollbackOptions};
 pub use host::{argmax, fixture, tensor, Model, Res, MODELS};
 use host::{CHANNELS, DK, DV, HK, HV, KERNEL};
@@ -129,9 +132,98 @@ impl<'m> Session<'m> {
     }
 }
 
+/// Each prompt after its prefill: its logits (`[len][vocab]`), and per layer its
+/// state and conv window.
+pub struct Prefilled {
+    pub logits: Vec<Vec<Vec<f32>>>,
+    pub states: Vec<Vec<Vec<f32>>>,
+    pub windows: Vec<Vec<Vec<f32>>>,
+}
+
+/// Prefill `prompts` together, each from a zero state and conv window: the tokens of
+/// all of them packed, one `record_varlen` call a layer, as an engine batches prompts
+/// of different lengths.
+pub fn prefill_packed(model: &Model, backend: &Backend, prompts: &[&[u32]]) -> Res<Prefilled> {
+    let mut offsets = vec![0u32];
+    for p in prompts {
+        offsets.push(offsets[offsets.len() - 1] + p.len() as u32);
+    }
+    let n = prompts.iter().map(|p| p.len()).sum();
+    let shape = VarlenShape::new(n, &offsets, HK, HV, DK, DV)?;
+    let mut h = model.embed(&prompts.concat(), n);
+    let zero_window = vec![0.0; CHANNELS * (KERNEL - 1)];
+    let (mut states, mut windows) = (
+        vec![Vec::new(); prompts.len()],
+        vec![Vec::new(); prompts.len()],
+    );
+    for l in 0..model.layers {
+        let p = model.in_proj(l, &h);
+        // Each prompt's causal conv from its own (zero) window.
+        let [mut q, mut k, mut v] = [0, 1, 2].map(|_| Vec::new());
+        for (s, window) in windows.iter_mut().enumerate() {
+            let tokens = shape.sequence(s);
+            let x = &p.x[tokens.start * CHANNELS..tokens.end * CHANNELS];
+            let [qs, ks, vs] = model.conv(l, &zero_window, x);
+            q.extend(qs);
+            k.extend(ks);
+            v.extend(vs);
+            window.push(window_after(&zero_window, x));
+        }
+        let inputs = RecordInputs {
+            q: &q,
+            k: &k,
+            v: &v,
+            g: &p.g,
+            beta: &p.beta,
+            mask: None,
+        };
+        let zero_states = vec![0.0; shape.state_len()];
+        let out: Recorded<f32, f32, f32> =
+            backend.record_varlen(&shape, GqaLayout::Blocked, &inputs, &zero_states)?;
+        let one = shape.state_len() / prompts.len();
+        for (s, state) in out.state.chunks(one).enumerate() {
+            states[s].push(state.to_vec());
+        }
+        model.finish(l, &mut h, &out.y, &p.z);
+    }
+    let logits = model.logits(&h);
+    let logits = (0..prompts.len())
+        .map(|s| logits[shape.sequence(s)].to_vec())
+        .collect();
+    Ok(Prefilled {
+        logits,
+        states,
+        windows,
+    })
+}
+
+/// The conv window (`[C, K-1]`, oldest first) after the inputs `x` (`[T, C]`) follow
+/// `window`: the last K - 1 of the two together, per channel.
+fn window_after(window: &[f32], x: &[f32]) -> Vec<f32> {
+    let (k1, t) = (KERNEL - 1, x.len() / CHANNELS);
+    let mut out = vec![0.0; window.len()];
+    for c in 0..CHANNELS {
+        for j in 0..k1 {
+            let s = t + j; // position in (window ++ x)
+            out[c * k1 + j] = if s < k1 {
+                window[c * k1 + s]
+            } else {
+                x[(s - k1) * CHANNELS + c]
+            };
+        }
+    }
+    out
+}
+
 /// `n` greedy tokens after `prompt`: one token a round.
 pub fn greedy(target: &mut Session, prompt: &[u32], n: usize) -> Res<Vec<u32>> {
-    let mut next = argmax(target.prefill(prompt)?.last().ok_or("empty prompt")?);
+    let next = argmax(target.prefill(prompt)?.last().ok_or("empty prompt")?);
+    greedy_from(target, next, n)
+}
+
+/// `n` greedy tokens from `next`, the first, on a session that has consumed
+/// everything before it: one token a round.
+pub fn greedy_from(target: &mut Session, mut next: u32, n: usize) -> Res<Vec<u32>> {
     let mut out = vec![next];
     while out.len() < n {
         next = argmax(&target.prefill(&[next])?[0]);
@@ -233,6 +325,67 @@ pub fn main() -> Res<()> {
             return Err(format!("{name}: tokens differ from transformers' {want:?}").into());
         }
         println!("{name}: both equal transformers' greedy tokens");
+        packed_prefill(&backend, name, &target, &prompt, &hf, &want)?;
     }
+    Ok(())
+}
+
+/// The prompt and its first half prefilled together in one packed call a layer, then
+/// each decoded greedily from the states that call left: the prompt gives transformers'
+/// tokens; the half its next token as transformers' logits at that position say, and
+/// then the tokens a token-by-token prefill of it gives.
+fn packed_prefill(
+    backend: &Backend,
+    name: &str,
+    model: &Model,
+    prompt: &[u32],
+    hf: &[f32],
+    want: &[u32],
+) -> Res<()> {
+    let half = &prompt[..prompt.len().div_ceil(2)];
+    let packed = prefill_packed(model, backend, &[prompt, half])?;
+    let vocab = hf.len() / prompt.len();
+    let (largest, mut err) = (hf.iter().fold(0f32, |m, v| m.max(v.abs())), 0f32);
+    for logits in &packed.logits {
+        for (row, want_row) in logits.iter().zip(hf.chunks(vocab)) {
+            err = row
+                .iter()
+                .zip(want_row)
+                .fold(err, |m, (a, b)| m.max((a - b).abs()));
+        }
+    }
+    println!(
+        "{name}: packed prefill of {} and {} tokens in one call a layer: logits vs transformers: largest error {:.2e} (relative)",
+        prompt.len(),
+        half.len(),
+        err / largest
+    );
+    let mut decoded = Vec::new();
+    for s in 0..2 {
+        let mut session = Session::new(model, backend, 4, RollbackMode::SingleState, Commit::Host)?;
+        for l in 0..model.layers {
+            session.rb.set_state(l, &packed.states[s][l])?;
+            session.rb.set_conv_window(l, &packed.windows[s][l])?;
+        }
+        let first = argmax(packed.logits[s].last().ok_or("empty prompt")?);
+        decoded.push(greedy_from(&mut session, first, want.len())?);
+    }
+    let hf_next = argmax(&hf[(half.len() - 1) * vocab..][..vocab]);
+    let sequential = greedy(
+        &mut Session::new(model, backend, 4, RollbackMode::SingleState, Commit::Host)?,
+        half,
+        want.len(),
+    )?;
+    println!(
+        "after the packed prefill: {:?}\n                         {:?}",
+        decoded[0], decoded[1]
+    );
+    if decoded[0] != want || decoded[1][0] != hf_next || decoded[1] != sequential {
+        return Err(format!(
+            "{name}: after the packed prefill, tokens differ: {decoded:?}, want {want:?}, then {hf_next} and {sequential:?}"
+        )
+        .into());
+    }
+    println!("{name}: the prompt gives transformers' tokens, its first half transformers' next token and the token-by-token prefill's continuation");
     Ok(())
 }
