@@ -1,6 +1,6 @@
 //! record_varlen on the GPU: its resident dispatch over the caller's buffers.
 
-use super::RecordVarlenOperands;
+use super::{class_shape, RecordVarlenOperands};
 use crate::dtype::GdnDtypes;
 use crate::error::Result;
 use crate::gpu::backend::GpuBackend;
@@ -45,7 +45,9 @@ impl GpuBackend {
     ) -> Result<Prepared> {
         let padded = shape.padded()?;
         // record's class: the same kernel, its tuning measured on record.
-        let class = self.tuning().class(Op::Record, &padded, dtypes);
+        let class = self
+            .tuning()
+            .class(Op::Record, &class_shape(shape)?, dtypes);
         let key = KernelKey::record_varlen(shape, dtypes, self.reduction, false, &class)?
             .with_bound(buffers.bound());
         let slots = buffers.slots().into_iter().map(|b| b.copied()).collect();

@@ -14,7 +14,7 @@ use super::operand::operand_table;
 use super::record::RecordOperands;
 use crate::dtype::GdnDtypes;
 use crate::error::Result;
-use crate::shape::VarlenShape;
+use crate::shape::{GdnShape, VarlenShape};
 use crate::tuning::ShapeClass;
 
 pub(crate) mod cpu;
@@ -85,10 +85,23 @@ impl OpKernel for RecordVarlen {
     }
 }
 
+/// The record shape whose class record_varlen's kernel takes: the sequences at least
+/// half as long as the longest, at the longest's length. The call lasts as long as its
+/// longest sequence, and while that one still runs only the long ones keep the GPU
+/// busy: a kernel chosen for all S sequences (a larger grid: two rows an invocation)
+/// would slow the one that decides the time (docs/PERFORMANCE.md, "Packed prompts").
+pub(crate) fn class_shape(shape: &VarlenShape) -> Result<GdnShape> {
+    let longest = shape.longest();
+    let long = (0..shape.sequences())
+        .filter(|&s| 2 * shape.sequence(s).len() >= longest)
+        .count();
+    shape.packed().with_batch(long.max(1))?.with_steps(longest)
+}
+
 impl KernelKey {
-    /// The record_varlen kernel for `shape`: record's shape class at the batch padded
-    /// to its longest sequence ([`VarlenShape::padded`]), `class` overriding it; the
-    /// plain op (state_out written, no tape copies; a mask when `masked`).
+    /// The record_varlen kernel for `shape`: record's shape class at [`class_shape`],
+    /// `class` overriding it; the plain op (state_out written, no tape copies; a mask
+    /// when `masked`).
     pub fn record_varlen(
         shape: &VarlenShape,
         dtypes: GdnDtypes,
@@ -96,13 +109,7 @@ impl KernelKey {
         masked: bool,
         class: &ShapeClass,
     ) -> Result<Self> {
-        Ok(gdn::key(
-            OP,
-            &shape.padded()?,
-            dtypes,
-            reduction,
-            masked,
-            class,
-        ))
+        let at = class_shape(shape)?;
+        Ok(gdn::key(OP, &at, dtypes, reduction, masked, class))
     }
 }
