@@ -361,7 +361,10 @@ fn gpu_varlen_writes_the_tape_copies_when_bound() {
     g.queue().submit([encoder.finish()]);
     assert_eq!(r.read(&g), want);
     assert_eq!(g.read_buffer::<f32>(&tape_k, shape.qk_len()).unwrap(), d.k);
-    assert_eq!(g.read_buffer::<f32>(&tape_g, shape.gate_len()).unwrap(), d.g);
+    assert_eq!(
+        g.read_buffer::<f32>(&tape_g, shape.gate_len()).unwrap(),
+        d.g
+    );
 }
 
 /// Each broken offset rule is its own typed error naming `offsets` and the entry.

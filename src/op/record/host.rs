@@ -59,6 +59,20 @@ impl<'a, A: Element, S: Element, P: Element, G: Element> Record<'a, A, S, P, G> 
     }
 }
 
+/// record's outputs from the host call's readback (y, state_out, delta: the written
+/// operands in table order), y and delta of `v_len` values, the state of `state_len`.
+pub(crate) fn read_back<A: Element, S: Element, P: Element>(
+    out: &[Vec<u8>],
+    v_len: usize,
+    state_len: usize,
+) -> Recorded<A, S, P> {
+    Recorded {
+        y: from_bytes(&out[0], v_len),
+        state: from_bytes(&out[1], state_len),
+        delta: from_bytes(&out[2], v_len),
+    }
+}
+
 /// record's operands on the host path: the inputs, and the outputs y, state_out and
 /// delta (no tape copies).
 pub(crate) fn host_sides<'a, A: Element, S: Element, G: Element>(
@@ -130,13 +144,7 @@ impl<'a, A: Element, S: Element, P: Element, G: Element> HostCall<'a> for Record
                     .prepare_record(&shape, layout, dtypes, &bufs.as_ref())
                     .map(|p| p.encode(e)),
             },
-            move |out| {
-                Ok(Recorded {
-                    y: from_bytes(&out[0], shape.v_len()),
-                    state: from_bytes(&out[1], shape.state_len()),
-                    delta: from_bytes(&out[2], shape.v_len()),
-                })
-            },
+            move |out| Ok(read_back(&out, shape.v_len(), shape.state_len())),
         )
     }
 }

@@ -6,11 +6,11 @@ use crate::cpu::CpuBackend;
 use crate::dtype::{Element, GdnDtypes};
 use crate::error::{alloc_vec, Result};
 use crate::gpu::backend::GpuBackend;
-use crate::gpu::host::{from_bytes, Pending};
+use crate::gpu::host::Pending;
 use crate::host::HostCall;
 use crate::op::operand::HostSide;
 use crate::op::record::cpu::RecordArgs;
-use crate::op::record::host::host_sides;
+use crate::op::record::host::{host_sides, read_back};
 use crate::op::record::{RecordInputs, Recorded};
 use crate::shape::{GqaLayout, VarlenShape};
 use std::marker::PhantomData;
@@ -76,13 +76,7 @@ impl<'a, A: Element, S: Element, P: Element, G: Element> HostCall<'a>
                 gpu.prepare_varlen_bound(shape, layout, dtypes, &bufs.as_ref())
                     .map(|p| p.encode(e))
             },
-            move |out| {
-                Ok(Recorded {
-                    y: from_bytes(&out[0], v_len),
-                    state: from_bytes(&out[1], state_len),
-                    delta: from_bytes(&out[2], v_len),
-                })
-            },
+            move |out| Ok(read_back(&out, v_len, state_len)),
         )
     }
 }

@@ -486,6 +486,16 @@ fn random_buffer(gpu: &GpuBackend, bytes: u64, seed: u32) -> wgpu::Buffer {
     buffer
 }
 
+/// A cell's dtypes: activations and gates in `dtype`, state and tape f32.
+fn cell_dtypes(dtype: DType) -> GdnDtypes {
+    GdnDtypes {
+        act: dtype,
+        state: DType::F32,
+        tape: DType::F32,
+        gate: dtype,
+    }
+}
+
 /// Run the benchmark; `progress(done, total, label)` is called after each cell.
 pub fn run(
     gpu: &GpuBackend,
@@ -594,21 +604,19 @@ struct OpBuffers {
 
 impl OpBuffers {
     fn new(gpu: &GpuBackend, largest: &GdnShape) -> Self {
+        let s = largest;
+        let lens = [s.qk_len(), s.v_len(), s.gate_len(), s.state_len()];
+        Self::sized(gpu, lens, s.tape_k_len(), 1)
+    }
+
+    /// Buffers for f32 values: q and k of `qk` each, v, y and delta of `v`, g and beta
+    /// of `gate`, the two states of `state`, the tape's k of `tape_k`; random contents
+    /// from `seed` on.
+    fn sized(gpu: &GpuBackend, [qk, v, gate, state]: [usize; 4], tape_k: usize, seed: u32) -> Self {
         let f32b = |n: usize| n as u64 * 4;
-        let lens = [
-            largest.qk_len(),
-            largest.qk_len(),
-            largest.v_len(),
-            largest.gate_len(),
-            largest.gate_len(),
-            largest.state_len(),
-            largest.state_len(),
-            largest.v_len(),
-            largest.v_len(),
-            largest.tape_k_len(),
-        ];
+        let lens = [qk, qk, v, gate, gate, state, state, v, v, tape_k];
         let [q, k, v, g, beta, state, state_out, y, delta, tape_k] =
-            std::array::from_fn(|i| random_buffer(gpu, f32b(lens[i]), i as u32 + 1));
+            std::array::from_fn(|i| random_buffer(gpu, f32b(lens[i]), seed + i as u32));
         OpBuffers {
             q,
             k,
@@ -799,41 +807,16 @@ impl Bench<'_> {
     /// buffers of its own, sized for f32.
     fn prepare_varlen(&self, dtype: DType, shape: &VarlenShape) -> Result<CellOp> {
         let gpu = self.gpu;
-        let f32b = |n: usize| n as u64 * 4;
         let lens = [
             shape.qk_len(),
-            shape.qk_len(),
             shape.v_len(),
             shape.gate_len(),
-            shape.gate_len(),
             shape.state_len(),
-            shape.v_len(),
-            shape.state_len(),
-            shape.v_len(),
         ];
-        let [q, k, v, g, beta, state_in, y, state_out, delta] =
-            std::array::from_fn(|i| random_buffer(gpu, f32b(lens[i]), 40 + i as u32));
-        let buffers = RecordBuffers {
-            q: &q,
-            k: &k,
-            v: &v,
-            g: &g,
-            beta: &beta,
-            state_in: &state_in,
-            y: &y,
-            state_out: Some(&state_out),
-            delta: &delta,
-            mask: None,
-            tape_k_grouped: None,
-            tape_g: None,
-        };
-        let dt = GdnDtypes {
-            act: dtype,
-            state: DType::F32,
-            tape: DType::F32,
-            gate: dtype,
-        };
-        let dispatch = gpu.prepare_record_varlen(shape, GqaLayout::Blocked, dt, &buffers)?;
+        let buffers = OpBuffers::sized(gpu, lens, 1, 40);
+        let dt = cell_dtypes(dtype);
+        let dispatch =
+            gpu.prepare_record_varlen(shape, GqaLayout::Blocked, dt, &buffers.record())?;
         Ok(CellOp {
             dispatch,
             rotating: Vec::new(),
@@ -844,12 +827,7 @@ impl Bench<'_> {
     /// `bytes` is what it moves (repeat's rotating sets cover `repeat_rotate_bytes`).
     fn prepare(&self, op: BenchOp, dtype: DType, shape: &GdnShape, bytes: u64) -> Result<CellOp> {
         let (gpu, buffers) = (self.gpu, &self.buffers);
-        let dt = GdnDtypes {
-            act: dtype,
-            state: DType::F32,
-            tape: DType::F32,
-            gate: dtype,
-        };
+        let dt = cell_dtypes(dtype);
         let one = |dispatch| CellOp {
             dispatch,
             rotating: Vec::new(),
