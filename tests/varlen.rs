@@ -205,6 +205,20 @@ fn gpu_varlen_matches_the_cpu_at_every_length_mix() {
             }
         }
     }
+    // Random mixes of 1 to 9 sequences, lengths drawn from the edge cases and 0..80.
+    for seed in 0..4u64 {
+        let mut rng = Rng::new(seed);
+        let edges = [0, 1, 3, 4, 5, 7, 8, 9, 63, 64, 65];
+        let lens: Vec<usize> = (0..1 + rng.below(9))
+            .map(|_| match rng.below(2) {
+                0 => edges[rng.below(edges.len() as u64) as usize],
+                _ => rng.below(80) as usize,
+            })
+            .collect();
+        let shape = shape_of(&lens, HEADS);
+        let layout = LAYOUTS[seed as usize % 2];
+        gpu_case::<f32, f32, f32, f32>(&g, &shape, layout, seed % 2 == 1, 20 + seed);
+    }
     let wide = shape_of(&[70, 0, 3, 129], [1, 2, 64, 32]);
     gpu_case::<f32, f32, f32, f32>(&g, &wide, GqaLayout::Blocked, false, 7);
     gpu_case::<bf16, f32, bf16, bf16>(&g, &wide, GqaLayout::Tiled, true, 8);
