@@ -458,39 +458,6 @@ fn wrong_counts_are_typed_errors_on_every_backend() {
     }
 }
 
-/// The GPU holds the offsets in a uniform buffer of 16384 words: one sequence more is
-/// refused by name on the GPU (the CPU takes it), and one fewer runs.
-#[test]
-fn gpu_varlen_refuses_more_sequences_than_its_offsets_buffer_holds() {
-    let Some(g) = gpu() else { return };
-    let heads = [1, 1, 4, 2];
-    for (sequences, fits) in [(16383, true), (16384, false)] {
-        let lens: Vec<usize> = (0..sequences).map(|s| s % 2).collect();
-        let shape = shape_of(&lens, heads);
-        let d = draw_varlen(&shape, 4);
-        let on_gpu: deltatape::Result<Recorded<f32, f32, f32>> =
-            g.record_varlen(&shape, GqaLayout::Blocked, &d.inputs(None), &d.state);
-        if fits {
-            let want: Recorded<f32, f32, f32> = cpu()
-                .record_varlen(&shape, GqaLayout::Blocked, &d.inputs(None), &d.state)
-                .unwrap();
-            assert_record_close("16383 sequences", &on_gpu.unwrap(), &want);
-        } else {
-            assert!(
-                matches!(
-                    on_gpu,
-                    Err(Error::DimTooLarge {
-                        arg: "offsets",
-                        actual: 16385,
-                        ..
-                    })
-                ),
-                "{on_gpu:?}"
-            );
-        }
-    }
-}
-
 /// bf16 outputs pair neighbouring rows: an odd Dv is refused on the GPU as record's is.
 #[test]
 fn gpu_varlen_refuses_what_record_refuses() {

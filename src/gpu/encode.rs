@@ -8,7 +8,7 @@ use super::cache::ParamBlock;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::op::kernel::{KernelKey, Reduction, MAX_KEY_DIM};
-use crate::op::operand::{OperandSpec, Walk, UNIFORM_WORDS};
+use crate::op::operand::OperandSpec;
 use crate::shape::{GdnShape, GqaLayout};
 use std::sync::Arc;
 
@@ -452,18 +452,12 @@ fn check_operand<Sh>(
 ) -> Result<u64> {
     let arg = spec.name;
     let len = (spec.len)(shape) as u64;
-    let uniform = spec.walk == Walk::Uniform;
-    let max = if uniform {
-        UNIFORM_WORDS as u64
-    } else {
-        MAX_GPU_ELEMENTS
-    };
-    if len > max {
+    if len > MAX_GPU_ELEMENTS {
         return Err(Error::DimTooLarge {
             op,
             arg,
             actual: len,
-            max,
+            max: MAX_GPU_ELEMENTS,
         });
     }
     let bytes = spec
@@ -477,51 +471,29 @@ fn check_operand<Sh>(
             actual: buffer.size(),
         });
     }
-    let (usage, missing, alignment, limit, max_bytes) = if uniform {
-        let l = limits;
-        let (align, max) = (
-            l.min_uniform_buffer_offset_alignment,
-            l.max_uniform_buffer_binding_size,
-        );
-        (
-            wgpu::BufferUsages::UNIFORM,
-            "UNIFORM",
-            align,
-            "max_uniform_buffer_binding_size",
-            max,
-        )
-    } else {
-        let l = limits;
-        let (align, max) = (
-            l.min_storage_buffer_offset_alignment,
-            l.max_storage_buffer_binding_size,
-        );
-        (
-            wgpu::BufferUsages::STORAGE,
-            "STORAGE",
-            align,
-            "max_storage_buffer_binding_size",
-            max,
-        )
-    };
-    if !offset.is_multiple_of(alignment as u64) {
+    if !offset.is_multiple_of(limits.min_storage_buffer_offset_alignment as u64) {
         return Err(Error::Unsupported {
             op,
             arg,
             why: format!(
-                "offset {offset} is not a multiple of the device's binding alignment ({alignment})"
+                "offset {offset} is not a multiple of the device's storage binding alignment ({})",
+                limits.min_storage_buffer_offset_alignment
             ),
         });
     }
-    if !buffer.usage().contains(usage) {
-        return Err(Error::BufferUsage { op, arg, missing });
+    if !buffer.usage().contains(wgpu::BufferUsages::STORAGE) {
+        return Err(Error::BufferUsage {
+            op,
+            arg,
+            missing: "STORAGE",
+        });
     }
-    if bytes > max_bytes {
+    if bytes > limits.max_storage_buffer_binding_size {
         return Err(Error::DeviceLimit {
             op,
-            limit,
+            limit: "max_storage_buffer_binding_size",
             needed: bytes,
-            available: max_bytes,
+            available: limits.max_storage_buffer_binding_size,
             hint: " (split the batch into smaller calls)",
         });
     }

@@ -8,7 +8,7 @@ use super::backend::GpuBackend;
 use super::cache::write_padded;
 use crate::dtype::GdnDtypes;
 use crate::error::{Error, Result};
-use crate::op::operand::{Access, HostSide, OperandSpec, Walk};
+use crate::op::operand::{Access, HostSide, OperandSpec};
 use futures_intrusive::channel::shared::{oneshot_channel, OneshotReceiver};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -134,16 +134,10 @@ impl GpuBackend {
         let pool = &self.inner.pool;
         match side {
             HostSide::In(bytes, _) => {
-                let mut size = (bytes.len() as u64).div_ceil(4) * 4;
+                let size = (bytes.len() as u64).div_ceil(4) * 4;
                 // An operand updated in place is read back too.
-                let usage = match (spec.walk, spec.access) {
-                    (Walk::Uniform, _) => {
-                        // The whole array its kernel declares (more when too many
-                        // words were given: the dispatch refuses them by name).
-                        size = size.max(spec.bytes(shape, dtypes).unwrap_or(0));
-                        U::UNIFORM | U::COPY_DST
-                    }
-                    (_, Access::ReadWrite) => U::STORAGE | U::COPY_DST | U::COPY_SRC,
+                let usage = match spec.access {
+                    Access::ReadWrite => U::STORAGE | U::COPY_DST | U::COPY_SRC,
                     _ => U::STORAGE | U::COPY_DST,
                 };
                 let buffer = pool.take(self.device(), size.max(16), usage);

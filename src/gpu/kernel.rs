@@ -5,7 +5,7 @@
 use super::wgsl::{self, Value, WgslError};
 use crate::dtype::DType;
 use crate::op::kernel::{Binding, KernelKey};
-use crate::op::operand::{Walk, UNIFORM_WORDS};
+use crate::op::operand::Walk;
 use std::fmt::Write as _;
 
 impl KernelKey {
@@ -61,15 +61,6 @@ impl WriteWgsl for Binding {
         } else {
             "read"
         };
-        if self.kind == Walk::Uniform {
-            let _ = writeln!(
-                out,
-                "@group(0) @binding({index}) var<uniform> {n}_buf: array<vec4<u32>, {}>;\n\
-                 fn load_{n}(i: u32) -> u32 {{\n    return {n}_buf[i / 4u][i % 4u];\n}}\n",
-                UNIFORM_WORDS / 4
-            );
-            return;
-        }
         if self.kind == Walk::Words {
             let _ = writeln!(
                 out,

@@ -128,7 +128,9 @@ pub(crate) fn record_workgroup_bytes(key: &KernelKey) -> u32 {
     };
     // fold_record's count of steps to fold (`steps_shared`).
     let fold = if key.op.info().folds { 4 } else { 0 };
-    staged + reduction + pairs + fold
+    // record_varlen's sequence span (`sequence_span`, a vec2<u32>).
+    let span = if key.binds_named("offsets") { 8 } else { 0 };
+    staged + reduction + pairs + fold + span
 }
 
 /// Workgroup memory of a replay kernel.

@@ -322,11 +322,7 @@ impl KernelKey {
 
     /// Storage buffers the kernel binds (the device's per-stage limit must allow it).
     pub fn storage_buffers(&self) -> u32 {
-        let storage = self
-            .bindings()
-            .into_iter()
-            .filter(|b| b.kind != Walk::Uniform);
-        storage.count() as u32
+        self.bindings().len() as u32
     }
 
     /// Whether this kernel needs `Features::SHADER_F16`.

@@ -89,17 +89,7 @@ pub enum Walk {
     Scalars,
     /// Plain u32 data (mask, accepted): `load_X(i)`.
     Words,
-    /// u32 words in a uniform buffer of [`UNIFORM_WORDS`] (record_varlen's offsets),
-    /// read at workgroup-uniform indices: `load_X(i)`. A value loaded there stays
-    /// uniform to the device's compiler too, so a loop bound made of it does not make
-    /// the loop look divergent (from a storage buffer it did: record_varlen ran 4.8x
-    /// slower than record on the same batch on the H200, docs/PERFORMANCE.md).
-    Uniform,
 }
-
-/// Words a [`Walk::Uniform`] operand's buffer holds (64 KiB, WebGPU's least
-/// `max_uniform_buffer_binding_size`): its kernels declare an array of this many.
-pub const UNIFORM_WORDS: usize = 1 << 14;
 
 /// One row of an operand table.
 #[derive(Clone, Copy, Debug)]
@@ -126,9 +116,6 @@ impl<Sh> OperandSpec<Sh> {
     /// `None` on overflow.
     pub fn bytes(&self, shape: &Sh, dtypes: &GdnDtypes) -> Option<u64> {
         let len = (self.len)(shape);
-        if self.walk == Walk::Uniform {
-            return Some(UNIFORM_WORDS as u64 * 4);
-        }
         match self.dtype(dtypes) {
             Some(dt) => dt.buffer_bytes(len),
             None => (len as u64).checked_mul(4),

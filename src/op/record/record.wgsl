@@ -35,7 +35,7 @@ fn store_end_state(srow: u32, col: u32, key_dim: u32, v: vec4<f32>) {
 
 fn row_kernel(call: GdnDims, tile: RowTile, li: u32, sg: u32) {
 #if HAS_OFFSETS
-    let d = sequence_dims(call, tile.b);
+    let d = sequence_dims(call, tile.b, li);
 #else
     let d = call;
 #endif

@@ -7,7 +7,6 @@ use crate::gpu::backend::GpuBackend;
 use crate::gpu::cache::small_buffer;
 use crate::gpu::encode::Prepared;
 use crate::op::kernel::{KernelKey, Op};
-use crate::op::operand::UNIFORM_WORDS;
 use crate::op::record::RecordBuffers;
 use crate::shape::{GqaLayout, VarlenShape};
 
@@ -18,9 +17,8 @@ impl GpuBackend {
     /// `state_out` one state per sequence (`[S, Hv, Dv, Dk]`).
     ///
     /// The offsets are the shape's, checked when it was built; the dispatch holds them
-    /// in a uniform buffer of its own (64 KiB: at most 16383 sequences on the GPU),
-    /// written once here, so encoding it again costs no upload. A batch with other
-    /// offsets is another shape and another dispatch.
+    /// in a small buffer of its own, written once here, so encoding it again costs no
+    /// upload. A batch with other offsets is another shape and another dispatch.
     pub fn prepare_record_varlen(
         &self,
         shape: &VarlenShape,
@@ -28,11 +26,9 @@ impl GpuBackend {
         dtypes: GdnDtypes,
         buffers: &RecordBuffers<'_>,
     ) -> Result<Prepared> {
-        let mut words = shape.offsets().to_vec();
-        words.resize(words.len().max(UNIFORM_WORDS), 0);
-        let usage = wgpu::BufferUsages::UNIFORM;
-        let bytes = bytemuck::cast_slice(&words);
-        let offsets = small_buffer(self.device(), self.queue(), bytes, usage);
+        let words = bytemuck::cast_slice(shape.offsets());
+        let usage = wgpu::BufferUsages::STORAGE;
+        let offsets = small_buffer(self.device(), self.queue(), words, usage);
         let all = RecordVarlenOperands::from_record(*buffers, &offsets);
         let prepared = self.prepare_varlen_bound(shape, layout, dtypes, &all)?;
         Ok(prepared.keeping(vec![offsets]))

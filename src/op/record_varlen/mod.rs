@@ -42,9 +42,8 @@ operand_table! {
         use activations;
         use record_outputs;
         use tape_copies;
-        /// `[S + 1]`: sequence s is the tokens `offsets[s] .. offsets[s + 1]`; in a
-        /// uniform buffer (so at most `UNIFORM_WORDS` of them).
-        [Offsets] offsets: T, Control U32 Read Uniform = offsets_len;
+        /// `[S + 1]`: sequence s is the tokens `offsets[s] .. offsets[s + 1]`.
+        [Offsets] offsets: T, Control U32 Read Words = offsets_len;
     }
 }
 
