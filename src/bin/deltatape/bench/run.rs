@@ -506,12 +506,28 @@ pub fn run(
     let tmax = cfg.steps.iter().copied().max().unwrap_or(1);
     let largest = cfg.shape(bmax, tmax)?;
     let buffers = OpBuffers::new(gpu, &largest);
+    // record_varlen's buffers, sized for its packed shape: allocated here with the
+    // others, before the clocks are brought up and anything is timed.
+    let varlen = match cfg.ops.contains(&BenchOp::RecordVarlen) {
+        true => {
+            let shape = cfg.varlen()?;
+            let lens = [
+                shape.qk_len(),
+                shape.v_len(),
+                shape.gate_len(),
+                shape.state_len(),
+            ];
+            Some((OpBuffers::sized(gpu, lens, 1, 40), shape))
+        }
+        false => None,
+    };
     let timer = Timer::new(gpu, cfg.runs);
     let copy = CopyBuffers::new(gpu, cfg, &largest);
     let mut bench = Bench {
         gpu,
         cfg,
         buffers,
+        varlen,
         timer,
         copy,
     };
@@ -696,6 +712,8 @@ struct Bench<'a> {
     gpu: &'a GpuBackend,
     cfg: &'a BenchConfig,
     buffers: OpBuffers,
+    /// record_varlen's buffers and shape, when it is benchmarked.
+    varlen: Option<(OpBuffers, VarlenShape)>,
     timer: Timer<'a>,
     copy: CopyBuffers,
 }
@@ -803,17 +821,19 @@ impl Bench<'_> {
         })
     }
 
-    /// Prepare record_varlen at `shape`, activations in `dtype` (state and tape f32), on
-    /// buffers of its own, sized for f32.
-    fn prepare_varlen(&self, dtype: DType, shape: &VarlenShape) -> Result<CellOp> {
-        let gpu = self.gpu;
-        let lens = [
-            shape.qk_len(),
-            shape.v_len(),
-            shape.gate_len(),
-            shape.state_len(),
-        ];
-        let buffers = OpBuffers::sized(gpu, lens, 1, 40);
+    /// Prepare record_varlen, activations in `dtype` (state and tape f32), on its own
+    /// buffers.
+    fn prepare_varlen(&self, dtype: DType) -> Result<CellOp> {
+        let (gpu, (buffers, shape)) = match &self.varlen {
+            Some(varlen) => (self.gpu, varlen),
+            None => {
+                return Err(Error::Unsupported {
+                    op: "bench",
+                    arg: "ops",
+                    why: "record_varlen was not among the run's ops".into(),
+                })
+            }
+        };
         let dt = cell_dtypes(dtype);
         let dispatch =
             gpu.prepare_record_varlen(shape, GqaLayout::Blocked, dt, &buffers.record())?;
@@ -863,7 +883,7 @@ impl Bench<'_> {
                     },
                 )?)
             }
-            BenchOp::RecordVarlen => self.prepare_varlen(dtype, &self.cfg.varlen()?)?,
+            BenchOp::RecordVarlen => self.prepare_varlen(dtype)?,
             BenchOp::Repeat => {
                 let rs = shape.tape_k_repeat();
                 let a = dtype.size_bytes() as u64;
