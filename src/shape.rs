@@ -319,8 +319,6 @@ fn check_accepted(op: &'static str, accepted: &[u32], batch: usize, steps: usize
 pub struct VarlenShape {
     packed: GdnShape,
     offsets: std::sync::Arc<[u32]>,
-    /// The longest sequence's length.
-    longest: usize,
 }
 
 impl VarlenShape {
@@ -356,7 +354,6 @@ impl VarlenShape {
             })
         };
         let last = offsets.len() - 1;
-        let mut longest = 0;
         for (index, &o) in offsets.iter().enumerate() {
             if index == 0 && o != 0 {
                 return bad(index, "the first offset must be 0");
@@ -373,14 +370,10 @@ impl VarlenShape {
             if index == last && o as usize != tokens {
                 return bad(index, "the last offset must be N, the number of tokens");
             }
-            if index > 0 {
-                longest = longest.max((o - offsets[index - 1]) as usize);
-            }
         }
         let shape = VarlenShape {
             packed,
             offsets: offsets.into(),
-            longest,
         };
         shape.padded()?;
         Ok(shape)
@@ -409,12 +402,13 @@ impl VarlenShape {
     }
     /// The longest sequence's length.
     pub fn longest(&self) -> usize {
-        self.longest
+        let lens = self.offsets.windows(2).map(|w| (w[1] - w[0]) as usize);
+        lens.max().unwrap_or(0)
     }
     /// The batch as S sequences of the longest one's length: the state's shape
     /// (`[S, Hv, Dv, Dk]`), and the shape class a kernel for this call is chosen by.
     pub fn padded(&self) -> Result<GdnShape> {
-        self.packed.resized(self.sequences(), self.longest)
+        self.packed.resized(self.sequences(), self.longest())
     }
 
     // ---- element counts: the packed tokens', and one state per sequence ----

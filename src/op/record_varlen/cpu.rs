@@ -3,6 +3,7 @@
 //! sequence alone).
 
 use crate::dtype::Element;
+use crate::error::Result;
 use crate::op::record::cpu::{record, RecordArgs};
 use crate::op::record::RecordInputs;
 use crate::shape::{GqaLayout, VarlenShape};
@@ -12,7 +13,7 @@ use crate::shape::{GqaLayout, VarlenShape};
 pub(crate) fn record_varlen<A: Element, S: Element, P: Element, G: Element>(
     (threads, shape, layout): (usize, &VarlenShape, GqaLayout),
     args: RecordArgs<'_, A, S, P, G>,
-) {
+) -> Result<()> {
     let (packed, i) = (shape.packed(), args.inputs);
     let RecordArgs {
         y,
@@ -24,9 +25,7 @@ pub(crate) fn record_varlen<A: Element, S: Element, P: Element, G: Element>(
     } = args;
     for s in 0..shape.sequences() {
         let tokens = shape.sequence(s);
-        let one = packed
-            .with_steps(tokens.len())
-            .expect("a sequence of a checked shape is a shape");
+        let one = packed.with_steps(tokens.len())?;
         // The packed operands from the sequence's first token, and its state.
         let (qk, v, g) = (
             packed.qk_row(0, tokens.start, 0),
@@ -56,4 +55,5 @@ pub(crate) fn record_varlen<A: Element, S: Element, P: Element, G: Element>(
         };
         record((threads, &one, layout), one_args);
     }
+    Ok(())
 }

@@ -58,7 +58,7 @@ impl<'a, A: Element, S: Element, P: Element, G: Element> HostCall<'a>
             tape_k_grouped: None,
             tape_g: None,
         };
-        record_varlen((cpu.threads(), shape, self.layout), args);
+        record_varlen((cpu.threads(), shape, self.layout), args)?;
         Ok(out)
     }
 

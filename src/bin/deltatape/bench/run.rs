@@ -757,12 +757,17 @@ impl Bench<'_> {
     fn cell(&mut self, op: BenchOp, dtype: DType, batch: usize, steps: usize) -> Result<Cell> {
         let (gpu, cfg) = (self.gpu, self.cfg);
         let a = dtype.size_bytes() as u64;
-        let shape = cfg.shape(batch, steps)?;
-        let bytes = match op {
-            BenchOp::RecordVarlen => varlen_bytes(&cfg.varlen()?, a),
-            _ => moved_bytes(op, &shape, a),
+        // record_varlen's cell is its packed shape, not a (B, T) of the grid.
+        let (bytes, prepared) = match (op, &self.varlen) {
+            (BenchOp::RecordVarlen, Some((_, shape))) => {
+                (varlen_bytes(shape, a), self.prepare_varlen(dtype)?)
+            }
+            _ => {
+                let shape = cfg.shape(batch, steps)?;
+                let bytes = moved_bytes(op, &shape, a);
+                (bytes, self.prepare(op, dtype, &shape, bytes)?)
+            }
         };
-        let prepared = self.prepare(op, dtype, &shape, bytes)?;
         let before = self.timer.clock_now();
         let next = std::cell::Cell::new(0usize);
         let rotating = &prepared.rotating;
@@ -883,6 +888,7 @@ impl Bench<'_> {
                     },
                 )?)
             }
+            // The packed shape is not a grid shape (`cell` takes it apart).
             BenchOp::RecordVarlen => self.prepare_varlen(dtype)?,
             BenchOp::Repeat => {
                 let rs = shape.tape_k_repeat();
