@@ -17,7 +17,8 @@
 //! (`SPEC.md`), other libraries' conventions, the H200 performance tables and the
 //! portability notes.
 
-#![forbid(unsafe_code)]
+// One `unsafe` call in the crate, with its proof: `gpu::cache::create_module`.
+#![deny(unsafe_code)]
 // Without the `workshop` feature, what only the command line and the tests read (the
 // variant enumeration, the device report, the tuning table's rows) is unused; with it
 // (every `cargo test`, clippy run and the binary), dead code still warns.
@@ -48,7 +49,7 @@ pub mod internals {
     };
     pub use crate::gpu::encode::MAX_GPU_ELEMENTS;
     #[cfg(feature = "translate")]
-    pub use crate::gpu::translate::{translate, validate, Target};
+    pub use crate::gpu::translate::{translate, translate_with, validate, Target};
     pub use crate::gpu::wgsl::WgslError;
     pub use crate::op::gdn::WORKGROUP_MEMORY_BUDGET;
     pub use crate::op::kernel::{Binding, KernelKey, KeyAt, Op, Reduction, MAX_KEY_DIM};

@@ -2,7 +2,10 @@
 //! no GPU needed: what Metal and DX12 users would compile, checked on every run.
 
 use deltatape::internals::operand::{FoldRecordRow, RecordRow, ReplayRow};
-use deltatape::internals::{all_variants, translate, validate, KernelKey, Op, Reduction, Target};
+use deltatape::internals::{
+    all_variants, coop_variants, translate, translate_with, validate, KernelKey, Op, Reduction,
+    Target,
+};
 
 /// Every (op, dtype triple, reduction) the crate can compile, at representative shapes.
 fn all_keys() -> Vec<KernelKey> {
@@ -20,6 +23,70 @@ fn every_variant_validates_and_translates() {
             assert!(!out.is_empty());
         }
     }
+}
+
+/// The proof behind the crate's one `unsafe` call (`gpu::cache::create_module`): every
+/// variant it can assemble, the cooperative-matrix ones too, obeys the loop rule
+/// (src/gpu/loops.rs), so no module it creates without naga's loop counter can loop
+/// forever. A kernel that breaks the rule fails here with its file and line.
+#[test]
+fn every_variant_obeys_the_loop_rule() {
+    let keys: Vec<KernelKey> = all_keys().into_iter().chain(coop_variants()).collect();
+    let mut loops = 0;
+    for key in &keys {
+        let source = key.source().unwrap();
+        key.check_loops(&source)
+            .unwrap_or_else(|e| panic!("{}: {e}", key.label()));
+        loops += source.matches("for (").count();
+    }
+    // The check saw loops: every kernel has some.
+    assert!(
+        loops > 5 * keys.len(),
+        "{loops} loops in {} kernels",
+        keys.len()
+    );
+}
+
+/// What naga writes for Metal, DX12 and Vulkan is what wgpu hands those drivers: no loop
+/// counter by default (its MSL / HLSL / SPIR-V names it `loop_bound`), the counter in
+/// every loop with `force_loop_bounding`, and bounds checks either way.
+#[test]
+fn translations_leave_the_loop_counter_out_unless_forced() {
+    let keys: Vec<KernelKey> = all_keys().into_iter().step_by(7).collect();
+    assert!(keys.len() > 30);
+    let mut with_loops = 0;
+    for key in &keys {
+        let label = key.label();
+        // conv's loops are all unrolled (`#unroll`): it has none left to bound.
+        let has_loops = key.source().unwrap().contains("for (");
+        with_loops += usize::from(has_loops);
+        for target in [Target::Msl, Target::Hlsl] {
+            let proven = translate(key, target).unwrap();
+            let forced = translate_with(key, target, true).unwrap();
+            assert!(!proven.contains("loop_bound"), "{label} {target:?}");
+            assert_eq!(
+                forced.contains("loop_bound"),
+                has_loops,
+                "{label} {target:?}"
+            );
+        }
+        let msl = translate(key, Target::Msl).unwrap();
+        // Restrict: indices clamped with metal::min, as wgpu's Metal backend writes them.
+        assert!(
+            msl.contains("metal::min("),
+            "{label}: no bounds checks in the MSL"
+        );
+        // The SPIR-V counter is a pair of u32 locals: more words with it than without.
+        let words = |s: String| s.split_whitespace().count();
+        let spirv = words(translate(key, Target::SpirV).unwrap());
+        let spirv_forced = words(translate_with(key, Target::SpirV, true).unwrap());
+        assert_eq!(
+            spirv_forced > spirv,
+            has_loops,
+            "{label}: {spirv_forced} / {spirv} words"
+        );
+    }
+    assert!(with_loops > 25, "{with_loops} kernels with loops");
 }
 
 #[test]

@@ -1,3 +1,4 @@
+#import strides
 #provides BLOCK, tri, invert_unit_lower
 #requires CHUNK, WG_SIZE, l_sh, stage_at, stage_set
 // T = (I + L)^-1 for record_chunked's first passes, in workgroup memory: L's strict
@@ -48,7 +49,8 @@ fn invert_unit_lower(li: u32) {
     // T_rb,j = -T_rb,rb X_rb,j. X is in the stage as [j][r][c].
     for (var rb = 1u; rb < BLOCKS; rb++) {
         let r0 = rb * BLOCK;
-        for (var e = li; e < rb * BLOCK * BLOCK; e += WG_SIZE) {
+        for (var n = 0u; n < strides(li, rb * BLOCK * BLOCK, WG_SIZE); n++) {
+            let e = li + n * WG_SIZE;
             let row = r0 + (e / BLOCK) % BLOCK;
             let col = e / (BLOCK * BLOCK) * BLOCK + e % BLOCK;
             let lrow = tri(row);
@@ -61,7 +63,8 @@ fn invert_unit_lower(li: u32) {
             stage_set(e / BLOCK, e % BLOCK, acc);
         }
         workgroupBarrier(); // X is complete
-        for (var e = li; e < rb * BLOCK * BLOCK; e += WG_SIZE) {
+        for (var n = 0u; n < strides(li, rb * BLOCK * BLOCK, WG_SIZE); n++) {
+            let e = li + n * WG_SIZE;
             let r = (e / BLOCK) % BLOCK;
             let c = e % BLOCK;
             // X_rb,j's first row in the stage, and block j's first column of T.

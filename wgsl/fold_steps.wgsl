@@ -1,3 +1,4 @@
+#import strides
 #provides fetch_fold_chunk, stage_fold_chunk, fold_steps
 #requires StateTile, k_stage, row_stage, gate_stage, STAGED, staged_row_index, qk_row, gate_index
 #if FOLD
@@ -138,7 +139,8 @@ fn stage_fold_chunk(d: GdnDims, b: u32, hv: u32, row_base: u32, t0: u32, li: u32
 // chunk by chunk; the caller has fetched the first chunk (fetch_fold_chunk at t0 = 0).
 // `steps` is uniform over the workgroup (accepted_steps).
 fn fold_steps(s: ptr<function, StateTile>, d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, first_row: u32, lane: u32, steps: u32, li: u32) {
-    for (var t0 = 0u; t0 < steps; t0 += CHUNK) {
+    for (var ci = 0u; ci < strides(0u, steps, CHUNK); ci++) {
+        let t0 = ci * CHUNK;
         workgroupBarrier(); // the previous chunk has been read
         stage_fold_chunk(d, b, hv, row_base, t0, li);
         workgroupBarrier();

@@ -1,4 +1,5 @@
 #import staging
+#import strides
 #import record_staging
 #if SUBGROUP
 #import entry_subgroup
@@ -74,7 +75,8 @@ fn record_steps(s: ptr<function, StateTile>, d: GdnDims, tile: RowTile, hk: u32,
     // stay far from f32's limits (at once when a gate is 0 or not finite, as S * g).
     var scale = 1.0;
 #endif
-    for (var t0 = 0u; t0 < d.steps; t0 += CHUNK) {
+    for (var ci = 0u; ci < strides(0u, d.steps, CHUNK); ci++) {
+        let t0 = ci * CHUNK;
         workgroupBarrier(); // the previous chunk has been read
         stage_chunk(d, b, hv, hk, row_base, t0, li);
         workgroupBarrier();

@@ -1,3 +1,4 @@
+#import strides
 #provides row_sum3, row_partials
 #requires LANES, WG_SIZE
 // Sum over the LANES lanes of one row (lanes li - li % LANES .. + LANES), returned to
@@ -21,8 +22,8 @@ fn row_sum3(x: vec3<f32>, li: u32, sg: u32) -> vec3<f32> {
     workgroupBarrier();
     let first = li - li % LANES;
     var s = vec3<f32>(0.0);
-    for (var j = 0u; j < LANES; j += sg) {
-        s += row_partials[first + j];
+    for (var j = 0u; j < strides(0u, LANES, sg); j++) {
+        s += row_partials[first + j * sg];
     }
     workgroupBarrier();
     return s;

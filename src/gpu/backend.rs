@@ -123,7 +123,7 @@ impl GpuBackend {
                 queue,
                 info,
                 reason,
-                pipelines: PipelineCache::default(),
+                pipelines: PipelineCache::new(options.force_loop_bounding),
                 params: ParamCache::default(),
                 pool: BufferPool::default(),
                 placeholders: Mutex::new(Vec::new()),

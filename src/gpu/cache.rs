@@ -21,15 +21,25 @@ pub(crate) type ParamBlock = [u32; 12];
 /// Later runs still hung now and then, one test process in three, with one compile at a
 /// time per device and several devices in one process; the lock is now the process's,
 /// [`COMPILING`], and the hang was seen again with it: its cause is still open.)
-#[derive(Default)]
 pub(crate) struct PipelineCache {
     pipelines: RwLock<HashMap<KernelKey, Arc<wgpu::ComputePipeline>>>,
+    /// naga's loop counter in every module ([`GpuOptions::force_loop_bounding`]).
+    ///
+    /// [`GpuOptions::force_loop_bounding`]: super::GpuOptions::force_loop_bounding
+    force_loop_bounding: bool,
 }
 
 /// One shader compile at a time in the whole process, whatever the device.
 static COMPILING: Mutex<()> = Mutex::new(());
 
 impl PipelineCache {
+    pub(crate) fn new(force_loop_bounding: bool) -> Self {
+        PipelineCache {
+            pipelines: RwLock::default(),
+            force_loop_bounding,
+        }
+    }
+
     pub(crate) fn get(
         &self,
         device: &wgpu::Device,
@@ -42,7 +52,7 @@ impl PipelineCache {
         if let Some(p) = self.lookup(key) {
             return Ok(p); // compiled by another thread while this one waited
         }
-        let compiled = Arc::new(compile(device, key)?);
+        let compiled = Arc::new(compile(device, key, self.force_loop_bounding)?);
         let mut map = self
             .pipelines
             .write()
@@ -70,18 +80,26 @@ impl PipelineCache {
     }
 }
 
-fn compile(device: &wgpu::Device, key: &KernelKey) -> Result<wgpu::ComputePipeline> {
+fn compile(
+    device: &wgpu::Device,
+    key: &KernelKey,
+    force_loop_bounding: bool,
+) -> Result<wgpu::ComputePipeline> {
     let label = key.label();
-    let source = key.source().map_err(|e| Error::Gpu {
+    let failed = |message: String| Error::Gpu {
         op: "compile",
-        message: format!("{label}: {e}"),
-    })?;
+        message: format!("{label}: {message}"),
+    };
+    let source = key.source().map_err(|e| failed(e.to_string()))?;
+    let runtime_checks = if force_loop_bounding {
+        wgpu::ShaderRuntimeChecks::checked()
+    } else {
+        key.check_loops(&source).map_err(failed)?;
+        proven_loops()
+    };
     let (pipeline, caught) =
         super::scope::catching(device, &[wgpu::ErrorFilter::Validation], || {
-            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some(&label),
-                source: wgpu::ShaderSource::Wgsl(source.into()),
-            });
+            let module = create_module(device, &label, source, runtime_checks);
             device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                 label: Some(&label),
                 layout: None,
@@ -102,6 +120,43 @@ fn compile(device: &wgpu::Device, key: &KernelKey) -> Result<wgpu::ComputePipeli
             message: format!("{label}: {e}"),
         }),
     }
+}
+
+/// wgpu's runtime checks less naga's loop counter: the checks for kernels whose every
+/// loop the loop rule (`super::loops`) has proven to end. Bounds checks stay on.
+fn proven_loops() -> wgpu::ShaderRuntimeChecks {
+    wgpu::ShaderRuntimeChecks {
+        force_loop_bounding: false,
+        ..wgpu::ShaderRuntimeChecks::checked()
+    }
+}
+
+/// The one place the crate creates shader modules.
+#[allow(unsafe_code)]
+fn create_module(
+    device: &wgpu::Device,
+    label: &str,
+    source: String,
+    runtime_checks: wgpu::ShaderRuntimeChecks,
+) -> wgpu::ShaderModule {
+    let desc = wgpu::ShaderModuleDescriptor {
+        label: Some(label),
+        source: wgpu::ShaderSource::Wgsl(source.into()),
+    };
+    // SAFETY: `create_shader_module_trusted` is safe to call with checks that
+    // `ShaderRuntimeChecks::checked()` gives; `runtime_checks` differs from those in
+    // `force_loop_bounding` alone, and only where `compile` has just run
+    // `KernelKey::check_loops` on this very source. Turning the loop counter off puts
+    // one duty on the caller: no loop of the module may run forever. The loop rule
+    // (src/gpu/loops.rs) admits no `loop` or `while` and only `for` loops whose counter
+    // the body never writes and whose update reaches the bound without wrapping, each
+    // form with its proof there; it is a check of the text wgpu receives, not a
+    // promise, and a source that breaks it is an error before this line. The rule is
+    // enforced over every variant the crate assembles (tests/translate.rs,
+    // `every_variant_obeys_the_loop_rule`) and tested against planted endless loops
+    // (the unit tests of `super::loops`). Bounds checks are on, so no memory access
+    // relies on anything but wgpu.
+    unsafe { device.create_shader_module_trusted(desc, runtime_checks) }
 }
 
 /// Kernel parameter blocks, one uniform buffer per distinct block. Ops encoded into one

@@ -2,6 +2,7 @@
 //! with the key's defines and a prelude generated from the op's operand table (the
 //! bindings and their typed accessors).
 
+use super::loops;
 use super::wgsl::{self, Value, WgslError};
 use crate::dtype::DType;
 use crate::op::kernel::{Binding, KernelKey};
@@ -41,6 +42,14 @@ impl KernelKey {
         let (root, text) = self.op.info().root;
         src.push_str(&wgsl::assemble(root, text, &defines, &prelude, &names)?);
         Ok(src)
+    }
+
+    /// The loop rule (`super::loops`) over `source`, this key's assembled WGSL. A loop
+    /// that breaks it is named by the file and line it was written on.
+    pub fn check_loops(&self, source: &str) -> Result<(), String> {
+        let root = self.op.info().root;
+        let files: Vec<_> = wgsl::SOURCES.iter().copied().chain([root]).collect();
+        loops::check_assembled(source, &files)
     }
 }
 

@@ -18,6 +18,7 @@ pub(crate) mod device;
 pub(crate) mod encode;
 pub(crate) mod host;
 pub(crate) mod kernel;
+pub(crate) mod loops;
 pub(crate) mod options;
 pub(crate) mod scope;
 pub(crate) mod timestamps;

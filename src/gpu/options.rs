@@ -28,6 +28,12 @@ pub struct GpuOptions {
     pub cooperative_matrices: CooperativeMatrices,
     /// How the chunked record rounds: [`ChunkPrecision::Exact`] by default.
     pub chunk_precision: ChunkPrecision,
+    /// Put naga's loop counter back into every kernel (off by default), for a user who
+    /// suspects a driver bug and wants to compare. Without it every kernel is created
+    /// without the counter, its loops proven to end by the crate's loop rule, and the
+    /// driver sees each loop's trip count (docs/PORTABILITY.md "Loops"). Bounds checks
+    /// are on either way. In a browser (WebGPU) the browser's own checks apply.
+    pub force_loop_bounding: bool,
 }
 
 /// The caller's consent to wgpu's experimental cooperative matrices. wgpu makes that
@@ -68,13 +74,15 @@ impl Default for GpuOptions {
             backends: wgpu::Backends::PRIMARY,
             cooperative_matrices: CooperativeMatrices::default(),
             chunk_precision: ChunkPrecision::Exact,
+            force_loop_bounding: false,
         }
     }
 }
 
 impl GpuOptions {
     /// The defaults, overridden by `DELTATAPE_GPU_TIMEOUT_MS`, `DELTATAPE_SPIN_US`,
-    /// `DELTATAPE_CHUNK_PRECISION` (`exact`, `fast-f16`), `WGPU_ADAPTER_NAME` and
+    /// `DELTATAPE_CHUNK_PRECISION` (`exact`, `fast-f16`),
+    /// `DELTATAPE_FORCE_LOOP_BOUNDING` (`1` or `0`), `WGPU_ADAPTER_NAME` and
     /// `WGPU_BACKEND` (as wgpu reads it). Consent to cooperative matrices is never
     /// read from the environment. The shape-class
     /// knobs are [`super::Tuning::from_env`]'s.
@@ -102,6 +110,19 @@ impl GpuOptions {
                 value,
                 why: "expected exact or fast-f16",
             })?;
+        }
+        if let Ok(value) = std::env::var("DELTATAPE_FORCE_LOOP_BOUNDING") {
+            options.force_loop_bounding = match value.as_str() {
+                "1" => true,
+                "0" => false,
+                _ => {
+                    return Err(Error::BadEnv {
+                        var: "DELTATAPE_FORCE_LOOP_BOUNDING".into(),
+                        value,
+                        why: "expected 1 (naga's loop counter in every kernel) or 0",
+                    })
+                }
+            };
         }
         options.adapter_name = std::env::var("WGPU_ADAPTER_NAME").ok();
         if let Some(backends) = wgpu::Backends::from_env() {
@@ -131,5 +152,12 @@ mod tests {
             GpuOptions::from_env().unwrap().spin,
             GpuOptions::default().spin
         );
+        let var = "DELTATAPE_FORCE_LOOP_BOUNDING";
+        assert!(!GpuOptions::from_env().unwrap().force_loop_bounding);
+        std::env::set_var(var, "1");
+        assert!(GpuOptions::from_env().unwrap().force_loop_bounding);
+        std::env::set_var(var, "yes");
+        assert!(matches!(GpuOptions::from_env(), Err(Error::BadEnv { .. })));
+        std::env::remove_var(var);
     }
 }

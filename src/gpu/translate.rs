@@ -1,6 +1,12 @@
 //! Translation of the kernels with naga: validation, and the Metal / SPIR-V / HLSL
 //! source that wgpu's backends would produce. Used by the translation tests and by
 //! `deltatape msl`, so Metal users can review the MSL without a Mac.
+//!
+//! The writers get the runtime checks wgpu 30's backends apply to the crate's modules
+//! (`gpu::cache::create_module`): bounds checks as wgpu's Metal and DX12 backends
+//! write them (`Restrict`, `restrict_indexing`), and naga's loop counter only with
+//! `force_loop_bounding` ([`crate::GpuOptions::force_loop_bounding`]); without it the
+//! key's source must pass the loop rule first, as it must before a compile.
 
 use crate::op::kernel::KernelKey;
 use naga::valid::{Capabilities, ModuleInfo, ValidationFlags, Validator};
@@ -33,16 +39,39 @@ pub fn validate(key: &KernelKey) -> Result<(naga::Module, ModuleInfo), String> {
     Ok((module, info))
 }
 
-/// The source naga writes for `target` (text; SPIR-V as its word count and a
-/// disassembly-free summary is not useful, so SPIR-V is returned as hex words).
+/// The source naga writes for `target` as wgpu hands it to the driver by default
+/// (without the loop counter; text; SPIR-V as hex words).
 pub fn translate(key: &KernelKey, target: Target) -> Result<String, String> {
+    translate_with(key, target, false)
+}
+
+/// [`translate`], with naga's loop counter in every loop when `force_loop_bounding`.
+pub fn translate_with(
+    key: &KernelKey,
+    target: Target,
+    force_loop_bounding: bool,
+) -> Result<String, String> {
     let (module, info) = validate(key)?;
     let label = key.label();
+    if !force_loop_bounding {
+        let source = key.source().map_err(|e| format!("{label}: {e}"))?;
+        key.check_loops(&source)
+            .map_err(|e| format!("{label}: {e}"))?;
+    }
+    let restrict = naga::proc::BoundsCheckPolicy::Restrict;
+    let bounds_check_policies = naga::proc::BoundsCheckPolicies {
+        index: restrict,
+        buffer: restrict,
+        image_load: restrict,
+        binding_array: naga::proc::BoundsCheckPolicy::Unchecked,
+    };
     match target {
         Target::Msl => {
             let options = naga::back::msl::Options {
                 lang_version: (2, 4),
                 zero_initialize_workgroup_memory: false,
+                bounds_check_policies,
+                force_loop_bounding,
                 ..Default::default()
             };
             let pipeline = naga::back::msl::PipelineOptions::default();
@@ -51,7 +80,11 @@ pub fn translate(key: &KernelKey, target: Target) -> Result<String, String> {
                 .map_err(|e| format!("{label}: MSL: {e}"))
         }
         Target::SpirV => {
-            let options = naga::back::spv::Options::default();
+            let options = naga::back::spv::Options {
+                bounds_check_policies,
+                force_loop_bounding,
+                ..Default::default()
+            };
             naga::back::spv::write_vec(&module, &info, &options, None)
                 .map(|words| {
                     words
@@ -71,6 +104,8 @@ pub fn translate(key: &KernelKey, target: Target) -> Result<String, String> {
             let options = naga::back::hlsl::Options {
                 shader_model: naga::back::hlsl::ShaderModel::V6_2,
                 zero_initialize_workgroup_memory: false,
+                restrict_indexing: true,
+                force_loop_bounding,
                 ..Default::default()
             };
             let pipeline = naga::back::hlsl::PipelineOptions::default();

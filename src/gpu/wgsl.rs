@@ -60,6 +60,7 @@ pub const SOURCES: &[(&str, &str)] = sources![
     "shape",
     "staging",
     "state_as_stored",
+    "strides",
     "tile_load",
     "tile_store",
 ];

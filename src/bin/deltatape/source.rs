@@ -1,7 +1,7 @@
 //! `deltatape msl`: the source naga writes for a kernel, for review without a Mac.
 
 use clap::ValueEnum;
-use deltatape::internals::{translate, KeyAt, Op, Reduction, Target};
+use deltatape::internals::{translate_with, KeyAt, Op, Reduction, Target};
 use deltatape::{DType, GdnShape};
 use std::process::ExitCode;
 
@@ -39,6 +39,10 @@ pub struct Args {
     /// Output language.
     #[arg(long, value_enum, default_value = "msl")]
     lang: Lang,
+    /// naga's loop counter in every loop, as with `DELTATAPE_FORCE_LOOP_BOUNDING=1`
+    /// (by default the output is what wgpu hands the driver: no counter).
+    #[arg(long)]
+    force_loop_bounding: bool,
 }
 
 pub fn run(args: Args) -> deltatape::Result<ExitCode> {
@@ -78,7 +82,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
             });
         }
     };
-    match translate(&key, target) {
+    match translate_with(&key, target, args.force_loop_bounding) {
         Ok(src) => {
             println!("// {}", key.label());
             print!("{src}");

@@ -158,7 +158,8 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
         var ws1 = 0.0;
         var qs0 = 0.0;
         var qs1 = 0.0;
-        for (var c0 = 0u; c0 < d.key_dim; c0 += TK) {
+        for (var tile = 0u; tile < tiles; tile++) {
+            let c0 = tile * TK;
             workgroupBarrier(); // the previous tile (and chunk) is read, s_sh written
             for (var l = 0u; l < LPT; l++) {
                 let e = li + l * WG_SIZE;

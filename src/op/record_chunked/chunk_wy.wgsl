@@ -6,6 +6,7 @@
 #import head_at
 #import chunk_params
 #import chunk_solve
+#import strides
 #provides kernel_main, l_sh, stage_at, stage_set
 #requires load1_q, load1_k, load1_v, load1_g, load1_beta, store_w, store_u, store_m, store_decay
 #requires qk_row, v_index, gate_index, mask_index, key_head, CHUNK, WG_SIZE
@@ -150,7 +151,8 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
         kk[m] = 0.0;
         qk[m] = 0.0;
     }
-    for (var c0 = 0u; c0 < d.key_dim; c0 += TK) {
+    for (var tile = 0u; tile < strides(0u, d.key_dim, TK); tile++) {
+        let c0 = tile * TK;
         workgroupBarrier(); // the previous tile is read
         // k rows at stage[2 i + x], q rows at stage[2 C + 2 i + x].
         for (var e = li; e < 4u * CHUNK; e += WG_SIZE) {
@@ -192,7 +194,7 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
             var r = 0.0;
             if j <= i {
                 r = 1.0;
-                for (var x = j + 1u; x <= i; x++) {
+                for (var x = j + 1u; x < i + 1u; x++) {
                     r *= gate_sh[x];
                 }
             }
@@ -230,7 +232,8 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
     // triangular: row orow of the product is that row of the tile plus T[orow][s] times
     // the rows s < orow.
     let width = d.key_dim + d.value_dim;
-    for (var c0 = 0u; c0 < width; c0 += TW) {
+    for (var tile = 0u; tile < strides(0u, width, TW); tile++) {
+        let c0 = tile * TW;
         stage[li] = next;
         next = wu_fetch(d, h, t0, orow, c0 + TW + oc);
         workgroupBarrier(); // the tile is staged
