@@ -21,8 +21,8 @@
 // they are in flight while two tiles are multiplied), one invocation per (step,
 // pair of rows), so a staged value serves two rows and y needs nothing from another
 // invocation but delta; one barrier; then y (the same invocation) and the state update,
-// one invocation per state column, whose k values were loaded into registers when the
-// chunk began, so no load waits inside the update. Workgroup arrays have odd strides:
+// one invocation per state column, whose k values were loaded into registers before y,
+// so no load waits inside the update. Workgroup arrays have odd strides:
 // the invocations of a warp read different rows of them in one bank each.
 
 // Columns of w and q staged per barrier pair.
@@ -122,16 +122,6 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
         let t0 = n * CHUNK;
         let dbase = ch * 3u * CHUNK;
         let ut = t0 + ui;
-        // Loads the chunk needs after its products, issued now to be in flight through them.
-        var k_reg: array<f32, CHUNK>;
-#unroll
-        for (var j = 0u; j < CHUNK; j++) {
-            var kv = 0.0;
-            if owner && t0 + j < d.steps {
-                kv = load1_k(qk_row(d, h.b, t0 + j, h.hk) + col);
-            }
-            k_reg[j] = kv;
-        }
         let last = bitcast<f32>(load_decay(dbase + 2u * CHUNK));
         var gam = 0.0;
         var to_end = 0.0;
@@ -189,6 +179,18 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
                     qs1 += qv * sb;
                 }
             }
+        }
+        // The update's k values, issued now to be in flight through y. Not before the
+        // products: 64 registers live through them leave the driver too few for the
+        // tile loops it unrolls (docs/PERFORMANCE.md "Loops without naga's counter").
+        var k_reg: array<f32, CHUNK>;
+#unroll
+        for (var j = 0u; j < CHUNK; j++) {
+            var kv = 0.0;
+            if owner && t0 + j < d.steps {
+                kv = load1_k(qk_row(d, h.b, t0 + j, h.hk) + col);
+            }
+            k_reg[j] = kv;
         }
         var d0 = 0.0;
         var d1 = 0.0;
