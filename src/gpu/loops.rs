@@ -27,6 +27,7 @@
 //!
 //! Anything else fails the check, with the line of the source and why.
 
+use super::wgsl::is_ident;
 use std::collections::HashMap;
 use std::fmt;
 
@@ -366,17 +367,10 @@ fn matching(toks: &[Tok<'_>], open: usize, l: &str, r: &str) -> Option<usize> {
     None
 }
 
-fn is_ident(s: &str) -> bool {
-    let mut chars = s.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
 /// The value of an integer constant expression: decimal or hex literals (with `u` or
 /// `i`), constants, parentheses, `+ - * / % << >>`, `min` and `max`; `None` for
-/// anything else, a negative result, or a value past u32.
+/// anything else, or where a value (the result or one on the way) is negative or past
+/// u32 (which WGSL refuses in a constant expression).
 fn eval(toks: &[Tok<'_>], consts: &HashMap<String, u64>) -> Option<u64> {
     let mut p = Parser {
         toks,
@@ -384,7 +378,12 @@ fn eval(toks: &[Tok<'_>], consts: &HashMap<String, u64>) -> Option<u64> {
         consts,
     };
     let v = p.shift()?;
-    (p.at == toks.len() && v <= u64::from(u32::MAX)).then_some(v)
+    (p.at == toks.len()).then_some(v)
+}
+
+/// `v` where it is a u32.
+fn in_u32(v: u64) -> Option<u64> {
+    (v <= u64::from(u32::MAX)).then_some(v)
 }
 
 struct Parser<'t, 'a> {
@@ -403,11 +402,11 @@ impl Parser<'_, '_> {
             let op = self.peek() == "<<";
             self.at += 1;
             let s = self.sum()?;
-            v = if op {
-                v.checked_shl(u32::try_from(s).ok()?)?
+            v = in_u32(if op {
+                v.checked_shl(u32::try_from(s).ok().filter(|&s| s < 32)?)?
             } else {
                 v >> s.min(63)
-            };
+            })?;
         }
         Some(v)
     }
@@ -417,11 +416,11 @@ impl Parser<'_, '_> {
             let add = self.peek() == "+";
             self.at += 1;
             let r = self.product()?;
-            v = if add {
+            v = in_u32(if add {
                 v.checked_add(r)?
             } else {
                 v.checked_sub(r)?
-            };
+            })?;
         }
         Some(v)
     }
@@ -431,11 +430,11 @@ impl Parser<'_, '_> {
             let op = self.peek().to_string();
             self.at += 1;
             let r = self.atom()?;
-            v = match op.as_str() {
+            v = in_u32(match op.as_str() {
                 "*" => v.checked_mul(r)?,
                 "/" => v.checked_div(r)?,
                 _ => v.checked_rem(r)?,
-            };
+            })?;
         }
         Some(v)
     }
@@ -456,7 +455,9 @@ impl Parser<'_, '_> {
                 (self.peek() == ")").then(|| self.at += 1)?;
                 Some(if t == "min" { a.min(b) } else { a.max(b) })
             }
-            _ => literal(&t).or_else(|| self.consts.get(&t).copied()),
+            _ => literal(&t)
+                .or_else(|| self.consts.get(&t).copied())
+                .and_then(in_u32),
         }
     }
 }
@@ -564,8 +565,14 @@ mod tests {
             (consts["A"], consts["B"], consts["C"], consts["D"]),
             (4, 1, 16, 1)
         );
-        // Unknown names and negative results evaluate to nothing.
+        // Unknown names, negative values and values past u32 evaluate to nothing.
         assert!(eval(&tokens("A - 5u"), &consts).is_none());
         assert!(eval(&tokens("E + 1u"), &consts).is_none());
+        assert!(eval(&tokens("(0x80000000u * 2u) / 4u"), &consts).is_none());
+        assert!(eval(&tokens("1u << 32u"), &consts).is_none());
+        assert_eq!(
+            eval(&tokens("0xffffffffu"), &consts),
+            Some(u64::from(u32::MAX))
+        );
     }
 }

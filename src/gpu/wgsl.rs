@@ -365,7 +365,7 @@ impl Assembler<'_> {
     }
 }
 
-fn is_ident(s: &str) -> bool {
+pub(crate) fn is_ident(s: &str) -> bool {
     let mut chars = s.chars();
     chars
         .next()
