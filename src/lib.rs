@@ -53,7 +53,7 @@ pub mod internals {
     pub use crate::gpu::wgsl::WgslError;
     pub use crate::op::gdn::WORKGROUP_MEMORY_BUDGET;
     pub use crate::op::kernel::{Binding, KernelKey, KeyAt, Op, Reduction, MAX_KEY_DIM};
-    pub use crate::op::{all_variants, coop_variants, representative_keys};
+    pub use crate::op::{all_variants, coop_variants, listed_key, representative_keys};
     pub use crate::rollback::resident::CONV_COPY_DISPATCH_FROM;
     pub use crate::shape::{CONV_LAYER_ALIGN, MAX_CONV_KERNEL};
     pub use crate::tuning::{Choice, ShapeClass, Threshold, ThresholdRow};

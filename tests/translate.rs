@@ -3,8 +3,8 @@
 
 use deltatape::internals::operand::{FoldRecordRow, RecordRow, ReplayRow};
 use deltatape::internals::{
-    all_variants, coop_variants, translate, translate_with, validate, KernelKey, Op, Reduction,
-    Target,
+    all_variants, coop_variants, listed_key, translate, translate_with, validate, KernelKey, Op,
+    Reduction, Target,
 };
 
 /// Every (op, dtype triple, reduction) the crate can compile, at representative shapes.
@@ -87,6 +87,37 @@ fn translations_leave_the_loop_counter_out_unless_forced() {
         );
     }
     assert!(with_loops > 25, "{with_loops} kernels with loops");
+}
+
+/// Each op's kernel reads in one file: `docs/kernels/<op>.wgsl` is its assembled WGSL at
+/// the listed variant (`internals::listed_key`), kept in step with the sources; the
+/// folder holds nothing else but its README.
+#[test]
+fn listed_kernels_are_current() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/kernels");
+    let ops: Vec<Op> = Op::ALL.into_iter().chain(Op::COOP).collect();
+    let mut stale = Vec::new();
+    for op in &ops {
+        let want = listed_key(*op).unwrap().source().unwrap();
+        let have = std::fs::read_to_string(dir.join(format!("{}.wgsl", op.name())));
+        if have.ok().as_deref() != Some(want.as_str()) {
+            stale.push(op.name());
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "docs/kernels is out of step for {stale:?}: \
+         run `cargo run --release -- msl --all docs/kernels --lang wgsl`"
+    );
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    let mut expected: Vec<String> = ops.iter().map(|op| format!("{}.wgsl", op.name())).collect();
+    expected.push("README.md".into());
+    expected.sort();
+    assert_eq!(files, expected, "docs/kernels holds a file of no op");
 }
 
 #[test]

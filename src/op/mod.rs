@@ -26,6 +26,8 @@
 //!    [`Op::ALL`]. Nothing else lists or matches over the ops: what the crate asks of
 //!    an op it asks its `OpInfo` and `OpKernel`, and the command line, the variant
 //!    enumeration and the tuning table read [`Op::ALL`].
+//! 4. `cargo run --release -- msl --all docs/kernels --lang wgsl`: its kernel as the
+//!    driver gets it, in one file (a test keeps the folder in step; [`listed_key`]).
 
 pub mod conv;
 pub mod fold_record;
@@ -95,6 +97,20 @@ impl std::str::FromStr for Op {
                 )
             })
     }
+}
+
+/// The variant of `op` whose assembled WGSL is kept in the repository, one file an op
+/// (`docs/kernels/<op>.wgsl`, written by `deltatape msl --all docs/kernels --lang
+/// wgsl`), so that a reader sees the code the driver gets: Dk = Dv = 128 at B = T = 1,
+/// f32 tensors, the subgroup reduction, no mask (`deltatape msl`'s defaults).
+pub fn listed_key(op: Op) -> crate::error::Result<KernelKey> {
+    let shape = GdnShape::new(1, 1, 1, 1, 128, 128)?;
+    Ok(op.key_at(KeyAt {
+        shape: &shape,
+        dtypes: GdnDtypes::F32,
+        reduction: Reduction::Subgroup,
+        masked: false,
+    }))
 }
 
 /// Every kernel variant the crate can build, for the translation tests (naga's MSL,

@@ -1,8 +1,10 @@
-//! `deltatape msl`: the source naga writes for a kernel, for review without a Mac.
+//! `deltatape msl`: the source naga writes for a kernel, for review without a Mac; with
+//! `--all DIR`, every op's file at its listed variant (`internals::listed_key`).
 
 use clap::ValueEnum;
-use deltatape::internals::{translate_with, KeyAt, Op, Reduction, Target};
+use deltatape::internals::{listed_key, translate_with, KernelKey, KeyAt, Op, Reduction, Target};
 use deltatape::{DType, GdnShape};
+use std::path::Path;
 use std::process::ExitCode;
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -16,8 +18,14 @@ pub enum Lang {
 #[derive(clap::Args)]
 pub struct Args {
     /// The kernel: one of `deltatape::internals::Op::ALL` (record, replay, repeat,
-    /// conv, fold_record, chunk_wy, chunk_state).
-    kernel: Op,
+    /// conv, fold_record, chunk_wy, chunk_state) or `Op::COOP`.
+    #[arg(required_unless_present = "all")]
+    kernel: Option<Op>,
+    /// Write every op's source at its listed variant (Dk = Dv = 128, f32, subgroup
+    /// reduction, no mask) into DIR, one `<op>.<ext>` file each: `--all docs/kernels
+    /// --lang wgsl` writes the files a test keeps in step with the kernels.
+    #[arg(long, value_name = "DIR", conflicts_with = "kernel")]
+    all: Option<std::path::PathBuf>,
     #[command(flatten)]
     dtypes: crate::dtypes::DtypeArgs,
     /// Gate dtype (g, beta and the tape's g of record and replay); default: the
@@ -46,6 +54,12 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> deltatape::Result<ExitCode> {
+    if let Some(dir) = &args.all {
+        return write_all(dir, args.lang, args.force_loop_bounding);
+    }
+    let Some(kernel) = args.kernel else {
+        return Ok(ExitCode::from(2)); // clap requires one of the two
+    };
     let shape = GdnShape::new(1, 1, 1, 1, args.dk, args.dv)?;
     let dtypes = args.dtypes.gdn();
     let dtypes = dtypes.with_gate(args.gate_dtype.unwrap_or(dtypes.act));
@@ -59,32 +73,14 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
     };
     // The op's key in the table's class (the chunked passes at their default chunk).
     let masked = args.masked;
-    let key = args.kernel.key_at(KeyAt {
+    let key = kernel.key_at(KeyAt {
         shape: &shape,
         dtypes,
         reduction,
         masked,
     });
-    let target = match args.lang {
-        Lang::Msl => Target::Msl,
-        Lang::Spirv => Target::SpirV,
-        Lang::Hlsl => Target::Hlsl,
-        Lang::Wgsl => {
-            return Ok(match key.source() {
-                Ok(src) => {
-                    print!("{src}");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("{}: {e}", key.label());
-                    ExitCode::FAILURE
-                }
-            });
-        }
-    };
-    match translate_with(&key, target, args.force_loop_bounding) {
+    match source(&key, args.lang, args.force_loop_bounding) {
         Ok(src) => {
-            println!("// {}", key.label());
             print!("{src}");
             Ok(ExitCode::SUCCESS)
         }
@@ -93,4 +89,38 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// The text `deltatape msl` prints for `key` in `lang`.
+fn source(key: &KernelKey, lang: Lang, force_loop_bounding: bool) -> Result<String, String> {
+    let target = match lang {
+        Lang::Msl => Target::Msl,
+        Lang::Spirv => Target::SpirV,
+        Lang::Hlsl => Target::Hlsl,
+        Lang::Wgsl => return key.source().map_err(|e| format!("{}: {e}", key.label())),
+    };
+    let src = translate_with(key, target, force_loop_bounding)?;
+    Ok(format!("// {}\n{src}", key.label()))
+}
+
+/// Every op's source at its listed variant, one file each in `dir`.
+fn write_all(dir: &Path, lang: Lang, force_loop_bounding: bool) -> deltatape::Result<ExitCode> {
+    let ext = match lang {
+        Lang::Msl => "metal",
+        Lang::Spirv => "spv.hex",
+        Lang::Hlsl => "hlsl",
+        Lang::Wgsl => "wgsl",
+    };
+    for op in Op::ALL.into_iter().chain(Op::COOP) {
+        let key = listed_key(op)?;
+        let path = dir.join(format!("{}.{ext}", op.name()));
+        let written = source(&key, lang, force_loop_bounding)
+            .and_then(|src| std::fs::write(&path, src).map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            eprintln!("error: {}: {e}", path.display());
+            return Ok(ExitCode::FAILURE);
+        }
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }
