@@ -21,19 +21,28 @@
 //!      module constants; defines are constants), `S >= 1` and `BOUND + S <= 2^31`: then
 //!      `I + S < 2^31` never wraps, in u32 or i32, and `I` grows by S each trip.
 //!   3. `I < BOUND` with `I = I << 1u`, INIT and BOUND constant, `INIT >= 1` and
-//!      `BOUND <= 2^31`: `I` doubles without wrapping until it reaches BOUND.
+//!      `BOUND <= 2^30`: `I` doubles without wrapping (in u32 or i32) until it reaches
+//!      BOUND.
 //!   4. `I > 0u` with `I = I >> S`, S constant and at least 1: `I` is a u32 (it is
 //!      compared with `0u`) and halves at least each trip until it is 0.
+//!
+//!   The counter is an integer: `++` and shifts take nothing else, and a step S must be
+//!   an integer constant expression of evident type (a `u`- or `i`-suffixed literal in
+//!   it, or a constant declared `u32` / `i32`): WGSL adds only values of one type, so
+//!   `I` has S's type. (A float counter stops growing at 2^24 and could loop forever.)
 //!
 //! Anything else fails the check, with the line of the source and why.
 
 use super::wgsl::is_ident;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 /// Loops the counter may be left out of: the largest constant bound of a strided loop
 /// (form 2) and of a doubling loop (form 3).
 const MAX_CONST_BOUND: u64 = 1 << 31;
+/// The largest constant bound of a doubling loop (form 3): below it a doubled i32 stays
+/// positive.
+const MAX_DOUBLING_BOUND: u64 = 1 << 30;
 
 /// A loop the rule refuses: its line in the checked source (1-based) and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -185,11 +194,35 @@ fn tokens(text: &str) -> Vec<Tok<'_>> {
     out
 }
 
-/// The values of the module's `const NAME [: TYPE] = EXPR;` declarations that are
-/// integer constant expressions of earlier constants (in order: WGSL constants may
-/// not refer forward in this crate's sources, and one that does is simply unknown).
-fn module_consts(toks: &[Tok<'_>]) -> HashMap<String, u64> {
-    let mut consts = HashMap::new();
+/// The module's constants that are integer constant expressions of earlier ones (in
+/// order: WGSL constants may not refer forward in this crate's sources, and one that
+/// does is simply unknown): their values, and which of them are of an integer type.
+#[derive(Default)]
+struct Consts {
+    values: HashMap<String, u64>,
+    integers: HashSet<String>,
+}
+
+impl Consts {
+    fn value(&self, name: &str) -> Option<u64> {
+        self.values.get(name).copied()
+    }
+
+    /// Whether `toks` is an integer constant expression evidently of an integer type:
+    /// it holds a `u`- or `i`-suffixed literal or an integer-typed constant (it has no
+    /// conversions, or it would not evaluate).
+    fn integer(&self, toks: &[Tok<'_>]) -> bool {
+        eval(toks, self).is_some()
+            && toks.iter().any(|t| {
+                (t.text.ends_with(['u', 'i']) && literal(t.text).is_some())
+                    || self.integers.contains(t.text)
+            })
+    }
+}
+
+/// The module's `const NAME [: TYPE] = EXPR;` declarations, as [`Consts`].
+fn module_consts(toks: &[Tok<'_>]) -> Consts {
+    let mut consts = Consts::default();
     let mut depth = 0usize;
     let mut i = 0;
     while i < toks.len() {
@@ -202,8 +235,17 @@ fn module_consts(toks: &[Tok<'_>]) -> HashMap<String, u64> {
                 let end = (i..toks.len()).find(|&j| toks[j].text == ";");
                 if let (Some(eq), Some(end)) = (eq, end) {
                     if eq < end {
-                        if let Some(v) = eval(&toks[eq + 1..end], &consts) {
-                            consts.insert(name.to_string(), v);
+                        let expr = &toks[eq + 1..end];
+                        let integer = match &toks[i + 2..eq] {
+                            [] => consts.integer(expr),
+                            [colon, ty] => colon.text == ":" && ["u32", "i32"].contains(&ty.text),
+                            _ => false,
+                        };
+                        if let Some(v) = eval(expr, &consts) {
+                            consts.values.insert(name.to_string(), v);
+                            if integer {
+                                consts.integers.insert(name.to_string());
+                            }
                         }
                         i = end;
                     }
@@ -217,7 +259,7 @@ fn module_consts(toks: &[Tok<'_>]) -> HashMap<String, u64> {
 }
 
 /// Check the `for` loop whose keyword is token `at`.
-fn check_for(toks: &[Tok<'_>], at: usize, consts: &HashMap<String, u64>) -> Result<(), String> {
+fn check_for(toks: &[Tok<'_>], at: usize, consts: &Consts) -> Result<(), String> {
     let text = |j: usize| toks.get(j).map_or("", |t| t.text);
     if text(at + 1) != "(" {
         return Err("a `for` without its header".into());
@@ -261,7 +303,7 @@ fn loop_form(
     init: &[Tok<'_>],
     cond: &[Tok<'_>],
     update: &[Tok<'_>],
-    consts: &HashMap<String, u64>,
+    consts: &Consts,
 ) -> Result<&'static str, String> {
     let words: Vec<&str> = update.iter().map(|t| t.text).collect();
     // The step of `I++`, `I += S` or `I = I + S`; of `I = I << S` or `I = I >> S`.
@@ -284,6 +326,13 @@ fn loop_form(
     } else {
         eval(step, consts)
     };
+    if op == "+" && !step.is_empty() && !consts.integer(step) {
+        return Err(format!(
+            "the step `{}` is no integer constant of evident type (write `{name}++`, or a \
+             step with a `u` or `i` literal or a `u32` / `i32` constant)",
+            words[2..].join(" ")
+        ));
+    }
     let cond_words: Vec<&str> = cond.iter().map(|t| t.text).collect();
     let bound = match cond_words[..] {
         [i, "<", ..] if i == name => Some(&cond[2..]),
@@ -308,12 +357,12 @@ fn loop_form(
             let (b, s) = (eval(bound, consts), step_value);
             let first = eval(init, consts);
             match (first, b, s) {
-                (Some(f), Some(b), Some(1)) if f >= 1 && b <= MAX_CONST_BOUND => {
+                (Some(f), Some(b), Some(1)) if f >= 1 && b <= MAX_DOUBLING_BOUND => {
                     Ok("it doubles from a positive constant to a constant bound")
                 }
                 _ => Err(
                     "a doubling loop needs `<< 1u`, a constant start of at least 1 \
-                          and a constant bound of at most 2^31"
+                          and a constant bound of at most 2^30"
                         .into(),
                 ),
             }
@@ -371,7 +420,7 @@ fn matching(toks: &[Tok<'_>], open: usize, l: &str, r: &str) -> Option<usize> {
 /// `i`), constants, parentheses, `+ - * / % << >>`, `min` and `max`; `None` for
 /// anything else, or where a value (the result or one on the way) is negative or past
 /// u32 (which WGSL refuses in a constant expression).
-fn eval(toks: &[Tok<'_>], consts: &HashMap<String, u64>) -> Option<u64> {
+fn eval(toks: &[Tok<'_>], consts: &Consts) -> Option<u64> {
     let mut p = Parser {
         toks,
         at: 0,
@@ -389,7 +438,7 @@ fn in_u32(v: u64) -> Option<u64> {
 struct Parser<'t, 'a> {
     toks: &'t [Tok<'a>],
     at: usize,
-    consts: &'t HashMap<String, u64>,
+    consts: &'t Consts,
 }
 
 impl Parser<'_, '_> {
@@ -456,7 +505,7 @@ impl Parser<'_, '_> {
                 Some(if t == "min" { a.min(b) } else { a.max(b) })
             }
             _ => literal(&t)
-                .or_else(|| self.consts.get(&t).copied())
+                .or_else(|| self.consts.value(&t))
                 .and_then(in_u32),
         }
     }
@@ -496,7 +545,7 @@ mod tests {
         for body in [
             "for (var i = 0u; i < n; i++) { x += f(i); }",
             "for (var i = a + 1u; i < b; i += 1u) { }",
-            "for (var i = 0; i < n; i = i + 1) { }",
+            "for (var i = 0; i < n; i = i + 1i) { }",
             "for (var e = li; e < CHUNK * 16u; e += WG_SIZE) { let r = e / 16u; }",
             "for (var l = 0u; l < LPT; l++) { w[l] = 0.0; }",
             "for (var o = 1u; o < 32u; o = o << 1u) { s += shuffle(s, o); }",
@@ -526,9 +575,15 @@ mod tests {
         assert!(why("for (var i = 0u; i < n; i++) { var i = 2u; }").contains("writes the counter"));
         // Strides to a bound known at run time may wrap past u32's largest value.
         assert!(why("for (var i = 0u; i < n; i += 32u) { }").contains("constant bound"));
-        assert!(why("for (var i = 0u; i < 64u; i += s) { }").contains("positive constant"));
+        assert!(why("for (var i = 0u; i < 64u; i += s) { }").contains("evident type"));
         assert!(why("for (var i = 0u; i < 64u; i += 0u) { }").contains("positive constant"));
         assert!(why("for (var i = 0u; i < 0xffffffffu; i += 2u) { }").contains("2^31"));
+        // A counter not evidently an integer (a float stops growing at 2^24).
+        assert!(why("for (var x = 0.0; x < n; x += 1.0) { }").contains("evident type"));
+        assert!(why("for (var x = 0.0; x < n; x += 1) { }").contains("evident type"));
+        assert!(why("for (var x = 0.0; x < 8.0; x = x + f32(1u)) { }").contains("evident type"));
+        // A doubled i32 would turn negative past 2^30.
+        assert!(why("for (var o = 1; o < 0x80000000u; o = o << 1u) { }").contains("2^30"));
         // Conditions and updates outside the forms.
         assert!(why("for (var i = 0u; i <= n; i++) { }").contains("condition"));
         assert!(why("for (var i = n; i > 0u; i--) { }").contains("update"));
@@ -561,10 +616,14 @@ mod tests {
     fn constants_evaluate_as_wgsl_does() {
         let src = "const A: u32 = 4u;\nconst B = (A * 16u + 255u) / 256u;\nconst C: u32 = min(A, 2u) << 3u;\nconst D = max(A, 9u) % 4u;";
         let consts = module_consts(&tokens(src));
-        assert_eq!(
-            (consts["A"], consts["B"], consts["C"], consts["D"]),
-            (4, 1, 16, 1)
-        );
+        let v = |n: &str| consts.value(n).unwrap();
+        assert_eq!((v("A"), v("B"), v("C"), v("D")), (4, 1, 16, 1));
+        // Integer-typed: declared u32, or a suffixed literal in the initializer.
+        let typed = module_consts(&tokens(
+            "const A: u32 = 4;\nconst B = A;\nconst C = 2;\nconst F: f32 = 2;",
+        ));
+        let int = |n: &str| typed.integers.contains(n);
+        assert!(int("A") && int("B") && !int("C") && !int("F"));
         // Unknown names, negative values and values past u32 evaluate to nothing.
         assert!(eval(&tokens("A - 5u"), &consts).is_none());
         assert!(eval(&tokens("E + 1u"), &consts).is_none());
