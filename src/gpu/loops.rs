@@ -283,6 +283,12 @@ fn check_for(toks: &[Tok<'_>], at: usize, consts: &Consts) -> Result<(), String>
     };
     let (name, init_expr) = counter;
     let form = loop_form(name, init_expr, cond, update, consts)?;
+    if let Some(w) = writes(cond, name) {
+        return Err(format!(
+            "the condition writes the counter `{name}` (line {}); {form}",
+            w.line
+        ));
+    }
     // The body: from the `{` after the header to its match.
     if text(close + 1) != "{" {
         return Err("a `for` without a braced body".into());
@@ -338,6 +344,13 @@ fn loop_form(
         [i, "<", ..] if i == name => Some(&cond[2..]),
         _ => None,
     };
+    // `I < A || B` is `(I < A) || B`, which B can keep true forever.
+    if bound.is_some_and(|b| top_level(b).any(|t| t.text == "||" || t.text == "&&")) {
+        return Err(format!(
+            "the condition `{}` is more than `{name} < BOUND`",
+            cond_words.join(" ")
+        ));
+    }
     match (op, bound) {
         ("+", Some(_)) if step_value == Some(1) => Ok("it counts up by 1"),
         ("+", Some(bound)) => {
@@ -397,6 +410,19 @@ fn writes<'a>(body: &[Tok<'a>], name: &str) -> Option<Tok<'a>> {
         // writes only that one, but the rule keeps it simple: a counter's name is not
         // reused inside its own loop.
         (ASSIGN.contains(&next) || before == "&" || before == "let" || before == "var").then_some(t)
+    })
+}
+
+/// The tokens of `toks` outside any parentheses.
+fn top_level<'a, 't>(toks: &'t [Tok<'a>]) -> impl Iterator<Item = &'t Tok<'a>> {
+    let mut depth = 0i32;
+    toks.iter().filter(move |t| {
+        match t.text {
+            "(" => depth += 1,
+            ")" => depth -= 1,
+            _ => return depth == 0,
+        }
+        false
     })
 }
 
@@ -551,6 +577,7 @@ mod tests {
             "for (var o = 1u; o < 32u; o = o << 1u) { s += shuffle(s, o); }",
             "for (var o = WG_SIZE >> 1u; o > 0u; o = o >> 1u) { }",
             "for (var r = row0; r < min(CHUNK, 128u); r += 2u) { }",
+            "for (var i = 0u; i < select(n, m, a || b); i++) { }",
             // Reads of the counter, a member of the same name, and `==`.
             "for (var i = 0u; i < n; i++) { if i == 3u { y.i = i; } a[i] = b[i]; }",
             // A bound the body changes: counting by 1 ends anyway.
@@ -584,6 +611,10 @@ mod tests {
         assert!(why("for (var x = 0.0; x < 8.0; x = x + f32(1u)) { }").contains("evident type"));
         // A doubled i32 would turn negative past 2^30.
         assert!(why("for (var o = 1; o < 0x80000000u; o = o << 1u) { }").contains("2^30"));
+        // A condition with more in it than the bound, or that writes the counter.
+        assert!(why("for (var i = 0u; i < n || go; i++) { }").contains("more than"));
+        assert!(why("for (var i = 0u; i < n && go; i++) { }").contains("more than"));
+        assert!(why("for (var i = 0u; i < reset(&i); i++) { }").contains("condition writes"));
         // Conditions and updates outside the forms.
         assert!(why("for (var i = 0u; i <= n; i++) { }").contains("condition"));
         assert!(why("for (var i = n; i > 0u; i--) { }").contains("update"));
