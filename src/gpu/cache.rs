@@ -91,15 +91,9 @@ fn compile(
         message: format!("{label}: {message}"),
     };
     let source = key.source().map_err(|e| failed(e.to_string()))?;
-    let runtime_checks = if force_loop_bounding {
-        wgpu::ShaderRuntimeChecks::checked()
-    } else {
-        key.check_loops(&source).map_err(failed)?;
-        proven_loops()
-    };
-    let (pipeline, caught) =
-        super::scope::catching(device, &[wgpu::ErrorFilter::Validation], || {
-            let module = create_module(device, &label, source, runtime_checks);
+    let (built, caught) = super::scope::catching(device, &[wgpu::ErrorFilter::Validation], || {
+        let module = create_module(device, key, &label, source, force_loop_bounding)?;
+        Ok(
             device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                 label: Some(&label),
                 layout: None,
@@ -111,8 +105,10 @@ fn compile(
                     ..Default::default()
                 },
                 cache: None,
-            })
-        });
+            }),
+        )
+    });
+    let pipeline = built.map_err(failed)?;
     match caught {
         None => Ok(pipeline),
         Some(e) => Err(Error::Gpu {
@@ -122,41 +118,45 @@ fn compile(
     }
 }
 
-/// wgpu's runtime checks less naga's loop counter: the checks for kernels whose every
-/// loop the loop rule (`super::loops`) has proven to end. Bounds checks stay on.
-fn proven_loops() -> wgpu::ShaderRuntimeChecks {
-    wgpu::ShaderRuntimeChecks {
-        force_loop_bounding: false,
-        ..wgpu::ShaderRuntimeChecks::checked()
-    }
-}
-
-/// The one place the crate creates shader modules.
+/// The one place the crate creates shader modules: `key`'s assembled `source`, with
+/// naga's loop counter in every loop when `force_loop_bounding`, and otherwise without
+/// it once the loop rule has passed the source (a source that breaks the rule is an
+/// error naming the loop, and nothing is created). Bounds checks stay on either way.
 #[allow(unsafe_code)]
 fn create_module(
     device: &wgpu::Device,
+    key: &KernelKey,
     label: &str,
     source: String,
-    runtime_checks: wgpu::ShaderRuntimeChecks,
-) -> wgpu::ShaderModule {
+    force_loop_bounding: bool,
+) -> std::result::Result<wgpu::ShaderModule, String> {
+    let proven = !force_loop_bounding;
+    if proven {
+        key.check_loops(&source)?;
+    }
     let desc = wgpu::ShaderModuleDescriptor {
         label: Some(label),
         source: wgpu::ShaderSource::Wgsl(source.into()),
     };
-    // SAFETY: `create_shader_module_trusted` is safe to call with checks that
-    // `ShaderRuntimeChecks::checked()` gives; `runtime_checks` differs from those in
-    // `force_loop_bounding` alone, and only where `compile` has just run
-    // `KernelKey::check_loops` on this very source. Turning the loop counter off puts
-    // one duty on the caller: no loop of the module may run forever. The loop rule
-    // (src/gpu/loops.rs) admits no `loop` or `while` and only `for` loops whose counter
-    // the body never writes and whose update reaches the bound without wrapping, each
-    // form with its proof there; it is a check of the text wgpu receives, not a
-    // promise, and a source that breaks it is an error before this line. The rule is
-    // enforced over every variant the crate assembles (tests/translate.rs,
-    // `every_variant_obeys_the_loop_rule`) and tested against planted endless loops
-    // (the unit tests of `super::loops`). Bounds checks are on, so no memory access
+    if !proven {
+        return Ok(device.create_shader_module(desc));
+    }
+    let runtime_checks = wgpu::ShaderRuntimeChecks {
+        force_loop_bounding: false,
+        ..wgpu::ShaderRuntimeChecks::checked()
+    };
+    // SAFETY: `create_shader_module_trusted` is safe to call with the checks
+    // `ShaderRuntimeChecks::checked()` gives; these differ in `force_loop_bounding`
+    // alone, which puts one duty on the caller: no loop of the module may run forever.
+    // The source is the one `key.check_loops` passed above, the loop rule of
+    // src/gpu/loops.rs: no `loop` or `while`, and only `for` loops whose integer counter
+    // nothing but the update writes and whose update reaches the bound without wrapping,
+    // each form with its proof there. It is a check of the very text wgpu receives, not
+    // a promise; it also passes over every variant the crate assembles
+    // (tests/translate.rs, `every_variant_obeys_the_loop_rule`), and its unit tests
+    // plant endless loops that it refuses. Bounds checks are on, so no memory access
     // relies on anything but wgpu.
-    unsafe { device.create_shader_module_trusted(desc, runtime_checks) }
+    Ok(unsafe { device.create_shader_module_trusted(desc, runtime_checks) })
 }
 
 /// Kernel parameter blocks, one uniform buffer per distinct block. Ops encoded into one
