@@ -20,8 +20,8 @@ use deltatape::internals::cast_from_f32;
 use deltatape::internals::{KernelKey, Reduction};
 use deltatape::wgpu;
 use deltatape::{
-    Backend, DType, Element, Error, Footprint, GdnDtypes, GdnShape, GpuBackend, GqaLayout,
-    RecordInputs, Recorded, RepeatShape, Rollback, Tape, TapeRef,
+    Backend, ChunkSize, DType, Element, Error, Footprint, GdnDtypes, GdnShape, GpuBackend,
+    GqaLayout, RecordInputs, Recorded, RepeatShape, Rollback, Tape, TapeRef,
 };
 use half::{bf16, f16};
 use std::sync::{Arc, Barrier, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -293,6 +293,57 @@ fn gpu_outputs_are_bitwise_deterministic() {
     five_runs::<f32, f32, f32>(&wg, "gpu workgroup reduction f32");
     five_runs::<bf16, bf16, bf16>(&sub, "gpu bf16");
     five_runs::<f16, f32, f16>(&wg, "gpu f16 workgroup");
+}
+
+/// The escape hatch (`GpuOptions::force_loop_bounding`): with naga's loop counter back in
+/// every kernel, record, repeat, replay and the chunked record give what the default
+/// kernels (no counter, loops proven by the loop rule) give, within the dtype's
+/// tolerance (a driver may schedule the two modules' arithmetic differently), and the
+/// backend says which it runs.
+#[test]
+fn the_loop_counter_forced_gives_the_same_results() {
+    let _guard = shared();
+    let Some(g) = gpu() else { return };
+    let options = GpuOptions {
+        force_loop_bounding: true,
+        ..GpuOptions::from_env().unwrap()
+    };
+    let forced = GpuBackend::new(options).unwrap();
+    assert!(forced.describe().ends_with("naga's loop counter forced"));
+    assert!(!g.describe().contains("loop counter"));
+    let s = shape(2, 37, 2, 4, 64, 16);
+    let accepted = [30, 37];
+    let (proven, counted) = (Backend::Gpu(g.clone()), Backend::Gpu(forced.clone()));
+    for (layout, masked) in [(GqaLayout::Blocked, false), (GqaLayout::Tiled, true)] {
+        let trip =
+            |b: &Backend| round_trip::<f32, f32, f32>(b, &s, layout, 5, masked, &accepted).unwrap();
+        let ((a, ak, ar), (b, bk, br)) = (trip(&proven), trip(&counted));
+        assert!(a.y.iter().any(|&x| x != 0.0), "all-zero y");
+        assert_close("y", &a.y, &b.y, tol(DType::F32));
+        assert_close("state", &a.state, &b.state, tol(DType::F32));
+        assert_close("delta", &a.delta, &b.delta, tol(DType::F32));
+        assert_eq!(ak, bk, "repeat");
+        assert_close("replayed", &ar, &br, tol(DType::F32));
+    }
+    let d = draw(&s, 9);
+    let t = d.typed::<f32>();
+    let chunked = |b: &GpuBackend| -> Recorded<f32, f32, f32> {
+        b.record_chunked(
+            &s,
+            GqaLayout::Blocked,
+            ChunkSize::C16,
+            &t.inputs(None),
+            &d.state,
+        )
+        .unwrap()
+    };
+    let (a, b) = (chunked(&g), chunked(&forced));
+    assert_close("chunked y", &a.y, &b.y, tol(DType::F32));
+    assert_close("chunked state", &a.state, &b.state, tol(DType::F32));
+    assert!(forced
+        .compiled_kernels()
+        .iter()
+        .any(|k| k.op.name() == "chunk_state"));
 }
 
 #[test]

@@ -267,7 +267,12 @@ impl GpuBackend {
             ),
             None => "external device".into(),
         };
-        format!("gpu: {name}, {:?} reduction", self.reduction)
+        let counter = if self.inner.options.force_loop_bounding {
+            ", naga's loop counter forced"
+        } else {
+            ""
+        };
+        format!("gpu: {name}, {:?} reduction{counter}", self.reduction)
     }
     /// Pipelines compiled so far, by key.
     #[cfg(feature = "workshop")]

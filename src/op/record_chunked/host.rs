@@ -11,7 +11,8 @@ crate::backend::host_ops! {
     /// record in its chunked WY form (docs/SPEC.md "record"; `chunk` steps per chunk):
     /// the same inputs, outputs and errors as [`record`](Self::record), y, the state
     /// and the tape's delta within the dtypes' tolerances of it. For prefill-length T;
-    /// today slower than `record` on the GPU (docs/PERFORMANCE.md).
+    /// on the GPU its portable passes are slower than `record`, its fast path faster at
+    /// long T and few sequences (docs/PERFORMANCE.md).
     fn record_chunked / record_chunked_async<A, S, P>(
         shape: &GdnShape,
         layout: GqaLayout,
