@@ -4,7 +4,9 @@
 # fast; record_varlen) and the resident round (draft, commit, conv; deferred: fold_record),
 # then the new test binaries, all within a wall-clock budget (the device's command
 # limit). Expects .dev/ab.tgz holding d-old, d-new and t/ (stripped test executables),
-# and .gl/ the Vulkan loader (shared/gpu/README.md). BUDGET_S: seconds to stay within;
+# and .gl/ the Vulkan loader (shared/gpu/README.md). OPS: the decode grid's ops
+# (default record,replay,repeat; add conv,fold_record where both binaries have them).
+# BUDGET_S: seconds to stay within;
 # a step that would not fit is skipped and says so. Writes logs under $OUT.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -34,7 +36,10 @@ round() { local v=$1; shift; t "$v round $*"; $B/d-$v round "$@" 2>/dev/null; }
 # The test that runs the cooperative-matrix path where the adapter has it.
 test_bin chunk 2>&1 | tee "$OUT/tests.txt"
 {
-  for v in old new new old; do step 40 bench $v --dtypes f32,bf16 --runs 10; done
+  # OPS: the decode grid's ops (conv and fold_record need binaries from b73a7a1 on).
+  for v in old new new old; do
+    step 40 bench $v --ops "${OPS:-record,replay,repeat}" --dtypes f32,bf16 --runs 10
+  done
   for v in old new; do
     step 30 bench $v --fast-f16 --ops record_chunked --batches 1,4 --steps 2048,8192 --dtypes bf16,f32 --runs 5 --warmup 2
   done

@@ -270,6 +270,51 @@ fn bench_reports_the_dispatch_floor() {
     assert!(stdout.lines().any(|l| l.starts_with("repeat")), "{stdout}");
 }
 
+/// `deltatape bench --ops conv,fold_record` times conv_commit and fold_record as ops of
+/// their own: a row per (dtype, B, T), each with a positive, finite GPU time and its
+/// bytes moved.
+#[test]
+fn bench_times_conv_and_fold_record() {
+    if !common::has_gpu() {
+        return;
+    }
+    let stdout = subcommand(
+        "bench",
+        &[
+            "--batches",
+            "1,3",
+            "--steps",
+            "1,5",
+            "--dtypes",
+            "f32,bf16",
+            "--ops",
+            "conv,fold_record",
+            "--dims",
+            "1,2,16,16",
+            "--copy-mib",
+            "1",
+            "--runs",
+            "2",
+            "--warmup",
+            "1",
+        ],
+    );
+    for op in ["conv", "fold_record"] {
+        let rows: Vec<Vec<&str>> = stdout
+            .lines()
+            .filter(|l| l.starts_with(&format!("{op} ")))
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(rows.len(), 8, "{op}: {stdout}");
+        for row in rows {
+            let best: f64 = row[4].parse().unwrap();
+            let mb: f64 = row[6].parse().unwrap();
+            assert!(best > 0.0 && best.is_finite(), "{row:?}");
+            assert!(mb >= 0.0 && mb.is_finite(), "{row:?}");
+        }
+    }
+}
+
 /// `deltatape tune` measures a small grid, prints one row per (op, shape) and writes a
 /// tuning file with the same choices.
 #[test]

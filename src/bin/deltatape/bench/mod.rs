@@ -19,7 +19,9 @@ pub struct Args {
     dtypes: Vec<DType>,
     /// Ops: record, replay, repeat, record_chunked (record in the chunked WY form,
     /// chunks of `--chunk` steps), record_varlen (record over packed sequences of the
-    /// `--lens` lengths: one cell per dtype, B the sequences, T their tokens). With --fast-f16 and `DELTATAPE_RECORD_CHUNKED=1`,
+    /// `--lens` lengths: one cell per dtype, B the sequences, T their tokens), conv
+    /// (conv_commit over q, k and v's channels, kernel 4, all T accepted), fold_record (a
+    /// deferred commit of all T pending steps folded into record). With --fast-f16 and `DELTATAPE_RECORD_CHUNKED=1`,
     /// record itself takes the chunked form's fast path (off by default); each row says
     /// which form ran.
     #[arg(long, value_delimiter = ',', default_value = "record,replay,repeat")]
@@ -73,6 +75,8 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
             "repeat" => Ok(BenchOp::Repeat),
             "record_chunked" => Ok(BenchOp::RecordChunked),
             "record_varlen" => Ok(BenchOp::RecordVarlen),
+            "conv" => Ok(BenchOp::Conv),
+            "fold_record" => Ok(BenchOp::FoldRecord),
             other => Err(other.to_string()),
         })
         .collect::<Result<Vec<_>, _>>();
@@ -81,7 +85,8 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
             Ok(o) => o,
             Err(o) => {
                 eprintln!(
-                    "unknown op `{o}` (record, replay, repeat, record_chunked, record_varlen)"
+                    "unknown op `{o}` (record, replay, repeat, record_chunked, record_varlen, \
+                     conv, fold_record)"
                 );
                 return Ok(ExitCode::from(2));
             }

@@ -30,12 +30,16 @@
 //! off by default.
 
 use super::timestamps::{self, Clock, Untrusted};
-use deltatape::gpu::{Prepared, RecordBuffers, RepeatBuffers, ReplayBuffers};
+use deltatape::gpu::{
+    ConvBuffers, FoldRecordBuffers, Prepared, RecordBuffers, RepeatBuffers, ReplayBuffers,
+};
 use deltatape::internals::Op;
 use deltatape::wgpu;
 use deltatape::ChunkSize;
 use deltatape::VarlenShape;
-use deltatape::{DType, Error, GdnDtypes, GdnShape, GpuBackend, GqaLayout, RepeatShape, Result};
+use deltatape::{
+    ConvShape, DType, Error, GdnDtypes, GdnShape, GpuBackend, GqaLayout, RepeatShape, Result,
+};
 use std::time::Instant;
 use wgpu::BufferUsages as U;
 
@@ -98,7 +102,17 @@ pub enum BenchOp {
     RecordChunked,
     /// record over packed sequences of the config's `lens`.
     RecordVarlen,
+    /// conv_commit: each sequence's conv window rolled forward over its T accepted
+    /// inputs, channels `2 Hk Dk + Hv Dv` (q, k and v before they split), kernel
+    /// [`CONV_KERNEL`], in the activations' dtype.
+    Conv,
+    /// fold_record: a deferred commit (T accepted steps of the pending tape) folded into
+    /// the next draft's record, in one pass over the state.
+    FoldRecord,
 }
+
+/// conv_commit's kernel width in the bench (Qwen3-Next's and Qwen 3.5's).
+pub const CONV_KERNEL: usize = 4;
 
 impl BenchOp {
     pub fn name(self) -> &'static str {
@@ -108,6 +122,8 @@ impl BenchOp {
             BenchOp::Repeat => "repeat",
             BenchOp::RecordChunked => "record_chunked",
             BenchOp::RecordVarlen => "record_varlen",
+            BenchOp::Conv => "conv",
+            BenchOp::FoldRecord => "fold_record",
         }
     }
 }
@@ -199,7 +215,25 @@ pub fn moved_bytes(op: BenchOp, shape: &GdnShape, act_bytes: u64) -> u64 {
             let rs = shape.tape_k_repeat();
             a * (rs.src_len() + rs.dst_len()) as u64
         }
+        BenchOp::Conv => {
+            // The window read and written, the last K - 1 accepted inputs read.
+            let (b, t, c) = (shape.batch(), shape.steps(), conv_channels(shape));
+            let k1 = CONV_KERNEL - 1;
+            a * (b * c * (2 * k1 + t.min(k1))) as u64
+        }
+        BenchOp::FoldRecord => {
+            // record's, and the pending tape read (delta f32, k and g) and this draft's
+            // tape k and g written.
+            let lens = [shape.qk_len(), shape.v_len(), shape.gate_len()];
+            let tape = a * 2 * (shape.qk_len() + shape.gate_len()) as u64;
+            record_bytes(shape.state_len(), lens, a) + f32b(shape.v_len()) + tape
+        }
     }
+}
+
+/// conv_commit's channels at `shape`'s heads: q, k and v before they split.
+pub fn conv_channels(shape: &GdnShape) -> usize {
+    2 * shape.key_heads() * shape.key_dim() + shape.value_heads() * shape.value_dim()
 }
 
 /// record's bytes: the state (`state_len` values) in and out, q, k, v, g, beta and y
@@ -521,6 +555,21 @@ pub fn run(
         }
         false => None,
     };
+    let f32b = |n: usize| n as u64 * 4;
+    // fold_record's pending tape (read) and its own tape g (written): buffers of their
+    // own, as an engine's rollback has.
+    let fold = cfg.ops.contains(&BenchOp::FoldRecord).then(|| FoldBuffers {
+        pending_k: random_buffer(gpu, f32b(largest.qk_len()), 50),
+        pending_g: random_buffer(gpu, f32b(largest.gate_len()), 51),
+        tape_g: random_buffer(gpu, f32b(largest.gate_len()), 52),
+    });
+    let conv = cfg.ops.contains(&BenchOp::Conv).then(|| {
+        let (b, t, c) = (largest.batch(), largest.steps(), conv_channels(&largest));
+        ConvBuffersOwned {
+            x: random_buffer(gpu, f32b(b * t * c), 60),
+            window: random_buffer(gpu, f32b(b * c * (CONV_KERNEL - 1)), 61),
+        }
+    });
     let timer = Timer::new(gpu, cfg.runs);
     let copy = CopyBuffers::new(gpu, cfg, &largest);
     let mut bench = Bench {
@@ -528,6 +577,8 @@ pub fn run(
         cfg,
         buffers,
         varlen,
+        fold,
+        conv,
         timer,
         copy,
     };
@@ -666,6 +717,30 @@ impl OpBuffers {
     }
 }
 
+/// The error of a cell whose op's own buffers were not allocated (it was not among the
+/// run's ops).
+fn not_allocated(op: &str) -> Error {
+    Error::Unsupported {
+        op: "bench",
+        arg: "ops",
+        why: format!("{op} was not among the run's ops"),
+    }
+}
+
+/// fold_record's buffers beyond record's: the pending tape's k and g, read, and this
+/// draft's tape g, written (its tape k goes to [`OpBuffers::tape_k`]).
+struct FoldBuffers {
+    pending_k: wgpu::Buffer,
+    pending_g: wgpu::Buffer,
+    tape_g: wgpu::Buffer,
+}
+
+/// conv_commit's inputs and windows, sized for the largest cell.
+struct ConvBuffersOwned {
+    x: wgpu::Buffer,
+    window: wgpu::Buffer,
+}
+
 /// The copy kernel's source and destination: the ceiling's copy over `copy_bytes`, and
 /// each cell's copy of the same bytes as the op (so at least half the largest cell's).
 struct CopyBuffers {
@@ -714,6 +789,9 @@ struct Bench<'a> {
     buffers: OpBuffers,
     /// record_varlen's buffers and shape, when it is benchmarked.
     varlen: Option<(OpBuffers, VarlenShape)>,
+    /// fold_record's and conv_commit's own buffers, when they are benchmarked.
+    fold: Option<FoldBuffers>,
+    conv: Option<ConvBuffersOwned>,
     timer: Timer<'a>,
     copy: CopyBuffers,
 }
@@ -831,13 +909,7 @@ impl Bench<'_> {
     fn prepare_varlen(&self, dtype: DType) -> Result<CellOp> {
         let (gpu, (buffers, shape)) = match &self.varlen {
             Some(varlen) => (self.gpu, varlen),
-            None => {
-                return Err(Error::Unsupported {
-                    op: "bench",
-                    arg: "ops",
-                    why: "record_varlen was not among the run's ops".into(),
-                })
-            }
+            None => return Err(not_allocated("record_varlen")),
         };
         let dt = cell_dtypes(dtype);
         let dispatch =
@@ -890,6 +962,51 @@ impl Bench<'_> {
             }
             // The packed shape is not a grid shape (`cell` takes it apart).
             BenchOp::RecordVarlen => self.prepare_varlen(dtype)?,
+            BenchOp::FoldRecord => {
+                let fold = self
+                    .fold
+                    .as_ref()
+                    .ok_or_else(|| not_allocated("fold_record"))?;
+                // accepted = T: the whole pending tape is folded in.
+                let acc = gpu.words_buffer(&vec![shape.steps() as u32; shape.batch()]);
+                one(gpu.prepare_fold_record(
+                    shape,
+                    GqaLayout::Blocked,
+                    dt,
+                    &FoldRecordBuffers {
+                        q: &buffers.q,
+                        k: &buffers.k,
+                        v: &buffers.v,
+                        g: &buffers.g,
+                        beta: &buffers.beta,
+                        state: &buffers.state,
+                        y: &buffers.y,
+                        delta: &buffers.delta,
+                        tape_k_grouped: &buffers.tape_k,
+                        tape_g: &fold.tape_g,
+                        pending_k_grouped: &fold.pending_k,
+                        pending_g: &fold.pending_g,
+                        accepted: &acc,
+                        status: None,
+                    },
+                )?)
+            }
+            BenchOp::Conv => {
+                let conv = self.conv.as_ref().ok_or_else(|| not_allocated("conv"))?;
+                let (b, t) = (shape.batch(), shape.steps());
+                let cs = ConvShape::new(b, t, conv_channels(shape), CONV_KERNEL)?;
+                // accepted = T: the window moves past every drafted input.
+                let acc = gpu.words_buffer(&vec![t as u32; b]);
+                one(gpu.prepare_conv_commit(
+                    &cs,
+                    dtype,
+                    &ConvBuffers {
+                        x: &conv.x,
+                        accepted: &acc,
+                        window: &conv.window,
+                    },
+                )?)
+            }
             BenchOp::Repeat => {
                 let rs = shape.tape_k_repeat();
                 let a = dtype.size_bytes() as u64;
