@@ -120,6 +120,45 @@ fn listed_kernels_are_current() {
     assert_eq!(files, expected, "docs/kernels holds a file of no op");
 }
 
+/// `deltatape msl` takes every op by name from the crate's one list (its help lists
+/// them all), and `--all DIR --lang wgsl` writes exactly the files of docs/kernels.
+#[test]
+fn msl_takes_every_op_and_writes_the_listed_kernels() {
+    let bin = std::env::var("DELTATAPE_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_deltatape").to_string());
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(&bin)
+            .arg("msl")
+            .args(args)
+            .output()
+            .expect("run deltatape");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        (out.status.success(), text)
+    };
+    let (ok, help) = run(&["--help"]);
+    assert!(ok);
+    for op in Op::ALL.into_iter().chain(Op::COOP) {
+        assert!(help.contains(op.name()), "{}: {help}", op.name());
+    }
+    let dir = std::env::temp_dir().join(format!("deltatape-kernels-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (ok, _) = run(&["--all", dir.to_str().unwrap(), "--lang", "wgsl"]);
+    assert!(ok);
+    let listed = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/kernels");
+    for op in Op::ALL.into_iter().chain(Op::COOP) {
+        let file = format!("{}.wgsl", op.name());
+        let written = std::fs::read_to_string(dir.join(&file)).unwrap();
+        assert_eq!(
+            written,
+            std::fs::read_to_string(listed.join(&file)).unwrap(),
+            "{file}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    let (ok, _) = run(&["no_such_kernel"]);
+    assert!(!ok);
+}
+
 #[test]
 fn msl_reduces_with_simd_operations() {
     let mut subgroup_keys = 0;

@@ -17,9 +17,8 @@ pub enum Lang {
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The kernel: one of `deltatape::internals::Op::ALL` (record, replay, repeat,
-    /// conv, fold_record, chunk_wy, chunk_state) or `Op::COOP`.
-    #[arg(required_unless_present = "all")]
+    /// The kernel (its names from `deltatape::internals::Op::ALL` and `Op::COOP`).
+    #[arg(required_unless_present = "all", value_parser = op_names())]
     kernel: Option<Op>,
     /// Write every op's source at its listed variant (Dk = Dv = 128, f32, subgroup
     /// reduction, no mask) into DIR, one `<op>.<ext>` file each: `--all docs/kernels
@@ -51,6 +50,13 @@ pub struct Args {
     /// (by default the output is what wgpu hands the driver: no counter).
     #[arg(long)]
     force_loop_bounding: bool,
+}
+
+/// The kernels `msl` takes, by name: every op, from the crate's one list of them.
+fn op_names() -> impl clap::builder::TypedValueParser<Value = Op> {
+    use clap::builder::TypedValueParser as _;
+    let names = Op::ALL.into_iter().chain(Op::COOP).map(|op| op.name());
+    clap::builder::PossibleValuesParser::new(names).try_map(|name| name.parse::<Op>())
 }
 
 pub fn run(args: Args) -> deltatape::Result<ExitCode> {
