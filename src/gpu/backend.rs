@@ -123,7 +123,7 @@ impl GpuBackend {
                 queue,
                 info,
                 reason,
-                pipelines: PipelineCache::new(options.force_loop_bounding),
+                pipelines: PipelineCache::default(),
                 params: ParamCache::default(),
                 pool: BufferPool::default(),
                 placeholders: Mutex::new(Vec::new()),

@@ -21,29 +21,23 @@ pub(crate) type ParamBlock = [u32; 12];
 /// Later runs still hung now and then, one test process in three, with one compile at a
 /// time per device and several devices in one process; the lock is now the process's,
 /// [`COMPILING`], and the hang was seen again with it: its cause is still open.)
+#[derive(Default)]
 pub(crate) struct PipelineCache {
     pipelines: RwLock<HashMap<KernelKey, Arc<wgpu::ComputePipeline>>>,
-    /// naga's loop counter in every module ([`GpuOptions::force_loop_bounding`]).
-    ///
-    /// [`GpuOptions::force_loop_bounding`]: super::GpuOptions::force_loop_bounding
-    force_loop_bounding: bool,
 }
 
 /// One shader compile at a time in the whole process, whatever the device.
 static COMPILING: Mutex<()> = Mutex::new(());
 
 impl PipelineCache {
-    pub(crate) fn new(force_loop_bounding: bool) -> Self {
-        PipelineCache {
-            pipelines: RwLock::default(),
-            force_loop_bounding,
-        }
-    }
-
+    /// The pipeline of `key`, compiled on first use; with naga's loop counter in every
+    /// loop when `force_loop_bounding` ([`super::GpuOptions::force_loop_bounding`],
+    /// which a backend keeps for its lifetime, so a key never meets both settings).
     pub(crate) fn get(
         &self,
         device: &wgpu::Device,
         key: &KernelKey,
+        force_loop_bounding: bool,
     ) -> Result<Arc<wgpu::ComputePipeline>> {
         if let Some(p) = self.lookup(key) {
             return Ok(p);
@@ -52,7 +46,7 @@ impl PipelineCache {
         if let Some(p) = self.lookup(key) {
             return Ok(p); // compiled by another thread while this one waited
         }
-        let compiled = Arc::new(compile(device, key, self.force_loop_bounding)?);
+        let compiled = Arc::new(compile(device, key, force_loop_bounding)?);
         let mut map = self
             .pipelines
             .write()

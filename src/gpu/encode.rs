@@ -307,7 +307,10 @@ impl GpuBackend {
         check_not_aliased(op, &bound)?;
         let grid = grid(op, &limits, d.workgroups)?;
         let device = self.device();
-        let pipeline = self.inner.pipelines.get(device, &d.key)?;
+        let pipeline =
+            self.inner
+                .pipelines
+                .get(device, &d.key, self.inner.options.force_loop_bounding)?;
         let params = self.inner.params.get(device, self.queue(), &d.params);
         let bind_group = self.bind_group(op, &pipeline, &params, &bound)?;
         let step = Step {

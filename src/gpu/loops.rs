@@ -33,7 +33,7 @@
 //!
 //! Anything else fails the check, with the line of the source and why.
 
-use super::wgsl::is_ident;
+use super::wgsl::{is_ident, tokens, Tok};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
@@ -120,78 +120,6 @@ pub fn check_assembled(source: &str, files: &[(&str, &str)]) -> Result<(), Strin
             v.line, v.text, v.why
         )
     })
-}
-
-/// One token of WGSL text, with its line.
-#[derive(Clone, Copy, Debug)]
-struct Tok<'a> {
-    text: &'a str,
-    line: usize,
-}
-
-/// Operators of more than one character, longest first.
-const OPERATORS: &[&str] = &[
-    "<<=", ">>=", "==", "!=", "<=", ">=", "<<", ">>", "+=", "-=", "*=", "/=", "%=", "&=", "|=",
-    "^=", "++", "--", "&&", "||", "->",
-];
-
-/// The tokens of `text`, comments (line and nested block comments) removed: words
-/// (identifiers and numbers with their suffixes), operators, and single characters.
-fn tokens(text: &str) -> Vec<Tok<'_>> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::new();
-    let (mut i, mut line) = (0, 1);
-    while i < bytes.len() {
-        let c = bytes[i];
-        if c == b'\n' {
-            line += 1;
-            i += 1;
-        } else if c.is_ascii_whitespace() {
-            i += 1;
-        } else if text[i..].starts_with("//") {
-            i = text[i..].find('\n').map_or(bytes.len(), |e| i + e);
-        } else if text[i..].starts_with("/*") {
-            let mut depth = 0;
-            while i < bytes.len() {
-                if text[i..].starts_with("/*") {
-                    depth += 1;
-                    i += 2;
-                } else if text[i..].starts_with("*/") {
-                    depth -= 1;
-                    i += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
-                    line += usize::from(bytes[i] == b'\n');
-                    i += 1;
-                }
-            }
-        } else if c.is_ascii_alphanumeric() || c == b'_' {
-            let start = i;
-            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
-                i += 1;
-            }
-            out.push(Tok {
-                text: &text[start..i],
-                line,
-            });
-        } else {
-            let len = OPERATORS
-                .iter()
-                .find(|op| text[i..].starts_with(**op))
-                .map_or_else(
-                    || text[i..].chars().next().map_or(1, char::len_utf8),
-                    |op| op.len(),
-                );
-            out.push(Tok {
-                text: &text[i..i + len],
-                line,
-            });
-            i += len;
-        }
-    }
-    out
 }
 
 /// The module's constants that are integer constant expressions of earlier ones (in

@@ -22,8 +22,13 @@ pub enum Target {
 /// Parse and validate a key's WGSL with the capabilities it needs.
 pub fn validate(key: &KernelKey) -> Result<(naga::Module, ModuleInfo), String> {
     let source = key.source().map_err(|e| format!("{}: {e}", key.label()))?;
-    let module = naga::front::wgsl::parse_str(&source)
-        .map_err(|e| format!("{}: {}", key.label(), e.emit_to_string(&source)))?;
+    validate_source(key, &source)
+}
+
+/// [`validate`] on `source`, the key's assembled WGSL.
+fn validate_source(key: &KernelKey, source: &str) -> Result<(naga::Module, ModuleInfo), String> {
+    let module = naga::front::wgsl::parse_str(source)
+        .map_err(|e| format!("{}: {}", key.label(), e.emit_to_string(source)))?;
     let mut caps = Capabilities::SUBGROUP;
     if key.needs_f16() {
         caps |= Capabilities::SHADER_FLOAT16;
@@ -35,7 +40,7 @@ pub fn validate(key: &KernelKey) -> Result<(naga::Module, ModuleInfo), String> {
         .subgroup_stages(naga::valid::ShaderStages::COMPUTE)
         .subgroup_operations(naga::valid::SubgroupOperationSet::all())
         .validate(&module)
-        .map_err(|e| format!("{}: {}", key.label(), e.emit_to_string(&source)))?;
+        .map_err(|e| format!("{}: {}", key.label(), e.emit_to_string(source)))?;
     Ok((module, info))
 }
 
@@ -51,10 +56,10 @@ pub fn translate_with(
     target: Target,
     force_loop_bounding: bool,
 ) -> Result<String, String> {
-    let (module, info) = validate(key)?;
     let label = key.label();
+    let source = key.source().map_err(|e| format!("{label}: {e}"))?;
+    let (module, info) = validate_source(key, &source)?;
     if !force_loop_bounding {
-        let source = key.source().map_err(|e| format!("{label}: {e}"))?;
         key.check_loops(&source)
             .map_err(|e| format!("{label}: {e}"))?;
     }

@@ -392,35 +392,72 @@ fn squeeze_blank_lines(text: &str) -> String {
     out
 }
 
-/// Tokens of WGSL text, comments skipped: identifiers and numbers as words, `++`, `+=`
-/// and `->` as pairs, any other character alone.
-fn tokens(text: &str) -> Vec<&str> {
+/// One token of WGSL text, with its line.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Tok<'a> {
+    pub(crate) text: &'a str,
+    pub(crate) line: usize,
+}
+
+/// Operators of more than one character, longest first.
+const OPERATORS: &[&str] = &[
+    "<<=", ">>=", "==", "!=", "<=", ">=", "<<", ">>", "+=", "-=", "*=", "/=", "%=", "&=", "|=",
+    "^=", "++", "--", "&&", "||", "->",
+];
+
+/// The tokens of `text`, comments (line and nested block comments) removed: words
+/// (identifiers and numbers with their suffixes), operators, and single characters.
+pub(crate) fn tokens(text: &str) -> Vec<Tok<'_>> {
     let bytes = text.as_bytes();
     let mut out = Vec::new();
-    let mut i = 0;
+    let (mut i, mut line) = (0, 1);
     while i < bytes.len() {
         let c = bytes[i];
-        if c.is_ascii_whitespace() {
+        if c == b'\n' {
+            line += 1;
+            i += 1;
+        } else if c.is_ascii_whitespace() {
             i += 1;
         } else if text[i..].starts_with("//") {
             i = text[i..].find('\n').map_or(bytes.len(), |e| i + e);
         } else if text[i..].starts_with("/*") {
-            i = text[i + 2..]
-                .find("*/")
-                .map_or(bytes.len(), |e| i + 2 + e + 2);
+            let mut depth = 0;
+            while i < bytes.len() {
+                if text[i..].starts_with("/*") {
+                    depth += 1;
+                    i += 2;
+                } else if text[i..].starts_with("*/") {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    line += usize::from(bytes[i] == b'\n');
+                    i += 1;
+                }
+            }
         } else if c.is_ascii_alphanumeric() || c == b'_' {
             let start = i;
             while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
                 i += 1;
             }
-            out.push(&text[start..i]);
+            out.push(Tok {
+                text: &text[start..i],
+                line,
+            });
         } else {
-            let len = if ["++", "+=", "->"].iter().any(|p| text[i..].starts_with(p)) {
-                2
-            } else {
-                text[i..].chars().next().map_or(1, char::len_utf8)
-            };
-            out.push(&text[i..i + len]);
+            let len = OPERATORS
+                .iter()
+                .find(|op| text[i..].starts_with(**op))
+                .map_or_else(
+                    || text[i..].chars().next().map_or(1, char::len_utf8),
+                    |op| op.len(),
+                );
+            out.push(Tok {
+                text: &text[i..i + len],
+                line,
+            });
             i += len;
         }
     }
@@ -430,7 +467,7 @@ fn tokens(text: &str) -> Vec<&str> {
 /// The names a WGSL text defines: `fn a`, `var a`, `var<..> a`, `const a`, `alias a`,
 /// `struct a`, `override a`.
 pub fn defined_names(text: &str) -> BTreeSet<String> {
-    let toks = tokens(text);
+    let toks: Vec<&str> = tokens(text).iter().map(|t| t.text).collect();
     let mut names = BTreeSet::new();
     let mut i = 0;
     while i + 1 < toks.len() {
@@ -529,7 +566,7 @@ fn find_unroll(text: &str) -> Option<usize> {
 
 /// (X, BOUND) of `for (var X = 0u; X < BOUND; X++)` (or `X += 1u`), any white space.
 fn parse_for_header(header: &str) -> Option<(&str, &str)> {
-    let t = tokens(header);
+    let t: Vec<&str> = tokens(header).iter().map(|t| t.text).collect();
     let step_ok = match t.len() {
         14 => t[11] == t[3] && t[12] == "++",
         15 => t[11] == t[3] && t[12] == "+=" && t[13] == "1u",
