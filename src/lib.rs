@@ -68,8 +68,9 @@ pub mod internals {
         pub use crate::op::operand::*;
         pub use crate::op::record::{RecordOperands, RecordRow};
         pub use crate::op::record_chunked::{
-            ChunkPackOperands, ChunkPackRow, ChunkShape, ChunkStateCoopOperands, ChunkStateCoopRow,
-            ChunkStateOperands, ChunkStateRow, ChunkWyOperands, ChunkWyRow,
+            ChunkOutCoopOperands, ChunkOutCoopRow, ChunkPackOperands, ChunkPackRow, ChunkShape,
+            ChunkStateOperands, ChunkStateRow, ChunkWalkCoopOperands, ChunkWalkCoopRow,
+            ChunkWyOperands, ChunkWyRow,
         };
         pub use crate::op::record_varlen::{RecordVarlenOperands, RecordVarlenRow};
         pub use crate::op::repeat::{RepeatOperands, RepeatRow};

@@ -439,6 +439,22 @@ fn gpu_chunked_takes_odd_shapes() {
 #[test]
 fn gpu_chunked_refuses_bad_input_with_typed_errors() {
     let Some(gpu) = gpu() else { return };
+    // A walk width with no kernel: refused when the backend is built, on any adapter.
+    let options = deltatape::GpuOptions {
+        chunk_walk_rows: 24,
+        ..deltatape::GpuOptions::from_env().unwrap()
+    };
+    let r = deltatape::GpuBackend::new(options).map(|_| ());
+    assert!(
+        matches!(
+            r,
+            Err(Error::Unsupported {
+                arg: "chunk_walk_rows",
+                ..
+            })
+        ),
+        "{r:?}"
+    );
     let layout = GqaLayout::Blocked;
     let c = ChunkSize::C16;
     let shape = GdnShape::new(1, 5, 1, 2, 16, 16).unwrap();
@@ -676,8 +692,17 @@ const FAST_TOL: f64 = 1e-3;
 /// matrices and [`ChunkPrecision::FastF16`]. `None`, with a line saying the tests
 /// skipped, where the adapter has no cooperative matrices that serve it (lavapipe).
 fn coop_gpu() -> Option<deltatape::GpuBackend> {
+    coop_gpu_walking(None)
+}
+
+/// [`coop_gpu`] with the walk's value rows set to `rows` (`None`: the environment's or
+/// the default).
+fn coop_gpu_walking(rows: Option<u32>) -> Option<deltatape::GpuBackend> {
     gpu()?;
     let mut options = deltatape::GpuOptions::from_env().unwrap();
+    if let Some(rows) = rows {
+        options.chunk_walk_rows = rows;
+    }
     // SAFETY: `ExperimentalFeatures::enabled` has no precondition on its caller's
     // values: its contract is the caller's acknowledgement that wgpu's experimental
     // features may still have bugs with undefined behaviour, and its agreement to report
@@ -757,6 +782,11 @@ fn gpu_fast_path_matches_record_within_its_bound() {
     let ran = gpu.compiled_kernels().iter().any(|k| k.op.coop());
     assert!(ran, "no cooperative-matrix kernel was compiled");
 
+    // An empty draft: the state passes through the walk.
+    let shape = GdnShape::new(1, 0, 1, 2, 128, 128).unwrap();
+    let d = draw(&shape, 1);
+    fast_case::<f32, f32, f32, f32>(&gpu, &shape, GqaLayout::Blocked, &d, None);
+
     let shape = GdnShape::new(1, 4096, 1, 2, 128, 128).unwrap();
     let d = draw(&shape, 4096);
     let m = mask(&shape, 4096);
@@ -789,19 +819,34 @@ fn gpu_fast_path_matches_record_in_every_dtype_and_odd_shape() {
             );
         }
     }
-    // Dk and Dv off the tiles, GQA groups of 3, a batch.
-    for (b, t, hk, hv, dk, dv) in [
-        (2, 37, 1, 3, 13, 7),
-        (1, 150, 2, 6, 94, 46),
-        (3, 70, 1, 2, 128, 20),
-    ] {
-        let shape = GdnShape::new(b, t, hk, hv, dk, dv).unwrap();
-        let d = draw(&shape, dk as u64);
-        let m = mask(&shape, dv as u64);
-        for layout in LAYOUTS {
-            let e = fast_case::<f32, f32, f32, f32>(&gpu, &shape, layout, &d, Some(&m));
-            report!("gpu fast path {shape:?} {layout:?}: {e:.2e}");
+    // Dk and Dv off the tiles and off the walk's blocks, GQA groups of 3, a batch; the
+    // walk at each of its block widths.
+    for rows in [16, 32] {
+        let gpu = coop_gpu_walking(Some(rows)).expect("coop_gpu found the path");
+        for (b, t, hk, hv, dk, dv) in [
+            (2, 37, 1, 3, 13, 7),
+            (1, 150, 2, 6, 94, 46),
+            (3, 70, 1, 2, 128, 20),
+            (1, 129, 1, 1, 128, 80),
+        ] {
+            let shape = GdnShape::new(b, t, hk, hv, dk, dv).unwrap();
+            let d = draw(&shape, dk as u64);
+            let m = mask(&shape, dv as u64);
+            for layout in LAYOUTS {
+                let e = fast_case::<f32, f32, f32, f32>(&gpu, &shape, layout, &d, Some(&m));
+                report!("gpu fast path, walk of {rows} rows, {shape:?} {layout:?}: {e:.2e}");
+            }
         }
+        let walks: Vec<u32> = gpu
+            .compiled_kernels()
+            .iter()
+            .filter(|k| k.op.name() == "chunk_walk_coop")
+            .map(|k| k.rows)
+            .collect();
+        assert!(
+            !walks.is_empty() && walks.iter().all(|&r| r == rows),
+            "walks of {walks:?} rows, not {rows}"
+        );
     }
     for (what, d) in gate_draws(&shape, 13) {
         let e = fast_case::<f32, f32, f32, f32>(&gpu, &shape, GqaLayout::Blocked, &d, None);

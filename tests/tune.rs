@@ -100,6 +100,17 @@ fn knob_without_effect_is_an_error() {
     assert_eq!(got.replay_class().lanes, Some(8));
     assert!(matches!(bad, Err(Error::BadEnv { .. })), "{bad:?}");
     assert_eq!(Tuning::from_env().unwrap(), Tuning::default());
+    // A walk width the chunked record has no kernel for.
+    std::env::set_var("DELTATAPE_CHUNK_WALK_ROWS", "24");
+    let walk = deltatape::GpuOptions::from_env().map(|o| o.chunk_walk_rows);
+    std::env::set_var("DELTATAPE_CHUNK_WALK_ROWS", "32");
+    let good = deltatape::GpuOptions::from_env().map(|o| o.chunk_walk_rows);
+    std::env::remove_var("DELTATAPE_CHUNK_WALK_ROWS");
+    assert!(
+        matches!(&walk, Err(Error::BadEnv { var, .. }) if var == "DELTATAPE_CHUNK_WALK_ROWS"),
+        "{walk:?}"
+    );
+    assert_eq!(good.unwrap(), 32);
 }
 
 /// A class value replay has no use for is refused when a backend takes the tuning.

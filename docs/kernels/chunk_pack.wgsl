@@ -251,6 +251,23 @@ fn tile_at(r: u32, c: u32, cols: u32) -> u32 {
     return ((r / 16u) * (cols / 16u) + c / 16u) * 256u + (r % 16u) * 16u + c % 16u;
 }
 
+// What the walk hands the output pass, per (b, hv, chunk), as f16 tiles of value
+// columns padded with zeros to `padded_value_dim` (a whole number of every block
+// width either pass takes, so no tile of theirs is out of range):
+//   S^T at the chunk's start  [TILE_DK][pad]   at start_at
+//   delta                     [CHUNK][pad]     at delta16_at
+fn padded_value_dim(dv: u32) -> u32 {
+    return (dv + 63u) / 64u * 64u;
+}
+
+fn start_at(ch: u32, pad: u32, r: u32, c: u32) -> u32 {
+    return ch * TILE_DK * pad + tile_at(r, c, pad);
+}
+
+fn delta16_at(ch: u32, pad: u32, r: u32, c: u32) -> u32 {
+    return ch * CHUNK * pad + tile_at(r, c, pad);
+}
+
 // x clamped to f16's finite range when it is finite and beyond it, so rounding to f16
 // never makes an infinity of a finite value; infinities and NaN pass through.
 fn to_f16_range(x: f32) -> f32 {

@@ -112,6 +112,17 @@ impl GpuBackend {
         lost: Arc<Mutex<Option<String>>>,
         options: GpuOptions,
     ) -> Result<Self> {
+        let walk_rows = crate::op::record_chunked::WALK_ROWS;
+        if !walk_rows.contains(&options.chunk_walk_rows) {
+            return Err(Error::Unsupported {
+                op: "GpuBackend",
+                arg: "chunk_walk_rows",
+                why: format!(
+                    "{} value rows a workgroup; the walk takes {walk_rows:?}",
+                    options.chunk_walk_rows
+                ),
+            });
+        }
         let reduction = if device.features().contains(wgpu::Features::SUBGROUP) {
             Reduction::Subgroup
         } else {

@@ -34,6 +34,11 @@ pub struct GpuOptions {
     /// driver sees each loop's trip count (docs/PORTABILITY.md "Loops"). Bounds checks
     /// are on either way. In a browser (WebGPU) the browser's own checks apply.
     pub force_loop_bounding: bool,
+    /// Value rows per workgroup of the chunked record's walk on cooperative matrices:
+    /// 16 (the default) or 32; anything else is refused when the backend is built.
+    /// Fewer rows give more workgroups, each with a shorter chain of products per
+    /// chunk (docs/PERFORMANCE.md has both measured).
+    pub chunk_walk_rows: u32,
 }
 
 /// The caller's consent to wgpu's experimental cooperative matrices. wgpu makes that
@@ -75,6 +80,7 @@ impl Default for GpuOptions {
             cooperative_matrices: CooperativeMatrices::default(),
             chunk_precision: ChunkPrecision::Exact,
             force_loop_bounding: false,
+            chunk_walk_rows: crate::op::record_chunked::WALK_ROWS[0],
         }
     }
 }
@@ -82,7 +88,8 @@ impl Default for GpuOptions {
 impl GpuOptions {
     /// The defaults, overridden by `DELTATAPE_GPU_TIMEOUT_MS`, `DELTATAPE_SPIN_US`,
     /// `DELTATAPE_CHUNK_PRECISION` (`exact`, `fast-f16`),
-    /// `DELTATAPE_FORCE_LOOP_BOUNDING` (`1` or `0`), `WGPU_ADAPTER_NAME` and
+    /// `DELTATAPE_FORCE_LOOP_BOUNDING` (`1` or `0`), `DELTATAPE_CHUNK_WALK_ROWS` (`16`
+    /// or `32`), `WGPU_ADAPTER_NAME` and
     /// `WGPU_BACKEND` (as wgpu reads it). Consent to cooperative matrices is never
     /// read from the environment. The shape-class
     /// knobs are [`super::Tuning::from_env`]'s.
@@ -123,6 +130,18 @@ impl GpuOptions {
                     })
                 }
             };
+        }
+        if let Ok(value) = std::env::var("DELTATAPE_CHUNK_WALK_ROWS") {
+            let walk = crate::op::record_chunked::WALK_ROWS;
+            options.chunk_walk_rows = value
+                .parse::<u32>()
+                .ok()
+                .filter(|r| walk.contains(r))
+                .ok_or(Error::BadEnv {
+                    var: "DELTATAPE_CHUNK_WALK_ROWS".into(),
+                    value,
+                    why: "expected 16 or 32",
+                })?;
         }
         options.adapter_name = std::env::var("WGPU_ADAPTER_NAME").ok();
         if let Some(backends) = wgpu::Backends::from_env() {

@@ -62,8 +62,10 @@ impl Op {
     pub const ChunkState: Op = record_chunked::CHUNK_STATE;
     /// record_chunked's fast path: its operands rounded to f16 tiles.
     pub const ChunkPack: Op = record_chunked::CHUNK_PACK;
-    /// record_chunked's fast path: the state pass on cooperative matrices.
-    pub const ChunkStateCoop: Op = record_chunked::CHUNK_STATE_COOP;
+    /// record_chunked's fast path: the walk through the chunks on cooperative matrices.
+    pub const ChunkWalkCoop: Op = record_chunked::CHUNK_WALK_COOP;
+    /// record_chunked's fast path: y, every chunk at once, on cooperative matrices.
+    pub const ChunkOutCoop: Op = record_chunked::CHUNK_OUT_COOP;
 
     /// Every op that runs on any adapter.
     pub const ALL: [Op; 9] = [
@@ -79,7 +81,7 @@ impl Op {
     ];
     /// The ops on cooperative matrices: only naga's validation and SPIR-V writer check
     /// them without such a device (see [`OpInfo::coop`]).
-    pub const COOP: [Op; 1] = [Op::ChunkStateCoop];
+    pub const COOP: [Op; 2] = [Op::ChunkWalkCoop, Op::ChunkOutCoop];
 }
 
 impl std::str::FromStr for Op {
@@ -182,6 +184,7 @@ pub fn coop_variants() -> Vec<KernelKey> {
                 }
             }
         }
+        add_new(&mut keys, op.kernel().extra_keys());
     }
     keys
 }

@@ -2,8 +2,8 @@
 //! the host call.
 
 use super::{
-    ChunkPackOperands, ChunkShape, ChunkSize, ChunkStateCoopOperands, ChunkStateOperands,
-    ChunkWyOperands, OP,
+    ChunkOutCoopOperands, ChunkPackOperands, ChunkShape, ChunkSize, ChunkStateOperands,
+    ChunkWalkCoopOperands, ChunkWyOperands, OP,
 };
 use crate::dtype::{DType, GdnDtypes};
 use crate::error::{Error, Result};
@@ -40,7 +40,7 @@ impl GpuBackend {
         let masked = buffers.mask.is_some();
         let state_out = buffers.state_out.is_some();
         let state_key = if coop {
-            KernelKey::chunk_state_coop(dtypes, state_out)
+            KernelKey::chunk_walk_coop(dtypes, self.options().chunk_walk_rows, state_out)
         } else {
             KernelKey::chunk_state(shape, dtypes, chunk, masked, state_out)
         };
@@ -53,6 +53,8 @@ impl GpuBackend {
         ];
         if coop {
             lens.push(("tiles", cshape.tiles_len(), 2));
+            lens.push(("starts", cshape.starts_len(), 2));
+            lens.push(("deltas16", cshape.deltas16_len(), 2));
         }
         let scratch = self.chunk_scratch(&lens)?;
         let [w, u, m, decay] = [&scratch[0], &scratch[1], &scratch[2], &scratch[3]];
@@ -95,23 +97,41 @@ impl GpuBackend {
                     )?
                     .bind(pack_buffers.slots()),
             )?;
-            // Masked steps are zero in the tiles and U: the state pass needs no mask.
-            let state_buffers = ChunkStateCoopOperands {
+            // Masked steps are zero in the tiles and U: the walk needs no mask.
+            let [starts, deltas16] = [&scratch[5], &scratch[6]];
+            let walk_buffers = ChunkWalkCoopOperands {
                 state_in: buffers.state_in,
-                y: buffers.y,
                 state_out: buffers.state_out,
                 delta: buffers.delta,
-                mask: None,
                 u,
                 decay,
                 tiles,
+                starts,
+                deltas16,
             };
-            let state = self.prepare(
+            let walk = self.prepare(
                 passes
-                    .second(state_key, ChunkStateCoopOperands::<()>::SPECS)?
-                    .bind(state_buffers.slots()),
+                    .second(state_key, ChunkWalkCoopOperands::<()>::SPECS)?
+                    .bind(walk_buffers.slots()),
             )?;
-            return Ok(wy.then(pack, Vec::new()).then(state, scratch));
+            let out_buffers = ChunkOutCoopOperands {
+                y: buffers.y,
+                tiles,
+                starts,
+                deltas16,
+            };
+            let out = self.prepare(
+                passes
+                    .out(
+                        KernelKey::chunk_out_coop(dtypes),
+                        ChunkOutCoopOperands::<()>::SPECS,
+                    )?
+                    .bind(out_buffers.slots()),
+            )?;
+            return Ok(wy
+                .then(pack, Vec::new())
+                .then(walk, Vec::new())
+                .then(out, scratch));
         }
         let state_buffers = ChunkStateOperands {
             q: buffers.q,
@@ -201,6 +221,15 @@ impl<'a> Passes<'a> {
         specs: &'static [OperandSpec<ChunkShape>],
     ) -> Result<Plan<'a, ChunkShape>> {
         self.plan(key, self.heads * self.row_blocks, specs)
+    }
+
+    /// The fast path's output pass: one workgroup per (b, hv, chunk, column block).
+    fn out(
+        &self,
+        key: KernelKey,
+        specs: &'static [OperandSpec<ChunkShape>],
+    ) -> Result<Plan<'a, ChunkShape>> {
+        self.plan(key, self.cshape.out_workgroups() as u64, specs)
     }
 
     fn plan(

@@ -10,14 +10,16 @@
 //!    delta and final state.
 //!
 //! On a device with cooperative matrices (16 x 16 x 16, f16 into f32) and with
-//! [`ChunkPrecision::FastF16`], the second pass is `chunk_pack` (the first pass's W and
-//! M, and the decayed q and k, rounded to f16 as 16 x 16 tiles) then
-//! `chunk_state_coop`, the same walk with its products on the matrix units.
+//! [`ChunkPrecision::FastF16`], the first pass is followed by `chunk_pack` (its W and
+//! M, and the decayed q and k, rounded to f16 as 16 x 16 tiles), `chunk_walk_coop` (the
+//! state through the chunks on the matrix units: the tape's delta, the final state, and
+//! for the next pass the state at each chunk's start and delta as f16 tiles) and
+//! `chunk_out_coop` (y, every chunk at once).
 //!
 //! Both kernels declare at most `WORKGROUP_MEMORY_BUDGET` bytes of workgroup memory
 
 use super::gdn::WORKGROUP_MEMORY_BUDGET;
-use super::kernel::{KernelKey, KeyAt, Op, OpInfo, OpKernel};
+use super::kernel::{KernelKey, KeyAt, Op, OpInfo, OpKernel, Value};
 use super::operand::operand_table;
 use crate::dtype::{DType, GdnDtypes};
 use crate::shape::GdnShape;
@@ -52,23 +54,38 @@ pub const CHUNK_PACK: Op = Op(&OpInfo {
     )
 });
 const PACK_ROOT: (&str, &str) = ("chunk_pack", include_str!("chunk_pack.wgsl"));
-/// The fast path's state pass, on cooperative matrices.
-pub const CHUNK_STATE_COOP: Op = Op(&OpInfo {
+/// The fast path's walk: the state through the chunks on cooperative matrices, storing
+/// the tape's delta, and for the output pass delta and the state at each chunk's start.
+pub const CHUNK_WALK_COOP: Op = Op(&OpInfo {
     coop: true,
-    plain_rows: ChunkStateCoopRow::StateOut.bit(),
+    plain_rows: ChunkWalkCoopRow::StateOut.bit(),
     ..OpInfo::new(
-        "chunk_state_coop",
-        COOP_ROOT,
-        ChunkStateCoopOperands::<()>::ROWS,
-        &ChunkStateCoop,
+        "chunk_walk_coop",
+        WALK_ROOT,
+        ChunkWalkCoopOperands::<()>::ROWS,
+        &ChunkWalkCoop,
     )
 });
-const COOP_ROOT: (&str, &str) = ("chunk_state_coop", include_str!("chunk_state_coop.wgsl"));
+const WALK_ROOT: (&str, &str) = ("chunk_walk_coop", include_str!("chunk_walk_coop.wgsl"));
+/// The fast path's output pass: y from what the walk stored, every chunk at once.
+pub const CHUNK_OUT_COOP: Op = Op(&OpInfo {
+    coop: true,
+    ..OpInfo::new(
+        "chunk_out_coop",
+        OUT_ROOT,
+        ChunkOutCoopOperands::<()>::ROWS,
+        &ChunkOutCoop,
+    )
+});
+const OUT_ROOT: (&str, &str) = ("chunk_out_coop", include_str!("chunk_out_coop.wgsl"));
+/// The walk's choices of value rows per workgroup (its `ROWS`,
+/// `GpuOptions::chunk_walk_rows`), the default first.
+pub(crate) const WALK_ROWS: [u32; 2] = [16, 32];
+/// Value columns per workgroup of the output pass (`BLOCK` in its WGSL).
+const OUT_BLOCK: usize = 64;
 /// Key columns of the cooperative path's tiles: Dk up to this (`TILE_DK` in
 /// `wgsl/chunk_tiles.wgsl`, which has the layout).
 pub(crate) const COOP_MAX_KEY_DIM: usize = 128;
-/// Value rows per workgroup of `chunk_state_coop` (its `BV`).
-const COOP_ROWS: u32 = 16;
 /// The one chunk size of the cooperative path (its subgroup roles are laid out for it).
 pub(crate) const COOP_CHUNK: ChunkSize = ChunkSize::C64;
 
@@ -152,6 +169,26 @@ impl ChunkShape {
     /// `[B, Hv, chunks, 3C]`.
     pub fn decay_len(&self) -> usize {
         self.scratch_rows().saturating_mul(3)
+    }
+    /// Dv padded to whole blocks of the fast path's passes (`padded_value_dim` in
+    /// `wgsl/chunk_tiles.wgsl`).
+    fn padded_value_dim(&self) -> usize {
+        self.gdn.value_dim().div_ceil(OUT_BLOCK) * OUT_BLOCK
+    }
+    /// The walk's states at each chunk's start, `[B, Hv, chunks]` blocks of
+    /// `[128][padded Dv]` f16.
+    pub fn starts_len(&self) -> usize {
+        let per_chunk = COOP_MAX_KEY_DIM * self.padded_value_dim();
+        (self.scratch_rows() / self.chunk_steps()).saturating_mul(per_chunk)
+    }
+    /// The walk's delta in f16, `[B, Hv, chunks]` blocks of `[C][padded Dv]`.
+    pub fn deltas16_len(&self) -> usize {
+        self.scratch_rows().saturating_mul(self.padded_value_dim())
+    }
+    /// The output pass's workgroups: one per (b, hv, chunk, block of value columns).
+    pub(crate) fn out_workgroups(&self) -> usize {
+        (self.scratch_rows() / self.chunk_steps())
+            .saturating_mul(self.padded_value_dim() / OUT_BLOCK)
     }
     /// `[B, Hv, chunks]` blocks of `3 C 128 + C C` f16 (`wgsl/chunk_tiles.wgsl`).
     pub fn tiles_len(&self) -> usize {
@@ -279,16 +316,25 @@ impl KernelKey {
         );
         key.with_bound(if masked { ChunkPackRow::Mask.bit() } else { 0 })
     }
+}
 
-    /// The fast path's state pass, writing the final state when `state_out`.
-    pub fn chunk_state_coop(dtypes: GdnDtypes, state_out: bool) -> Self {
+impl KernelKey {
+    /// The fast path's walk, `rows` value rows a workgroup (one of [`WALK_ROWS`]),
+    /// writing the final state when `state_out`.
+    pub fn chunk_walk_coop(dtypes: GdnDtypes, rows: u32, state_out: bool) -> Self {
         let c = COOP_CHUNK.steps() as u32;
-        let key = KernelKey::plain(CHUNK_STATE_COOP, dtypes, (COOP_ROWS, 1, 1), c, false);
+        let key = KernelKey::plain(CHUNK_WALK_COOP, dtypes, (rows, 1, 1), c, false);
         key.with_bound(if state_out {
-            ChunkStateCoopRow::StateOut.bit()
+            ChunkWalkCoopRow::StateOut.bit()
         } else {
             0
         })
+    }
+
+    /// The fast path's output pass.
+    pub fn chunk_out_coop(dtypes: GdnDtypes) -> Self {
+        let c = COOP_CHUNK.steps() as u32;
+        KernelKey::plain(CHUNK_OUT_COOP, dtypes, (OUT_BLOCK as u32, 1, 1), c, false)
     }
 }
 
@@ -353,22 +399,102 @@ operand_table! {
 }
 
 operand_table! {
-    /// The fast path's state pass (`chunk_state_coop`, this folder), in binding order.
-    pub struct ChunkStateCoopOperands, rows ChunkStateCoopRow, op "chunk_state_coop", for ChunkShape {
-        use record_outputs;
+    /// The fast path's walk (`chunk_walk_coop`, this folder), in binding order.
+    pub struct ChunkWalkCoopOperands, rows ChunkWalkCoopRow, op "chunk_walk_coop", for ChunkShape {
+        /// `[B, Hv, Dv, Dk]`: the state before the draft.
+        [StateIn] state_in: T, State State Read Rows = state_len;
+        /// `[B, Hv, Dv, Dk]`: the state after the draft; `None`: not written.
+        [StateOut] state_out: Option<T>, State State Write Rows = state_len, optional;
+        /// `[B, T, Hv, Dv]`: the tape's innovations.
+        [Delta] delta: T, Tape Tape Write Scalars = v_len;
         /// The first pass's U.
         [U] u: T, Scratch U32 Read Words = u_len;
         /// The first pass's decays.
         [Decay] decay: T, Scratch U32 Read Words = decay_len;
         /// The pack pass's tiles.
         [Tiles] tiles: T, Scratch F16 Read Scalars = tiles_len;
+        /// The state at each chunk's start, f16 tiles for the output pass.
+        [Starts] starts: T, Scratch F16 Write Scalars = starts_len;
+        /// delta in f16 tiles, for the output pass.
+        [Deltas16] deltas16: T, Scratch F16 Write Scalars = deltas16_len;
+    }
+}
+
+operand_table! {
+    /// The fast path's output pass (`chunk_out_coop`, this folder), in binding order.
+    pub struct ChunkOutCoopOperands, rows ChunkOutCoopRow, op "chunk_out_coop", for ChunkShape {
+        /// `[B, T, Hv, Dv]`.
+        [Y] y: T, Output Act Write Scalars = v_len;
+        /// The pack pass's tiles.
+        [Tiles] tiles: T, Scratch F16 Read Scalars = tiles_len;
+        /// The walk's states at each chunk's start.
+        [Starts] starts: T, Scratch F16 Read Scalars = starts_len;
+        /// The walk's delta in f16.
+        [Deltas16] deltas16: T, Scratch F16 Read Scalars = deltas16_len;
+    }
+}
+
+struct ChunkWalkCoop;
+struct ChunkOutCoop;
+
+impl OpKernel for ChunkWalkCoop {
+    fn workgroup_size(&self, _key: &KernelKey) -> u32 {
+        CHUNK_WG
+    }
+    /// The state's transpose in f32 (also the two halves of `W S^T`) and in f16, and
+    /// delta in f16, rows padded by 4 f32 and 8 f16 (`FS`, `HS` in its WGSL).
+    fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
+        let (c, rows, dk) = (key.chunk, key.rows, COOP_MAX_KEY_DIM as u32);
+        dk * (rows + 4) * 4 + (dk + c) * (rows + 8) * 2
+    }
+    fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
+        KernelKey::chunk_walk_coop(at.dtypes, WALK_ROWS[0], true)
+    }
+    /// The final state left out.
+    fn rollback_variants(&self) -> Vec<u16> {
+        vec![0]
+    }
+    /// The other block width.
+    fn extra_keys(&self) -> Vec<KernelKey> {
+        vec![KernelKey::chunk_walk_coop(
+            GdnDtypes::F32,
+            WALK_ROWS[1],
+            true,
+        )]
+    }
+    /// Per-lane loop counts (unrolled, so that U's pairs stay in registers): the
+    /// block's column tiles, each invocation's (step, value pair) elements of U and
+    /// delta, the delta tiles each of the 8 subgroups stores (at least one: at one
+    /// column tile, subgroups 4 to 7 repeat 0 to 3), and each lane's elements of its
+    /// subgroup's 16 rows of S^T.
+    fn defines(&self, key: &KernelKey) -> Vec<(&'static str, Value)> {
+        let (c, rows, wg) = (key.chunk, key.rows, CHUNK_WG);
+        let tiles = (c / 16) * (rows / 16);
+        vec![
+            ("WALK_NB", Value::U32(rows / 16)),
+            ("WALK_PAIRS", Value::U32(c * rows / (2 * wg))),
+            ("WALK_D_STORES", Value::U32((tiles / 8).max(1))),
+            ("WALK_OWN", Value::U32(16 * rows / 32)),
+        ]
+    }
+}
+
+impl OpKernel for ChunkOutCoop {
+    fn workgroup_size(&self, _key: &KernelKey) -> u32 {
+        CHUNK_WG
+    }
+    /// y's block in f32.
+    fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
+        key.chunk * key.rows * 4
+    }
+    fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
+        KernelKey::chunk_out_coop(at.dtypes)
     }
 }
 
 struct ChunkWy;
 struct ChunkState;
 struct ChunkPack;
-struct ChunkStateCoop;
 
 impl OpKernel for ChunkPack {
     fn workgroup_size(&self, _key: &KernelKey) -> u32 {
@@ -376,25 +502,6 @@ impl OpKernel for ChunkPack {
     }
     fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
         KernelKey::chunk_pack(at.dtypes, at.masked)
-    }
-}
-
-impl OpKernel for ChunkStateCoop {
-    fn workgroup_size(&self, _key: &KernelKey) -> u32 {
-        CHUNK_WG
-    }
-    /// The state's transpose in f32 and f16, two f32 `[2C][rows]` blocks (the first
-    /// products, then `M delta`'s halves) and delta in f16.
-    fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
-        let (c, rows, dk) = (key.chunk, key.rows, COOP_MAX_KEY_DIM as u32);
-        dk * rows * (4 + 2) + 2 * (2 * c * rows * 4) + c * rows * 2
-    }
-    fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
-        KernelKey::chunk_state_coop(at.dtypes, true)
-    }
-    /// The final state left out.
-    fn rollback_variants(&self) -> Vec<u16> {
-        vec![0]
     }
 }
 

@@ -1,0 +1,322 @@
+enable f16;
+enable wgpu_cooperative_matrix;
+
+// deltatape kernel chunk_out_coop.f32.f32.f32.workgroup.l1r64g1t1c64
+const HAS_Y: bool = true;
+const HAS_TILES: bool = true;
+const HAS_STARTS: bool = true;
+const HAS_DELTAS16: bool = true;
+const HAS_MASK: bool = false;
+const HAS_STATE_OUT: bool = false;
+const HAS_SNAPSHOT: bool = false;
+const HAS_STATUS: bool = false;
+const HAS_OFFSETS: bool = false;
+const LANES: u32 = 1u;
+const ROWS: u32 = 64u;
+const GROUPS: u32 = 1u;
+const RPT: u32 = 1u;
+const WG_SIZE: u32 = 256u;
+const VEC4: bool = false;
+const CHUNK: u32 = 64u;
+const KQ_ITEMS: u32 = 1u;
+const V_ITEMS: u32 = 16u;
+const HAS_BF16: bool = false;
+const SUBGROUP: bool = false;
+const PAIRS_OUTPUTS: bool = false;
+const PAIRS_IN_THREAD: bool = false;
+const GATE_BF16: bool = false;
+const FOLD: bool = false;
+const EARLY_FOLD: bool = false;
+const SCALED_STATE: bool = false;
+const STATE_BF16: bool = false;
+const STATE_F16: bool = false;
+const ACT_BF16: bool = false;
+const TAPE_BF16: bool = false;
+const CONV_SPAN: u32 = 7u;
+const CONV_PAIRS: u32 = 4u;
+
+@group(0) @binding(1) var<storage, read_write> y_buf: array<f32>;
+fn load1_y(i: u32) -> f32 {
+    let x = y_buf[i];
+    return x;
+}
+fn store1_y(i: u32, v: f32) {
+    y_buf[i] = v;
+}
+fn store2_y(i: u32, a: f32, b: f32) {
+    y_buf[i] = a;
+    y_buf[i + 1u] = b;
+}
+
+@group(0) @binding(2) var<storage, read> tiles_buf: array<f16>;
+fn load1_tiles(i: u32) -> f32 {
+    let x = tiles_buf[i];
+    return f32(x);
+}
+
+@group(0) @binding(3) var<storage, read> starts_buf: array<f16>;
+fn load1_starts(i: u32) -> f32 {
+    let x = starts_buf[i];
+    return f32(x);
+}
+
+@group(0) @binding(4) var<storage, read> deltas16_buf: array<f16>;
+fn load1_deltas16(i: u32) -> f32 {
+    let x = deltas16_buf[i];
+    return f32(x);
+}
+
+
+// Index formulas of SPEC.md: the WGSL twin of src/shape.rs (row-major, last index
+// contiguous). The GPU tests against the CPU reference keep the two in step.
+
+struct GdnDims {
+    batch: u32,
+    steps: u32,
+    key_heads: u32,
+    value_heads: u32,
+    key_dim: u32,
+    value_dim: u32,
+    // record_varlen: the sequence's first packed token (wgsl/packed_sequences.wgsl
+    // sets it per workgroup); 0 in the parameters.
+    first_token: u32,
+    _pad1: u32,      // uniform layout: a struct member is 16-byte aligned
+}
+
+// Parameters of record and replay. One workgroup serves ROWS rows (dv) of one
+// (b, hv) head; `row_blocks` workgroups cover a head's Dv rows.
+struct GdnParams {
+    dims: GdnDims,
+    gqa_layout: u32,  // 0 = blocked, 1 = tiled
+    row_blocks: u32,  // ceil(Dv / ROWS)
+    workgroups: u32,  // batch * value_heads * row_blocks
+    _pad: u32,
+}
+
+// The key head serving value head `hv`: blocked hv / (Hv / Hk), tiled hv % Hk.
+fn key_head(gqa_layout: u32, hv: u32, key_heads: u32, value_heads: u32) -> u32 {
+    return select(hv / (value_heads / key_heads), hv % key_heads, gqa_layout == 1u);
+}
+
+// The first value head that key head `hk` serves (the inverse of key_head's grouping):
+// blocked hk * (Hv / Hk), tiled hk.
+fn first_value_head(gqa_layout: u32, hk: u32, key_heads: u32, value_heads: u32) -> u32 {
+    return select(hk * (value_heads / key_heads), hk, gqa_layout == 1u);
+}
+
+// The token of step t of sequence b: b * T + t, or with packed sequences of their own
+// lengths (record_varlen, HAS_OFFSETS) the sequence's first token plus t.
+fn token(d: GdnDims, b: u32, t: u32) -> u32 {
+    return b * d.steps + t;
+}
+
+// Start of q[b, t, hk, :] and k[b, t, hk, :] (and of the tape's k at key heads).
+fn qk_row(d: GdnDims, b: u32, t: u32, hk: u32) -> u32 {
+    return (token(d, b, t) * d.key_heads + hk) * d.key_dim;
+}
+
+// Index of v[b, t, hv, dv], y[...] and the tape's delta[...].
+fn v_index(d: GdnDims, b: u32, t: u32, hv: u32, dv: u32) -> u32 {
+    return (token(d, b, t) * d.value_heads + hv) * d.value_dim + dv;
+}
+
+// Index of g[b, t, hv], beta[...] and the tape's g[...].
+fn gate_index(d: GdnDims, b: u32, t: u32, hv: u32) -> u32 {
+    return token(d, b, t) * d.value_heads + hv;
+}
+
+// Index of mask[b, t].
+fn mask_index(d: GdnDims, b: u32, t: u32) -> u32 {
+    return token(d, b, t);
+}
+
+// Start of state[b, hv, dv, :].
+fn state_row(d: GdnDims, b: u32, hv: u32, dv: u32) -> u32 {
+    return ((b * d.value_heads + hv) * d.value_dim + dv) * d.key_dim;
+}
+
+// Start of the tape's k[b, t, hv, :].
+fn tape_k_row(d: GdnDims, b: u32, t: u32, hv: u32) -> u32 {
+    return (token(d, b, t) * d.value_heads + hv) * d.key_dim;
+}
+
+// The state rows one invocation of record / replay holds. Workgroup wg serves ROWS rows
+// of head (b, hv), from dv = row_base; LANES lanes share a row and an invocation holds
+// the local rows first_row + rr, rr < RPT. Lane `lane` keeps the columns
+// lane_col(m, lane) .. + 4 of each, m < GROUPS.
+struct RowTile {
+    b: u32,
+    hv: u32,
+    lane: u32,
+    row_base: u32,
+    first_row: u32,
+}
+
+fn row_tile(d: GdnDims, row_blocks: u32, wg: u32, li: u32) -> RowTile {
+    let head = wg / row_blocks;
+    return RowTile(head / d.value_heads, head % d.value_heads, li % LANES, (wg % row_blocks) * ROWS, (li / LANES) * RPT);
+}
+
+fn lane_col(m: u32, lane: u32) -> u32 {
+    return (m * LANES + lane) * 4u;
+}
+
+// Entry point for kernels that use no subgroup operations (and for devices without
+// Features::SUBGROUP). Large grids are folded into two dimensions; `wg` is the linear
+// workgroup index.
+
+@compute @workgroup_size(WG_SIZE)
+fn main(
+    @builtin(local_invocation_index) li: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    kernel_main(li, wid.x + wid.y * nwg.x, 0u);
+}
+
+// The head (b, hv) a flat index head = b * Hv + hv names, and the key head serving hv
+// (record_chunked's two passes number their workgroups by it).
+
+struct Head {
+    b: u32,
+    hv: u32,
+    hk: u32,
+}
+
+fn head_at(d: GdnDims, gqa_layout: u32, head: u32) -> Head {
+    let hv = head % d.value_heads;
+    return Head(head / d.value_heads, hv, key_head(gqa_layout, hv, d.key_heads, d.value_heads));
+}
+
+// The parameters of record_chunked's passes: record's dimensions, the state pass's row
+// blocks and the chunks.
+
+struct ChunkParams {
+    dims: GdnDims,
+    gqa_layout: u32,  // 0 = blocked, 1 = tiled
+    row_blocks: u32,  // the state pass's row blocks per head
+    workgroups: u32,
+    chunks: u32,      // ceil(T / CHUNK)
+}
+
+@group(0) @binding(0) var<uniform> params: ChunkParams;
+
+// The f16 operands of record_chunked's cooperative-matrix state pass, as the pack pass
+// writes them: per (b, hv, chunk), four matrices of 16 x 16 tiles, each tile 256
+// contiguous values, row-major within the tile (a tile loads with stride 16; rows of a
+// wider stride load three times slower on the H200, docs/PERFORMANCE.md). Key columns
+// are padded with zeros to TILE_DK.
+//   W   [C][TILE_DK]   the first pass's W                       at W_AT
+//   QG  [C][TILE_DK]   gam[i] q[i]                              at QG_AT
+//   KT  [TILE_DK][C]   G(C-1, j) k[j], transposed               at KT_AT
+//   M   [C][C]         the first pass's decayed Q K^T           at M_AT
+
+const TILE_DK: u32 = 128u;
+const W_AT: u32 = 0u;
+const QG_AT: u32 = CHUNK * TILE_DK;
+const KT_AT: u32 = 2u * CHUNK * TILE_DK;
+const M_AT: u32 = 3u * CHUNK * TILE_DK;
+const TILES_PER_CHUNK: u32 = 3u * CHUNK * TILE_DK + CHUNK * CHUNK;
+
+// Element (r, c) of a matrix `cols` wide stored as 16 x 16 tiles.
+fn tile_at(r: u32, c: u32, cols: u32) -> u32 {
+    return ((r / 16u) * (cols / 16u) + c / 16u) * 256u + (r % 16u) * 16u + c % 16u;
+}
+
+// What the walk hands the output pass, per (b, hv, chunk), as f16 tiles of value
+// columns padded with zeros to `padded_value_dim` (a whole number of every block
+// width either pass takes, so no tile of theirs is out of range):
+//   S^T at the chunk's start  [TILE_DK][pad]   at start_at
+//   delta                     [CHUNK][pad]     at delta16_at
+fn padded_value_dim(dv: u32) -> u32 {
+    return (dv + 63u) / 64u * 64u;
+}
+
+fn start_at(ch: u32, pad: u32, r: u32, c: u32) -> u32 {
+    return ch * TILE_DK * pad + tile_at(r, c, pad);
+}
+
+fn delta16_at(ch: u32, pad: u32, r: u32, c: u32) -> u32 {
+    return ch * CHUNK * pad + tile_at(r, c, pad);
+}
+
+// x clamped to f16's finite range when it is finite and beyond it, so rounding to f16
+// never makes an infinity of a finite value; infinities and NaN pass through.
+fn to_f16_range(x: f32) -> f32 {
+    let big = abs(x) > 65504.0 && abs(x) <= 0x1.fffffep+127f;
+    return select(x, clamp(x, -65504.0, 65504.0), big);
+}
+
+// record_chunked's output on cooperative matrices (the fast path's last pass): one
+// workgroup of 8 subgroups of 32 per (b, hv, chunk, block of 64 value columns), each
+// independent of every other. With the pack pass's tiles and what the walk stored:
+//   y = (gam Q) S_start^T + M delta
+// over the chunk's 64 steps. Subgroup sg makes y's row tile sg / 2 at column tiles
+// 2 (sg % 2) and 2 (sg % 2) + 1: 12 products each, in two independent chains.
+
+const SUBGROUP_WIDTH: u32 = 32u;
+const KT: u32 = TILE_DK / 16u;
+const CT: u32 = CHUNK / 16u;
+const BLOCK: u32 = 64u;
+// (step, value pair) elements of the block per invocation.
+const PAIRS: u32 = CHUNK * BLOCK / (2u * WG_SIZE);
+
+var<workgroup> ys: array<f32, CHUNK * BLOCK>;
+
+fn a_tile(at: u32) -> coop_mat16x16<f16, A> {
+    return coopLoadT<coop_mat16x16<f16, A>>(&tiles_buf[at], 16u);
+}
+
+fn kernel_main(li: u32, wg_in: u32, unused: u32) {
+    // No early return (naga then takes the products as outside uniform control flow).
+    let in_grid = wg_in < params.workgroups;
+    let wg = min(wg_in, params.workgroups - 1u);
+    let d = params.dims;
+    let pad = padded_value_dim(d.value_dim);
+    let blocks = pad / BLOCK;
+    let cb = wg % blocks;
+    let ch = wg / blocks; // (b * Hv + hv) * chunks + n
+    let n = ch % params.chunks;
+    let h = head_at(d, params.gqa_layout, ch / params.chunks);
+    let base = ch * TILES_PER_CHUNK;
+    let sg = li / SUBGROUP_WIDTH;
+    let r = sg / 2u;
+    let c0 = cb * BLOCK + (sg % 2u) * 32u;
+
+    var y0 = coop_mat16x16<f32, C>();
+    var y1 = coop_mat16x16<f32, C>();
+    for (var kt = 0u; kt < KT; kt++) {
+        let a = a_tile(base + QG_AT + (r * KT + kt) * 256u);
+        let b0 = coopLoadT<coop_mat16x16<f16, B>>(&starts_buf[start_at(ch, pad, kt * 16u, c0)], 16u);
+        let b1 = coopLoadT<coop_mat16x16<f16, B>>(&starts_buf[start_at(ch, pad, kt * 16u, c0 + 16u)], 16u);
+        y0 = coopMultiplyAdd(a, b0, y0);
+        y1 = coopMultiplyAdd(a, b1, y1);
+    }
+    for (var ct = 0u; ct < CT; ct++) {
+        let a = a_tile(base + M_AT + (r * CT + ct) * 256u);
+        let b0 = coopLoadT<coop_mat16x16<f16, B>>(&deltas16_buf[delta16_at(ch, pad, ct * 16u, c0)], 16u);
+        let b1 = coopLoadT<coop_mat16x16<f16, B>>(&deltas16_buf[delta16_at(ch, pad, ct * 16u, c0 + 16u)], 16u);
+        y0 = coopMultiplyAdd(a, b0, y0);
+        y1 = coopMultiplyAdd(a, b1, y1);
+    }
+    let at = r * 16u * BLOCK + (sg % 2u) * 32u;
+    coopStoreT(y0, &ys[at], BLOCK);
+    coopStoreT(y1, &ys[at + 16u], BLOCK);
+    workgroupBarrier();
+
+    // y out, two neighbouring values a write (a bf16 word has one writer).
+    for (var l = 0u; l < PAIRS; l++) {
+        let e = 2u * (li + l * WG_SIZE);
+        let t = n * CHUNK + e / BLOCK;
+        let dv = cb * BLOCK + e % BLOCK;
+        if in_grid && t < d.steps && dv < d.value_dim {
+            let at = v_index(d, h.b, t, h.hv, dv);
+            if dv + 1u < d.value_dim {
+                store2_y(at, ys[e], ys[e + 1u]);
+            } else {
+                // The last row of an odd Dv (never bf16: the host refuses it).
+                store1_y(at, ys[e]);
+            }
+        }
+    }
+}
