@@ -896,45 +896,68 @@ fn gpu_fast_path_keeps_values_beyond_f16_finite_and_nan_where_record_has_it() {
     assert_eq!(nan(&got.delta), nan(&want.delta), "delta's NaN");
 }
 
-/// With the fast path allowed, `record` itself takes it where its shape class says so
-/// (`ShapeClass::chunked`: its outputs within the fast path's bound, its kernels the
-/// matrix units'), and stays the sequential kernel, bit for bit, where the table's
-/// default (off) rules.
+/// With the fast path allowed, `record` itself takes it where the tuning table's
+/// thresholds say (from `chunked_from_steps` steps, up to `chunked_max_heads` (sequence,
+/// value head) pairs: its outputs within the fast path's bound, its kernels the matrix
+/// units'), stays the sequential kernel, bit for bit, a step short of the threshold or a
+/// head past it, and follows `ShapeClass::chunked` where that says otherwise.
 #[test]
-fn gpu_record_takes_the_fast_path_where_its_class_says() {
-    use deltatape::internals::ShapeClass;
+fn gpu_record_takes_the_fast_path_where_its_thresholds_say() {
+    use deltatape::internals::{ShapeClass, Threshold};
     let Some(fast) = coop_gpu() else { return };
     let plain = gpu().expect("coop_gpu found an adapter");
     let layout = GqaLayout::Tiled;
-    let shape = GdnShape::new(1, 2048, 1, 2, 128, 64).unwrap();
+    let from = Threshold::ChunkedFromSteps.value() as usize;
+    let max_heads = Threshold::ChunkedMaxHeads.value() as usize;
+    assert!(
+        from <= 1 << 16,
+        "record never takes the fast path by default"
+    );
+    // Below the threshold, in steps and in heads: the sequential kernel, bit for bit.
+    for (steps, heads) in [(from - 1, 2), (from, max_heads + 1)] {
+        let shape = GdnShape::new(1, steps, 1, heads, 32, 16).unwrap();
+        let d = draw(&shape, 30);
+        let t = d.typed::<f32>();
+        let got: Recorded<f32, f32, f32> = fast
+            .record(&shape, layout, &t.inputs(None), &d.state)
+            .unwrap();
+        let want: Recorded<f32, f32, f32> = plain
+            .record(&shape, layout, &t.inputs(None), &d.state)
+            .unwrap();
+        assert_eq!(
+            got, want,
+            "T = {steps}, {heads} heads: not the sequential kernel"
+        );
+        assert!(!fast.compiled_kernels().iter().any(|k| k.op.coop()));
+    }
+
+    // At the threshold: the fast path, by default.
+    let shape = GdnShape::new(1, from, 1, 2, 128, 64).unwrap();
     let d = draw(&shape, 31);
     let t = d.typed::<f32>();
     let inputs = t.inputs(None);
-
-    let by_default: Recorded<f32, f32, f32> =
-        fast.record(&shape, layout, &inputs, &d.state).unwrap();
-    let sequential: Recorded<f32, f32, f32> =
-        plain.record(&shape, layout, &inputs, &d.state).unwrap();
-    assert_eq!(
-        by_default, sequential,
-        "by default, record is the sequential kernel"
-    );
-    assert!(!fast.compiled_kernels().iter().any(|k| k.op.coop()));
-
-    let chunked = ShapeClass {
-        chunked: Some(true),
-        ..ShapeClass::default()
-    };
-    let fast = fast
-        .with_tuning(deltatape::Tuning::default().with_record_class(chunked))
-        .unwrap();
     let got: Recorded<f32, f32, f32> = fast.record(&shape, layout, &inputs, &d.state).unwrap();
     let want: Recorded<f32, f32, f32> = cpu().record(&shape, layout, &inputs, &d.state).unwrap();
     let e = worst(&got, &want);
-    report!("gpu record at T = 2048 on the fast path: {e:.2e}");
+    report!("gpu record at T = {from} on the fast path by default: {e:.2e}");
     assert!(
         e <= FAST_TOL && e > 1e-6,
         "{e:e}: not the fast path's error"
     );
     assert!(fast.compiled_kernels().iter().any(|k| k.op.coop()));
+
+    // The class overrides the table: sequential where it says so.
+    let sequential = ShapeClass {
+        chunked: Some(false),
+        ..ShapeClass::default()
+    };
+    let fast = fast
+        .with_tuning(deltatape::Tuning::default().with_record_class(sequential))
+        .unwrap();
+    let got: Recorded<f32, f32, f32> = fast.record(&shape, layout, &inputs, &d.state).unwrap();
+    let want: Recorded<f32, f32, f32> = plain.record(&shape, layout, &inputs, &d.state).unwrap();
+    assert_eq!(
+        got, want,
+        "ShapeClass::chunked = Some(false): not the sequential kernel"
+    );
 }

@@ -124,10 +124,6 @@ pub trait OpKernel: Sync + 'static {
     fn extra_keys(&self) -> Vec<KernelKey> {
         Vec::new()
     }
-    /// Defines of this op's own (loop bounds its WGSL unrolls), beside the shared ones.
-    fn defines(&self, _key: &KernelKey) -> Vec<(&'static str, Value)> {
-        Vec::new()
-    }
 }
 
 /// An op: a handle on its `OpInfo`, compared, hashed and ordered by name. The list
@@ -483,8 +479,6 @@ impl KernelKey {
             ("CONV_PAIRS", Value::U32(conv_span.div_ceil(2))),
         ];
         defines.extend(fixed.into_iter().map(|(n, v)| (n.to_string(), v)));
-        let own = self.op.kernel().defines(self);
-        defines.extend(own.into_iter().map(|(n, v)| (n.to_string(), v)));
         defines
     }
 

@@ -9,7 +9,6 @@
 #provides kernel_main
 #requires load1_state_in, store2_delta, load_u, load_decay, tiles_buf, starts_buf
 #requires deltas16_buf, state_row, v_index, CHUNK, WG_SIZE, ROWS
-#requires WALK_NB, WALK_PAIRS, WALK_D_STORES, WALK_OWN
 // record_chunked's walk on cooperative matrices (the fast path's third pass): one
 // workgroup of 8 subgroups of 32 per (b, hv, block of ROWS value rows), through every
 // chunk in order, with nothing but the state's own recurrence on the chain. The
@@ -26,15 +25,20 @@
 // a subgroup's role is read only in addresses.
 
 const SUBGROUP_WIDTH: u32 = 32u;
-// Column tiles of the block (WALK_NB), key-row tiles of a chunk's W, chunk-row tiles.
-// The per-lane loop counts (WALK_*) are defines: mod.rs has their formulas.
-const NB: u32 = WALK_NB;
+// Column tiles of the block, key-row tiles of a chunk's W, chunk-row tiles.
+const NB: u32 = ROWS / 16u;
 const KT: u32 = TILE_DK / 16u;
 const CT: u32 = CHUNK / 16u;
+// (step, value pair) elements of a chunk per invocation.
+const PAIRS: u32 = CHUNK * ROWS / (2u * WG_SIZE);
+// delta's tiles each subgroup stores for the output pass.
+const D_STORES: u32 = max(1u, CT * NB / 8u);
 // Row strides of the f32 and f16 blocks in workgroup memory: padded so that a tile's
 // rows fall in different banks (a stride of ROWS puts every row in the same ones).
 const FS: u32 = ROWS + 4u;
 const HS: u32 = ROWS + 8u;
+// Elements of a subgroup's rows of S^T per lane.
+const OWN: u32 = 16u * ROWS / SUBGROUP_WIDTH;
 
 // The block's S^T in f32 ([TILE_DK][ROWS]) between the state's products and its f16
 // copy; in between, the two halves of W S^T over the key tiles ([2][CHUNK][ROWS]).
@@ -66,11 +70,10 @@ fn k_at(head: u32, n: u32, r: u32) -> u32 {
 
 // Invocation li's pairs of U's [CHUNK][ROWS] block at chunk n of `head`, value rows
 // from v0 (zero past Dv).
-fn load_u_pairs(head: u32, n: u32, v0: u32, li: u32) -> array<f32, 2u * WALK_PAIRS> {
+fn load_u_pairs(head: u32, n: u32, v0: u32, li: u32) -> array<f32, 2u * PAIRS> {
     let d = params.dims;
-    var u: array<f32, 2u * WALK_PAIRS>;
-#unroll
-    for (var l = 0u; l < WALK_PAIRS; l++) {
+    var u: array<f32, 2u * PAIRS>;
+    for (var l = 0u; l < PAIRS; l++) {
         let e = 2u * (li + l * WG_SIZE);
         let dv = v0 + e % ROWS;
         let at = ((head * params.chunks + n) * CHUNK + e / ROWS) * d.value_dim + dv;
@@ -138,7 +141,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     var k1 = coop_mat16x16<f16, A>();
     var k2 = coop_mat16x16<f16, A>();
     var k3 = coop_mat16x16<f16, A>();
-    var u: array<f32, 2u * WALK_PAIRS>;
+    var u: array<f32, 2u * PAIRS>;
     if params.chunks > 0u {
         w0 = a_tile(w_at(head, 0u, xr, xh));
         w1 = a_tile(w_at(head, 0u, xr, xh) + 256u);
@@ -159,16 +162,14 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         let next = min(n + 1u, params.chunks - 1u);
 
         // The state at the chunk's start, for the output pass (s16 holds it).
-#unroll
-        for (var j = 0u; j < WALK_NB; j++) {
+        for (var j = 0u; j < NB; j++) {
             let t = coopLoadT<coop_mat16x16<f16, B>>(&s16[own16 + j * 16u], HS);
             coopStoreT(t, &starts_buf[start_at(ch, pad, sg * 16u, v0 + j * 16u)], 16u);
         }
 
         // Half of W S^T over the key tiles: [xh][xr tile rows][ROWS].
         let x_at = (xh * CHUNK + xr * 16u) * FS;
-#unroll
-        for (var j = 0u; j < WALK_NB; j++) {
+        for (var j = 0u; j < NB; j++) {
             var x = coop_mat16x16<f32, C>();
             x = coopMultiplyAdd(w0, s_tile(xh * 4u, j), x);
             x = coopMultiplyAdd(w1, s_tile(xh * 4u + 1u, j), x);
@@ -183,8 +184,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         workgroupBarrier();
 
         // delta = U - W S^T: the tape's, and in f16 for the products.
-#unroll
-        for (var l = 0u; l < WALK_PAIRS; l++) {
+        for (var l = 0u; l < PAIRS; l++) {
             let e = 2u * (li + l * WG_SIZE);
             let x = e / ROWS * FS + e % ROWS;
             let da = u[2u * l] - f32s[x] - f32s[CHUNK * FS + x];
@@ -211,8 +211,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
 
         // delta's f16 tiles for the output pass, CT * NB of them over the 8 subgroups
         // (at NB = 1 subgroups 4 to 7 store the same values as 0 to 3 again).
-#unroll
-        for (var l = 0u; l < WALK_D_STORES; l++) {
+        for (var l = 0u; l < D_STORES; l++) {
             let i = sg + 8u * l;
             let j = min(i / CT, NB - 1u);
             let t = d_tile(i % CT, j);
@@ -255,8 +254,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         workgroupBarrier();
 
         // S^T in f16 for the next chunk's products: each subgroup its own rows.
-#unroll
-        for (var l = 0u; l < WALK_OWN; l++) {
+        for (var l = 0u; l < OWN; l++) {
             let e = lane + l * SUBGROUP_WIDTH;
             let r = sg * 16u + e / ROWS;
             s16[r * HS + e % ROWS] = f16(to_f16_range(f32s[r * FS + e % ROWS]));

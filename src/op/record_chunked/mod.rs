@@ -19,7 +19,7 @@
 //! Both kernels declare at most `WORKGROUP_MEMORY_BUDGET` bytes of workgroup memory
 
 use super::gdn::WORKGROUP_MEMORY_BUDGET;
-use super::kernel::{KernelKey, KeyAt, Op, OpInfo, OpKernel, Value};
+use super::kernel::{KernelKey, KeyAt, Op, OpInfo, OpKernel};
 use super::operand::operand_table;
 use crate::dtype::{DType, GdnDtypes};
 use crate::shape::GdnShape;
@@ -461,21 +461,6 @@ impl OpKernel for ChunkWalkCoop {
             WALK_ROWS[1],
             true,
         )]
-    }
-    /// Per-lane loop counts (unrolled, so that U's pairs stay in registers): the
-    /// block's column tiles, each invocation's (step, value pair) elements of U and
-    /// delta, the delta tiles each of the 8 subgroups stores (at least one: at one
-    /// column tile, subgroups 4 to 7 repeat 0 to 3), and each lane's elements of its
-    /// subgroup's 16 rows of S^T.
-    fn defines(&self, key: &KernelKey) -> Vec<(&'static str, Value)> {
-        let (c, rows, wg) = (key.chunk, key.rows, CHUNK_WG);
-        let tiles = (c / 16) * (rows / 16);
-        vec![
-            ("WALK_NB", Value::U32(rows / 16)),
-            ("WALK_PAIRS", Value::U32(c * rows / (2 * wg))),
-            ("WALK_D_STORES", Value::U32((tiles / 8).max(1))),
-            ("WALK_OWN", Value::U32(16 * rows / 32)),
-        ]
     }
 }
 

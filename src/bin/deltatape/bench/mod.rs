@@ -21,9 +21,10 @@ pub struct Args {
     /// chunks of `--chunk` steps), record_varlen (record over packed sequences of the
     /// `--lens` lengths: one cell per dtype, B the sequences, T their tokens), conv
     /// (conv_commit over q, k and v's channels, kernel 4, all T accepted), fold_record (a
-    /// deferred commit of all T pending steps folded into record). With --fast-f16 and `DELTATAPE_RECORD_CHUNKED=1`,
-    /// record itself takes the chunked form's fast path (off by default); each row says
-    /// which form ran.
+    /// deferred commit of all T pending steps folded into record). With --fast-f16,
+    /// record itself takes the chunked form's fast path where the tuning table's
+    /// thresholds say (`chunked_from_steps`, `chunked_max_heads`) or
+    /// `DELTATAPE_RECORD_CHUNKED` (1 or 0) overrides them; each row says which form ran.
     #[arg(long, value_delimiter = ',', default_value = "record,replay,repeat")]
     ops: Vec<String>,
     /// Steps per chunk of record_chunked: 16, 32 or 64.
