@@ -37,10 +37,6 @@ const ACT_BF16: bool = false;
 const TAPE_BF16: bool = false;
 const CONV_SPAN: u32 = 7u;
 const CONV_PAIRS: u32 = 4u;
-const WALK_NB: u32 = 1u;
-const WALK_PAIRS: u32 = 2u;
-const WALK_D_STORES: u32 = 1u;
-const WALK_OWN: u32 = 8u;
 
 @group(0) @binding(1) var<storage, read> state_in_buf: array<f32>;
 fn load1_state_in(i: u32) -> f32 {
@@ -331,15 +327,20 @@ fn to_f16_range(x: f32) -> f32 {
 // a subgroup's role is read only in addresses.
 
 const SUBGROUP_WIDTH: u32 = 32u;
-// Column tiles of the block (WALK_NB), key-row tiles of a chunk's W, chunk-row tiles.
-// The per-lane loop counts (WALK_*) are defines: mod.rs has their formulas.
-const NB: u32 = WALK_NB;
+// Column tiles of the block, key-row tiles of a chunk's W, chunk-row tiles.
+const NB: u32 = ROWS / 16u;
 const KT: u32 = TILE_DK / 16u;
 const CT: u32 = CHUNK / 16u;
+// (step, value pair) elements of a chunk per invocation.
+const PAIRS: u32 = CHUNK * ROWS / (2u * WG_SIZE);
+// delta's tiles each subgroup stores for the output pass.
+const D_STORES: u32 = max(1u, CT * NB / 8u);
 // Row strides of the f32 and f16 blocks in workgroup memory: padded so that a tile's
 // rows fall in different banks (a stride of ROWS puts every row in the same ones).
 const FS: u32 = ROWS + 4u;
 const HS: u32 = ROWS + 8u;
+// Elements of a subgroup's rows of S^T per lane.
+const OWN: u32 = 16u * ROWS / SUBGROUP_WIDTH;
 
 // The block's S^T in f32 ([TILE_DK][ROWS]) between the state's products and its f16
 // copy; in between, the two halves of W S^T over the key tiles ([2][CHUNK][ROWS]).
@@ -371,25 +372,10 @@ fn k_at(head: u32, n: u32, r: u32) -> u32 {
 
 // Invocation li's pairs of U's [CHUNK][ROWS] block at chunk n of `head`, value rows
 // from v0 (zero past Dv).
-fn load_u_pairs(head: u32, n: u32, v0: u32, li: u32) -> array<f32, 2u * WALK_PAIRS> {
+fn load_u_pairs(head: u32, n: u32, v0: u32, li: u32) -> array<f32, 2u * PAIRS> {
     let d = params.dims;
-    var u: array<f32, 2u * WALK_PAIRS>;
-{
-        let l = 0u;
-        let e = 2u * (li + l * WG_SIZE);
-        let dv = v0 + e % ROWS;
-        let at = ((head * params.chunks + n) * CHUNK + e / ROWS) * d.value_dim + dv;
-        u[2u * l] = 0.0;
-        u[2u * l + 1u] = 0.0;
-        if dv < d.value_dim {
-            u[2u * l] = bitcast<f32>(load_u(at));
-        }
-        if dv + 1u < d.value_dim {
-            u[2u * l + 1u] = bitcast<f32>(load_u(at + 1u));
-        }
-    }
-    {
-        let l = 1u;
+    var u: array<f32, 2u * PAIRS>;
+    for (var l = 0u; l < PAIRS; l++) {
         let e = 2u * (li + l * WG_SIZE);
         let dv = v0 + e % ROWS;
         let at = ((head * params.chunks + n) * CHUNK + e / ROWS) * d.value_dim + dv;
@@ -457,7 +443,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     var k1 = coop_mat16x16<f16, A>();
     var k2 = coop_mat16x16<f16, A>();
     var k3 = coop_mat16x16<f16, A>();
-    var u: array<f32, 2u * WALK_PAIRS>;
+    var u: array<f32, 2u * PAIRS>;
     if params.chunks > 0u {
         w0 = a_tile(w_at(head, 0u, xr, xh));
         w1 = a_tile(w_at(head, 0u, xr, xh) + 256u);
@@ -478,16 +464,14 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         let next = min(n + 1u, params.chunks - 1u);
 
         // The state at the chunk's start, for the output pass (s16 holds it).
-{
-            let j = 0u;
+        for (var j = 0u; j < NB; j++) {
             let t = coopLoadT<coop_mat16x16<f16, B>>(&s16[own16 + j * 16u], HS);
             coopStoreT(t, &starts_buf[start_at(ch, pad, sg * 16u, v0 + j * 16u)], 16u);
         }
 
         // Half of W S^T over the key tiles: [xh][xr tile rows][ROWS].
         let x_at = (xh * CHUNK + xr * 16u) * FS;
-{
-            let j = 0u;
+        for (var j = 0u; j < NB; j++) {
             var x = coop_mat16x16<f32, C>();
             x = coopMultiplyAdd(w0, s_tile(xh * 4u, j), x);
             x = coopMultiplyAdd(w1, s_tile(xh * 4u + 1u, j), x);
@@ -502,29 +486,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         workgroupBarrier();
 
         // delta = U - W S^T: the tape's, and in f16 for the products.
-{
-            let l = 0u;
-            let e = 2u * (li + l * WG_SIZE);
-            let x = e / ROWS * FS + e % ROWS;
-            let da = u[2u * l] - f32s[x] - f32s[CHUNK * FS + x];
-            let db = u[2u * l + 1u] - f32s[x + 1u] - f32s[CHUNK * FS + x + 1u];
-            let y = e / ROWS * HS + e % ROWS;
-            d16[y] = f16(to_f16_range(da));
-            d16[y + 1u] = f16(to_f16_range(db));
-            let t = t0 + e / ROWS;
-            let dv = v0 + e % ROWS;
-            if in_grid && t < d.steps && dv < d.value_dim {
-                let at = v_index(d, h.b, t, h.hv, dv);
-                if dv + 1u < d.value_dim {
-                    store2_delta(at, da, db);
-                } else {
-                    // The last row of an odd Dv (never bf16: the host refuses it).
-                    store1_delta(at, da);
-                }
-            }
-        }
-        {
-            let l = 1u;
+        for (var l = 0u; l < PAIRS; l++) {
             let e = 2u * (li + l * WG_SIZE);
             let x = e / ROWS * FS + e % ROWS;
             let da = u[2u * l] - f32s[x] - f32s[CHUNK * FS + x];
@@ -549,8 +511,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
 
         // delta's f16 tiles for the output pass, CT * NB of them over the 8 subgroups
         // (at NB = 1 subgroups 4 to 7 store the same values as 0 to 3 again).
-{
-            let l = 0u;
+        for (var l = 0u; l < D_STORES; l++) {
             let i = sg + 8u * l;
             let j = min(i / CT, NB - 1u);
             let t = d_tile(i % CT, j);
@@ -593,50 +554,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         workgroupBarrier();
 
         // S^T in f16 for the next chunk's products: each subgroup its own rows.
-{
-            let l = 0u;
-            let e = lane + l * SUBGROUP_WIDTH;
-            let r = sg * 16u + e / ROWS;
-            s16[r * HS + e % ROWS] = f16(to_f16_range(f32s[r * FS + e % ROWS]));
-        }
-        {
-            let l = 1u;
-            let e = lane + l * SUBGROUP_WIDTH;
-            let r = sg * 16u + e / ROWS;
-            s16[r * HS + e % ROWS] = f16(to_f16_range(f32s[r * FS + e % ROWS]));
-        }
-        {
-            let l = 2u;
-            let e = lane + l * SUBGROUP_WIDTH;
-            let r = sg * 16u + e / ROWS;
-            s16[r * HS + e % ROWS] = f16(to_f16_range(f32s[r * FS + e % ROWS]));
-        }
-        {
-            let l = 3u;
-            let e = lane + l * SUBGROUP_WIDTH;
-            let r = sg * 16u + e / ROWS;
-            s16[r * HS + e % ROWS] = f16(to_f16_range(f32s[r * FS + e % ROWS]));
-        }
-        {
-            let l = 4u;
-            let e = lane + l * SUBGROUP_WIDTH;
-            let r = sg * 16u + e / ROWS;
-            s16[r * HS + e % ROWS] = f16(to_f16_range(f32s[r * FS + e % ROWS]));
-        }
-        {
-            let l = 5u;
-            let e = lane + l * SUBGROUP_WIDTH;
-            let r = sg * 16u + e / ROWS;
-            s16[r * HS + e % ROWS] = f16(to_f16_range(f32s[r * FS + e % ROWS]));
-        }
-        {
-            let l = 6u;
-            let e = lane + l * SUBGROUP_WIDTH;
-            let r = sg * 16u + e / ROWS;
-            s16[r * HS + e % ROWS] = f16(to_f16_range(f32s[r * FS + e % ROWS]));
-        }
-        {
-            let l = 7u;
+        for (var l = 0u; l < OWN; l++) {
             let e = lane + l * SUBGROUP_WIDTH;
             let r = sg * 16u + e / ROWS;
             s16[r * HS + e % ROWS] = f16(to_f16_range(f32s[r * FS + e % ROWS]));
