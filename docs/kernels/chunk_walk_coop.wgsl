@@ -265,7 +265,7 @@ struct ChunkParams {
 
 @group(0) @binding(0) var<uniform> params: ChunkParams;
 
-// The f16 operands of record_chunked's cooperative-matrix state pass, as the pack pass
+// The f16 operands of record_chunked's walk and output pass, as the pack pass
 // writes them: per (b, hv, chunk), four matrices of 16 x 16 tiles, each tile 256
 // contiguous values, row-major within the tile (a tile loads with stride 16; rows of a
 // wider stride load three times slower on the H200, docs/PERFORMANCE.md). Key columns

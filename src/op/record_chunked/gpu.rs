@@ -1,5 +1,5 @@
-//! record_chunked on the GPU: the two passes' dispatches over the caller's buffers, and
-//! the host call.
+//! record_chunked on the GPU: the passes' dispatches over the caller's buffers (two
+//! portable ones, or four on the fast path), and the host call.
 
 use super::{
     ChunkOutCoopOperands, ChunkPackOperands, ChunkShape, ChunkSize, ChunkStateOperands,
@@ -16,13 +16,15 @@ use crate::shape::{GdnShape, GqaLayout};
 
 impl GpuBackend {
     /// Validate record's buffers (docs/SPEC.md "record") and build the chunked form's
-    /// two dispatches, chunks of `chunk` steps: y, delta and (when given) `state_out`
-    /// as record writes them. The tape's copies of k and g are not written by this
-    /// form: giving them is an error. The two passes' scratch is allocated here and
+    /// dispatches, chunks of `chunk` steps: y, delta and (when given) `state_out` as
+    /// record writes them. The tape's copies of k and g are not written by this form:
+    /// giving them is an error. The scratch between the passes is allocated here and
     /// kept by the dispatch: `4 * B * Hv * ceil(T / C) * C * (Dk + Dv + C + 3)` bytes
     /// (W, U, the decayed `Q K^T` and the decays, in f32), and on the fast path
-    /// ([`GpuBackend::chunked_on_matrix_units`]) `2 * B * Hv * ceil(T / C) * C * (384 + C)`
-    /// bytes more (its f16 tiles).
+    /// ([`GpuBackend::chunked_on_matrix_units`], C = 64)
+    /// `2 * B * Hv * ceil(T / C) * (C * (384 + C) + (128 + C) * P)` bytes more, P being
+    /// Dv rounded up to 64 (its f16 tiles, and the walk's states at each chunk's start
+    /// and delta for the output pass).
     pub fn prepare_record_chunked(
         &self,
         shape: &GdnShape,
@@ -77,61 +79,8 @@ impl GpuBackend {
                 .bind(wy_buffers.slots()),
         )?;
         if coop {
-            // The fast path: the pack pass (the state pass's operands as f16 tiles),
-            // then the state pass on the matrix units.
-            let tiles = &scratch[4];
-            let pack_buffers = ChunkPackOperands {
-                q: buffers.q,
-                k: buffers.k,
-                mask: buffers.mask,
-                w,
-                m,
-                decay,
-                tiles,
-            };
-            let pack = self.prepare(
-                passes
-                    .first(
-                        KernelKey::chunk_pack(dtypes, masked),
-                        ChunkPackOperands::<()>::SPECS,
-                    )?
-                    .bind(pack_buffers.slots()),
-            )?;
-            // Masked steps are zero in the tiles and U: the walk needs no mask.
-            let [starts, deltas16] = [&scratch[5], &scratch[6]];
-            let walk_buffers = ChunkWalkCoopOperands {
-                state_in: buffers.state_in,
-                state_out: buffers.state_out,
-                delta: buffers.delta,
-                u,
-                decay,
-                tiles,
-                starts,
-                deltas16,
-            };
-            let walk = self.prepare(
-                passes
-                    .second(state_key, ChunkWalkCoopOperands::<()>::SPECS)?
-                    .bind(walk_buffers.slots()),
-            )?;
-            let out_buffers = ChunkOutCoopOperands {
-                y: buffers.y,
-                tiles,
-                starts,
-                deltas16,
-            };
-            let out = self.prepare(
-                passes
-                    .out(
-                        KernelKey::chunk_out_coop(dtypes),
-                        ChunkOutCoopOperands::<()>::SPECS,
-                    )?
-                    .bind(out_buffers.slots()),
-            )?;
-            return Ok(wy
-                .then(pack, Vec::new())
-                .then(walk, Vec::new())
-                .then(out, scratch));
+            return self
+                .prepare_fast_passes(&passes, dtypes, masked, state_key, buffers, wy, scratch);
         }
         let state_buffers = ChunkStateOperands {
             q: buffers.q,
@@ -152,6 +101,75 @@ impl GpuBackend {
                 .bind(state_buffers.slots()),
         )?;
         Ok(wy.then(state, scratch))
+    }
+
+    /// The fast path after the first pass: the pack pass (the walk's and the output
+    /// pass's operands as f16 tiles), the walk and the output pass on the matrix units.
+    /// `scratch`: the first pass's W, U, M and decays, then the tiles, the states at
+    /// each chunk's start and delta in f16.
+    #[allow(clippy::too_many_arguments)]
+    fn prepare_fast_passes(
+        &self,
+        passes: &Passes<'_>,
+        dtypes: GdnDtypes,
+        masked: bool,
+        walk_key: KernelKey,
+        buffers: &RecordBuffers<'_>,
+        wy: Prepared,
+        scratch: Vec<wgpu::Buffer>,
+    ) -> Result<Prepared> {
+        let [w, u, m, decay, tiles, starts, deltas16] = [0, 1, 2, 3, 4, 5, 6].map(|i| &scratch[i]);
+        let pack_buffers = ChunkPackOperands {
+            q: buffers.q,
+            k: buffers.k,
+            mask: buffers.mask,
+            w,
+            m,
+            decay,
+            tiles,
+        };
+        let pack = self.prepare(
+            passes
+                .first(
+                    KernelKey::chunk_pack(dtypes, masked),
+                    ChunkPackOperands::<()>::SPECS,
+                )?
+                .bind(pack_buffers.slots()),
+        )?;
+        // Masked steps are zero in the tiles and U: the walk needs no mask.
+        let walk_buffers = ChunkWalkCoopOperands {
+            state_in: buffers.state_in,
+            state_out: buffers.state_out,
+            delta: buffers.delta,
+            u,
+            decay,
+            tiles,
+            starts,
+            deltas16,
+        };
+        let walk = self.prepare(
+            passes
+                .second(walk_key, ChunkWalkCoopOperands::<()>::SPECS)?
+                .bind(walk_buffers.slots()),
+        )?;
+        let out_buffers = ChunkOutCoopOperands {
+            y: buffers.y,
+            tiles,
+            starts,
+            deltas16,
+        };
+        let out = self.prepare(
+            passes
+                .out(
+                    KernelKey::chunk_out_coop(dtypes),
+                    ChunkOutCoopOperands::<()>::SPECS,
+                )?
+                .bind(out_buffers.slots()),
+        )?;
+        Ok(wy
+            .then(pack, Vec::new())
+            .then(walk, Vec::new())
+            .then(out, scratch))
     }
 
     /// The scratch between the passes, `(name, elements, bytes each)`: each within the

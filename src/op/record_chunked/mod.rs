@@ -132,12 +132,14 @@ impl ChunkShape {
     pub fn chunks(&self) -> usize {
         self.gdn.steps().div_ceil(self.chunk_steps())
     }
+    /// (b, hv, chunk) triples: the blocks of the fast path's scratch.
+    fn head_chunks(&self) -> usize {
+        let g = &self.gdn;
+        (g.batch() * g.value_heads()).saturating_mul(self.chunks())
+    }
     /// (b, hv, chunk) triples times C: the scratch's rows.
     fn scratch_rows(&self) -> usize {
-        let g = &self.gdn;
-        (g.batch() * g.value_heads())
-            .saturating_mul(self.chunks())
-            .saturating_mul(self.chunk_steps())
+        self.head_chunks().saturating_mul(self.chunk_steps())
     }
     pub fn qk_len(&self) -> usize {
         self.gdn.qk_len()
@@ -179,7 +181,7 @@ impl ChunkShape {
     /// `[128][padded Dv]` f16.
     pub fn starts_len(&self) -> usize {
         let per_chunk = COOP_MAX_KEY_DIM * self.padded_value_dim();
-        (self.scratch_rows() / self.chunk_steps()).saturating_mul(per_chunk)
+        self.head_chunks().saturating_mul(per_chunk)
     }
     /// The walk's delta in f16, `[B, Hv, chunks]` blocks of `[C][padded Dv]`.
     pub fn deltas16_len(&self) -> usize {
@@ -187,14 +189,14 @@ impl ChunkShape {
     }
     /// The output pass's workgroups: one per (b, hv, chunk, block of value columns).
     pub(crate) fn out_workgroups(&self) -> usize {
-        (self.scratch_rows() / self.chunk_steps())
+        self.head_chunks()
             .saturating_mul(self.padded_value_dim() / OUT_BLOCK)
     }
     /// `[B, Hv, chunks]` blocks of `3 C 128 + C C` f16 (`wgsl/chunk_tiles.wgsl`).
     pub fn tiles_len(&self) -> usize {
         let c = self.chunk_steps();
         let per_chunk = 3 * c * COOP_MAX_KEY_DIM + c * c;
-        (self.scratch_rows() / c).saturating_mul(per_chunk)
+        self.head_chunks().saturating_mul(per_chunk)
     }
 }
 
@@ -316,9 +318,7 @@ impl KernelKey {
         );
         key.with_bound(if masked { ChunkPackRow::Mask.bit() } else { 0 })
     }
-}
 
-impl KernelKey {
     /// The fast path's walk, `rows` value rows a workgroup (one of [`WALK_ROWS`]),
     /// writing the final state when `state_out`.
     pub fn chunk_walk_coop(dtypes: GdnDtypes, rows: u32, state_out: bool) -> Self {
