@@ -55,7 +55,7 @@ pub mod internals {
     pub use crate::op::kernel::{Binding, KernelKey, KeyAt, Op, Reduction, MAX_KEY_DIM};
     pub use crate::op::{all_variants, coop_variants, listed_key, representative_keys};
     pub use crate::rollback::resident::CONV_COPY_DISPATCH_FROM;
-    pub use crate::shape::{CONV_LAYER_ALIGN, MAX_CONV_KERNEL};
+    pub use crate::shape::{CONV_LAYER_ALIGN, MAX_CONV_KERNEL, MAX_LAYER_TAPS};
     pub use crate::tuning::{Choice, ShapeClass, Threshold, ThresholdRow};
     /// The GPU timestamp checks the bench and the autotune share.
     pub mod timestamps {
@@ -72,6 +72,7 @@ pub mod internals {
             ChunkStateOperands, ChunkStateRow, ChunkWalkCoopOperands, ChunkWalkCoopRow,
             ChunkWyOperands, ChunkWyRow,
         };
+        pub use crate::op::record_layer::{RecordLayerOperands, RecordLayerRow};
         pub use crate::op::record_varlen::{RecordVarlenOperands, RecordVarlenRow};
         pub use crate::op::repeat::{RepeatOperands, RepeatRow};
         pub use crate::op::replay::{ReplayOperands, ReplayRow};
@@ -86,9 +87,10 @@ pub use gpu::{CooperativeMatrices, GpuBackend, GpuOptions, GpuRollback, TuneOpti
 pub use models::ModelPreset;
 pub use op::record::{RecordInputs, Recorded};
 pub use op::record_chunked::{ChunkPrecision, ChunkSize};
+pub use op::record_layer::{LayerInputs, LayerParams, LayerRecorded};
 pub use op::replay::{Tape, TapeRef};
 pub use rollback::{CommitKind, ConvConfig, Footprint, Rollback, RollbackMode, RollbackOptions};
-pub use shape::{ConvShape, GdnShape, GqaLayout, RepeatShape, VarlenShape};
+pub use shape::{ConvShape, GdnShape, GqaLayout, LayerField, LayerShape, RepeatShape, VarlenShape};
 pub use tuning::{AdapterKey, Tuning};
 /// The wgpu this crate is built on, for callers that pass in their own device.
 pub use wgpu;

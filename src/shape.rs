@@ -601,6 +601,172 @@ impl ConvShape {
     }
 }
 
+/// The most conv taps record_layer takes: its kernel keeps each channel's weights and
+/// last inputs in registers, this many (GatedDeltaNet layers use 4). `conv_commit` takes
+/// up to [`MAX_CONV_KERNEL`].
+pub const MAX_LAYER_TAPS: usize = 4;
+
+/// The dimensions of a GatedDeltaNet layer step from its raw inputs (docs/SPEC.md,
+/// "record_layer"): record's [`GdnShape`] and the causal conv's `K` taps. The conv runs
+/// over `C = 2 Hk Dk + Hv Dv` channels, q's then k's then v's, each head's channels
+/// together (the checkpoint's order).
+///
+/// Built only through [`LayerShape::new`], which checks `K` in
+/// `2..=`[`MAX_LAYER_TAPS`] and every element count, so the methods below are exact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LayerShape {
+    gdn: GdnShape,
+    kernel: usize,
+    channels: usize,
+}
+
+impl LayerShape {
+    /// Check and build. `gdn.steps()` may be 0 (an empty draft).
+    pub fn new(gdn: GdnShape, kernel: usize) -> Result<Self> {
+        const OP: &str = "record_layer";
+        if kernel < 2 {
+            return Err(Error::DimTooSmall {
+                op: OP,
+                arg: "kernel",
+                actual: kernel as u64,
+                min: 2,
+            });
+        }
+        if kernel > MAX_LAYER_TAPS {
+            return Err(Error::DimTooLarge {
+                op: OP,
+                arg: "kernel",
+                actual: kernel as u64,
+                max: MAX_LAYER_TAPS as u64,
+            });
+        }
+        let qk = product(OP, "channels", &[2, gdn.key_heads, gdn.key_dim])?;
+        let v = product(OP, "channels", &[gdn.value_heads, gdn.value_dim])?;
+        let channels = qk.checked_add(v).ok_or(Error::Overflow {
+            op: OP,
+            arg: "channels",
+        })?;
+        let shape = LayerShape {
+            gdn,
+            kernel,
+            channels,
+        };
+        product(OP, "x", &[gdn.batch, gdn.steps, channels])?;
+        product(OP, "window", &[gdn.batch, channels, kernel])?;
+        product(OP, "layer", &[shape.layer_len()])?;
+        Ok(shape)
+    }
+
+    /// record's shape: the recurrence after the prologue.
+    pub fn gdn(&self) -> &GdnShape {
+        &self.gdn
+    }
+    /// K: the conv's taps.
+    pub fn kernel(&self) -> usize {
+        self.kernel
+    }
+    /// C: the conv's channels, `2 Hk Dk + Hv Dv`.
+    pub fn channels(&self) -> usize {
+        self.channels
+    }
+    /// The conv window's shape for `conv_commit` after the draft (needs `T >= 1`).
+    pub fn conv(&self) -> Result<ConvShape> {
+        let g = &self.gdn;
+        ConvShape::new(g.batch, g.steps, self.channels, self.kernel)
+    }
+
+    // ---- element counts ----
+
+    /// x, the raw conv inputs: `[B, T, C]`.
+    pub fn x_len(&self) -> usize {
+        self.gdn.mask_len() * self.channels
+    }
+    /// The conv window: `[B, C, K-1]`.
+    pub fn window_len(&self) -> usize {
+        self.gdn.batch * self.channels * (self.kernel - 1)
+    }
+    /// The layer's parameters, packed (`LayerParams::pack`): the conv weight `[C, K]`, its
+    /// bias `[C]`, A_log `[Hv]`, dt_bias `[Hv]`, then q's scale and the norm switch.
+    pub fn layer_len(&self) -> usize {
+        self.layer_at(LayerField::Norm) + 1
+    }
+    /// a and b: `[B, T, Hv]`.
+    pub fn gate_len(&self) -> usize {
+        self.gdn.gate_len()
+    }
+    /// y and the tape's delta: `[B, T, Hv, Dv]`.
+    pub fn v_len(&self) -> usize {
+        self.gdn.v_len()
+    }
+    /// The tape's k: `[B, T, Hk, Dk]`.
+    pub fn qk_len(&self) -> usize {
+        self.gdn.qk_len()
+    }
+    /// The state: `[B, Hv, Dv, Dk]`.
+    pub fn state_len(&self) -> usize {
+        self.gdn.state_len()
+    }
+    /// The mask: `[B, T]`.
+    pub fn mask_len(&self) -> usize {
+        self.gdn.mask_len()
+    }
+
+    // ---- index formulas ----
+
+    /// Index of `x[b, t, c]`.
+    #[inline(always)]
+    pub fn x_index(&self, b: usize, t: usize, c: usize) -> usize {
+        (b * self.gdn.steps + t) * self.channels + c
+    }
+    /// Index of `window[b, c, j]` (`j = 0` the oldest).
+    #[inline(always)]
+    pub fn window_index(&self, b: usize, c: usize, j: usize) -> usize {
+        (b * self.channels + c) * (self.kernel - 1) + j
+    }
+    /// The channel of `q[.., hk, i]`.
+    pub fn q_channel(&self, hk: usize, i: usize) -> usize {
+        hk * self.gdn.key_dim + i
+    }
+    /// The channel of `k[.., hk, i]`: after q's `Hk Dk`.
+    pub fn k_channel(&self, hk: usize, i: usize) -> usize {
+        self.gdn.key_heads * self.gdn.key_dim + self.q_channel(hk, i)
+    }
+    /// The channel of `v[.., hv, j]`: after q's and k's.
+    pub fn v_channel(&self, hv: usize, j: usize) -> usize {
+        2 * self.gdn.key_heads * self.gdn.key_dim + hv * self.gdn.value_dim + j
+    }
+    /// Where `field` starts in the packed parameters (the conv weight of channel c, tap
+    /// j at `c * K + j`; each other field one value per channel or head, from its start).
+    pub fn layer_at(&self, field: LayerField) -> usize {
+        let (c, k, hv) = (self.channels, self.kernel, self.gdn.value_heads);
+        match field {
+            LayerField::ConvWeight => 0,
+            LayerField::ConvBias => c * k,
+            LayerField::ALog => c * k + c,
+            LayerField::DtBias => c * k + c + hv,
+            LayerField::QScale => c * k + c + 2 * hv,
+            LayerField::Norm => c * k + c + 2 * hv + 1,
+        }
+    }
+}
+
+/// The fields of a layer's packed parameters, in order ([`LayerShape::layer_at`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LayerField {
+    /// `[C, K]`.
+    ConvWeight,
+    /// `[C]` (zeros when the conv has none).
+    ConvBias,
+    /// `[Hv]`.
+    ALog,
+    /// `[Hv]`.
+    DtBias,
+    /// One value: q's scale after the norm.
+    QScale,
+    /// One value: 1 when q and k are L2-normalised, 0 when not.
+    Norm,
+}
+
 /// The dimensions of a GQA head broadcast: `src [N, Hg, K] -> dst [N, H, K]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RepeatShape {

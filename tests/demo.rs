@@ -270,11 +270,11 @@ fn bench_reports_the_dispatch_floor() {
     assert!(stdout.lines().any(|l| l.starts_with("repeat")), "{stdout}");
 }
 
-/// `deltatape bench --ops conv,fold_record` times conv_commit and fold_record as ops of
-/// their own: a row per (dtype, B, T), each with a positive, finite GPU time and its
-/// bytes moved.
+/// `deltatape bench --ops conv,fold_record,record_layer` times conv_commit, fold_record
+/// and record_layer as ops of their own: a row per (dtype, B, T), each with a positive,
+/// finite GPU time and its bytes moved.
 #[test]
-fn bench_times_conv_and_fold_record() {
+fn bench_times_conv_fold_record_and_record_layer() {
     if !common::has_gpu() {
         return;
     }
@@ -288,7 +288,7 @@ fn bench_times_conv_and_fold_record() {
             "--dtypes",
             "f32,bf16",
             "--ops",
-            "conv,fold_record",
+            "conv,fold_record,record_layer",
             "--dims",
             "1,2,16,16",
             "--copy-mib",
@@ -299,7 +299,7 @@ fn bench_times_conv_and_fold_record() {
             "1",
         ],
     );
-    for op in ["conv", "fold_record"] {
+    for op in ["conv", "fold_record", "record_layer"] {
         let rows: Vec<Vec<&str>> = stdout
             .lines()
             .filter(|l| l.starts_with(&format!("{op} ")))

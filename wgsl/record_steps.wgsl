@@ -1,6 +1,10 @@
 #import staging
 #import strides
+#if HAS_LAYER
+#import layer_staging
+#else
 #import record_staging
+#endif
 #if SUBGROUP
 #import entry_subgroup
 #import row_sum_subgroup

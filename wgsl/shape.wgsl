@@ -14,7 +14,8 @@ struct GdnDims {
     // record_varlen: the sequence's first packed token (wgsl/packed_sequences.wgsl
     // sets it per workgroup); 0 in the parameters.
     first_token: u32,
-    _pad1: u32,      // uniform layout: a struct member is 16-byte aligned
+    // record_layer: the conv's taps K (wgsl/layer_staging.wgsl); 0 for the other ops.
+    conv_taps: u32,
 }
 
 // Parameters of record and replay. One workgroup serves ROWS rows (dv) of one

@@ -17,6 +17,7 @@ const HAS_MASK: bool = false;
 const HAS_STATE_OUT: bool = false;
 const HAS_SNAPSHOT: bool = false;
 const HAS_OFFSETS: bool = false;
+const HAS_LAYER: bool = false;
 const LANES: u32 = 8u;
 const ROWS: u32 = 16u;
 const GROUPS: u32 = 4u;
@@ -37,6 +38,10 @@ const SCALED_STATE: bool = false;
 const STATE_BF16: bool = false;
 const STATE_F16: bool = false;
 const ACT_BF16: bool = false;
+const ACT_F16: bool = false;
+const GATE_F16: bool = false;
+const QK_OWNED: u32 = 1u;
+const V_OWNED: u32 = 1u;
 const TAPE_BF16: bool = false;
 const CONV_SPAN: u32 = 7u;
 const CONV_PAIRS: u32 = 4u;
@@ -302,7 +307,8 @@ struct GdnDims {
     // record_varlen: the sequence's first packed token (wgsl/packed_sequences.wgsl
     // sets it per workgroup); 0 in the parameters.
     first_token: u32,
-    _pad1: u32,      // uniform layout: a struct member is 16-byte aligned
+    // record_layer: the conv's taps K (wgsl/layer_staging.wgsl); 0 for the other ops.
+    conv_taps: u32,
 }
 
 // Parameters of record and replay. One workgroup serves ROWS rows (dv) of one

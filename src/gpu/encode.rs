@@ -172,12 +172,12 @@ pub(crate) fn u32_dim(op: &'static str, arg: &'static str, v: usize) -> Result<u
     })
 }
 
-/// `GdnParams` of wgsl/shape.wgsl: the dims (8 words with padding), the GQA layout,
-/// row blocks and the workgroup count.
+/// `GdnParams` of wgsl/shape.wgsl: the dims (8 words with the conv's taps and
+/// padding), the GQA layout, row blocks and the workgroup count.
 pub(crate) fn gdn_params(
     op: &'static str,
     shape: &GdnShape,
-    layout: GqaLayout,
+    (layout, conv_taps): (GqaLayout, u32),
     key: &KernelKey,
     workgroups: u64,
 ) -> Result<ParamBlock> {
@@ -189,7 +189,7 @@ pub(crate) fn gdn_params(
         u32_dim(op, "key_dim", shape.key_dim())?,
         u32_dim(op, "value_dim", shape.value_dim())?,
         0,
-        0,
+        conv_taps,
         layout.code(),
         (shape.value_dim() as u32).div_ceil(key.rows),
         u32_dim(op, "batch", workgroups as usize)?,
@@ -266,6 +266,19 @@ impl GpuBackend {
         grid: &GdnShape,
         layout: GqaLayout,
         key: KernelKey,
+        table: (&Sh, &'static [OperandSpec<Sh>]),
+        buffers: Vec<Option<&wgpu::Buffer>>,
+    ) -> Result<Prepared> {
+        self.prepare_gdn_conv(grid, (layout, 0), key, table, buffers)
+    }
+
+    /// [`GpuBackend::prepare_gdn_as`] with the conv's taps in the parameters
+    /// (record_layer; 0 for the ops without a conv).
+    pub(crate) fn prepare_gdn_conv<Sh: 'static>(
+        &self,
+        grid: &GdnShape,
+        (layout, conv_taps): (GqaLayout, u32),
+        key: KernelKey,
         (shape, specs): (&Sh, &'static [OperandSpec<Sh>]),
         buffers: Vec<Option<&wgpu::Buffer>>,
     ) -> Result<Prepared> {
@@ -275,7 +288,7 @@ impl GpuBackend {
         let workgroups = key.workgroups_gdn(grid);
         self.prepare(Plan {
             op,
-            params: gdn_params(op, grid, layout, &key, workgroups)?,
+            params: gdn_params(op, grid, (layout, conv_taps), &key, workgroups)?,
             key,
             workgroups,
             shape,

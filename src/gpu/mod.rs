@@ -30,6 +30,7 @@ pub(crate) mod wgsl;
 pub use crate::op::conv::ConvBuffers;
 pub use crate::op::fold_record::FoldRecordBuffers;
 pub use crate::op::record::RecordBuffers;
+pub use crate::op::record_layer::RecordLayerBuffers;
 pub use crate::op::repeat::RepeatBuffers;
 pub use crate::op::replay::ReplayBuffers;
 pub use crate::rollback::resident::{DraftBuffers, GpuRollback};

@@ -130,7 +130,13 @@ pub(crate) fn record_workgroup_bytes(key: &KernelKey) -> u32 {
     let fold = if key.op.info().folds { 4 } else { 0 };
     // record_varlen's sequence span (`sequence_span`, a vec2<u32>).
     let span = if key.binds_named("offsets") { 8 } else { 0 };
-    staged + reduction + pairs + fold + span
+    // record_layer's norms of each staged step's k and q (`norm_stage`, vec2<f32>).
+    let norms = if key.binds_named("layer") {
+        chunk * 8
+    } else {
+        0
+    };
+    staged + reduction + pairs + fold + span + norms
 }
 
 /// Workgroup memory of a replay kernel.

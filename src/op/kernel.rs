@@ -420,6 +420,7 @@ impl KernelKey {
     /// `#unroll` bounds).
     pub fn defines(&self) -> Vec<(String, Value)> {
         let (kq_items, v_items) = self.stage_items();
+        let wg = self.workgroup_size();
         let kernel = self.op.0;
         // HAS_<NAME> for every operand of the op's table (true for the required ones).
         let mut defines: Vec<(String, Value)> = kernel
@@ -436,7 +437,14 @@ impl KernelKey {
             .collect();
         // The optional rows of other ops that the shared file of record, replay and
         // fold_record reads: unbound where this op's table has no such row.
-        for name in ["mask", "state_out", "snapshot", "status", "offsets"] {
+        for name in [
+            "mask",
+            "state_out",
+            "snapshot",
+            "status",
+            "offsets",
+            "layer",
+        ] {
             let define = format!("HAS_{}", name.to_uppercase());
             if !defines.iter().any(|(n, _)| *n == define) {
                 defines.push((define, Value::Bool(false)));
@@ -472,6 +480,13 @@ impl KernelKey {
             ("STATE_F16", Value::Bool(self.dtypes.state == DType::F16)),
             // record_chunked: y and delta stored in bf16 words (no single-value store).
             ("ACT_BF16", Value::Bool(self.dtypes.act == DType::BF16)),
+            // record_layer: the prologue's q, k, v and gates rounded as stored.
+            ("ACT_F16", Value::Bool(self.dtypes.act == DType::F16)),
+            ("GATE_F16", Value::Bool(self.dtypes.gate == DType::F16)),
+            // record_layer: the channel groups of q and k, and the v rows, an
+            // invocation owns (wgsl/layer_staging.wgsl).
+            ("QK_OWNED", Value::U32((2 * self.staged_row()).div_ceil(wg))),
+            ("V_OWNED", Value::U32(self.rows.div_ceil(wg))),
             ("TAPE_BF16", Value::Bool(self.dtypes.tape == DType::BF16)),
             // conv_commit: the most window values an invocation holds (its rows).
             ("CONV_SPAN", Value::U32(conv_span)),

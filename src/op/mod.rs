@@ -36,6 +36,7 @@ pub mod kernel;
 pub mod operand;
 pub mod record;
 pub mod record_chunked;
+pub mod record_layer;
 pub mod record_varlen;
 pub mod repeat;
 pub mod replay;
@@ -50,6 +51,8 @@ impl Op {
     pub const Record: Op = record::OP;
     /// record over packed sequences of their own lengths.
     pub const RecordVarlen: Op = record_varlen::OP;
+    /// record from a layer's raw inputs: the conv, the norms and the gates first.
+    pub const RecordLayer: Op = record_layer::OP;
     pub const Replay: Op = replay::OP;
     pub const Repeat: Op = repeat::OP;
     /// conv_commit: the conv window rolled forward in place.
@@ -68,9 +71,10 @@ impl Op {
     pub const ChunkOutCoop: Op = record_chunked::CHUNK_OUT_COOP;
 
     /// Every op that runs on any adapter.
-    pub const ALL: [Op; 9] = [
+    pub const ALL: [Op; 10] = [
         Op::Record,
         Op::RecordVarlen,
+        Op::RecordLayer,
         Op::Replay,
         Op::Repeat,
         Op::Conv,

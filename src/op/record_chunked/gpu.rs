@@ -256,7 +256,7 @@ impl<'a> Passes<'a> {
         workgroups: u64,
         specs: &'static [OperandSpec<ChunkShape>],
     ) -> Result<Plan<'a, ChunkShape>> {
-        let mut p = gdn_params(OP, self.cshape.gdn(), self.layout, &key, workgroups)?;
+        let mut p = gdn_params(OP, self.cshape.gdn(), (self.layout, 0), &key, workgroups)?;
         p[9] = self.row_blocks as u32;
         p[11] = u32::try_from(self.chunks).map_err(|_| Error::DimTooLarge {
             op: OP,

@@ -21,7 +21,9 @@ pub struct Args {
     /// chunks of `--chunk` steps), record_varlen (record over packed sequences of the
     /// `--lens` lengths: one cell per dtype, B the sequences, T their tokens), conv
     /// (conv_commit over q, k and v's channels, kernel 4, all T accepted), fold_record (a
-    /// deferred commit of all T pending steps folded into record). With --fast-f16,
+    /// deferred commit of all T pending steps folded into record), record_layer (record
+    /// from a layer's raw inputs: the conv, kernel 4, the norms and the gates in the same
+    /// dispatch; bound as record is). With --fast-f16,
     /// record itself takes the chunked form's fast path where the tuning table's
     /// thresholds say (`chunked_from_steps`, `chunked_max_heads`) or
     /// `DELTATAPE_RECORD_CHUNKED` (1 or 0) overrides them; each row says which form ran.
@@ -78,6 +80,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
             "record_varlen" => Ok(BenchOp::RecordVarlen),
             "conv" => Ok(BenchOp::Conv),
             "fold_record" => Ok(BenchOp::FoldRecord),
+            "record_layer" => Ok(BenchOp::RecordLayer),
             other => Err(other.to_string()),
         })
         .collect::<Result<Vec<_>, _>>();
@@ -87,7 +90,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
             Err(o) => {
                 eprintln!(
                     "unknown op `{o}` (record, replay, repeat, record_chunked, record_varlen, \
-                     conv, fold_record)"
+                     conv, fold_record, record_layer)"
                 );
                 return Ok(ExitCode::from(2));
             }

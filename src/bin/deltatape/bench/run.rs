@@ -31,14 +31,16 @@
 
 use super::timestamps::{self, Clock, Untrusted};
 use deltatape::gpu::{
-    ConvBuffers, FoldRecordBuffers, Prepared, RecordBuffers, RepeatBuffers, ReplayBuffers,
+    ConvBuffers, FoldRecordBuffers, Prepared, RecordBuffers, RecordLayerBuffers, RepeatBuffers,
+    ReplayBuffers,
 };
 use deltatape::internals::Op;
 use deltatape::wgpu;
 use deltatape::ChunkSize;
 use deltatape::VarlenShape;
 use deltatape::{
-    ConvShape, DType, Error, GdnDtypes, GdnShape, GpuBackend, GqaLayout, RepeatShape, Result,
+    ConvShape, DType, Error, GdnDtypes, GdnShape, GpuBackend, GqaLayout, LayerShape, RepeatShape,
+    Result,
 };
 use std::time::Instant;
 use wgpu::BufferUsages as U;
@@ -109,6 +111,9 @@ pub enum BenchOp {
     /// fold_record: a deferred commit (T accepted steps of the pending tape) folded into
     /// the next draft's record, in one pass over the state.
     FoldRecord,
+    /// record from a layer's raw inputs (the conv's [`CONV_KERNEL`] taps, the norms and
+    /// the gates in the same dispatch), bound as record's cell is.
+    RecordLayer,
 }
 
 /// conv_commit's kernel width in the bench (Qwen3-Next's and Qwen 3.5's).
@@ -124,6 +129,7 @@ impl BenchOp {
             BenchOp::RecordVarlen => "record_varlen",
             BenchOp::Conv => "conv",
             BenchOp::FoldRecord => "fold_record",
+            BenchOp::RecordLayer => "record_layer",
         }
     }
 }
@@ -220,6 +226,13 @@ pub fn moved_bytes(op: BenchOp, shape: &GdnShape, act_bytes: u64) -> u64 {
             let (b, t, c) = (shape.batch(), shape.steps(), conv_channels(shape));
             let k1 = CONV_KERNEL - 1;
             a * (b * c * (2 * k1 + t.min(k1))) as u64
+        }
+        BenchOp::RecordLayer => {
+            // The state in and out, x, the window, a and b read, y written (the
+            // activations' dtype), the tape's delta f32.
+            let (b, t, c) = (shape.batch(), shape.steps(), conv_channels(shape));
+            let raw = b * t * c + b * c * (CONV_KERNEL - 1) + 2 * shape.gate_len();
+            2 * f32b(shape.state_len()) + a * (raw + shape.v_len()) as u64 + f32b(shape.v_len())
         }
         BenchOp::FoldRecord => {
             // record's, and the pending tape read (delta f32, k and g) and this draft's
@@ -563,7 +576,8 @@ pub fn run(
         pending_g: random_buffer(gpu, f32b(largest.gate_len()), 51),
         tape_g: random_buffer(gpu, f32b(largest.gate_len()), 52),
     });
-    let conv = cfg.ops.contains(&BenchOp::Conv).then(|| {
+    let raw_conv = [BenchOp::Conv, BenchOp::RecordLayer];
+    let conv = raw_conv.iter().any(|op| cfg.ops.contains(op)).then(|| {
         let (b, t, c) = (largest.batch(), largest.steps(), conv_channels(&largest));
         ConvBuffersOwned {
             x: random_buffer(gpu, f32b(b * t * c), 60),
@@ -920,6 +934,37 @@ impl Bench<'_> {
         })
     }
 
+    /// record_layer at `shape` (the conv's [`CONV_KERNEL`] taps), bound as record's cell.
+    fn prepare_layer(&self, dt: GdnDtypes, shape: &GdnShape) -> Result<Prepared> {
+        let (gpu, buffers) = (self.gpu, &self.buffers);
+        let conv = self
+            .conv
+            .as_ref()
+            .ok_or_else(|| not_allocated("record_layer"))?;
+        let ls = LayerShape::new(*shape, CONV_KERNEL)?;
+        // Small finite parameters (random_buffer's), the norm switch on.
+        let layer = random_buffer(gpu, ls.layer_len() as u64 * 4, 70);
+        gpu.prepare_record_layer(
+            &ls,
+            GqaLayout::Blocked,
+            dt,
+            &RecordLayerBuffers {
+                x: &conv.x,
+                window: &conv.window,
+                layer: &layer,
+                a: &buffers.g,
+                b: &buffers.beta,
+                state_in: &buffers.state,
+                y: &buffers.y,
+                state_out: Some(&buffers.state_out),
+                delta: &buffers.delta,
+                mask: None,
+                tape_k_grouped: None,
+                tape_g: None,
+            },
+        )
+    }
+
     /// Prepare `op` at `shape` with activations in `dtype` (state and tape f32);
     /// `bytes` is what it moves (repeat's rotating sets cover `repeat_rotate_bytes`).
     fn prepare(&self, op: BenchOp, dtype: DType, shape: &GdnShape, bytes: u64) -> Result<CellOp> {
@@ -1007,6 +1052,7 @@ impl Bench<'_> {
                     },
                 )?)
             }
+            BenchOp::RecordLayer => one(self.prepare_layer(dt, shape)?),
             BenchOp::Repeat => {
                 let rs = shape.tape_k_repeat();
                 let a = dtype.size_bytes() as u64;

@@ -1,0 +1,133 @@
+//! record_layer's CPU twin (docs/SPEC.md "record_layer"): the prologue in f32, each of
+//! q, k, v rounded to the activation dtype and g, beta to the gates' once (as an engine
+//! that hands them to record stores them), then record's own twin. It validates
+//! nothing: the host call checks lengths first.
+
+use super::LayerInputs;
+use crate::dtype::Element;
+use crate::op::record::RecordInputs;
+use crate::shape::{LayerField, LayerShape};
+
+/// The L2 norm's epsilon (Hugging Face's and fla's `l2norm`: `x * rsqrt(sum(x^2) + eps)`).
+pub(crate) const NORM_EPS: f32 = 1e-6;
+
+/// q, k, v, g and beta of every step, as record takes them.
+pub(crate) struct Prepared<A, G> {
+    pub q: Vec<A>,
+    pub k: Vec<A>,
+    pub v: Vec<A>,
+    pub g: Vec<G>,
+    pub beta: Vec<G>,
+}
+
+/// `x * sigmoid(x)`.
+pub(crate) fn silu(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
+}
+
+/// `log(1 + exp(x))`, x itself above 20 (torch's threshold).
+pub(crate) fn softplus(x: f32) -> f32 {
+    if x > 20.0 {
+        x
+    } else {
+        x.exp().ln_1p()
+    }
+}
+
+/// The prologue (docs/SPEC.md "record_layer"): the conv from `window` over `x`, SiLU,
+/// the norms and q's scale, and the gates, from the packed parameters `layer`.
+pub(crate) fn prologue<A: Element, G: Element>(
+    shape: &LayerShape,
+    layer: &[f32],
+    inputs: &LayerInputs<'_, A, G>,
+    window: &[A],
+) -> Prepared<A, G> {
+    let gdn = shape.gdn();
+    let (b_n, t_n) = (gdn.batch(), gdn.steps());
+    let (hk_n, hv_n, dk, dv) = (
+        gdn.key_heads(),
+        gdn.value_heads(),
+        gdn.key_dim(),
+        gdn.value_dim(),
+    );
+    let (c_n, k_n) = (shape.channels(), shape.kernel());
+    let at = |f| shape.layer_at(f);
+    let (q_scale, norm) = (
+        layer[at(LayerField::QScale)],
+        layer[at(LayerField::Norm)] != 0.0,
+    );
+    // The conv of channel c at step t: seq = window ++ x, taps t .. t + K - 1 of it.
+    let conv = |b: usize, t: usize, c: usize| {
+        let mut u = layer[at(LayerField::ConvBias) + c];
+        for j in 0..k_n {
+            let s = t + j;
+            let input = if s < k_n - 1 {
+                window[shape.window_index(b, c, s)]
+            } else {
+                inputs.x[shape.x_index(b, s - (k_n - 1), c)]
+            };
+            u += layer[c * k_n + j] * input.to_f32();
+        }
+        silu(u)
+    };
+    let mut out = Prepared {
+        q: vec![A::default(); gdn.qk_len()],
+        k: vec![A::default(); gdn.qk_len()],
+        v: vec![A::default(); gdn.v_len()],
+        g: vec![G::default(); gdn.gate_len()],
+        beta: vec![G::default(); gdn.gate_len()],
+    };
+    let mut row = vec![0f32; dk];
+    for b in 0..b_n {
+        for t in 0..t_n {
+            for hk in 0..hk_n {
+                let at_row = gdn.qk_row(b, t, hk);
+                let heads = [
+                    (shape.q_channel(hk, 0), q_scale, &mut out.q),
+                    (shape.k_channel(hk, 0), 1.0, &mut out.k),
+                ];
+                for (first, scale, dst) in heads {
+                    for (i, r) in row.iter_mut().enumerate() {
+                        *r = conv(b, t, first + i);
+                    }
+                    let inv = if norm {
+                        1.0 / (row.iter().map(|x| x * x).sum::<f32>() + NORM_EPS).sqrt()
+                    } else {
+                        1.0
+                    };
+                    for (o, x) in dst[at_row..][..dk].iter_mut().zip(&row) {
+                        *o = A::from_f32(x * (inv * scale));
+                    }
+                }
+            }
+            for hv in 0..hv_n {
+                for j in 0..dv {
+                    out.v[gdn.v_index(b, t, hv, j)] =
+                        A::from_f32(conv(b, t, shape.v_channel(hv, j)));
+                }
+                let gi = gdn.gate_index(b, t, hv);
+                let a_log = layer[at(LayerField::ALog) + hv];
+                let dt_bias = layer[at(LayerField::DtBias) + hv];
+                let decay = a_log.exp() * softplus(inputs.a[gi].to_f32() + dt_bias);
+                out.g[gi] = G::from_f32((-decay).exp());
+                out.beta[gi] = G::from_f32(1.0 / (1.0 + (-inputs.b[gi].to_f32()).exp()));
+            }
+        }
+    }
+    debug_assert_eq!(c_n, shape.v_channel(hv_n - 1, dv - 1) + 1);
+    out
+}
+
+impl<A: Element, G: Element> Prepared<A, G> {
+    /// record's inputs: these, with the step mask `mask`.
+    pub(crate) fn inputs<'a>(&'a self, mask: Option<&'a [u32]>) -> RecordInputs<'a, A, G> {
+        RecordInputs {
+            q: &self.q,
+            k: &self.k,
+            v: &self.v,
+            g: &self.g,
+            beta: &self.beta,
+            mask,
+        }
+    }
+}

@@ -1,0 +1,54 @@
+//! record_layer on the GPU: the layer's parameters uploaded once, and the resident
+//! dispatch over the caller's buffers.
+
+use super::{LayerParams, RecordLayerBuffers, RecordLayerOperands};
+use crate::dtype::GdnDtypes;
+use crate::error::Result;
+use crate::gpu::backend::GpuBackend;
+use crate::gpu::cache::small_buffer;
+use crate::gpu::encode::Prepared;
+use crate::op::kernel::{KernelKey, Op};
+use crate::shape::{GqaLayout, LayerShape};
+
+impl GpuBackend {
+    /// The layer's parameters on the device, checked and packed
+    /// ([`LayerParams::pack`]): the `layer` operand of every
+    /// [`GpuBackend::prepare_record_layer`] of this layer, uploaded once.
+    pub fn upload_layer(
+        &self,
+        shape: &LayerShape,
+        params: &LayerParams<'_>,
+    ) -> Result<wgpu::Buffer> {
+        let packed = params.pack(shape)?;
+        let usage = wgpu::BufferUsages::STORAGE;
+        Ok(small_buffer(
+            self.device(),
+            self.queue(),
+            bytemuck::cast_slice(&packed),
+            usage,
+        ))
+    }
+
+    /// Validate record_layer's buffers (docs/SPEC.md "record_layer") and build its
+    /// dispatch: the prologue and record in one kernel, record's kernel and shape class
+    /// with the raw inputs in place of q, k, v, g and beta. The optional outputs are
+    /// record's: `state_out`, and the tape's copies of k and g (the prologue's k and g,
+    /// which a rollback's replay reads). The window is read, not moved.
+    pub fn prepare_record_layer(
+        &self,
+        shape: &LayerShape,
+        layout: GqaLayout,
+        dtypes: GdnDtypes,
+        buffers: &RecordLayerBuffers<'_>,
+    ) -> Result<Prepared> {
+        let grid = shape.gdn();
+        // record's class: the same recurrence, its tuning measured on record.
+        let class = self.tuning().class(Op::Record, grid, dtypes);
+        let key = KernelKey::record_layer(grid, dtypes, self.reduction, false, &class)
+            .with_bound(buffers.bound());
+        let slots = buffers.slots().into_iter().map(|b| b.copied()).collect();
+        let table = (shape, RecordLayerOperands::<()>::SPECS);
+        let taps = shape.kernel() as u32;
+        self.prepare_gdn_conv(grid, (layout, taps), key, table, slots)
+    }
+}

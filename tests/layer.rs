@@ -1,0 +1,618 @@
+//! record_layer (a GatedDeltaNet layer's step from its raw inputs): the CPU twin against
+//! the layer's rule in f64 (Hugging Face's order: conv, SiLU, L2 norm, q's scale, the
+//! gates, the recurrence), a draft split in two with a conv commit between against one
+//! run, the GPU kernel against the CPU twin (every dtype set, both layouts, masks, T
+//! from 0 across the staging chunks, Dk not a multiple of 4, with and without the norm
+//! and the conv's bias), the resident dispatch against the host call, and bad
+//! parameters refused with nothing written.
+
+mod common;
+use common::f64ref::{self, Inputs64};
+use common::*;
+use deltatape::gpu::RecordLayerBuffers;
+use deltatape::{
+    wgpu, Backend, ConvShape, Element, Error, GdnDtypes, GdnShape, GpuBackend, GqaLayout,
+    LayerInputs, LayerParams, LayerRecorded, LayerShape,
+};
+use half::{bf16, f16};
+
+subgroup_width_tests!();
+
+/// A layer's parameters and one step's raw inputs, in f32, drawn like a real layer's.
+struct LayerDraw {
+    x: Vec<f32>,
+    window: Vec<f32>,
+    a: Vec<f32>,
+    b: Vec<f32>,
+    conv_weight: Vec<f32>,
+    conv_bias: Option<Vec<f32>>,
+    a_log: Vec<f32>,
+    dt_bias: Vec<f32>,
+    qk_norm: bool,
+    state: Vec<f32>,
+}
+
+impl LayerDraw {
+    fn new(shape: &LayerShape, seed: u64, qk_norm: bool, bias: bool) -> Self {
+        let mut rng = Rng::new(seed);
+        let gdn = shape.gdn();
+        let (c, hv) = (shape.channels(), gdn.value_heads());
+        // Without the norm, small weights keep beta |k|^2 below 2 (a stable recurrence).
+        let w = if qk_norm { 0.6 } else { 0.15 };
+        LayerDraw {
+            x: rng.vec(shape.x_len(), -1.5, 1.5),
+            window: rng.vec(shape.window_len(), -1.5, 1.5),
+            a: rng.vec(gdn.gate_len(), -3.0, 3.0),
+            b: rng.vec(gdn.gate_len(), -3.0, 3.0),
+            conv_weight: rng.vec(c * shape.kernel(), -w, w),
+            conv_bias: bias.then(|| rng.vec(c, -0.3, 0.3)),
+            a_log: rng.vec(hv, -1.0, 1.0),
+            dt_bias: rng.vec(hv, -1.0, 1.0),
+            qk_norm,
+            state: rng.vec(gdn.state_len(), -0.5, 0.5),
+        }
+    }
+
+    fn params(&self) -> LayerParams<'_> {
+        LayerParams {
+            conv_weight: &self.conv_weight,
+            conv_bias: self.conv_bias.as_deref(),
+            a_log: &self.a_log,
+            dt_bias: &self.dt_bias,
+            qk_norm: self.qk_norm,
+            q_scale: None,
+        }
+    }
+}
+
+/// x, the window, a and b in their storage dtypes.
+struct TypedLayer<A, G> {
+    x: Vec<A>,
+    window: Vec<A>,
+    a: Vec<G>,
+    b: Vec<G>,
+}
+
+impl<A: Element, G: Element> TypedLayer<A, G> {
+    fn of(d: &LayerDraw) -> Self {
+        let act = deltatape::internals::cast_from_f32::<A>;
+        let gate = deltatape::internals::cast_from_f32::<G>;
+        TypedLayer {
+            x: act(&d.x),
+            window: act(&d.window),
+            a: gate(&d.a),
+            b: gate(&d.b),
+        }
+    }
+
+    fn inputs<'a>(&'a self, mask: Option<&'a [u32]>) -> LayerInputs<'a, A, G> {
+        LayerInputs {
+            x: &self.x,
+            a: &self.a,
+            b: &self.b,
+            mask,
+        }
+    }
+}
+
+/// The layer's rule in f64, as Hugging Face's `Qwen3NextGatedDeltaNet` computes it
+/// (written from its source, not from the crate): q, k, v, g and beta.
+fn prologue64(shape: &LayerShape, d: &LayerDraw) -> Inputs64 {
+    let g = shape.gdn();
+    let (bn, tn, hk_n, hv_n, dk, dv) = (
+        g.batch(),
+        g.steps(),
+        g.key_heads(),
+        g.value_heads(),
+        g.key_dim(),
+        g.value_dim(),
+    );
+    let (c_n, k_n) = (2 * hk_n * dk + hv_n * dv, shape.kernel());
+    // causal_conv1d with padding K - 1 over [window ++ x], bias, then SiLU.
+    let conv = |b: usize, t: usize, c: usize| -> f64 {
+        let mut u = d.conv_bias.as_ref().map_or(0.0, |bias| bias[c] as f64);
+        for j in 0..k_n {
+            let s = t + j; // position in window ++ x
+            let input = if s < k_n - 1 {
+                d.window[(b * c_n + c) * (k_n - 1) + s]
+            } else {
+                d.x[(b * tn + s - (k_n - 1)) * c_n + c]
+            };
+            u += d.conv_weight[c * k_n + j] as f64 * input as f64;
+        }
+        u / (1.0 + (-u).exp())
+    };
+    let mut out = Inputs64 {
+        q: vec![0.0; bn * tn * hk_n * dk],
+        k: vec![0.0; bn * tn * hk_n * dk],
+        v: vec![0.0; bn * tn * hv_n * dv],
+        g: vec![0.0; bn * tn * hv_n],
+        beta: vec![0.0; bn * tn * hv_n],
+    };
+    for b in 0..bn {
+        for t in 0..tn {
+            for hk in 0..hk_n {
+                let row = ((b * tn + t) * hk_n + hk) * dk;
+                let q: Vec<f64> = (0..dk).map(|i| conv(b, t, hk * dk + i)).collect();
+                let k: Vec<f64> = (0..dk)
+                    .map(|i| conv(b, t, hk_n * dk + hk * dk + i))
+                    .collect();
+                // l2norm: x * rsqrt(sum(x^2) + 1e-6); then q * Dk^-0.5.
+                let l2 = |x: &[f64]| {
+                    if d.qk_norm {
+                        1.0 / (x.iter().map(|v| v * v).sum::<f64>() + 1e-6).sqrt()
+                    } else {
+                        1.0
+                    }
+                };
+                let (nq, nk) = (l2(&q), l2(&k));
+                for i in 0..dk {
+                    out.q[row + i] = q[i] * nq / (dk as f64).sqrt();
+                    out.k[row + i] = k[i] * nk;
+                }
+            }
+            for hv in 0..hv_n {
+                for j in 0..dv {
+                    out.v[((b * tn + t) * hv_n + hv) * dv + j] =
+                        conv(b, t, 2 * hk_n * dk + hv * dv + j);
+                }
+                let gi = (b * tn + t) * hv_n + hv;
+                // g = -exp(A_log) * softplus(a + dt_bias), taken as exp(g); beta = sigmoid(b).
+                let x = d.a[gi] as f64 + d.dt_bias[hv] as f64;
+                let softplus = if x > 20.0 { x } else { x.exp().ln_1p() };
+                out.g[gi] = (-(d.a_log[hv] as f64).exp() * softplus).exp();
+                out.beta[gi] = 1.0 / (1.0 + (-(d.b[gi] as f64)).exp());
+            }
+        }
+    }
+    out
+}
+
+fn layer_shape(b: usize, t: usize, [hk, hv, dk, dv]: [usize; 4], kernel: usize) -> LayerShape {
+    LayerShape::new(GdnShape::new(b, t, hk, hv, dk, dv).unwrap(), kernel).unwrap()
+}
+
+#[test]
+fn cpu_layer_is_the_rule_in_f64() {
+    let cpu = cpu();
+    let cases = [
+        (layer_shape(2, 5, [2, 4, 8, 6], 4), true, false),
+        (layer_shape(1, 1, [1, 1, 4, 4], 2), true, true),
+        (layer_shape(3, 9, [1, 2, 6, 4], 3), false, true),
+        (layer_shape(1, 12, [2, 2, 16, 8], 4), true, true),
+    ];
+    for (i, (shape, norm, bias)) in cases.into_iter().enumerate() {
+        for layout in LAYOUTS {
+            let d = LayerDraw::new(&shape, 40 + i as u64, norm, bias);
+            let m = mask(shape.gdn(), i as u64);
+            let t = TypedLayer::<f32, f32>::of(&d);
+            let got: LayerRecorded<f32, f32, f32, f32> = cpu
+                .record_layer(
+                    &shape,
+                    layout,
+                    &d.params(),
+                    &t.inputs(Some(&m)),
+                    &t.window,
+                    &d.state,
+                )
+                .unwrap();
+            let x = prologue64(&shape, &d);
+            let state = f64ref::widen(&d.state);
+            let want = f64ref::record(shape.gdn(), layout, &x, Some(&m), &state, None);
+            let what = format!("case {i} {layout:?}");
+            f64ref::assert_close64(&format!("{what} y"), &got.y, &want.y, 2e-5);
+            f64ref::assert_close64(&format!("{what} state"), &got.state, &want.state, 2e-5);
+            f64ref::assert_close64(&format!("{what} delta"), &got.delta, &want.delta, 2e-5);
+            f64ref::assert_close64(&format!("{what} k"), &got.k, &x.k, 2e-6);
+            f64ref::assert_close64(&format!("{what} g"), &got.g, &x.g, 2e-6);
+            // Leaving a step of the rule out misses by far more: the norm switched.
+            let other = LayerParams {
+                qk_norm: !norm,
+                ..d.params()
+            };
+            let off: LayerRecorded<f32, f32, f32, f32> = cpu
+                .record_layer(
+                    &shape,
+                    layout,
+                    &other,
+                    &t.inputs(Some(&m)),
+                    &t.window,
+                    &d.state,
+                )
+                .unwrap();
+            assert!(
+                f64ref::rel_err64(&off.y, &want.y) > 1e-2,
+                "{what}: the norm changed nothing"
+            );
+        }
+    }
+}
+
+/// Sequence-major slices of steps `r` of a `[B, T, per_step]` tensor.
+fn steps_of<E: Copy>(
+    x: &[E],
+    b_n: usize,
+    t_n: usize,
+    per_step: usize,
+    r: std::ops::Range<usize>,
+) -> Vec<E> {
+    (0..b_n)
+        .flat_map(|b| x[(b * t_n + r.start) * per_step..(b * t_n + r.end) * per_step].to_vec())
+        .collect()
+}
+
+/// A draft of `first` steps, its conv window moved over them (conv_commit), then the
+/// rest from the state after them, on `backend`: y and delta of both rounds together,
+/// and the state at the end.
+fn two_rounds(
+    backend: &Backend,
+    shape: &LayerShape,
+    d: &LayerDraw,
+    first: usize,
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let g = shape.gdn();
+    let (b_n, t_n, hv) = (g.batch(), g.steps(), g.value_heads());
+    let (c, vd) = (shape.channels(), hv * g.value_dim());
+    let mut window = d.window.clone();
+    let mut state = d.state.clone();
+    let (mut y, mut delta) = (vec![Vec::new(); b_n], vec![Vec::new(); b_n]);
+    for r in [0..first, first..t_n] {
+        let n = r.len();
+        let part = layer_shape(
+            b_n,
+            n,
+            [g.key_heads(), hv, g.key_dim(), g.value_dim()],
+            shape.kernel(),
+        );
+        let x = steps_of(&d.x, b_n, t_n, c, r.clone());
+        let a = steps_of(&d.a, b_n, t_n, hv, r.clone());
+        let bb = steps_of(&d.b, b_n, t_n, hv, r.clone());
+        let inputs = LayerInputs {
+            x: &x,
+            a: &a,
+            b: &bb,
+            mask: None,
+        };
+        let out: LayerRecorded<f32, f32, f32, f32> = backend
+            .record_layer(
+                &part,
+                GqaLayout::Blocked,
+                &d.params(),
+                &inputs,
+                &window,
+                &state,
+            )
+            .unwrap();
+        for b in 0..b_n {
+            y[b].extend_from_slice(&out.y[b * n * vd..(b + 1) * n * vd]);
+            delta[b].extend_from_slice(&out.delta[b * n * vd..(b + 1) * n * vd]);
+        }
+        state = out.state;
+        let conv = ConvShape::new(b_n, n, c, shape.kernel()).unwrap();
+        window = backend
+            .conv_commit(&conv, &window, &x, &vec![n as u32; b_n])
+            .unwrap();
+    }
+    (y.concat(), delta.concat(), state)
+}
+
+#[test]
+fn a_draft_committed_in_two_rounds_is_one_run() {
+    let shape = layer_shape(2, 7, [2, 4, 8, 6], 4);
+    let d = LayerDraw::new(&shape, 7, true, true);
+    let mut backends = vec![("cpu", cpu())];
+    if let Some(g) = gpu() {
+        backends.push(("gpu", Backend::Gpu(g)));
+    }
+    for (name, backend) in backends {
+        let one: LayerRecorded<f32, f32, f32, f32> = backend
+            .record_layer(
+                &shape,
+                GqaLayout::Blocked,
+                &d.params(),
+                &LayerInputs {
+                    x: &d.x,
+                    a: &d.a,
+                    b: &d.b,
+                    mask: None,
+                },
+                &d.window,
+                &d.state,
+            )
+            .unwrap();
+        for first in [1, 3, 6] {
+            let (y, delta, state) = two_rounds(&backend, &shape, &d, first);
+            if name == "cpu" {
+                // The same f32 arithmetic in the same order: bit for bit.
+                assert_eq!(y, one.y, "{name} split at {first}: y");
+                assert_eq!(delta, one.delta, "{name} split at {first}: delta");
+                assert_eq!(state, one.state, "{name} split at {first}: state");
+            } else {
+                assert_close(&format!("{name} split at {first}: y"), &y, &one.y, 1e-5);
+                assert_close(
+                    &format!("{name} split at {first}: state"),
+                    &state,
+                    &one.state,
+                    1e-5,
+                );
+            }
+        }
+    }
+}
+
+/// The GPU host call against the CPU twin at `A`, `S`, `P`, `G`.
+fn gpu_case<A: Element, S: Element, P: Element, G: Element>(
+    g: &GpuBackend,
+    cpu: &Backend,
+    shape: &LayerShape,
+    d: &LayerDraw,
+    layout: GqaLayout,
+    mask: Option<&[u32]>,
+) {
+    let t = TypedLayer::<A, G>::of(d);
+    let state: Vec<S> = deltatape::internals::cast_from_f32(&d.state);
+    let run = |b: &dyn Fn() -> deltatape::Result<LayerRecorded<A, S, P, G>>| b().unwrap();
+    let want = run(&|| {
+        cpu.record_layer(
+            shape,
+            layout,
+            &d.params(),
+            &t.inputs(mask),
+            &t.window,
+            &state,
+        )
+    });
+    let got = run(&|| {
+        g.record_layer(
+            shape,
+            layout,
+            &d.params(),
+            &t.inputs(mask),
+            &t.window,
+            &state,
+        )
+    });
+    let what = format!(
+        "{:?} {layout:?} mask {} {}/{}/{}/{}",
+        shape,
+        mask.is_some(),
+        A::DTYPE.name(),
+        S::DTYPE.name(),
+        P::DTYPE.name(),
+        G::DTYPE.name()
+    );
+    assert_close(&format!("{what}: y"), &got.y, &want.y, tol(A::DTYPE));
+    assert_close(
+        &format!("{what}: state"),
+        &got.state,
+        &want.state,
+        tol(S::DTYPE),
+    );
+    assert_close(
+        &format!("{what}: delta"),
+        &got.delta,
+        &want.delta,
+        tol(P::DTYPE),
+    );
+    assert_close(&format!("{what}: tape k"), &got.k, &want.k, tol(A::DTYPE));
+    assert_close(&format!("{what}: tape g"), &got.g, &want.g, tol(G::DTYPE));
+}
+
+#[test]
+fn gpu_layer_matches_the_cpu_twin() {
+    let Some(g) = gpu() else { return };
+    let cpu = cpu();
+    // Dk a multiple of 4 and not (6: the scalar accessors), Dv even (bf16 outputs pair
+    // rows); T from 0 across the 4- and 8-step staging chunks.
+    let shapes = [
+        (layer_shape(2, 9, [2, 4, 8, 6], 4), true, false),
+        (layer_shape(1, 1, [1, 2, 16, 8], 4), true, true),
+        (layer_shape(3, 5, [1, 2, 6, 4], 3), false, true),
+        (layer_shape(1, 17, [2, 2, 32, 16], 4), true, false),
+        (layer_shape(2, 0, [1, 1, 4, 4], 2), true, false),
+    ];
+    for (i, (shape, norm, bias)) in shapes.into_iter().enumerate() {
+        let d = LayerDraw::new(&shape, 60 + i as u64, norm, bias);
+        let m = mask(shape.gdn(), 90 + i as u64);
+        // f32 everywhere, and the 16-bit sets in turn (each kernel costs lavapipe a
+        // compile): each set meets both layouts, masked and not, over the shapes.
+        let cases = [(GqaLayout::Blocked, None), (GqaLayout::Tiled, Some(&m[..]))];
+        for (j, (layout, mask)) in cases.into_iter().enumerate() {
+            gpu_case::<f32, f32, f32, f32>(&g, &cpu, &shape, &d, layout, mask);
+            match (i + j) % 3 {
+                0 => gpu_case::<bf16, f32, f16, f32>(&g, &cpu, &shape, &d, layout, mask),
+                1 => gpu_case::<f16, f16, f16, f16>(&g, &cpu, &shape, &d, layout, mask),
+                _ => gpu_case::<bf16, bf16, bf16, bf16>(&g, &cpu, &shape, &d, layout, mask),
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_resident_layer_writes_the_host_calls_outputs() {
+    let Some(g) = gpu() else { return };
+    let shape = layer_shape(2, 6, [2, 4, 8, 6], 4);
+    let gdn = shape.gdn();
+    let d = LayerDraw::new(&shape, 5, true, true);
+    let host: LayerRecorded<f32, f32, f32, f32> = g
+        .record_layer(
+            &shape,
+            GqaLayout::Blocked,
+            &d.params(),
+            &LayerInputs {
+                x: &d.x,
+                a: &d.a,
+                b: &d.b,
+                mask: None,
+            },
+            &d.window,
+            &d.state,
+        )
+        .unwrap();
+    let layer = g.upload_layer(&shape, &d.params()).unwrap();
+    let src = wgpu::BufferUsages::COPY_SRC;
+    let input = |x: &[f32]| storage_buffer(&g, x, wgpu::BufferUsages::empty());
+    let output = |n: usize| storage_buffer(&g, &vec![f32::NAN; n], src);
+    let (x, window, a, b, state) = (
+        input(&d.x),
+        input(&d.window),
+        input(&d.a),
+        input(&d.b),
+        input(&d.state),
+    );
+    let (y, delta, k, gg) = (
+        output(gdn.v_len()),
+        output(gdn.v_len()),
+        output(gdn.qk_len()),
+        output(gdn.gate_len()),
+    );
+    // The rollback's form: the tape's copies, no state_out.
+    let buffers = RecordLayerBuffers {
+        x: &x,
+        window: &window,
+        layer: &layer,
+        a: &a,
+        b: &b,
+        state_in: &state,
+        y: &y,
+        state_out: None,
+        delta: &delta,
+        mask: None,
+        tape_k_grouped: Some(&k),
+        tape_g: Some(&gg),
+    };
+    let p = g
+        .prepare_record_layer(&shape, GqaLayout::Blocked, GdnDtypes::F32, &buffers)
+        .unwrap();
+    let mut enc = g.device().create_command_encoder(&Default::default());
+    p.encode(&mut enc);
+    g.queue().submit([enc.finish()]);
+    let read = |buf: &wgpu::Buffer, n: usize| g.read_buffer::<f32>(buf, n).unwrap();
+    assert_close("resident y", &read(&y, gdn.v_len()), &host.y, 1e-6);
+    assert_close(
+        "resident delta",
+        &read(&delta, gdn.v_len()),
+        &host.delta,
+        1e-6,
+    );
+    assert_close("resident tape k", &read(&k, gdn.qk_len()), &host.k, 1e-6);
+    assert_close("resident tape g", &read(&gg, gdn.gate_len()), &host.g, 1e-6);
+}
+
+#[test]
+fn bad_parameters_are_refused_with_nothing_written() {
+    let shape = layer_shape(1, 3, [1, 2, 4, 4], 4);
+    let d = LayerDraw::new(&shape, 3, true, true);
+    let t = TypedLayer::<f32, f32>::of(&d);
+    let short = vec![0.0; 1];
+    let bad: [(&str, LayerParams<'_>); 4] = [
+        (
+            "conv_weight",
+            LayerParams {
+                conv_weight: &short,
+                ..d.params()
+            },
+        ),
+        (
+            "conv_bias",
+            LayerParams {
+                conv_bias: Some(&short),
+                ..d.params()
+            },
+        ),
+        (
+            "a_log",
+            LayerParams {
+                a_log: &short,
+                ..d.params()
+            },
+        ),
+        (
+            "dt_bias",
+            LayerParams {
+                dt_bias: &short,
+                ..d.params()
+            },
+        ),
+    ];
+    let mut backends = vec![cpu()];
+    if let Some(g) = gpu() {
+        backends.push(Backend::Gpu(g));
+    }
+    for backend in &backends {
+        for (name, params) in &bad {
+            let r: deltatape::Result<LayerRecorded<f32, f32, f32, f32>> = no_panic(name, || {
+                backend.record_layer(
+                    &shape,
+                    GqaLayout::Blocked,
+                    params,
+                    &t.inputs(None),
+                    &t.window,
+                    &d.state,
+                )
+            });
+            assert!(
+                matches!(r, Err(Error::Length { arg, .. }) if arg == *name),
+                "{name}: {r:?}"
+            );
+        }
+        let short_x = &t.x[1..];
+        let r: deltatape::Result<LayerRecorded<f32, f32, f32, f32>> = backend.record_layer(
+            &shape,
+            GqaLayout::Blocked,
+            &d.params(),
+            &LayerInputs {
+                x: short_x,
+                ..t.inputs(None)
+            },
+            &t.window,
+            &d.state,
+        );
+        assert!(matches!(r, Err(Error::Length { arg: "x", .. })), "{r:?}");
+    }
+    for (kernel, ok) in [(1, false), (2, true), (4, true), (5, false)] {
+        let r = LayerShape::new(*shape.gdn(), kernel);
+        assert_eq!(r.is_ok(), ok, "K = {kernel}: {r:?}");
+    }
+    // The resident path: a parameter buffer of another layer's size, refused before
+    // anything is encoded; y keeps what it held.
+    let Some(g) = backends.iter().find_map(|b| b.as_gpu()) else {
+        return;
+    };
+    let other = layer_shape(1, 3, [1, 2, 4, 4], 3);
+    let other_d = LayerDraw::new(&other, 4, true, false);
+    let wrong = g.upload_layer(&other, &other_d.params()).unwrap();
+    let gdn = shape.gdn();
+    let input = |x: &[f32]| storage_buffer(g, x, wgpu::BufferUsages::empty());
+    let (x, window, a, b, state) = (
+        input(&d.x),
+        input(&d.window),
+        input(&d.a),
+        input(&d.b),
+        input(&d.state),
+    );
+    let sentinel = vec![7.0f32; gdn.v_len()];
+    let y = storage_buffer(g, &sentinel, wgpu::BufferUsages::COPY_SRC);
+    let delta = storage_buffer(g, &sentinel, wgpu::BufferUsages::COPY_SRC);
+    let buffers = RecordLayerBuffers {
+        x: &x,
+        window: &window,
+        layer: &wrong,
+        a: &a,
+        b: &b,
+        state_in: &state,
+        y: &y,
+        state_out: None,
+        delta: &delta,
+        mask: None,
+        tape_k_grouped: None,
+        tape_g: None,
+    };
+    let r = g.prepare_record_layer(&shape, GqaLayout::Blocked, GdnDtypes::F32, &buffers);
+    assert!(
+        matches!(r, Err(Error::BufferSize { arg: "layer", .. })),
+        "{:?}",
+        r.err()
+    );
+    assert_eq!(g.read_buffer::<f32>(&y, gdn.v_len()).unwrap(), sentinel);
+}
