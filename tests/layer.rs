@@ -616,3 +616,135 @@ fn bad_parameters_are_refused_with_nothing_written() {
     );
     assert_eq!(g.read_buffer::<f32>(&y, gdn.v_len()).unwrap(), sentinel);
 }
+
+/// Each sequence's steps `0..n[b]` of a `[B, T, per_step]` tensor, as a `[B, n, ..]`
+/// tensor of the longest (the rest of a shorter sequence zero-padded and masked).
+fn prefix_steps(x: &[f32], t_n: usize, per_step: usize, n: usize, b: usize) -> Vec<f32> {
+    x[b * t_n * per_step..][..n * per_step].to_vec()
+}
+
+/// A rollback's raw drafts against record_layer run by hand: two rounds of two layers,
+/// each committing its own prefix per sequence (the conv window rolled on the device on
+/// the GPU), then the committed state and window against one sequence's sequential run.
+#[test]
+fn rollback_raw_drafts_roll_back_state_and_window() {
+    use deltatape::{ConvConfig, Rollback, RollbackMode, RollbackOptions};
+    let shape = layer_shape(2, 4, [2, 4, 8, 6], 4);
+    let gdn = *shape.gdn();
+    let (c, hv) = (shape.channels(), gdn.value_heads());
+    let draws = [
+        LayerDraw::new(&shape, 31, true, true),
+        LayerDraw::new(&shape, 32, true, false),
+    ];
+    let second = [
+        LayerDraw::new(&shape, 33, true, true),
+        LayerDraw::new(&shape, 34, true, false),
+    ];
+    let accepted = [[1u32, 4], [3, 0]];
+    let mut backends = vec![cpu()];
+    if let Some(g) = gpu() {
+        backends.push(Backend::Gpu(g));
+    }
+    for backend in &backends {
+        for mode in [RollbackMode::SingleState, RollbackMode::KeepDrafted] {
+            let conv = Some(ConvConfig {
+                channels: c,
+                kernel: 4,
+            });
+            let options = RollbackOptions { mode, conv };
+            let mut rb: Rollback<f32, f32, f32> =
+                Rollback::with_options(backend, gdn, 2, GqaLayout::Blocked, options).unwrap();
+            for (l, d) in draws.iter().enumerate() {
+                let raw = LayerInputs {
+                    x: &d.x,
+                    a: &d.a,
+                    b: &d.b,
+                    mask: None,
+                };
+                let r = rb.draft_layer_raw(l, &raw);
+                assert!(
+                    matches!(r, Err(Error::Order { .. })),
+                    "no parameters yet: {r:?}"
+                );
+                rb.set_layer_params(l, &d.params()).unwrap();
+                rb.set_state(l, &d.state).unwrap();
+                rb.set_conv_window(l, &d.window).unwrap();
+            }
+            // Round by round: each layer's y against record_layer from the state and
+            // window the rollback should hold.
+            let mut want_state: Vec<Vec<f32>> = draws.iter().map(|d| d.state.clone()).collect();
+            let mut want_window: Vec<Vec<f32>> = draws.iter().map(|d| d.window.clone()).collect();
+            for (round, inputs) in [&draws, &second].into_iter().enumerate() {
+                for (l, d) in inputs.iter().enumerate() {
+                    let raw = LayerInputs {
+                        x: &d.x,
+                        a: &d.a,
+                        b: &d.b,
+                        mask: None,
+                    };
+                    let y = rb.draft_layer_raw(l, &raw).unwrap();
+                    let want: LayerRecorded<f32, f32, f32, f32> = cpu()
+                        .record_layer(
+                            &shape,
+                            GqaLayout::Blocked,
+                            &draws[l].params(),
+                            &raw,
+                            &want_window[l],
+                            &want_state[l],
+                        )
+                        .unwrap();
+                    assert_close(
+                        &format!("{} {mode:?} round {round} layer {l}: y", backend.describe()),
+                        &y,
+                        &want.y,
+                        1e-5,
+                    );
+                    // The reference state and window after each sequence's prefix.
+                    for b in 0..gdn.batch() {
+                        let n = accepted[round][b] as usize;
+                        let one = layer_shape(1, n, [2, 4, 8, 6], 4);
+                        let state_len = gdn.state_len() / gdn.batch();
+                        let win_len = shape.window_len() / gdn.batch();
+                        let x = prefix_steps(&d.x, gdn.steps(), c, n, b);
+                        let a = prefix_steps(&d.a, gdn.steps(), hv, n, b);
+                        let bb = prefix_steps(&d.b, gdn.steps(), hv, n, b);
+                        let s0 = want_state[l][b * state_len..][..state_len].to_vec();
+                        let w0 = want_window[l][b * win_len..][..win_len].to_vec();
+                        let r: LayerRecorded<f32, f32, f32, f32> = cpu()
+                            .record_layer(
+                                &one,
+                                GqaLayout::Blocked,
+                                &draws[l].params(),
+                                &LayerInputs {
+                                    x: &x,
+                                    a: &a,
+                                    b: &bb,
+                                    mask: None,
+                                },
+                                &w0,
+                                &s0,
+                            )
+                            .unwrap();
+                        want_state[l][b * state_len..][..state_len].copy_from_slice(&r.state);
+                        if n > 0 {
+                            let conv = ConvShape::new(1, n, c, 4).unwrap();
+                            let w = cpu().conv_commit(&conv, &w0, &x, &[n as u32]).unwrap();
+                            want_window[l][b * win_len..][..win_len].copy_from_slice(&w);
+                        }
+                    }
+                }
+                rb.commit(&accepted[round]).unwrap();
+                for l in 0..2 {
+                    let what = format!("{} {mode:?} round {round} layer {l}", backend.describe());
+                    assert_close(
+                        &format!("{what}: state"),
+                        &rb.state(l).unwrap(),
+                        &want_state[l],
+                        1e-5,
+                    );
+                    assert_eq!(rb.conv_window(l).unwrap(), want_window[l], "{what}: window");
+                }
+            }
+        }
+    }
+}

@@ -269,19 +269,21 @@ impl GpuBackend {
         table: (&Sh, &'static [OperandSpec<Sh>]),
         buffers: Vec<Option<&wgpu::Buffer>>,
     ) -> Result<Prepared> {
-        self.prepare_gdn_conv(grid, (layout, 0), key, table, buffers)
+        self.prepare_gdn_conv(grid, (layout, 0), key, table, (buffers, Vec::new()))
     }
 
     /// [`GpuBackend::prepare_gdn_as`] with the conv's taps in the parameters
-    /// (record_layer; 0 for the ops without a conv).
+    /// (record_layer; 0 for the ops without a conv), and each buffer bound from its
+    /// byte offset (`offsets` in table order; empty: all 0).
     pub(crate) fn prepare_gdn_conv<Sh: 'static>(
         &self,
         grid: &GdnShape,
         (layout, conv_taps): (GqaLayout, u32),
         key: KernelKey,
         (shape, specs): (&Sh, &'static [OperandSpec<Sh>]),
-        buffers: Vec<Option<&wgpu::Buffer>>,
+        (buffers, mut offsets): (Vec<Option<&wgpu::Buffer>>, Vec<u64>),
     ) -> Result<Prepared> {
+        offsets.resize(buffers.len(), 0);
         let op = key.op.name();
         check_key_dim(op, grid)?;
         check_bf16_pairs(op, grid, &key)?;
@@ -293,7 +295,7 @@ impl GpuBackend {
             workgroups,
             shape,
             specs,
-            offsets: vec![0; buffers.len()],
+            offsets,
             buffers,
         })
     }

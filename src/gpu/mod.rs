@@ -33,7 +33,7 @@ pub use crate::op::record::RecordBuffers;
 pub use crate::op::record_layer::RecordLayerBuffers;
 pub use crate::op::repeat::RepeatBuffers;
 pub use crate::op::replay::ReplayBuffers;
-pub use crate::rollback::resident::{DraftBuffers, GpuRollback};
+pub use crate::rollback::resident::{DraftBuffers, GpuRollback, RawDraftBuffers};
 pub use crate::tuning::{AdapterKey, Tuning};
 pub use backend::GpuBackend;
 pub use device::device_requirements;

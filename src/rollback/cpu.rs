@@ -10,8 +10,10 @@ use crate::op::conv::cpu::conv_commit;
 use crate::op::fold_record::cpu::{fold_record, FoldRecordArgs};
 use crate::op::record::cpu::{record, RecordArgs};
 use crate::op::record::RecordInputs;
+use crate::op::record_layer::cpu::prologue;
+use crate::op::record_layer::{LayerInputs, LayerParams};
 use crate::op::replay::cpu::{replay, ReplayArgs, TapeKeys};
-use crate::shape::{ConvShape, GdnShape, GqaLayout};
+use crate::shape::{ConvShape, GdnShape, GqaLayout, LayerShape};
 
 /// The layers of a CPU rollback.
 pub(crate) struct CpuStore<A, S, P, G> {
@@ -22,6 +24,8 @@ pub(crate) struct CpuStore<A, S, P, G> {
     conv: Option<ConvShape>,
     layers: Vec<CpuLayer<A, S, P, G>>,
     drafts: Drafts,
+    /// Each layer's packed parameters for raw drafts, with the layer's shape.
+    params: Vec<Option<(LayerShape, Vec<f32>)>>,
 }
 
 impl<A: Element, S: Element, P: Element, G: Element> CpuStore<A, S, P, G> {
@@ -61,6 +65,7 @@ impl<A: Element, S: Element, P: Element, G: Element> CpuStore<A, S, P, G> {
             conv,
             layers: (0..layers).map(|_| layer()).collect::<Result<_>>()?,
             drafts: Drafts::new(layers),
+            params: vec![None; layers],
         })
     }
 
@@ -145,6 +150,33 @@ impl<A: Element, S: Element, P: Element, G: Element> LayerStore<A, S, P, G>
         draft_cpu_layer(&self.cpu, &self.shape, self.layout, l, inputs, conv_x);
         self.drafts.open(draft.layer);
         Ok(l.y.clone())
+    }
+
+    fn set_layer_params(
+        &mut self,
+        layer: usize,
+        shape: &LayerShape,
+        params: &LayerParams<'_>,
+    ) -> Result<()> {
+        self.params[layer] = Some((*shape, params.pack(shape)?));
+        Ok(())
+    }
+
+    /// The prologue on the host from the layer's window, then the layer's draft.
+    fn draft_layer_raw(&mut self, layer: usize, inputs: &LayerInputs<'_, A, G>) -> Result<Vec<A>> {
+        let (shape, packed) = self.params[layer].as_ref().ok_or_else(no_params)?;
+        let window = &self.layers[layer]
+            .conv
+            .as_ref()
+            .ok_or_else(no_params)?
+            .window;
+        let prepared = prologue(shape, packed, inputs, window);
+        let draft = LayerDraft {
+            layer,
+            inputs: &prepared.inputs(inputs.mask),
+            conv_x: Some(inputs.x),
+        };
+        self.draft_layer(draft)
     }
 
     fn draft_all(
@@ -330,4 +362,12 @@ fn draft_cpu_layer<A: Element, S: Element, P: Element, G: Element>(
         c.x.copy_from_slice(x);
     }
     l.mask = i.mask.map(<[u32]>::to_vec);
+}
+
+/// A raw draft of a layer whose parameters were not set (the rollback checks the conv).
+fn no_params() -> Error {
+    Error::Order {
+        op: "draft_layer_raw",
+        why: "a raw draft needs the layer's parameters: set_layer_params first",
+    }
 }

@@ -2,13 +2,14 @@
 //! and, per layer, the buffers the host's activations are uploaded into.
 
 use super::commit::CommitKind;
-use super::resident::{DraftBuffers, GpuRollback};
+use super::resident::{DraftBuffers, GpuRollback, RawDraftBuffers};
 use super::store::{LayerDraft, LayerStore};
 use crate::dtype::Element;
 use crate::error::Result;
 use crate::gpu::backend::GpuBackend;
 use crate::op::record::RecordInputs;
-use crate::shape::{ConvShape, GdnShape};
+use crate::op::record_layer::{LayerInputs, LayerParams};
+use crate::shape::{ConvShape, GdnShape, LayerShape};
 use std::marker::PhantomData;
 
 /// The layers of a GPU rollback.
@@ -109,6 +110,64 @@ impl<A: Element, S: Element, P: Element, G: Element> LayerStore<A, S, P, G> for 
             }
             Err(e) => {
                 // Nothing of this layer's draft ran: it is not open.
+                self.rollback.abandon_layer_draft(layer);
+                Err(e)
+            }
+        }
+    }
+
+    fn set_layer_params(
+        &mut self,
+        layer: usize,
+        _shape: &LayerShape,
+        params: &LayerParams<'_>,
+    ) -> Result<()> {
+        self.rollback.set_layer_params(layer, params)
+    }
+
+    /// One submission and one readback (of y): x goes to the layer's conv inputs, a
+    /// and b to its gates' buffers.
+    fn draft_layer_raw(&mut self, layer: usize, inputs: &LayerInputs<'_, A, G>) -> Result<Vec<A>> {
+        const OP: &str = "draft_layer_raw";
+        let gpu = self.rollback.backend().clone();
+        let b = &self.inputs[layer];
+        let v_len = self.shape.v_len();
+        let read = gpu.guarded(OP, || {
+            let x = b
+                .conv_x
+                .as_ref()
+                .ok_or_else(|| crate::error::Error::Unsupported {
+                    op: OP,
+                    arg: "conv",
+                    why: "this rollback keeps no conv window (RollbackOptions::conv)".into(),
+                })?;
+            let write = |buf: &wgpu::Buffer, bytes: &[u8]| {
+                crate::gpu::cache::write_padded(gpu.queue(), buf, bytes)
+            };
+            write(x, bytemuck::cast_slice(inputs.x));
+            write(&b.g, bytemuck::cast_slice(inputs.a));
+            write(&b.beta, bytemuck::cast_slice(inputs.b));
+            if let Some(m) = inputs.mask {
+                write(&b.mask, bytemuck::cast_slice(m));
+            }
+            let raw = RawDraftBuffers {
+                x,
+                a: &b.g,
+                b: &b.beta,
+                y: &b.y,
+                mask: inputs.mask.is_some().then_some(&b.mask),
+            };
+            let mut encoder = gpu.encoder();
+            self.rollback.encode_draft_raw(&mut encoder, layer, &raw)?;
+            let bytes = (v_len * A::DTYPE.size_bytes()) as u64;
+            gpu.submit_and_map(OP, encoder, &[(&b.y, 0, bytes)], Vec::new())
+        });
+        match read {
+            Ok(readback) => {
+                let bytes = readback.wait_blocking()?;
+                Ok(crate::gpu::host::from_bytes(&bytes[0], v_len))
+            }
+            Err(e) => {
                 self.rollback.abandon_layer_draft(layer);
                 Err(e)
             }

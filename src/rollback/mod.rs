@@ -23,7 +23,8 @@ use crate::dtype::{Element, GdnDtypes};
 use crate::error::{check_len, Error, Result};
 use crate::op::record::host::check_record_inputs;
 use crate::op::record::RecordInputs;
-use crate::shape::{ConvShape, GdnShape, GqaLayout};
+use crate::op::record_layer::{LayerInputs, LayerParams};
+use crate::shape::{ConvShape, GdnShape, GqaLayout, LayerShape};
 use cpu::CpuStore;
 use gpu::GpuStore;
 use resident::GpuRollback;
@@ -343,6 +344,62 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
             conv_x,
         };
         self.store.draft_layer(draft)
+    }
+
+    /// Set a layer's parameters for [`Rollback::draft_layer_raw`] (checked and packed:
+    /// [`LayerParams::pack`]); on the GPU they are uploaded, once.
+    pub fn set_layer_params(&mut self, layer: usize, params: &LayerParams<'_>) -> Result<()> {
+        const OP: &str = "set_layer_params";
+        self.check_layer(OP, layer)?;
+        let shape = self.layer_shape(OP)?;
+        self.store.set_layer_params(layer, &shape, params)
+    }
+
+    /// [`Rollback::draft_layer`] from the layer's raw inputs (docs/SPEC.md
+    /// "record_layer"): the conv over x from the layer's window, which stays where the
+    /// rollback keeps it (on the GPU, on the device: no readback), SiLU, q and k's
+    /// norms, the gates from a and b, then the draft; x is kept for the commit's conv.
+    /// Returns y. Needs a conv window ([`RollbackOptions::conv`], K up to 4) and the
+    /// layer's parameters ([`Rollback::set_layer_params`]; `Error::Order` without).
+    pub fn draft_layer_raw(
+        &mut self,
+        layer: usize,
+        inputs: &LayerInputs<'_, A, G>,
+    ) -> Result<Vec<A>> {
+        const OP: &str = "draft_layer_raw";
+        self.check_layer(OP, layer)?;
+        let shape = self.layer_shape(OP)?;
+        check_len(OP, "x", shape.x_len(), inputs.x.len())?;
+        check_len(OP, "a", shape.gate_len(), inputs.a.len())?;
+        check_len(OP, "b", shape.gate_len(), inputs.b.len())?;
+        if let Some(m) = inputs.mask {
+            check_len(OP, "mask", shape.mask_len(), m.len())?;
+        }
+        if self.store.is_drafted(layer) {
+            return Err(Error::Order {
+                op: OP,
+                why: "this layer is already drafted in this round: commit first",
+            });
+        }
+        self.store.draft_layer_raw(layer, inputs)
+    }
+
+    /// The layer step's shape: this rollback's with its conv's taps.
+    fn layer_shape(&self, op: &'static str) -> Result<LayerShape> {
+        let conv = self.conv_shape(op)?;
+        let shape = LayerShape::new(self.shape, conv.kernel())?;
+        if conv.channels() != shape.channels() {
+            return Err(Error::Unsupported {
+                op,
+                arg: "conv",
+                why: format!(
+                    "a raw draft's conv runs over 2 Hk Dk + Hv Dv = {} channels; this rollback's has {}",
+                    shape.channels(),
+                    conv.channels()
+                ),
+            });
+        }
+        Ok(shape)
     }
 
     /// A draft's conv inputs (one slice per drafted layer) against this rollback's conv.

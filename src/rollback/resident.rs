@@ -13,8 +13,9 @@ use crate::gpu::encode::Prepared;
 use crate::op::conv::ConvBuffers;
 use crate::op::fold_record::FoldRecordBuffers;
 use crate::op::record::RecordBuffers;
+use crate::op::record_layer::{LayerParams, RecordLayerBuffers};
 use crate::op::replay::ReplayBuffers;
-use crate::shape::{ConvShape, GdnShape, GqaLayout};
+use crate::shape::{ConvShape, GdnShape, GqaLayout, LayerShape};
 use std::borrow::Cow;
 use wgpu::BufferUsages as U;
 
@@ -37,6 +38,61 @@ pub struct DraftBuffers<'a> {
     /// ([`GpuRollback::conv_inputs_buffer`]'s), into whose range for this layer you
     /// wrote them: then nothing is copied.
     pub conv_x: Option<&'a wgpu::Buffer>,
+}
+
+/// The raw inputs of one layer's draft (record_layer: the conv, the norms and the gates
+/// in the draft's dispatch), as GPU buffers (dtypes: the rollback's; the layer's
+/// parameters set with [`GpuRollback::set_layer_params`]).
+#[derive(Clone, Copy, Debug)]
+pub struct RawDraftBuffers<'a> {
+    /// `[B, T, C]`, `STORAGE` and `COPY_SRC`: the conv inputs, read by the draft and kept
+    /// for the commit's conv (copied as [`DraftBuffers::conv_x`] is).
+    pub x: &'a wgpu::Buffer,
+    /// `[B, T, Hv]`: the decay's input.
+    pub a: &'a wgpu::Buffer,
+    /// `[B, T, Hv]`: beta's input.
+    pub b: &'a wgpu::Buffer,
+    /// Where the draft writes y `[B, T, Hv, Dv]`.
+    pub y: &'a wgpu::Buffer,
+    /// `[B, T]` u32 with `COPY_SRC` (it is kept with the tape), or `None`.
+    pub mask: Option<&'a wgpu::Buffer>,
+}
+
+/// What a layer's draft reads: record's activations, or a layer's raw inputs with the
+/// layer's parameters.
+#[derive(Clone, Copy)]
+enum DraftInputs<'a> {
+    Prepared(&'a DraftBuffers<'a>),
+    Raw(&'a RawDraftBuffers<'a>),
+}
+
+impl<'a> DraftInputs<'a> {
+    fn y(&self) -> &'a wgpu::Buffer {
+        match self {
+            DraftInputs::Prepared(b) => b.y,
+            DraftInputs::Raw(r) => r.y,
+        }
+    }
+    fn mask(&self) -> Option<&'a wgpu::Buffer> {
+        match self {
+            DraftInputs::Prepared(b) => b.mask,
+            DraftInputs::Raw(r) => r.mask,
+        }
+    }
+    fn conv_x(&self) -> Option<&'a wgpu::Buffer> {
+        match self {
+            DraftInputs::Prepared(b) => b.conv_x,
+            DraftInputs::Raw(r) => Some(r.x),
+        }
+    }
+    /// The inputs the draft's dispatches are cached by (the first 5 of the key): a raw
+    /// draft leaves the fifth out, so no raw key meets a prepared one.
+    fn key(&self) -> [Option<&'a wgpu::Buffer>; 5] {
+        match self {
+            DraftInputs::Prepared(b) => [Some(b.q), Some(b.k), Some(b.v), Some(b.g), Some(b.beta)],
+            DraftInputs::Raw(r) => [Some(r.x), Some(r.a), Some(r.b), None, None],
+        }
+    }
 }
 
 /// The buffers a layer's draft dispatches are cached by: q, k, v, g, beta, y, the
@@ -71,6 +127,8 @@ struct Layer {
     /// bind-group creation or any allocation.
     drafts_prepared: PreparedCache<DraftDispatches, DRAFT_KEY>,
     commits_prepared: PreparedCache<Prepared, COMMIT_KEY>,
+    /// The layer's parameters for raw drafts ([`GpuRollback::set_layer_params`]).
+    params: Option<wgpu::Buffer>,
 }
 
 /// Every layer's conv window and drafted conv inputs, one buffer each (layer `l` at
@@ -222,7 +280,10 @@ struct DraftPlan<'a> {
     shape: GdnShape,
     layout: GqaLayout,
     dtypes: GdnDtypes,
-    b: &'a DraftBuffers<'a>,
+    inputs: DraftInputs<'a>,
+    /// A raw draft's layer: its shape, parameters, and where its window is (the conv's
+    /// buffer of every layer's windows, from this byte).
+    raw: Option<(LayerShape, &'a wgpu::Buffer, &'a wgpu::Buffer, u64)>,
     states: &'a States<wgpu::Buffer>,
     delta: &'a wgpu::Buffer,
     tape_k: &'a wgpu::Buffer,
@@ -239,10 +300,10 @@ impl DraftPlan<'_> {
         deferred: Option<&DeferredFold>,
         conv_copy: Option<&(&wgpu::Buffer, &wgpu::Buffer, std::ops::Range<u64>)>,
     ) -> Result<DraftDispatches> {
-        let (gpu, b) = (self.gpu, self.b);
-        let (replay_first, record) = match (deferred, b.mask) {
+        let gpu = self.gpu;
+        let (replay_first, record) = match (deferred, self.inputs) {
             // One pass over the state: the deferred replay, then record from it.
-            (Some(f), None) => {
+            (Some(f), DraftInputs::Prepared(b)) if b.mask.is_none() => {
                 let fold = FoldRecordBuffers {
                     q: b.q,
                     k: b.k,
@@ -262,9 +323,9 @@ impl DraftPlan<'_> {
                 let (shape, layout, dtypes) = (&self.shape, self.layout, self.dtypes);
                 (None, gpu.prepare_fold_record(shape, layout, dtypes, &fold)?)
             }
-            // fold_record takes no mask: a masked draft replays the deferred commit
-            // first, then records.
-            (Some(f), Some(_)) => {
+            // fold_record takes no mask nor raw inputs: such a draft replays the
+            // deferred commit first, then records.
+            (Some(f), _) => {
                 let state = self.states.committed();
                 let replay = prepare_deferred_replay(
                     gpu,
@@ -294,9 +355,32 @@ impl DraftPlan<'_> {
         })
     }
 
-    /// record from the committed state, writing the drafted one and the tape.
+    /// record (record_layer from raw inputs) from the committed state, writing the
+    /// drafted one and the tape.
     fn record(&self) -> Result<Prepared> {
-        let b = self.b;
+        let (shape, layout, dtypes) = (&self.shape, self.layout, self.dtypes);
+        let b = match (self.inputs, self.raw) {
+            (DraftInputs::Prepared(b), _) => b,
+            (DraftInputs::Raw(r), Some((layer_shape, params, window, at))) => {
+                let buffers = RecordLayerBuffers {
+                    x: r.x,
+                    window,
+                    layer: params,
+                    a: r.a,
+                    b: r.b,
+                    state_in: self.states.committed(),
+                    y: r.y,
+                    state_out: self.states.drafted(),
+                    delta: self.delta,
+                    mask: r.mask,
+                    tape_k_grouped: Some(self.tape_k),
+                    tape_g: Some(self.tape_g),
+                };
+                let gpu = self.gpu;
+                return gpu.prepare_record_layer_at(&layer_shape, layout, dtypes, &buffers, at);
+            }
+            (DraftInputs::Raw(_), None) => return Err(no_conv("draft")),
+        };
         let record = RecordBuffers {
             q: b.q,
             k: b.k,
@@ -311,7 +395,6 @@ impl DraftPlan<'_> {
             tape_k_grouped: Some(self.tape_k),
             tape_g: Some(self.tape_g),
         };
-        let (shape, layout, dtypes) = (&self.shape, self.layout, self.dtypes);
         self.gpu.prepare_record(shape, layout, dtypes, &record)
     }
 }
@@ -484,6 +567,7 @@ impl GpuRollback {
                     spare: None,
                     drafts_prepared: PreparedCache::new(),
                     commits_prepared: PreparedCache::new(),
+                    params: None,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -591,8 +675,40 @@ impl GpuRollback {
         layer: usize,
         b: &DraftBuffers<'_>,
     ) -> Result<()> {
-        let draft = self.prepare_draft(layer, b)?;
+        let draft = self.prepare_draft(layer, DraftInputs::Prepared(b))?;
         self.encode_prepared_drafts(encoder, &[(layer, draft)]);
+        Ok(())
+    }
+
+    /// Encode one layer's draft from its raw inputs: one record_layer dispatch (the
+    /// conv from the layer's window on the device, the norms and the gates, then
+    /// record), writing y and the tape as [`GpuRollback::encode_draft`] does; x is kept
+    /// for the commit's conv. Needs a conv window ([`RollbackOptions::conv`], K up to
+    /// [`crate::internals::MAX_LAYER_TAPS`]) and the layer's parameters
+    /// ([`GpuRollback::set_layer_params`]); a deferred commit is replayed first.
+    pub fn encode_draft_raw(
+        &mut self,
+        encoder: &mut wgpu::CommandEncoder,
+        layer: usize,
+        b: &RawDraftBuffers<'_>,
+    ) -> Result<()> {
+        let draft = self.prepare_draft(layer, DraftInputs::Raw(b))?;
+        self.encode_prepared_drafts(encoder, &[(layer, draft)]);
+        Ok(())
+    }
+
+    /// Upload a layer's parameters for its raw drafts ([`LayerParams::pack`], checked
+    /// against the rollback's shape and conv): once per layer, or when they change.
+    pub fn set_layer_params(&mut self, layer: usize, params: &LayerParams<'_>) -> Result<()> {
+        const OP: &str = "set_layer_params";
+        self.layer(OP, layer)?;
+        let conv = self.conv.as_ref().ok_or_else(|| no_conv(OP))?;
+        let shape = LayerShape::new(self.shape, conv.layer.kernel())?;
+        let buffer = self.gpu.upload_layer(&shape, params)?;
+        let l = &mut self.layers[layer];
+        l.params = Some(buffer);
+        // Dispatches bound the old parameters: built again at the next draft.
+        l.drafts_prepared = PreparedCache::new();
         Ok(())
     }
 
@@ -624,7 +740,7 @@ impl GpuRollback {
         }
         let prepared = (first..)
             .zip(drafts)
-            .map(|(layer, b)| Ok((layer, self.prepare_draft(layer, b)?)))
+            .map(|(layer, b)| Ok((layer, self.prepare_draft(layer, DraftInputs::Prepared(b))?)))
             .collect::<Result<Vec<_>>>()?;
         self.encode_prepared_drafts(encoder, &prepared);
         Ok(())
@@ -669,16 +785,30 @@ impl GpuRollback {
     }
 
     /// Validate one layer's draft and build (or find) its dispatches.
-    fn prepare_draft(&mut self, layer: usize, b: &DraftBuffers<'_>) -> Result<LayerDraft> {
+    fn prepare_draft(&mut self, layer: usize, inputs: DraftInputs<'_>) -> Result<LayerDraft> {
         const OP: &str = "draft";
         let (shape, layout, dtypes) = (self.shape, self.layout, self.dtypes);
         let l = self.layer(OP, layer)?;
-        if let Some(m) = b.mask {
+        let raw = match inputs {
+            DraftInputs::Prepared(_) => None,
+            DraftInputs::Raw(_) => {
+                let conv = self.conv.as_deref().ok_or_else(|| no_conv(OP))?;
+                let params = l.params.as_ref().ok_or(Error::Order {
+                    op: OP,
+                    why: "a raw draft needs the layer's parameters: set_layer_params first",
+                })?;
+                let layer_shape = LayerShape::new(shape, conv.layer.kernel())?;
+                let at = conv.window_range(dtypes.act, layer).start;
+                Some((layer_shape, params.clone(), at))
+            }
+        };
+        let mask_in = inputs.mask();
+        if let Some(m) = mask_in {
             check_copied(OP, "mask", m, shape.mask_len() as u64 * 4)?;
         }
-        let conv_copy = conv_copy(OP, self.conv.as_deref(), dtypes.act, layer, b.conv_x)?;
+        let conv_copy = conv_copy(OP, self.conv.as_deref(), dtypes.act, layer, inputs.conv_x())?;
         // (source, kept copy) of the mask: the layer's kept mask when it is large enough.
-        let mask = b.mask.map(|m| {
+        let mask = mask_in.map(|m| {
             let bytes = shape.mask_len() as u64 * 4;
             let keep = match &l.tape_mask {
                 Some(t) if t.size() >= bytes => t.clone(),
@@ -696,17 +826,18 @@ impl GpuRollback {
         // The tape k and g alternate between two pairs once commits are deferred, so
         // they are part of the key; a deferred commit adds its own buffers.
         let deferred = l.deferred.as_ref();
+        let [k0, k1, k2, k3, k4] = inputs.key();
         let key = [
-            Some(b.q),
-            Some(b.k),
-            Some(b.v),
-            Some(b.g),
-            Some(b.beta),
-            Some(b.y),
+            k0,
+            k1,
+            k2,
+            k3.or(raw.as_ref().map(|(_, params, _)| params)),
+            k4,
+            Some(inputs.y()),
             Some(l.states.committed()),
             Some(&l.tape_k),
             Some(&l.tape_g),
-            b.mask,
+            mask_in,
             conv_copy.as_ref().map(|(x, ..)| *x),
             deferred.map(|f| &f.accepted),
             deferred.map(|f| &f.tape_k),
@@ -717,7 +848,11 @@ impl GpuRollback {
             shape,
             layout,
             dtypes,
-            b,
+            inputs,
+            raw: match (&raw, self.conv.as_deref()) {
+                (Some((ls, params, at)), Some(conv)) => Some((*ls, params, &conv.window, *at)),
+                _ => None,
+            },
             states: &l.states,
             delta: &l.delta,
             tape_k: &l.tape_k,

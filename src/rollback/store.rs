@@ -5,6 +5,8 @@
 use super::commit::CommitKind;
 use crate::error::Result;
 use crate::op::record::RecordInputs;
+use crate::op::record_layer::{LayerInputs, LayerParams};
+use crate::shape::LayerShape;
 
 /// One layer's draft, as `Rollback::draft_layer` checked it.
 pub(crate) struct LayerDraft<'a, 'b, A, G> {
@@ -31,6 +33,17 @@ pub(crate) trait LayerStore<A, S, P, G>: wgpu::WasmNotSendSync {
     fn is_drafted(&self, layer: usize) -> bool;
     /// Draft one layer; its y.
     fn draft_layer(&mut self, draft: LayerDraft<'_, '_, A, G>) -> Result<Vec<A>>;
+    /// Keep a layer's parameters for its raw drafts (`shape`: the rollback's, with its
+    /// conv's taps).
+    fn set_layer_params(
+        &mut self,
+        layer: usize,
+        shape: &LayerShape,
+        params: &LayerParams<'_>,
+    ) -> Result<()>;
+    /// Draft one layer from its raw inputs (record_layer; the window the layer's own);
+    /// its y. `Error::Order` without the layer's parameters.
+    fn draft_layer_raw(&mut self, layer: usize, inputs: &LayerInputs<'_, A, G>) -> Result<Vec<A>>;
     /// Draft every layer (`conv_x[layer]` when the rollback keeps a conv).
     fn draft_all(
         &mut self,

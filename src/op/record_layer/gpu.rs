@@ -1,7 +1,7 @@
 //! record_layer on the GPU: the layer's parameters uploaded once, and the resident
 //! dispatch over the caller's buffers.
 
-use super::{LayerParams, RecordLayerBuffers, RecordLayerOperands};
+use super::{LayerParams, RecordLayerBuffers, RecordLayerOperands, RecordLayerRow};
 use crate::dtype::GdnDtypes;
 use crate::error::Result;
 use crate::gpu::backend::GpuBackend;
@@ -41,14 +41,29 @@ impl GpuBackend {
         dtypes: GdnDtypes,
         buffers: &RecordLayerBuffers<'_>,
     ) -> Result<Prepared> {
+        self.prepare_record_layer_at(shape, layout, dtypes, buffers, 0)
+    }
+
+    /// [`GpuBackend::prepare_record_layer`] with the window bound from byte
+    /// `window_offset` of its buffer (a rollback's buffer of every layer's windows).
+    pub(crate) fn prepare_record_layer_at(
+        &self,
+        shape: &LayerShape,
+        layout: GqaLayout,
+        dtypes: GdnDtypes,
+        buffers: &RecordLayerBuffers<'_>,
+        window_offset: u64,
+    ) -> Result<Prepared> {
         let grid = shape.gdn();
         // record's class: the same recurrence, its tuning measured on record.
         let class = self.tuning().class(Op::Record, grid, dtypes);
         let key = KernelKey::record_layer(grid, dtypes, self.reduction, false, &class)
             .with_bound(buffers.bound());
-        let slots = buffers.slots().into_iter().map(|b| b.copied()).collect();
+        let slots: Vec<_> = buffers.slots().into_iter().map(|b| b.copied()).collect();
         let table = (shape, RecordLayerOperands::<()>::SPECS);
         let taps = shape.kernel() as u32;
-        self.prepare_gdn_conv(grid, (layout, taps), key, table, slots)
+        let mut offsets = vec![0; slots.len()];
+        offsets[RecordLayerRow::Window as usize] = window_offset;
+        self.prepare_gdn_conv(grid, (layout, taps), key, table, (slots, offsets))
     }
 }
