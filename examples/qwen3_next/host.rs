@@ -70,11 +70,14 @@ pub fn argmax(x: &[f32]) -> u32 {
 }
 
 /// A layer's in_proj, split: the conv inputs `x` (`[T, C]`: q, k, v before the conv),
-/// z (`[T, Hv, Dv]`), and the gates the recurrence takes, `g` (the decay, exponentiated)
-/// and `beta` (`[T, Hv]`).
+/// z (`[T, Hv, Dv]`), the gates' inputs `a` and `b` (`[T, Hv]`), which the rollback's
+/// raw draft takes, and the gates record takes, `g` (the decay, exponentiated) and
+/// `beta` (`[T, Hv]`), for the packed prefill (record_varlen has no raw form).
 pub struct Projected {
     pub x: Vec<f32>,
     pub z: Vec<f32>,
+    pub a: Vec<f32>,
+    pub b: Vec<f32>,
     pub g: Vec<f32>,
     pub beta: Vec<f32>,
 }
@@ -187,7 +190,28 @@ impl Model {
             |(i, a): (usize, &f32)| (-a_log[i % HV].exp() * softplus(a + dt_bias[i % HV])).exp();
         let g = a.iter().enumerate().map(decay).collect();
         let beta = b.iter().map(|b| 1.0 / (1.0 + (-b).exp())).collect();
-        Projected { x, z, g, beta }
+        Projected {
+            x,
+            z,
+            a,
+            b,
+            g,
+            beta,
+        }
+    }
+
+    /// Layer `l`'s conv weight (`conv1d.weight`, `[C, 1, K]` read as `[C, K]`), A_log and
+    /// dt_bias: what the rollback's raw drafts compute the conv, the norms and the gates
+    /// from on the device.
+    pub fn layer_params(&self, l: usize) -> deltatape::LayerParams<'_> {
+        deltatape::LayerParams {
+            conv_weight: self.lw(l, "linear_attn.conv1d.weight"),
+            conv_bias: None,
+            a_log: self.lw(l, "linear_attn.A_log"),
+            dt_bias: self.lw(l, "linear_attn.dt_bias"),
+            qk_norm: true,
+            q_scale: None,
+        }
     }
 
     /// Layer `l`'s causal conv over (`window` ++ `x`) with SiLU, split into q, k (L2-

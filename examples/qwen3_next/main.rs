@@ -1,17 +1,20 @@
 //! A tiny Qwen3-Next and a tiny Qwen 3.5 (`tests/fixtures/*_tiny`: 4 GatedDeltaNet
 //! layers, dense MLPs, Hk = 2, Hv = 4) decoded greedily and speculatively with
 //! deltatape's rollback, checked against transformers' own tokens.
-//! The dense parts run on the host in f32 (`host.rs`); each layer's recurrence is drafted on
-//! the chosen backend with `Rollback::draft_layer`, which returns y for the next layer,
-//! and the rollback keeps (and rolls back) every layer's state and conv window.
+//! The dense parts run on the host in f32 (`host.rs`); each layer's raw projections go
+//! to the chosen backend with `Rollback::draft_layer_raw`, which runs the causal conv
+//! (from the layer's window, kept by the rollback: on the GPU it never comes back), the
+//! q/k norms, the gates and the recurrence, and returns y for the next layer; the
+//! rollback keeps (and rolls back) every layer's state and conv window.
 //! Both prompts of a batch (the fixture's prompt and its first half) are first prefilled
 //! together, one `record_varlen` call a layer, and decoded from the states it leaves.
 //! Run: `cargo run --release --example qwen3_next` (`DELTATAPE_BACKEND=cpu|gpu`).
 mod host;
 
 use deltatape::wgpu::{self, util::DeviceExt};
+use deltatape::Rollback;
 use deltatape::VarlenShape;
-use deltatape::{Backend, ConvConfig, GdnShape, GqaLayout, RecordInputs, Recorded, Rollback};
+use deltatape::{Backend, ConvConfig, GdnShape, GqaLayout, LayerInputs, RecordInputs, Recorded};
 use deltatape::{RollbackMode, RollbackOptions};
 pub use host::{argmax, fixture, tensor, Model, Res, MODELS};
 use host::{CHANNELS, DK, DV, HK, HV, KERNEL};
@@ -39,17 +42,16 @@ pub fn draft_layers(
 ) -> Res<()> {
     for l in layers {
         let p = model.in_proj(l, h);
-        let [q, k, v] = model.conv(l, &rb.conv_window(l)?, &p.x);
-        let inputs = RecordInputs {
-            q: &q,
-            k: &k,
-            v: &v,
-            g: &p.g,
-            beta: &p.beta,
+        // The raw projections: the conv (from the layer's window, which stays in the
+        // rollback), the q/k norms and the gates run in the draft's dispatch. y for the
+        // rest of the layer; the rollback keeps the tape and the conv inputs.
+        let inputs = LayerInputs {
+            x: &p.x,
+            a: &p.a,
+            b: &p.b,
             mask: None,
         };
-        // y for the rest of the layer; the rollback keeps the tape and the conv inputs.
-        let y = rb.draft_layer(l, &inputs, Some(&p.x))?;
+        let y = rb.draft_layer_raw(l, &inputs)?;
         model.finish(l, h, &y, &p.z);
     }
     Ok(())
@@ -88,7 +90,11 @@ impl<'m> Session<'m> {
             kernel: KERNEL,
         });
         let options = RollbackOptions { mode, conv };
-        let rb = Rollback::with_options(backend, shape, model.layers, GqaLayout::Blocked, options)?;
+        let mut rb =
+            Rollback::with_options(backend, shape, model.layers, GqaLayout::Blocked, options)?;
+        for l in 0..model.layers {
+            rb.set_layer_params(l, &model.layer_params(l))?;
+        }
         Ok(Session {
             model,
             rb,
