@@ -183,6 +183,36 @@ fn round_runs_with_conv_inputs_in_place() {
     assert_eq!(rows, 1, "{stdout}");
 }
 
+/// `deltatape round --raw`: every layer drafted from raw inputs (record_layer), with the
+/// conv inputs in place and the commits deferred (the raw draft replays them first).
+#[test]
+fn round_drafts_from_raw_inputs() {
+    if !common::has_gpu() {
+        return;
+    }
+    let stdout = round(&[
+        "--raw",
+        "--conv-in-place",
+        "--deferred",
+        "--modes",
+        "single",
+        "--batches",
+        "2",
+        "--steps",
+        "3",
+        "--layers",
+        "2",
+        "--rounds",
+        "2",
+    ]);
+    assert!(stdout.contains("drafts from raw inputs"), "{stdout}");
+    let rows = stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with("deferred"))
+        .count();
+    assert_eq!(rows, 1, "{stdout}");
+}
+
 /// `deltatape round --deferred`: each commit is folded into the next round's draft; the
 /// keep mode, which has no single state to fold into, is refused.
 #[test]

@@ -748,3 +748,92 @@ fn rollback_raw_drafts_roll_back_state_and_window() {
         }
     }
 }
+
+/// A GpuRollback's raw drafts of two layers in one pass, x written into the rollback's
+/// own conv inputs buffer (each layer's range of it), against record_layer on the
+/// host; then a commit from a device buffer moves each layer's window as conv_commit.
+#[test]
+fn gpu_rollback_raw_drafts_read_x_in_place() {
+    use deltatape::gpu::RawDraftBuffers;
+    use deltatape::{ConvConfig, GpuRollback, RollbackOptions};
+    let Some(g) = gpu() else { return };
+    let shape = layer_shape(2, 3, [1, 2, 8, 4], 3);
+    let gdn = *shape.gdn();
+    let c = shape.channels();
+    let options = RollbackOptions {
+        conv: Some(ConvConfig {
+            channels: c,
+            kernel: 3,
+        }),
+        ..Default::default()
+    };
+    let mut rb =
+        GpuRollback::with_options(&g, gdn, 2, GqaLayout::Blocked, GdnDtypes::F32, options).unwrap();
+    let draws = [
+        LayerDraw::new(&shape, 51, true, true),
+        LayerDraw::new(&shape, 52, false, false),
+    ];
+    let own = rb.conv_inputs_buffer(0).unwrap().buffer().clone();
+    for (l, d) in draws.iter().enumerate() {
+        rb.set_layer_params(l, &d.params()).unwrap();
+        rb.write_state(l, &d.state).unwrap();
+        rb.write_conv_window(l, &d.window).unwrap();
+        let at = rb.conv_inputs_buffer(l).unwrap().offset();
+        g.queue().write_buffer(&own, at, bytemuck::cast_slice(&d.x));
+    }
+    let none = wgpu::BufferUsages::empty();
+    let src = wgpu::BufferUsages::COPY_SRC;
+    let bufs: Vec<_> = draws
+        .iter()
+        .map(|d| {
+            let y = storage_buffer(&g, &vec![0f32; gdn.v_len()], src);
+            (
+                storage_buffer(&g, &d.a, none),
+                storage_buffer(&g, &d.b, none),
+                y,
+            )
+        })
+        .collect();
+    let raw: Vec<_> = bufs
+        .iter()
+        .map(|(a, b, y)| RawDraftBuffers {
+            x: &own,
+            a,
+            b,
+            y,
+            mask: None,
+        })
+        .collect();
+    let accepted = storage_buffer(&g, &[3u32, 1], none);
+    let mut enc = g.device().create_command_encoder(&Default::default());
+    rb.encode_drafts_raw_from(&mut enc, 0, &raw).unwrap();
+    rb.encode_commit_from_buffer(&mut enc, &accepted).unwrap();
+    g.queue().submit([enc.finish()]);
+    for (l, d) in draws.iter().enumerate() {
+        let inputs = LayerInputs {
+            x: &d.x,
+            a: &d.a,
+            b: &d.b,
+            mask: None,
+        };
+        let want: LayerRecorded<f32, f32, f32, f32> = cpu()
+            .record_layer(
+                &shape,
+                GqaLayout::Blocked,
+                &d.params(),
+                &inputs,
+                &d.window,
+                &d.state,
+            )
+            .unwrap();
+        let y = g.read_buffer::<f32>(&bufs[l].2, gdn.v_len()).unwrap();
+        assert_close(&format!("layer {l}: y"), &y, &want.y, 1e-5);
+        let conv = ConvShape::new(2, 3, c, 3).unwrap();
+        let window = cpu().conv_commit(&conv, &d.window, &d.x, &[3, 1]).unwrap();
+        assert_eq!(
+            rb.read_conv_window::<f32>(l).unwrap(),
+            window,
+            "layer {l}: window"
+        );
+    }
+}

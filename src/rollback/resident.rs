@@ -282,8 +282,9 @@ struct DraftPlan<'a> {
     dtypes: GdnDtypes,
     inputs: DraftInputs<'a>,
     /// A raw draft's layer: its shape, parameters, and where its window is (the conv's
-    /// buffer of every layer's windows, from this byte).
-    raw: Option<(LayerShape, &'a wgpu::Buffer, &'a wgpu::Buffer, u64)>,
+    /// buffer of every layer's windows), with the byte offsets of its window and of x
+    /// (non-zero where x is the rollback's own buffer of every layer's conv inputs).
+    raw: Option<(LayerShape, &'a wgpu::Buffer, &'a wgpu::Buffer, (u64, u64))>,
     states: &'a States<wgpu::Buffer>,
     delta: &'a wgpu::Buffer,
     tape_k: &'a wgpu::Buffer,
@@ -361,7 +362,7 @@ impl DraftPlan<'_> {
         let (shape, layout, dtypes) = (&self.shape, self.layout, self.dtypes);
         let b = match (self.inputs, self.raw) {
             (DraftInputs::Prepared(b), _) => b,
-            (DraftInputs::Raw(r), Some((layer_shape, params, window, at))) => {
+            (DraftInputs::Raw(r), Some((layer_shape, params, window, offsets))) => {
                 let buffers = RecordLayerBuffers {
                     x: r.x,
                     window,
@@ -377,7 +378,13 @@ impl DraftPlan<'_> {
                     tape_g: Some(self.tape_g),
                 };
                 let gpu = self.gpu;
-                return gpu.prepare_record_layer_at(&layer_shape, layout, dtypes, &buffers, at);
+                return gpu.prepare_record_layer_at(
+                    &layer_shape,
+                    layout,
+                    dtypes,
+                    &buffers,
+                    offsets,
+                );
             }
             (DraftInputs::Raw(_), None) => return Err(no_conv("draft")),
         };
@@ -733,6 +740,30 @@ impl GpuRollback {
         first: usize,
         drafts: &[DraftBuffers<'_>],
     ) -> Result<()> {
+        let inputs: Vec<_> = drafts.iter().map(DraftInputs::Prepared).collect();
+        self.encode_inputs_from(encoder, first, &inputs)
+    }
+
+    /// [`GpuRollback::encode_drafts_from`] from raw inputs: layers `first..first +
+    /// drafts.len()` drafted in one compute pass as [`GpuRollback::encode_draft_raw`]
+    /// drafts one. x may be the rollback's own buffer
+    /// ([`GpuRollback::conv_inputs_buffer`]'s), each layer's range of it written.
+    pub fn encode_drafts_raw_from(
+        &mut self,
+        encoder: &mut wgpu::CommandEncoder,
+        first: usize,
+        drafts: &[RawDraftBuffers<'_>],
+    ) -> Result<()> {
+        let inputs: Vec<_> = drafts.iter().map(DraftInputs::Raw).collect();
+        self.encode_inputs_from(encoder, first, &inputs)
+    }
+
+    fn encode_inputs_from(
+        &mut self,
+        encoder: &mut wgpu::CommandEncoder,
+        first: usize,
+        drafts: &[DraftInputs<'_>],
+    ) -> Result<()> {
         // The whole run must be layers: its last one is checked first (saturating, so
         // a `first` near usize::MAX is refused rather than overflowed).
         if let Some(last) = drafts.len().checked_sub(1) {
@@ -740,7 +771,7 @@ impl GpuRollback {
         }
         let prepared = (first..)
             .zip(drafts)
-            .map(|(layer, b)| Ok((layer, self.prepare_draft(layer, DraftInputs::Prepared(b))?)))
+            .map(|(layer, d)| Ok((layer, self.prepare_draft(layer, *d)?)))
             .collect::<Result<Vec<_>>>()?;
         self.encode_prepared_drafts(encoder, &prepared);
         Ok(())
@@ -798,8 +829,14 @@ impl GpuRollback {
                     why: "a raw draft needs the layer's parameters: set_layer_params first",
                 })?;
                 let layer_shape = LayerShape::new(shape, conv.layer.kernel())?;
-                let at = conv.window_range(dtypes.act, layer).start;
-                Some((layer_shape, params.clone(), at))
+                let window_at = conv.window_range(dtypes.act, layer).start;
+                let own_x = inputs.conv_x() == Some(&conv.x);
+                let x_at = if own_x {
+                    conv.x_range(dtypes.act, layer).start
+                } else {
+                    0
+                };
+                Some((layer_shape, params.clone(), (window_at, x_at)))
             }
         };
         let mask_in = inputs.mask();

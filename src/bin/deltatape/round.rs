@@ -8,11 +8,11 @@
 
 use crate::bench::timestamps::{self, Clock};
 use crate::progress::Progress;
-use deltatape::gpu::DraftBuffers;
+use deltatape::gpu::{DraftBuffers, RawDraftBuffers};
 use deltatape::wgpu::{self, util::DeviceExt};
 use deltatape::{
-    Footprint, GdnDtypes, GdnShape, GpuBackend, GpuRollback, ModelPreset, RollbackMode,
-    RollbackOptions,
+    ConvConfig, Footprint, GdnDtypes, GdnShape, GpuBackend, GpuRollback, LayerParams, ModelPreset,
+    RollbackMode, RollbackOptions,
 };
 use std::process::ExitCode;
 use std::time::Instant;
@@ -69,6 +69,11 @@ pub struct Args {
     /// previous round's commit, and its conv commit.
     #[arg(long)]
     deferred: bool,
+    /// Draft every layer from raw inputs (`encode_drafts_raw_from`: record_layer, the
+    /// conv from the layer's window, the q/k norms and the gates in the draft's
+    /// dispatch), each layer's parameters set once; x is the conv inputs buffer.
+    #[arg(long, conflicts_with = "no_conv")]
+    raw: bool,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -167,6 +172,9 @@ fn print_header(args: &Args, model: &ModelPreset, layers: usize, parts: usize, g
             (false, true) => "; the conv window is committed with the state (inputs in place, not copied)",
         }
     );
+    if args.raw {
+        println!("drafts from raw inputs: the conv, q/k norms and gates in each layer's draft dispatch (record_layer)");
+    }
     println!(
         "wall time: to the round's last submission done, polled for up to {} us, then blocked on (DELTATAPE_SPIN_US)",
         gpu.options().spin.as_micros()
@@ -415,6 +423,24 @@ impl CellBuffers {
         })
     }
 
+    /// Every layer's draft: from q, k, v, g and beta, or (`raw`) from x, with g's and
+    /// beta's buffers as a and b.
+    fn drafts(&self, layers: usize, raw: bool) -> LayerDrafts<'_> {
+        match (raw, &self.conv_x) {
+            (true, Some(x)) => LayerDrafts::Raw(vec![
+                RawDraftBuffers {
+                    x,
+                    a: &self.g,
+                    b: &self.beta,
+                    y: &self.y,
+                    mask: None,
+                };
+                layers
+            ]),
+            _ => LayerDrafts::Prepared(vec![self.draft(); layers]),
+        }
+    }
+
     fn draft(&self) -> DraftBuffers<'_> {
         DraftBuffers {
             q: &self.q,
@@ -427,6 +453,55 @@ impl CellBuffers {
             conv_x: self.conv_x.as_ref(),
         }
     }
+}
+
+/// Every layer's draft inputs: record's, or raw ones (`--raw`).
+enum LayerDrafts<'a> {
+    Prepared(Vec<DraftBuffers<'a>>),
+    Raw(Vec<RawDraftBuffers<'a>>),
+}
+
+impl LayerDrafts<'_> {
+    /// Encode the drafts of `layers`.
+    fn encode(
+        &self,
+        rollback: &mut GpuRollback,
+        encoder: &mut wgpu::CommandEncoder,
+        layers: std::ops::Range<usize>,
+    ) -> deltatape::Result<()> {
+        let first = layers.start;
+        match self {
+            LayerDrafts::Prepared(d) => rollback.encode_drafts_from(encoder, first, &d[layers]),
+            LayerDrafts::Raw(d) => rollback.encode_drafts_raw_from(encoder, first, &d[layers]),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            LayerDrafts::Prepared(d) => d.len(),
+            LayerDrafts::Raw(d) => d.len(),
+        }
+    }
+}
+
+/// Every layer's parameters for raw drafts: small conv weights, A_log and dt_bias 0,
+/// the norms on.
+fn set_layer_params(rollback: &mut GpuRollback, conv: ConvConfig) -> deltatape::Result<()> {
+    let heads = rollback.shape().value_heads();
+    let weight = vec![0.25f32; conv.channels * conv.kernel];
+    let zeros = vec![0.0f32; heads];
+    let params = LayerParams {
+        conv_weight: &weight,
+        conv_bias: None,
+        a_log: &zeros,
+        dt_bias: &zeros,
+        qk_norm: true,
+        q_scale: None,
+    };
+    for l in 0..rollback.layers() {
+        rollback.set_layer_params(l, &params)?;
+    }
+    Ok(())
 }
 
 /// The rollback's own conv inputs buffer, every layer's slice of it filled, as an
@@ -585,7 +660,10 @@ impl RoundBench<'_> {
             &options,
             args.conv_in_place,
         )?;
-        let drafts = vec![buffers.draft(); layers];
+        if args.raw {
+            set_layer_params(&mut rollback, self.model.conv())?;
+        }
+        let drafts = buffers.drafts(layers, args.raw);
         // Rounds warm up, untimed, for at least two rounds and SPIN_UP: making the
         // cell's buffers left the GPU idle, and an idle GPU runs at a fraction of its
         // clock for up to a second of work (docs/PERFORMANCE.md, "The GPU's clock").
@@ -616,7 +694,7 @@ impl RoundBench<'_> {
         &mut self,
         rollback: &mut GpuRollback,
         accepted: &wgpu::Buffer,
-        drafts: &[DraftBuffers<'_>],
+        drafts: &LayerDrafts<'_>,
         round: usize,
         b: usize,
         t: usize,
@@ -632,7 +710,7 @@ impl RoundBench<'_> {
             let mut encoder = gpu.encoder();
             stamps.mark(&mut encoder, 2 * part as u32);
             let range = self.part_layers(part);
-            rollback.encode_drafts_from(&mut encoder, range.start, &drafts[range])?;
+            drafts.encode(rollback, &mut encoder, range)?;
             stamps.mark(&mut encoder, 2 * part as u32 + 1);
             // The engine's acceptance kernel, outside the timed parts: the GPU time is
             // the draft and the commit (approximately: a pass-boundary timestamp does
@@ -675,7 +753,7 @@ impl RoundBench<'_> {
         &self,
         rollback: &mut GpuRollback,
         accepted: &wgpu::Buffer,
-        drafts: &[DraftBuffers<'_>],
+        drafts: &LayerDrafts<'_>,
         b: usize,
         t: usize,
     ) -> deltatape::Result<f64> {
@@ -689,7 +767,7 @@ impl RoundBench<'_> {
         let mut last_b2b = None;
         for bind in &binds {
             let mut encoder = gpu.encoder();
-            rollback.encode_drafts(&mut encoder, drafts)?;
+            drafts.encode(rollback, &mut encoder, 0..drafts.len())?;
             self.accept.encode(&mut encoder, bind, b);
             encode_commit(rollback, &mut encoder, accepted, self.args.deferred)?;
             last_b2b = Some(gpu.queue().submit([encoder.finish()]));

@@ -41,18 +41,19 @@ impl GpuBackend {
         dtypes: GdnDtypes,
         buffers: &RecordLayerBuffers<'_>,
     ) -> Result<Prepared> {
-        self.prepare_record_layer_at(shape, layout, dtypes, buffers, 0)
+        self.prepare_record_layer_at(shape, layout, dtypes, buffers, (0, 0))
     }
 
-    /// [`GpuBackend::prepare_record_layer`] with the window bound from byte
-    /// `window_offset` of its buffer (a rollback's buffer of every layer's windows).
+    /// [`GpuBackend::prepare_record_layer`] with the window and x bound from these byte
+    /// offsets of their buffers (a rollback's buffers of every layer's windows and conv
+    /// inputs).
     pub(crate) fn prepare_record_layer_at(
         &self,
         shape: &LayerShape,
         layout: GqaLayout,
         dtypes: GdnDtypes,
         buffers: &RecordLayerBuffers<'_>,
-        window_offset: u64,
+        (window_offset, x_offset): (u64, u64),
     ) -> Result<Prepared> {
         let grid = shape.gdn();
         // record's class: the same recurrence, its tuning measured on record.
@@ -64,6 +65,7 @@ impl GpuBackend {
         let taps = shape.kernel() as u32;
         let mut offsets = vec![0; slots.len()];
         offsets[RecordLayerRow::Window as usize] = window_offset;
+        offsets[RecordLayerRow::X as usize] = x_offset;
         self.prepare_gdn_conv(grid, (layout, taps), key, table, (slots, offsets))
     }
 }
