@@ -72,6 +72,9 @@ pub mod internals {
             ChunkStateOperands, ChunkStateRow, ChunkWalkCoopOperands, ChunkWalkCoopRow,
             ChunkWyOperands, ChunkWyRow,
         };
+        pub use crate::op::record_layer::varlen::{
+            RecordLayerVarlenOperands, RecordLayerVarlenRow,
+        };
         pub use crate::op::record_layer::{RecordLayerOperands, RecordLayerRow};
         pub use crate::op::record_varlen::{RecordVarlenOperands, RecordVarlenRow};
         pub use crate::op::repeat::{RepeatOperands, RepeatRow};
@@ -90,7 +93,10 @@ pub use op::record_chunked::{ChunkPrecision, ChunkSize};
 pub use op::record_layer::{LayerInputs, LayerParams, LayerRecorded};
 pub use op::replay::{Tape, TapeRef};
 pub use rollback::{CommitKind, ConvConfig, Footprint, Rollback, RollbackMode, RollbackOptions};
-pub use shape::{ConvShape, GdnShape, GqaLayout, LayerField, LayerShape, RepeatShape, VarlenShape};
+pub use shape::{
+    ConvShape, GdnShape, GqaLayout, LayerField, LayerShape, RepeatShape, VarlenLayerShape,
+    VarlenShape,
+};
 pub use tuning::{AdapterKey, Tuning};
 /// The wgpu this crate is built on, for callers that pass in their own device.
 pub use wgpu;

@@ -750,6 +750,87 @@ impl LayerShape {
     }
 }
 
+/// record_layer over packed sequences of their own lengths (docs/SPEC.md
+/// "record_layer", "record_varlen"): the packed tokens' [`VarlenShape`] and the conv's
+/// `K` taps; x, a, b and the outputs at the packed tokens, one state and one conv window
+/// `[C, K-1]` per sequence.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct VarlenLayerShape {
+    varlen: VarlenShape,
+    /// The packed tokens as one sequence of N steps, with the conv's taps.
+    packed: LayerShape,
+}
+
+impl VarlenLayerShape {
+    /// Check and build (as [`LayerShape::new`] on the packed tokens, and the windows'
+    /// element count).
+    pub fn new(varlen: VarlenShape, kernel: usize) -> Result<Self> {
+        let packed = LayerShape::new(*varlen.packed(), kernel)?;
+        let (c, k1) = (packed.channels, kernel - 1);
+        product(
+            "record_layer_varlen",
+            "window",
+            &[varlen.sequences(), c, k1],
+        )?;
+        Ok(VarlenLayerShape { varlen, packed })
+    }
+
+    /// The sequences and their offsets.
+    pub fn varlen(&self) -> &VarlenShape {
+        &self.varlen
+    }
+    /// The packed tokens as one sequence of N steps: x's, a's and b's index formulas
+    /// (and the parameters' layout).
+    pub fn packed(&self) -> &LayerShape {
+        &self.packed
+    }
+    /// Sequence `s` alone: B = 1, its length as T.
+    pub fn sequence(&self, s: usize) -> Result<LayerShape> {
+        let one = self
+            .varlen
+            .packed()
+            .with_steps(self.varlen.sequence(s).len())?;
+        LayerShape::new(one, self.packed.kernel)
+    }
+
+    /// x: `[N, C]`.
+    pub fn x_len(&self) -> usize {
+        self.packed.x_len()
+    }
+    /// The conv windows: `[S, C, K-1]`.
+    pub fn window_len(&self) -> usize {
+        self.varlen.sequences() * self.packed.channels * (self.packed.kernel - 1)
+    }
+    /// The layer's packed parameters ([`LayerShape::layer_len`]).
+    pub fn layer_len(&self) -> usize {
+        self.packed.layer_len()
+    }
+    /// a, b and the tape's g: `[N, Hv]`.
+    pub fn gate_len(&self) -> usize {
+        self.varlen.gate_len()
+    }
+    /// y and the tape's delta: `[N, Hv, Dv]`.
+    pub fn v_len(&self) -> usize {
+        self.varlen.v_len()
+    }
+    /// The tape's k: `[N, Hk, Dk]`.
+    pub fn qk_len(&self) -> usize {
+        self.varlen.qk_len()
+    }
+    /// The states: `[S, Hv, Dv, Dk]`.
+    pub fn state_len(&self) -> usize {
+        self.varlen.state_len()
+    }
+    /// The mask: `[N]`.
+    pub fn mask_len(&self) -> usize {
+        self.varlen.mask_len()
+    }
+    /// The offsets: `[S + 1]`.
+    pub fn offsets_len(&self) -> usize {
+        self.varlen.offsets_len()
+    }
+}
+
 /// The fields of a layer's packed parameters, in order ([`LayerShape::layer_at`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LayerField {

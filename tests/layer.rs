@@ -837,3 +837,94 @@ fn gpu_rollback_raw_drafts_read_x_in_place() {
         );
     }
 }
+
+/// The packed tokens `r` of a `[N, per]` tensor.
+fn tokens<E: Copy>(x: &[E], r: &std::ops::Range<usize>, per: usize) -> Vec<E> {
+    x[r.start * per..r.end * per].to_vec()
+}
+
+/// record_layer_varlen: each packed sequence's results are record_layer's on that
+/// sequence alone (its tokens, its window, its state): bit for bit on the CPU, within
+/// the dtypes' tolerance on the GPU (empty and one-token sequences, lengths across the
+/// staging chunks, both layouts, a mask).
+#[test]
+fn layer_varlen_is_record_layer_on_each_sequence() {
+    use deltatape::{VarlenLayerShape, VarlenShape};
+    let heads = [2, 4, 8, 6];
+    let mut backends = vec![cpu()];
+    if let Some(g) = gpu() {
+        backends.push(Backend::Gpu(g));
+    }
+    let mixes: [&[usize]; 3] = [&[5, 0, 1, 9, 3], &[0], &[17, 1, 2]];
+    for (i, lens) in mixes.iter().enumerate() {
+        let mut offsets = vec![0u32];
+        for &l in lens.iter() {
+            offsets.push(offsets.last().unwrap() + l as u32);
+        }
+        let n = *offsets.last().unwrap() as usize;
+        let [hk, hv, dk, dv] = heads;
+        let varlen = VarlenShape::new(n, &offsets, hk, hv, dk, dv).unwrap();
+        let shape = VarlenLayerShape::new(varlen.clone(), 4).unwrap();
+        let d = LayerDraw::new(shape.packed(), 70 + i as u64, true, true);
+        let mut rng = Rng::new(80 + i as u64);
+        let window = rng.vec(shape.window_len(), -1.5, 1.5);
+        let state = rng.vec(shape.state_len(), -0.5, 0.5);
+        let m = mask(shape.packed().gdn(), i as u64);
+        for backend in &backends {
+            for (layout, mask) in [(GqaLayout::Blocked, None), (GqaLayout::Tiled, Some(&m[..]))] {
+                let inputs = LayerInputs {
+                    x: &d.x,
+                    a: &d.a,
+                    b: &d.b,
+                    mask,
+                };
+                let got: LayerRecorded<f32, f32, f32, f32> = backend
+                    .record_layer_varlen(&shape, layout, &d.params(), &inputs, &window, &state)
+                    .unwrap();
+                for s in 0..lens.len() {
+                    let one = shape.sequence(s).unwrap();
+                    let r = varlen.sequence(s);
+                    let part = |x: &[f32], per: usize| tokens(x, &r, per);
+                    let (c, win) = (one.channels(), one.window_len());
+                    let st = one.state_len();
+                    let (x, a, b) = (part(&d.x, c), part(&d.a, hv), part(&d.b, hv));
+                    let ms = mask.map(|m| tokens(m, &r, 1));
+                    let seq = LayerInputs {
+                        x: &x,
+                        a: &a,
+                        b: &b,
+                        mask: ms.as_deref(),
+                    };
+                    let want: LayerRecorded<f32, f32, f32, f32> = cpu()
+                        .record_layer(
+                            &one,
+                            layout,
+                            &d.params(),
+                            &seq,
+                            &window[s * win..][..win],
+                            &state[s * st..][..st],
+                        )
+                        .unwrap();
+                    let what = format!("{} {lens:?} {layout:?} sequence {s}", backend.describe());
+                    let vd = hv * dv;
+                    let got_y = part(&got.y, vd);
+                    let got_state = got.state[s * st..][..st].to_vec();
+                    if backend.as_gpu().is_none() {
+                        assert_eq!(got_y, want.y, "{what}: y");
+                        assert_eq!(got_state, want.state, "{what}: state");
+                        assert_eq!(part(&got.k, hk * dk), want.k, "{what}: tape k");
+                    } else {
+                        assert_close(&format!("{what}: y"), &got_y, &want.y, 1e-5);
+                        assert_close(&format!("{what}: state"), &got_state, &want.state, 1e-5);
+                        assert_close(
+                            &format!("{what}: delta"),
+                            &part(&got.delta, vd),
+                            &want.delta,
+                            1e-5,
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

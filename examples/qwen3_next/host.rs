@@ -72,13 +72,16 @@ pub fn argmax(x: &[f32]) -> u32 {
 /// A layer's in_proj, split: the conv inputs `x` (`[T, C]`: q, k, v before the conv),
 /// z (`[T, Hv, Dv]`), the gates' inputs `a` and `b` (`[T, Hv]`), which the rollback's
 /// raw draft takes, and the gates record takes, `g` (the decay, exponentiated) and
-/// `beta` (`[T, Hv]`), for the packed prefill (record_varlen has no raw form).
+/// `beta` (`[T, Hv]`), for the tests that draft from prepared inputs.
 pub struct Projected {
     pub x: Vec<f32>,
     pub z: Vec<f32>,
     pub a: Vec<f32>,
     pub b: Vec<f32>,
+    // Read by tests/model.rs only: the example drafts from a and b.
+    #[allow(dead_code)]
     pub g: Vec<f32>,
+    #[allow(dead_code)]
     pub beta: Vec<f32>,
 }
 
@@ -216,7 +219,9 @@ impl Model {
 
     /// Layer `l`'s causal conv over (`window` ++ `x`) with SiLU, split into q, k (L2-
     /// normalised, q also scaled by 1/sqrt(Dk)) and v. `window` is `[C, K-1]`, oldest
-    /// first: the rollback's.
+    /// first: the rollback's. The example drafts from the raw projections;
+    /// tests/model.rs drafts from these prepared inputs too.
+    #[allow(dead_code)]
     pub fn conv(&self, l: usize, window: &[f32], x: &[f32]) -> [Vec<f32>; 3] {
         let (w, k1, t) = (
             self.lw(l, "linear_attn.conv1d.weight"),

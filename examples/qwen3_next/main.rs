@@ -7,14 +7,14 @@
 //! q/k norms, the gates and the recurrence, and returns y for the next layer; the
 //! rollback keeps (and rolls back) every layer's state and conv window.
 //! Both prompts of a batch (the fixture's prompt and its first half) are first prefilled
-//! together, one `record_varlen` call a layer, and decoded from the states it leaves.
+//! together, one `record_layer_varlen` call a layer (each prompt's conv from its own
+//! window), and decoded from the states it leaves.
 //! Run: `cargo run --release --example qwen3_next` (`DELTATAPE_BACKEND=cpu|gpu`).
 mod host;
 
 use deltatape::wgpu::{self, util::DeviceExt};
-use deltatape::Rollback;
-use deltatape::VarlenShape;
-use deltatape::{Backend, ConvConfig, GdnShape, GqaLayout, LayerInputs, RecordInputs, Recorded};
+use deltatape::{Backend, ConvConfig, GdnShape, GqaLayout, LayerInputs, LayerRecorded};
+use deltatape::{Rollback, VarlenLayerShape, VarlenShape};
 use deltatape::{RollbackMode, RollbackOptions};
 pub use host::{argmax, fixture, tensor, Model, Res, MODELS};
 use host::{CHANNELS, DK, DV, HK, HV, KERNEL};
@@ -147,7 +147,7 @@ pub struct Prefilled {
 }
 
 /// Prefill `prompts` together, each from a zero state and conv window: the tokens of
-/// all of them packed, one `record_varlen` call a layer, as an engine batches prompts
+/// all of them packed, one `record_layer_varlen` call a layer, as an engine batches prompts
 /// of different lengths.
 pub fn prefill_packed(model: &Model, backend: &Backend, prompts: &[&[u32]]) -> Res<Prefilled> {
     let mut offsets = vec![0u32];
@@ -162,30 +162,34 @@ pub fn prefill_packed(model: &Model, backend: &Backend, prompts: &[&[u32]]) -> R
         vec![Vec::new(); prompts.len()],
         vec![Vec::new(); prompts.len()],
     );
+    let layer_shape = VarlenLayerShape::new(shape.clone(), KERNEL)?;
+    let zero_windows = vec![0.0; layer_shape.window_len()];
     for l in 0..model.layers {
         let p = model.in_proj(l, &h);
-        // Each prompt's causal conv from its own (zero) window.
-        let [mut q, mut k, mut v] = [0, 1, 2].map(|_| Vec::new());
+        // Each prompt's window after its tokens, for the rollback that decodes it.
         for (s, window) in windows.iter_mut().enumerate() {
             let tokens = shape.sequence(s);
             let x = &p.x[tokens.start * CHANNELS..tokens.end * CHANNELS];
-            let [qs, ks, vs] = model.conv(l, &zero_window, x);
-            q.extend(qs);
-            k.extend(ks);
-            v.extend(vs);
             window.push(window_after(&zero_window, x));
         }
-        let inputs = RecordInputs {
-            q: &q,
-            k: &k,
-            v: &v,
-            g: &p.g,
-            beta: &p.beta,
+        // Each prompt's conv from its own (zero) window, its norms, gates and
+        // recurrence: one call a layer from the raw projections.
+        let inputs = LayerInputs {
+            x: &p.x,
+            a: &p.a,
+            b: &p.b,
             mask: None,
         };
         let zero_states = vec![0.0; shape.state_len()];
-        let out: Recorded<f32, f32, f32> =
-            backend.record_varlen(&shape, GqaLayout::Blocked, &inputs, &zero_states)?;
+        let params = model.layer_params(l);
+        let out: LayerRecorded<f32, f32, f32, f32> = backend.record_layer_varlen(
+            &layer_shape,
+            GqaLayout::Blocked,
+            &params,
+            &inputs,
+            &zero_windows,
+            &zero_states,
+        )?;
         let one = shape.state_len() / prompts.len();
         for (s, state) in out.state.chunks(one).enumerate() {
             states[s].push(state.to_vec());

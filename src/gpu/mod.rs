@@ -31,6 +31,9 @@ pub use crate::op::conv::ConvBuffers;
 pub use crate::op::fold_record::FoldRecordBuffers;
 pub use crate::op::record::RecordBuffers;
 pub use crate::op::record_layer::RecordLayerBuffers;
+/// Buffers of one record_layer_varlen call.
+pub type RecordLayerVarlenBuffers<'a> =
+    crate::op::record_layer::varlen::RecordLayerVarlenOperands<&'a wgpu::Buffer>;
 pub use crate::op::repeat::RepeatBuffers;
 pub use crate::op::replay::ReplayBuffers;
 pub use crate::rollback::resident::{DraftBuffers, GpuRollback, RawDraftBuffers};

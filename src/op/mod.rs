@@ -53,6 +53,8 @@ impl Op {
     pub const RecordVarlen: Op = record_varlen::OP;
     /// record from a layer's raw inputs: the conv, the norms and the gates first.
     pub const RecordLayer: Op = record_layer::OP;
+    /// record_layer over packed sequences of their own lengths.
+    pub const RecordLayerVarlen: Op = record_layer::varlen::OP;
     pub const Replay: Op = replay::OP;
     pub const Repeat: Op = repeat::OP;
     /// conv_commit: the conv window rolled forward in place.
@@ -71,10 +73,11 @@ impl Op {
     pub const ChunkOutCoop: Op = record_chunked::CHUNK_OUT_COOP;
 
     /// Every op that runs on any adapter.
-    pub const ALL: [Op; 10] = [
+    pub const ALL: [Op; 11] = [
         Op::Record,
         Op::RecordVarlen,
         Op::RecordLayer,
+        Op::RecordLayerVarlen,
         Op::Replay,
         Op::Repeat,
         Op::Conv,

@@ -20,6 +20,7 @@ use crate::tuning::ShapeClass;
 pub(crate) mod cpu;
 mod gpu;
 pub(crate) mod host;
+pub mod varlen;
 
 /// Buffers of one record_layer call (docs/SPEC.md's layouts; dtypes given separately):
 /// `layer` is [`LayerParams::pack`]'s, uploaded once per layer
