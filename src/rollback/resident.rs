@@ -691,8 +691,8 @@ impl GpuRollback {
     /// conv from the layer's window on the device, the norms and the gates, then
     /// record), writing y and the tape as [`GpuRollback::encode_draft`] does; x is kept
     /// for the commit's conv. Needs a conv window ([`RollbackOptions::conv`], K up to
-    /// [`crate::internals::MAX_LAYER_TAPS`]) and the layer's parameters
-    /// ([`GpuRollback::set_layer_params`]); a deferred commit is replayed first.
+    /// 4) and the layer's parameters ([`GpuRollback::set_layer_params`]); a deferred
+    /// commit is replayed first.
     pub fn encode_draft_raw(
         &mut self,
         encoder: &mut wgpu::CommandEncoder,
