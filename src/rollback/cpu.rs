@@ -2,7 +2,7 @@
 //! in host memory, drafted and committed by the ops' CPU twins.
 
 use super::commit::{deferred_pending, CommitKind, Drafts, RollbackMode, States};
-use super::store::{LayerDraft, LayerStore};
+use super::store::{no_layer_params, LayerDraft, LayerStore};
 use crate::cpu::CpuBackend;
 use crate::dtype::Element;
 use crate::error::{alloc_vec, Error, Result};
@@ -164,13 +164,16 @@ impl<A: Element, S: Element, P: Element, G: Element> LayerStore<A, S, P, G>
 
     /// The prologue on the host from the layer's window, then the layer's draft.
     fn draft_layer_raw(&mut self, layer: usize, inputs: &LayerInputs<'_, A, G>) -> Result<Vec<A>> {
-        let (shape, packed) = self.params[layer].as_ref().ok_or_else(no_params)?;
-        let window = &self.layers[layer]
-            .conv
-            .as_ref()
-            .ok_or_else(no_params)?
-            .window;
-        let prepared = prologue(shape, packed, inputs, window);
+        const OP: &str = "draft_layer_raw";
+        let (shape, packed) = self.params[layer].as_ref().ok_or(no_layer_params(OP))?;
+        let Some(conv) = &self.layers[layer].conv else {
+            return Err(Error::Unsupported {
+                op: OP,
+                arg: "conv",
+                why: "this rollback keeps no conv window (RollbackOptions::conv)".into(),
+            });
+        };
+        let prepared = prologue(shape, packed, inputs, &conv.window);
         let draft = LayerDraft {
             layer,
             inputs: &prepared.inputs(inputs.mask),
@@ -362,12 +365,4 @@ fn draft_cpu_layer<A: Element, S: Element, P: Element, G: Element>(
         c.x.copy_from_slice(x);
     }
     l.mask = i.mask.map(<[u32]>::to_vec);
-}
-
-/// A raw draft of a layer whose parameters were not set (the rollback checks the conv).
-fn no_params() -> Error {
-    Error::Order {
-        op: "draft_layer_raw",
-        why: "a raw draft needs the layer's parameters: set_layer_params first",
-    }
 }

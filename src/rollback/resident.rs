@@ -6,6 +6,7 @@
 
 use super::commit::{deferred_pending, CommitKind, Drafts, RollbackMode, States};
 use super::options::{check_layers, RollbackOptions};
+use super::store::no_layer_params;
 use crate::dtype::GdnDtypes;
 use crate::error::{Error, Result};
 use crate::gpu::backend::GpuBackend;
@@ -824,10 +825,7 @@ impl GpuRollback {
             DraftInputs::Prepared(_) => None,
             DraftInputs::Raw(_) => {
                 let conv = self.conv.as_deref().ok_or_else(|| no_conv(OP))?;
-                let params = l.params.as_ref().ok_or(Error::Order {
-                    op: OP,
-                    why: "a raw draft needs the layer's parameters: set_layer_params first",
-                })?;
+                let params = l.params.as_ref().ok_or(no_layer_params(OP))?;
                 let layer_shape = LayerShape::new(shape, conv.layer.kernel())?;
                 let window_at = conv.window_range(dtypes.act, layer).start;
                 let own_x = inputs.conv_x() == Some(&conv.x);

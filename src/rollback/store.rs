@@ -8,6 +8,14 @@ use crate::op::record::RecordInputs;
 use crate::op::record_layer::{LayerInputs, LayerParams};
 use crate::shape::LayerShape;
 
+/// A raw draft of a layer whose parameters were not set (`set_layer_params`).
+pub(crate) fn no_layer_params(op: &'static str) -> crate::error::Error {
+    crate::error::Error::Order {
+        op,
+        why: "a raw draft needs the layer's parameters: set_layer_params first",
+    }
+}
+
 /// One layer's draft, as `Rollback::draft_layer` checked it.
 pub(crate) struct LayerDraft<'a, 'b, A, G> {
     pub layer: usize,

@@ -6,7 +6,7 @@
 use super::LayerInputs;
 use crate::dtype::Element;
 use crate::op::record::RecordInputs;
-use crate::shape::{LayerField, LayerShape};
+use crate::shape::{GdnShape, LayerField, LayerShape};
 
 /// The L2 norm's epsilon (Hugging Face's and fla's `l2norm`: `x * rsqrt(sum(x^2) + eps)`).
 pub(crate) const NORM_EPS: f32 = 1e-6;
@@ -70,13 +70,7 @@ pub(crate) fn prologue<A: Element, G: Element>(
         }
         silu(u)
     };
-    let mut out = Prepared {
-        q: vec![A::default(); gdn.qk_len()],
-        k: vec![A::default(); gdn.qk_len()],
-        v: vec![A::default(); gdn.v_len()],
-        g: vec![G::default(); gdn.gate_len()],
-        beta: vec![G::default(); gdn.gate_len()],
-    };
+    let mut out = Prepared::zeroed(gdn);
     let mut row = vec![0f32; dk];
     for b in 0..b_n {
         for t in 0..t_n {
@@ -119,6 +113,17 @@ pub(crate) fn prologue<A: Element, G: Element>(
 }
 
 impl<A: Element, G: Element> Prepared<A, G> {
+    /// Zeros at `gdn`'s lengths.
+    pub(crate) fn zeroed(gdn: &GdnShape) -> Self {
+        Prepared {
+            q: vec![A::default(); gdn.qk_len()],
+            k: vec![A::default(); gdn.qk_len()],
+            v: vec![A::default(); gdn.v_len()],
+            g: vec![G::default(); gdn.gate_len()],
+            beta: vec![G::default(); gdn.gate_len()],
+        }
+    }
+
     /// record's inputs: these, with the step mask `mask`.
     pub(crate) fn inputs<'a>(&'a self, mask: Option<&'a [u32]>) -> RecordInputs<'a, A, G> {
         RecordInputs {

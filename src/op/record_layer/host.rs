@@ -93,6 +93,7 @@ impl<'a, A: Element, S: Element, P: Element, G: Element> HostCall<'a>
         let sides = self.sides(&layer);
         let bufs = sides.map(|spec, side| gpu.host_buffer(spec, &shape, &dtypes, side));
         let gdn = *shape.gdn();
+        let lens = [gdn.v_len(), gdn.state_len(), gdn.qk_len(), gdn.gate_len()];
         gpu.host_call(
             OP.name(),
             RecordLayerOperands::<()>::SPECS,
@@ -101,17 +102,23 @@ impl<'a, A: Element, S: Element, P: Element, G: Element> HostCall<'a>
                 gpu.prepare_record_layer(&shape, layout, dtypes, &bufs.as_ref())
                     .map(|p| p.encode(e))
             },
-            move |out| {
-                // The written operands in table order: y, state_out, delta, k, g.
-                Ok(LayerRecorded {
-                    y: from_bytes(&out[0], gdn.v_len()),
-                    state: from_bytes(&out[1], gdn.state_len()),
-                    delta: from_bytes(&out[2], gdn.v_len()),
-                    k: from_bytes(&out[3], gdn.qk_len()),
-                    g: from_bytes(&out[4], gdn.gate_len()),
-                })
-            },
+            move |out| Ok(read_back(&out, lens)),
         )
+    }
+}
+
+/// record_layer's outputs from a host call's readback: the written operands in table
+/// order (y, state_out, delta, the tape's k and g), of `[v, state, qk, gate]` values.
+pub(crate) fn read_back<A: Element, S: Element, P: Element, G: Element>(
+    out: &[Vec<u8>],
+    [v, state, qk, gate]: [usize; 4],
+) -> LayerRecorded<A, S, P, G> {
+    LayerRecorded {
+        y: from_bytes(&out[0], v),
+        state: from_bytes(&out[1], state),
+        delta: from_bytes(&out[2], v),
+        k: from_bytes(&out[3], qk),
+        g: from_bytes(&out[4], gate),
     }
 }
 

@@ -1,83 +1,25 @@
-//! record_layer_varlen: record_layer over packed sequences of their own lengths
-//! (docs/SPEC.md "record_layer", "record_varlen"): each sequence's conv from its own
-//! window, its recurrence from its own state, as an engine prefills several prompts
-//! from their raw projections.
-//!
-//! The kernel is record's with the layer's parameters and the sequence offsets bound:
-//! `wgsl/packed_sequences.wgsl` gives each workgroup its sequence's first token and
-//! length, and `wgsl/layer_staging.wgsl` reads x, a and b at the packed tokens and the
-//! window of the workgroup's sequence.
+//! record_layer_varlen's resident dispatch, its CPU twin and its host call, on every
+//! backend.
 
-use super::cpu::prologue;
-use super::{LayerInputs, LayerParams, LayerRecorded};
+use super::{RecordLayerVarlenOperands, OP};
 use crate::cpu::CpuBackend;
 use crate::dtype::{Element, GdnDtypes};
 use crate::error::{alloc_vec, Result};
 use crate::gpu::backend::GpuBackend;
-use crate::gpu::host::{from_bytes, Pending};
+use crate::gpu::host::Pending;
 use crate::host::HostCall;
 use crate::op::gdn;
-use crate::op::kernel::{KernelKey, KeyAt, Op, OpInfo, OpKernel};
-use crate::op::operand::{operand_table, HostSide};
+use crate::op::kernel::Op;
+use crate::op::operand::HostSide;
 use crate::op::record::cpu::RecordArgs;
 use crate::op::record::RecordInputs;
+use crate::op::record_layer::cpu::{prologue, Prepared};
+use crate::op::record_layer::host::read_back;
+use crate::op::record_layer::{LayerInputs, LayerParams, LayerRecorded};
 use crate::op::record_varlen::class_shape;
 use crate::op::record_varlen::cpu::record_varlen;
 use crate::shape::{GqaLayout, VarlenLayerShape};
-use crate::tuning::ShapeClass;
 use std::marker::PhantomData;
-
-/// The op.
-pub const OP: Op = Op(&OpInfo {
-    records: true,
-    prefetches: true,
-    mask_bit: RecordLayerVarlenRow::Mask.bit(),
-    plain_rows: RecordLayerVarlenRow::StateOut.bit(),
-    ..OpInfo::new(
-        "record_layer_varlen",
-        crate::op::record::ROOT,
-        RecordLayerVarlenOperands::<()>::ROWS,
-        &RecordLayerVarlen,
-    )
-});
-
-operand_table! {
-    /// record_layer_varlen's operands: record_layer's at the packed tokens (`[N, ...]`),
-    /// one window and one state per sequence, and the sequence offsets.
-    pub struct RecordLayerVarlenOperands, rows RecordLayerVarlenRow, op "record_layer_varlen", for VarlenLayerShape {
-        /// `[N, C]`: the conv inputs of every sequence's tokens.
-        [X] x: T, Activation Act Read Scalars = x_len;
-        /// `[S, C, K-1]`: each sequence's conv window before its tokens; read only.
-        [Window] window: T, State Act Read Scalars = window_len;
-        /// The layer's parameters as [`LayerParams::pack`] lays them out (f32 bits).
-        [Layer] layer: T, Control U32 Read Words = layer_len;
-        /// `[N, Hv]`: the decay's input.
-        [A] a: T, Activation Gate Read Scalars = gate_len;
-        /// `[N, Hv]`: beta's input.
-        [B] b: T, Activation Gate Read Scalars = gate_len;
-        use record_outputs;
-        use tape_copies;
-        /// `[S + 1]`: sequence s is the tokens `offsets[s] .. offsets[s + 1]`.
-        [Offsets] offsets: T, Control U32 Read Words = offsets_len;
-    }
-}
-
-struct RecordLayerVarlen;
-
-impl OpKernel for RecordLayerVarlen {
-    fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
-        gdn::record_workgroup_bytes(key)
-    }
-    fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
-        let class = ShapeClass::default();
-        gdn::key(OP, at.shape, at.dtypes, at.reduction, at.masked, &class)
-    }
-    /// A prefill that is itself a draft: the tape's k and g copies too.
-    fn rollback_variants(&self) -> Vec<u16> {
-        use RecordLayerVarlenRow::*;
-        vec![TapeKGrouped.bit() | TapeG.bit() | StateOut.bit()]
-    }
-}
 
 impl GpuBackend {
     /// Validate record_layer_varlen's buffers and build its dispatch: record_layer's
@@ -111,16 +53,10 @@ fn prologue_varlen<A: Element, G: Element>(
     layer: &[f32],
     inputs: &LayerInputs<'_, A, G>,
     window: &[A],
-) -> Result<super::cpu::Prepared<A, G>> {
+) -> Result<Prepared<A, G>> {
     let packed = shape.packed();
     let gdn = packed.gdn();
-    let mut out = super::cpu::Prepared {
-        q: vec![A::default(); gdn.qk_len()],
-        k: vec![A::default(); gdn.qk_len()],
-        v: vec![A::default(); gdn.v_len()],
-        g: vec![G::default(); gdn.gate_len()],
-        beta: vec![G::default(); gdn.gate_len()],
-    };
+    let mut out = Prepared::zeroed(gdn);
     let (c, hv) = (packed.channels(), gdn.value_heads());
     let (qk_n, v_n) = (gdn.key_heads() * gdn.key_dim(), hv * gdn.value_dim());
     let win = c * (packed.kernel() - 1);
@@ -222,12 +158,12 @@ impl<'a, A: Element, S: Element, P: Element, G: Element> HostCall<'a>
         let dtypes = GdnDtypes::of_gated::<A, S, P, G>();
         let sides = self.sides(&layer);
         let bufs = sides.map(|spec, side| gpu.host_buffer(spec, shape, &dtypes, side));
-        let (v_len, state_len, qk_len, gate_len) = (
+        let lens = [
             shape.v_len(),
             shape.state_len(),
             shape.qk_len(),
             shape.gate_len(),
-        );
+        ];
         gpu.host_call(
             OP.name(),
             RecordLayerVarlenOperands::<()>::SPECS,
@@ -236,16 +172,7 @@ impl<'a, A: Element, S: Element, P: Element, G: Element> HostCall<'a>
                 gpu.prepare_record_layer_varlen(shape, layout, dtypes, &bufs.as_ref())
                     .map(|p| p.encode(e))
             },
-            move |out| {
-                // The written operands in table order: y, state_out, delta, k, g.
-                Ok(LayerRecorded {
-                    y: from_bytes(&out[0], v_len),
-                    state: from_bytes(&out[1], state_len),
-                    delta: from_bytes(&out[2], v_len),
-                    k: from_bytes(&out[3], qk_len),
-                    g: from_bytes(&out[4], gate_len),
-                })
-            },
+            move |out| Ok(read_back(&out, lens)),
         )
     }
 }
