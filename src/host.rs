@@ -7,9 +7,9 @@
 //! inputs with the same errors.
 
 use crate::cpu::CpuBackend;
+use crate::engine::host::Pending;
 use crate::error::Result;
 use crate::gpu::backend::GpuBackend;
-use crate::gpu::host::Pending;
 
 /// One op on host slices, as every backend runs it (sealed: the crate's four ops).
 pub(crate) trait HostCall<'a>: Sized {

@@ -27,6 +27,7 @@
 mod backend;
 pub mod cpu;
 pub mod dtype;
+mod engine;
 mod error;
 pub mod gpu;
 mod host;
@@ -44,28 +45,29 @@ mod tuning;
 #[doc(hidden)]
 pub mod internals {
     pub use crate::dtype::{cast_from_f32, to_f32_vec};
-    pub use crate::gpu::device::{
+    pub use crate::engine::device::{
         choose_adapter, list_adapters, wanted_features, AdapterReport, Chosen,
     };
-    pub use crate::gpu::encode::MAX_GPU_ELEMENTS;
+    pub use crate::engine::encode::MAX_GPU_ELEMENTS;
+    pub use crate::engine::key::{Binding, KernelKey, KeyAt, Op, Reduction};
     #[cfg(feature = "translate")]
-    pub use crate::gpu::translate::{translate, translate_with, validate, Target};
-    pub use crate::gpu::wgsl::WgslError;
+    pub use crate::engine::translate::{translate, translate_with, validate, Target};
+    pub use crate::engine::wgsl::WgslError;
+    pub use crate::op::gdn::MAX_KEY_DIM;
     pub use crate::op::gdn::WORKGROUP_MEMORY_BUDGET;
-    pub use crate::op::kernel::{Binding, KernelKey, KeyAt, Op, Reduction, MAX_KEY_DIM};
     pub use crate::op::{all_variants, coop_variants, listed_key, representative_keys};
     pub use crate::rollback::resident::CONV_COPY_DISPATCH_FROM;
     pub use crate::shape::{CONV_LAYER_ALIGN, MAX_CONV_KERNEL, MAX_LAYER_TAPS};
     pub use crate::tuning::{Choice, ShapeClass, Threshold, ThresholdRow};
     /// The GPU timestamp checks the bench and the autotune share.
     pub mod timestamps {
-        pub use crate::gpu::timestamps::*;
+        pub use crate::engine::timestamps::*;
     }
     /// The operand tables of every op.
     pub mod operand {
+        pub use crate::engine::operand::*;
         pub use crate::op::conv::{ConvOperands, ConvRow};
         pub use crate::op::fold_record::{FoldRecordOperands, FoldRecordRow};
-        pub use crate::op::operand::*;
         pub use crate::op::record::{RecordOperands, RecordRow};
         pub use crate::op::record_chunked::{
             ChunkOutCoopOperands, ChunkOutCoopRow, ChunkPackOperands, ChunkPackRow, ChunkShape,
@@ -86,10 +88,11 @@ pub use backend::{Backend, BackendChoice};
 pub use cpu::{CpuBackend, CpuOptions};
 pub use dtype::{DType, Element, GdnDtypes};
 pub use error::{Error, Result};
+pub use gpu::options::ChunkPrecision;
 pub use gpu::{CooperativeMatrices, GpuBackend, GpuOptions, GpuRollback, TuneOptions};
 pub use models::ModelPreset;
 pub use op::record::{RecordInputs, Recorded};
-pub use op::record_chunked::{ChunkPrecision, ChunkSize};
+pub use op::record_chunked::ChunkSize;
 pub use op::record_layer::{LayerInputs, LayerParams, LayerRecorded};
 pub use op::replay::{Tape, TapeRef};
 pub use rollback::{CommitKind, ConvConfig, Footprint, Rollback, RollbackMode, RollbackOptions};

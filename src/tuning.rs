@@ -9,8 +9,8 @@
 //!   classes [`crate::GpuBackend::tune`] measured per shape on one adapter.
 
 use crate::dtype::GdnDtypes;
+use crate::engine::key::Op;
 use crate::error::{Error, Result};
-use crate::op::kernel::Op;
 use crate::shape::GdnShape;
 use std::fmt;
 

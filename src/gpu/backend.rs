@@ -2,12 +2,12 @@
 //! tuning its kernels are keyed by.
 
 #[cfg(feature = "workshop")]
-use crate::op::kernel::KernelKey;
-use crate::op::kernel::Reduction;
+use crate::engine::key::KernelKey;
+use crate::engine::key::Reduction;
 
-use super::cache::{BufferPool, ParamCache, PipelineCache};
-use super::device;
 use super::options::GpuOptions;
+use crate::engine::device;
+use crate::engine::runtime::{Runtime, RuntimeOptions};
 use crate::error::{Error, Result};
 use crate::tuning::Tuning;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -18,29 +18,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 /// one backend at once.
 #[derive(Clone)]
 pub struct GpuBackend {
-    pub(super) inner: Arc<Inner>,
+    /// The device, caches and pools (the engine's).
+    pub(crate) runtime: Runtime,
+    /// The options it was built with.
+    options: Arc<GpuOptions>,
     pub(crate) reduction: Reduction,
     tuning: Arc<Tuning>,
     /// The device multiplies on cooperative matrices that serve the chunked record's
     /// fast path ([`device::serves_coop_path`]).
-    coop: bool,
-}
-
-pub(super) struct Inner {
-    pub(super) device: wgpu::Device,
-    pub(super) queue: wgpu::Queue,
-    pub(super) info: Option<wgpu::AdapterInfo>,
-    pub(super) reason: String,
-    pub(super) pipelines: PipelineCache,
-    pub(super) params: ParamCache,
-    pub(super) pool: BufferPool,
-    /// 16-byte stand-ins for zero-length operands (a binding cannot be empty), one per
-    /// binding slot so that no two writable bindings share a buffer.
-    pub(super) placeholders: Mutex<Vec<wgpu::Buffer>>,
-    /// Set by the device-lost callback of a device the crate created, or by an error
-    /// that escaped the crate's error scopes: reported by the next call.
-    pub(super) lost: Arc<Mutex<Option<String>>>,
-    pub(super) options: GpuOptions,
+    pub(crate) coop: bool,
 }
 
 impl GpuBackend {
@@ -48,8 +34,9 @@ impl GpuBackend {
     /// when set) and create a device on it with the features and limits the crate
     /// wants.
     pub fn new(options: GpuOptions) -> Result<Self> {
-        let chosen = device::choose_adapter(&options)?;
-        let (device, queue, coop) = device::create_device(&chosen.adapter, &options)?;
+        let chosen = device::choose_adapter(options.backends, options.adapter_name.as_deref())?;
+        let (device, queue, coop) =
+            device::create_device(&chosen.adapter, options.cooperative_matrices)?;
         let lost = Arc::new(Mutex::new(None));
         let (on_error, on_lost) = (lost.clone(), lost.clone());
         // Errors of the crate's own work are caught by error scopes and returned; one
@@ -112,7 +99,7 @@ impl GpuBackend {
         lost: Arc<Mutex<Option<String>>>,
         options: GpuOptions,
     ) -> Result<Self> {
-        let walk_rows = crate::op::record_chunked::WALK_ROWS;
+        let walk_rows = super::options::WALK_ROWS;
         if !walk_rows.contains(&options.chunk_walk_rows) {
             return Err(Error::Unsupported {
                 op: "GpuBackend",
@@ -128,19 +115,14 @@ impl GpuBackend {
         } else {
             Reduction::Workgroup
         };
+        let runtime_options = RuntimeOptions {
+            timeout: options.timeout,
+            spin: options.spin,
+            force_loop_bounding: options.force_loop_bounding,
+        };
         Ok(GpuBackend {
-            inner: Arc::new(Inner {
-                device,
-                queue,
-                info,
-                reason,
-                pipelines: PipelineCache::default(),
-                params: ParamCache::default(),
-                pool: BufferPool::default(),
-                placeholders: Mutex::new(Vec::new()),
-                lost,
-                options,
-            }),
+            runtime: Runtime::new((device, queue), info, reason, lost, runtime_options),
+            options: Arc::new(options),
             reduction,
             tuning: Arc::default(),
             coop: false,
@@ -160,7 +142,8 @@ impl GpuBackend {
             });
         }
         Ok(GpuBackend {
-            inner: self.inner.clone(),
+            runtime: self.runtime.clone(),
+            options: self.options.clone(),
             reduction,
             tuning: self.tuning.clone(),
             coop: self.coop,
@@ -189,7 +172,8 @@ impl GpuBackend {
             }
         }
         Ok(GpuBackend {
-            inner: self.inner.clone(),
+            runtime: self.runtime.clone(),
+            options: self.options.clone(),
             reduction: self.reduction,
             tuning: Arc::new(tuning),
             coop: self.coop,
@@ -229,56 +213,40 @@ impl GpuBackend {
         Ok(gpu)
     }
 
-    /// Whether the chunked record of `shape` in chunks of `chunk` runs its fast path on
-    /// cooperative matrices: the options ask for [`crate::ChunkPrecision::FastF16`],
-    /// the device serves the path, chunks of 64 steps, `Dk <= 128`. Otherwise it runs
-    /// the portable passes.
-    pub fn chunked_on_matrix_units(
-        &self,
-        shape: &crate::GdnShape,
-        chunk: crate::ChunkSize,
-    ) -> bool {
-        use crate::op::record_chunked::{COOP_CHUNK, COOP_MAX_KEY_DIM};
-        self.coop
-            && self.options().chunk_precision == crate::ChunkPrecision::FastF16
-            && chunk == COOP_CHUNK
-            && shape.key_dim() <= COOP_MAX_KEY_DIM
-    }
-
     /// The shape classes this backend uses beyond the defaults.
     pub fn tuning(&self) -> &Tuning {
         &self.tuning
     }
     pub fn device(&self) -> &wgpu::Device {
-        &self.inner.device
+        self.runtime.device()
     }
     pub fn queue(&self) -> &wgpu::Queue {
-        &self.inner.queue
+        self.runtime.queue()
     }
     pub fn features(&self) -> wgpu::Features {
-        self.inner.device.features()
+        self.runtime.features()
     }
     pub fn limits(&self) -> wgpu::Limits {
-        self.inner.device.limits()
+        self.runtime.limits()
     }
     /// The adapter's info, when known (not for a device passed in without it).
     pub fn adapter_info(&self) -> Option<&wgpu::AdapterInfo> {
-        self.inner.info.as_ref()
+        self.runtime.adapter_info()
     }
     /// Why this adapter was chosen.
     pub fn reason(&self) -> &str {
-        &self.inner.reason
+        self.runtime.reason()
     }
     /// One line: adapter, backend, subgroup sizes, reduction.
     pub fn describe(&self) -> String {
-        let name = match &self.inner.info {
+        let name = match self.adapter_info() {
             Some(i) => format!(
                 "{} ({:?}, subgroups {}..{})",
                 i.name, i.backend, i.subgroup_min_size, i.subgroup_max_size
             ),
             None => "external device".into(),
         };
-        let counter = if self.inner.options.force_loop_bounding {
+        let counter = if self.options.force_loop_bounding {
             ", naga's loop counter forced"
         } else {
             ""
@@ -289,58 +257,50 @@ impl GpuBackend {
     #[cfg(feature = "workshop")]
     #[doc(hidden)]
     pub fn compiled_kernels(&self) -> Vec<KernelKey> {
-        self.inner.pipelines.keys()
+        self.runtime.compiled_kernels()
     }
     /// Buffers the backend holds for reuse: (parameter buffers, pooled bytes).
     pub fn cached_resources(&self) -> (usize, u64) {
-        (self.inner.params.len(), self.inner.pool.bytes())
+        self.runtime.cached_resources()
     }
 
     /// The options this backend was built with.
     pub fn options(&self) -> &GpuOptions {
-        &self.inner.options
+        &self.options
     }
 
     /// A new storage buffer holding `words` (e.g. accepted counts), written before the
     /// next submission.
     pub fn words_buffer(&self, words: &[u32]) -> wgpu::Buffer {
-        super::cache::small_buffer(
-            self.device(),
-            self.queue(),
-            bytemuck::cast_slice(words),
-            wgpu::BufferUsages::STORAGE,
-        )
+        self.runtime.words_buffer(words)
     }
 
-    pub(crate) fn check_alive(&self, op: &'static str) -> Result<()> {
-        match &*self
-            .inner
-            .lost
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-        {
-            None => Ok(()),
-            Some(why) => Err(Error::Gpu {
-                op,
-                message: why.clone(),
-            }),
-        }
+    /// Read `len` elements of `E` (a storage dtype's element, or plain words such as
+    /// `u32`) from a buffer with `COPY_SRC` (blocking, bounded).
+    pub fn read_buffer<E: bytemuck::Pod>(
+        &self,
+        buffer: &wgpu::Buffer,
+        len: usize,
+    ) -> Result<Vec<E>> {
+        self.runtime.read_buffer(buffer, len)
     }
 
-    pub(super) fn placeholder(&self, slot: usize) -> wgpu::Buffer {
-        let mut list = self
-            .inner
-            .placeholders
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        while list.len() <= slot {
-            list.push(self.inner.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("deltatape empty operand"),
-                size: 16,
-                usage: wgpu::BufferUsages::STORAGE,
-                mapped_at_creation: false,
-            }));
-        }
-        list[slot].clone()
+    /// Wait (bounded) until the device has finished all submitted work, and the
+    /// buffer writes queued since the last submission.
+    pub fn wait_idle(&self) -> Result<()> {
+        self.runtime.wait_idle()
+    }
+
+    /// Wait (bounded) until `submission` is done, as [`GpuOptions::spin`] and
+    /// [`GpuOptions::timeout`] say: polled without blocking for up to `spin`, then
+    /// blocked on, for at most `timeout` in all. Unlike [`GpuBackend::wait_idle`] it
+    /// submits nothing.
+    pub fn wait_for(&self, submission: wgpu::SubmissionIndex) -> Result<()> {
+        self.runtime.wait_for(submission)
+    }
+
+    /// A command encoder on this backend's device.
+    pub fn encoder(&self) -> wgpu::CommandEncoder {
+        self.runtime.encoder()
     }
 }

@@ -1,8 +1,8 @@
 //! Options of the GPU backend, as values: passed at construction, read from the
 //! environment only by [`GpuOptions::from_env`].
 
+pub use crate::engine::device::CooperativeMatrices;
 use crate::error::{Error, Result};
-use crate::op::record_chunked::ChunkPrecision;
 use crate::tuning::Threshold;
 use std::time::Duration;
 
@@ -41,34 +41,31 @@ pub struct GpuOptions {
     pub chunk_walk_rows: u32,
 }
 
-/// The caller's consent to wgpu's experimental cooperative matrices. wgpu makes that
-/// consent an `unsafe` token (its experimental features may have bugs that cause
-/// undefined behaviour); the crate never creates one: a caller who accepts those
-/// terms passes `unsafe { wgpu::ExperimentalFeatures::enabled() }` to
-/// [`CooperativeMatrices::allow`]. Off by default.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct CooperativeMatrices(wgpu::ExperimentalFeatures);
+/// How the chunked record rounds the operands of its products.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum ChunkPrecision {
+    /// f32 arithmetic throughout (the portable passes): within `record`'s tolerances.
+    #[default]
+    Exact,
+    /// On a device with cooperative matrices: the products' operands (the state, W,
+    /// the decayed q and k, the decayed `Q K^T`, delta) rounded to f16, f32
+    /// accumulators, the state kept in f32. Finite values beyond f16's range are
+    /// clamped to it, never made infinite. docs/SPEC.md gives its error. Without
+    /// cooperative matrices the call runs the portable passes, as `Exact`.
+    FastF16,
+}
 
-impl CooperativeMatrices {
-    /// Consent as `token` gives it (a disabled token: no consent).
-    pub fn allow(token: wgpu::ExperimentalFeatures) -> Self {
-        CooperativeMatrices(token)
-    }
-    /// Whether the caller consented.
-    pub fn allowed(&self) -> bool {
-        self.0.is_enabled()
-    }
-    /// The token, for wgpu's device descriptor.
-    pub(crate) fn token(&self) -> wgpu::ExperimentalFeatures {
-        self.0
+impl std::str::FromStr for ChunkPrecision {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        use ChunkPrecision::*;
+        crate::error::parse_name("precision", s, &[("exact", Exact), ("fast-f16", FastF16)])
     }
 }
 
-impl PartialEq for CooperativeMatrices {
-    fn eq(&self, other: &Self) -> bool {
-        self.allowed() == other.allowed()
-    }
-}
+/// The chunked record's walk: its choices of value rows per workgroup (its `ROWS`,
+/// [`GpuOptions::chunk_walk_rows`]), the default first.
+pub(crate) const WALK_ROWS: [u32; 2] = [16, 32];
 
 impl Default for GpuOptions {
     fn default() -> Self {
@@ -80,7 +77,7 @@ impl Default for GpuOptions {
             cooperative_matrices: CooperativeMatrices::default(),
             chunk_precision: ChunkPrecision::Exact,
             force_loop_bounding: false,
-            chunk_walk_rows: crate::op::record_chunked::WALK_ROWS[0],
+            chunk_walk_rows: WALK_ROWS[0],
         }
     }
 }
@@ -132,7 +129,7 @@ impl GpuOptions {
             };
         }
         if let Ok(value) = std::env::var("DELTATAPE_CHUNK_WALK_ROWS") {
-            let walk = crate::op::record_chunked::WALK_ROWS;
+            let walk = WALK_ROWS;
             options.chunk_walk_rows = value
                 .parse::<u32>()
                 .ok()

@@ -12,12 +12,12 @@
 //! (`-`: the table's default for that parameter.)
 
 use super::backend::GpuBackend;
-use super::encode::Prepared;
-use super::timestamps;
 use crate::dtype::{DType, GdnDtypes};
+use crate::engine::encode::Prepared;
+use crate::engine::key::{KernelKey, Op};
+use crate::engine::operand::OperandSpec;
+use crate::engine::timestamps;
 use crate::error::{Error, Result};
-use crate::op::kernel::{KernelKey, Op};
-use crate::op::operand::OperandSpec;
 use crate::op::record::RecordBuffers;
 use crate::op::record::RecordOperands;
 use crate::op::record_chunked::{chunked_by_default, COOP_CHUNK};
@@ -309,7 +309,7 @@ impl TuneBuffers {
                     element_bytes(dtype, value, len)
                 }
             };
-            gpu.guarded(OP, || {
+            gpu.runtime.guarded(OP, || {
                 Ok(gpu
                     .device()
                     .create_buffer_init(&wgpu::util::BufferInitDescriptor {
@@ -407,7 +407,7 @@ impl Timer {
                 actual: runs as u64,
                 max: (wgpu::QUERY_SET_MAX_QUERIES / 2) as u64,
             })?;
-            Some(gpu.guarded(OP, || {
+            Some(gpu.runtime.guarded(OP, || {
                 let set = gpu.device().create_query_set(&wgpu::QuerySetDescriptor {
                     label: Some("deltatape tune"),
                     ty: wgpu::QueryType::Timestamp,
@@ -450,12 +450,13 @@ impl Timer {
                     );
                 }
                 e.resolve_query_set(set, 0..2 * self.runs, resolve, 0);
-                gpu.guarded(OP, || {
+                gpu.runtime.guarded(OP, || {
                     gpu.queue().submit([e.finish()]);
                     Ok(())
                 })?;
                 let ticks: Vec<u64> =
-                    gpu.read_buffer_labelled(OP, resolve, 2 * self.runs as usize)?;
+                    gpu.runtime
+                        .read_buffer_labelled(OP, resolve, 2 * self.runs as usize)?;
                 let period_ns = gpu.queue().get_timestamp_period();
                 if timestamps::check(&ticks, period_ns).is_err() {
                     self.gpu = false;
@@ -473,7 +474,7 @@ impl Timer {
                     prepared.encode(&mut e);
                     let start = Instant::now();
                     let submission = gpu.queue().submit([e.finish()]);
-                    gpu.wait_labelled(submission, OP)?;
+                    gpu.runtime.wait_labelled(submission, OP)?;
                     times.push(start.elapsed().as_secs_f64() * 1e6);
                 }
                 times
@@ -495,7 +496,7 @@ fn warm_up(gpu: &GpuBackend, prepared: &Prepared, time: Duration) -> Result<()> 
             prepared.encode(&mut warm);
         }
         let submission = gpu.queue().submit([warm.finish()]);
-        gpu.wait_labelled(submission, OP)?;
+        gpu.runtime.wait_labelled(submission, OP)?;
         batch = (batch * 2).min(256);
     }
     Ok(())

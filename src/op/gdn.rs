@@ -3,10 +3,18 @@
 //! share the fragments `wgsl/tile_load.wgsl`, `tile_store.wgsl`, `staging.wgsl` and
 //! (record, fold_record) `record_steps.wgsl`.
 
-use super::kernel::{KernelKey, Op, Reduction};
-use crate::dtype::GdnDtypes;
-use crate::shape::GdnShape;
+use crate::dtype::{DType, GdnDtypes};
+use crate::engine::cache::ParamBlock;
+use crate::engine::encode::{u32_dim, Plan, Prepared};
+use crate::engine::key::{KernelKey, Op, Reduction};
+use crate::engine::operand::OperandSpec;
+use crate::error::{Error, Result};
+use crate::gpu::backend::GpuBackend;
+use crate::shape::{GdnShape, GqaLayout};
 use crate::tuning::{ShapeClass, Threshold as Th};
+
+/// Largest key dimension (Dk) the record and replay kernels take.
+pub const MAX_KEY_DIM: usize = 256;
 
 /// Workgroup memory a record / replay kernel may declare (the table in `tuning.rs`).
 pub const WORKGROUP_MEMORY_BUDGET: u32 = Th::WorkgroupMemoryBudget.value() as u32;
@@ -146,3 +154,127 @@ pub(crate) fn replay_workgroup_bytes(key: &KernelKey) -> u32 {
 }
 
 const VEC4: u32 = 16;
+
+/// `GdnParams` of wgsl/shape.wgsl: the dims (8 words with the conv's taps and
+/// padding), the GQA layout, row blocks and the workgroup count.
+pub(crate) fn gdn_params(
+    op: &'static str,
+    shape: &GdnShape,
+    (layout, conv_taps): (GqaLayout, u32),
+    key: &KernelKey,
+    workgroups: u64,
+) -> Result<ParamBlock> {
+    Ok([
+        u32_dim(op, "batch", shape.batch())?,
+        u32_dim(op, "steps", shape.steps())?,
+        u32_dim(op, "key_heads", shape.key_heads())?,
+        u32_dim(op, "value_heads", shape.value_heads())?,
+        u32_dim(op, "key_dim", shape.key_dim())?,
+        u32_dim(op, "value_dim", shape.value_dim())?,
+        0,
+        conv_taps,
+        layout.code(),
+        (shape.value_dim() as u32).div_ceil(key.rows),
+        u32_dim(op, "batch", workgroups as usize)?,
+        0,
+    ])
+}
+
+pub(crate) fn check_key_dim(op: &'static str, shape: &GdnShape) -> Result<()> {
+    if shape.key_dim() > MAX_KEY_DIM {
+        return Err(Error::DimTooLarge {
+            op,
+            arg: "key_dim",
+            actual: shape.key_dim() as u64,
+            max: MAX_KEY_DIM as u64,
+        });
+    }
+    Ok(())
+}
+
+/// bf16 words pair neighbouring elements: where two rows of different invocations
+/// would share a word, refuse rather than race. bf16 gates need no case: g and beta are
+/// only read, and each word of the tape's g has one writer (wgsl/record_staging.wgsl).
+fn check_bf16_pairs(op: &'static str, shape: &GdnShape, key: &KernelKey) -> Result<()> {
+    let (dtypes, record) = (&key.dtypes, key.op.records());
+    let odd_dk = shape.key_dim() % 2 == 1;
+    let odd_dv = shape.value_dim() % 2 == 1;
+    let bf16_outputs = dtypes.act == DType::BF16 || dtypes.tape == DType::BF16;
+    let bf16_tape_k = key.binds_named("tape_k_grouped") && dtypes.act == DType::BF16;
+    let refusals = [
+        (
+            dtypes.state == DType::BF16 && odd_dk,
+            "key_dim",
+            "a bf16 state on the GPU needs an even Dk (two rows would share a u32 word)",
+        ),
+        (
+            record && bf16_outputs && odd_dv,
+            "value_dim",
+            "bf16 y or delta on the GPU needs an even Dv (two heads would share a u32 word)",
+        ),
+        (
+            record && bf16_tape_k && odd_dk,
+            "key_dim",
+            "a bf16 tape k on the GPU needs an even Dk (two heads would share a u32 word)",
+        ),
+    ];
+    match refusals.into_iter().find(|(refused, _, _)| *refused) {
+        Some((_, arg, why)) => Err(Error::Unsupported {
+            op,
+            arg,
+            why: why.into(),
+        }),
+        None => Ok(()),
+    }
+}
+
+impl GpuBackend {
+    /// The checks and parameters record, replay and fold_record share.
+    pub(crate) fn prepare_gdn(
+        &self,
+        shape: &GdnShape,
+        layout: GqaLayout,
+        key: KernelKey,
+        specs: &'static [OperandSpec<GdnShape>],
+        buffers: Vec<Option<&wgpu::Buffer>>,
+    ) -> Result<Prepared> {
+        self.prepare_gdn_as(shape, layout, key, (shape, specs), buffers)
+    }
+
+    /// [`GpuBackend::prepare_gdn`] where the operand table has a shape of its own:
+    /// the kernel's grid and parameters are `grid`'s, the buffers are checked against
+    /// `table` (record_varlen: the packed tokens, its grid their sequences padded).
+    pub(crate) fn prepare_gdn_as<Sh: 'static>(
+        &self,
+        grid: &GdnShape,
+        layout: GqaLayout,
+        key: KernelKey,
+        table: (&Sh, &'static [OperandSpec<Sh>]),
+        buffers: Vec<Option<&wgpu::Buffer>>,
+    ) -> Result<Prepared> {
+        self.prepare_gdn_conv(grid, (layout, 0), key, table, (buffers, Vec::new()))
+    }
+
+    /// [`GpuBackend::prepare_gdn_as`] with the conv's taps in the parameters
+    /// (record_layer; 0 for the ops without a conv), and each buffer bound from its
+    /// byte offset (`offsets` in table order; empty: all 0).
+    pub(crate) fn prepare_gdn_conv<Sh: 'static>(
+        &self,
+        grid: &GdnShape,
+        (layout, conv_taps): (GqaLayout, u32),
+        key: KernelKey,
+        (shape, specs): (&Sh, &'static [OperandSpec<Sh>]),
+        (buffers, mut offsets): (Vec<Option<&wgpu::Buffer>>, Vec<u64>),
+    ) -> Result<Prepared> {
+        offsets.resize(buffers.len(), 0);
+        let op = key.op.name();
+        check_key_dim(op, grid)?;
+        check_bf16_pairs(op, grid, &key)?;
+        let workgroups = key.workgroups_gdn(grid);
+        let params = gdn_params(op, grid, (layout, conv_taps), &key, workgroups)?;
+        let mut plan = Plan::new(op, key, &params, workgroups, shape, specs);
+        plan.buffers = buffers;
+        plan.offsets = offsets;
+        self.runtime.prepare(plan)
+    }
+}

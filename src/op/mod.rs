@@ -32,8 +32,6 @@
 pub mod conv;
 pub mod fold_record;
 pub(crate) mod gdn;
-pub mod kernel;
-pub mod operand;
 pub mod record;
 pub mod record_chunked;
 pub mod record_layer;
@@ -41,7 +39,7 @@ pub mod record_varlen;
 pub mod repeat;
 pub mod replay;
 
-pub use kernel::{KernelKey, KeyAt, Op, OpKernel, Reduction};
+pub use crate::engine::key::{KernelKey, KeyAt, Op, OpKernel, Reduction};
 
 use crate::dtype::{DType, GdnDtypes};
 use crate::shape::GdnShape;
@@ -265,10 +263,10 @@ fn keys_at(op: Op, dtypes: GdnDtypes, reduction: Reduction, shape: &GdnShape) ->
 mod tests {
     use super::conv::ConvOperands;
     use super::fold_record::FoldRecordOperands;
-    use super::operand::{Access, OperandSpec};
     use super::record::RecordOperands;
     use super::replay::ReplayOperands;
     use crate::dtype::{DType, GdnDtypes};
+    use crate::engine::operand::{Access, OperandSpec};
     use crate::shape::{ConvShape, GdnShape};
 
     #[test]

@@ -29,7 +29,7 @@ impl<A: Element, G: Element> GpuStore<A, G> {
     ) -> Result<Self> {
         let rollback = new()?;
         let gpu = rollback.backend().clone();
-        gpu.guarded("rollback", || {
+        gpu.runtime.guarded("rollback", || {
             let shape = *rollback.shape();
             let inputs = (0..rollback.layers())
                 .map(|_| GpuInputs::new::<A, G>(&gpu, &shape, conv.as_ref()))
@@ -50,7 +50,7 @@ impl<A: Element, G: Element> GpuStore<A, G> {
         f: impl FnOnce(&mut GpuRollback, &mut wgpu::CommandEncoder) -> Result<T>,
     ) -> Result<T> {
         let gpu = self.rollback.backend().clone();
-        gpu.guarded(op, || {
+        gpu.runtime.guarded(op, || {
             let mut encoder = gpu.encoder();
             let out = f(&mut self.rollback, &mut encoder)?;
             gpu.queue().submit([encoder.finish()]);
@@ -95,18 +95,19 @@ impl<A: Element, S: Element, P: Element, G: Element> LayerStore<A, S, P, G> for 
         let gpu = self.rollback.backend().clone();
         let b = &self.inputs[layer];
         let v_len = self.shape.v_len();
-        let read = gpu.guarded(OP, || {
+        let read = gpu.runtime.guarded(OP, || {
             b.upload(gpu.queue(), inputs, conv_x);
             let mut encoder = gpu.encoder();
             let draft = b.draft(inputs.mask.is_some());
             self.rollback.encode_draft(&mut encoder, layer, &draft)?;
             let bytes = (v_len * A::DTYPE.size_bytes()) as u64;
-            gpu.submit_and_map(OP, encoder, &[(&b.y, 0, bytes)], Vec::new())
+            gpu.runtime
+                .submit_and_map(OP, encoder, &[(&b.y, 0, bytes)], Vec::new())
         });
         match read {
             Ok(readback) => {
                 let bytes = readback.wait_blocking()?;
-                Ok(crate::gpu::host::from_bytes(&bytes[0], v_len))
+                Ok(crate::engine::host::from_bytes(&bytes[0], v_len))
             }
             Err(e) => {
                 // Nothing of this layer's draft ran: it is not open.
@@ -132,7 +133,7 @@ impl<A: Element, S: Element, P: Element, G: Element> LayerStore<A, S, P, G> for 
         let gpu = self.rollback.backend().clone();
         let b = &self.inputs[layer];
         let v_len = self.shape.v_len();
-        let read = gpu.guarded(OP, || {
+        let read = gpu.runtime.guarded(OP, || {
             let x = b
                 .conv_x
                 .as_ref()
@@ -142,7 +143,7 @@ impl<A: Element, S: Element, P: Element, G: Element> LayerStore<A, S, P, G> for 
                     why: "this rollback keeps no conv window (RollbackOptions::conv)".into(),
                 })?;
             let write = |buf: &wgpu::Buffer, bytes: &[u8]| {
-                crate::gpu::cache::write_padded(gpu.queue(), buf, bytes)
+                crate::engine::cache::write_padded(gpu.queue(), buf, bytes)
             };
             write(x, bytemuck::cast_slice(inputs.x));
             write(&b.g, bytemuck::cast_slice(inputs.a));
@@ -160,12 +161,13 @@ impl<A: Element, S: Element, P: Element, G: Element> LayerStore<A, S, P, G> for 
             let mut encoder = gpu.encoder();
             self.rollback.encode_draft_raw(&mut encoder, layer, &raw)?;
             let bytes = (v_len * A::DTYPE.size_bytes()) as u64;
-            gpu.submit_and_map(OP, encoder, &[(&b.y, 0, bytes)], Vec::new())
+            gpu.runtime
+                .submit_and_map(OP, encoder, &[(&b.y, 0, bytes)], Vec::new())
         });
         match read {
             Ok(readback) => {
                 let bytes = readback.wait_blocking()?;
-                Ok(crate::gpu::host::from_bytes(&bytes[0], v_len))
+                Ok(crate::engine::host::from_bytes(&bytes[0], v_len))
             }
             Err(e) => {
                 self.rollback.abandon_layer_draft(layer);
@@ -183,7 +185,7 @@ impl<A: Element, S: Element, P: Element, G: Element> LayerStore<A, S, P, G> for 
         let gpu = self.rollback.backend().clone();
         let bufs = &self.inputs;
         let rollback = &mut self.rollback;
-        let encoded = gpu.guarded("draft", || {
+        let encoded = gpu.runtime.guarded("draft", || {
             for (layer, (b, i)) in bufs.iter().zip(inputs).enumerate() {
                 b.upload(gpu.queue(), i, conv_x.map(|xs| xs[layer]));
             }
@@ -207,7 +209,8 @@ impl<A: Element, S: Element, P: Element, G: Element> LayerStore<A, S, P, G> for 
     fn draft_y(&self, layer: usize) -> Result<Vec<A>> {
         let y = &self.inputs[layer].y;
         let gpu = self.rollback.backend();
-        gpu.read_buffer_labelled("draft_y", y, self.shape.v_len())
+        gpu.runtime
+            .read_buffer_labelled("draft_y", y, self.shape.v_len())
     }
 
     fn commit(&mut self, accepted: &[u32]) -> Result<CommitKind> {
@@ -245,7 +248,7 @@ impl<A: Element, S: Element, P: Element, G: Element> LayerStore<A, S, P, G> for 
     }
 
     fn wait(&self) -> Result<()> {
-        self.rollback.backend().wait_idle_labelled("wait")
+        self.rollback.backend().runtime.wait_idle_labelled("wait")
     }
 }
 
@@ -286,8 +289,9 @@ impl GpuInputs {
         i: &RecordInputs<'_, A, G>,
         conv_x: Option<&[A]>,
     ) {
-        let write =
-            |buf: &wgpu::Buffer, bytes: &[u8]| crate::gpu::cache::write_padded(queue, buf, bytes);
+        let write = |buf: &wgpu::Buffer, bytes: &[u8]| {
+            crate::engine::cache::write_padded(queue, buf, bytes)
+        };
         write(&self.q, bytemuck::cast_slice(i.q));
         write(&self.k, bytemuck::cast_slice(i.k));
         write(&self.v, bytemuck::cast_slice(i.v));

@@ -201,7 +201,7 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
             Backend::Gpu(gpu) => {
                 let dtypes = dtypes::<A, S, P, G>();
                 let new = || {
-                    gpu.guarded("rollback", || {
+                    gpu.runtime.guarded("rollback", || {
                         GpuRollback::with_options(gpu, shape, layers, layout, dtypes, options)
                     })
                 };

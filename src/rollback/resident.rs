@@ -8,9 +8,9 @@ use super::commit::{deferred_pending, CommitKind, Drafts, RollbackMode, States};
 use super::options::{check_layers, RollbackOptions};
 use super::store::no_layer_params;
 use crate::dtype::GdnDtypes;
+use crate::engine::encode::Prepared;
 use crate::error::{Error, Result};
 use crate::gpu::backend::GpuBackend;
-use crate::gpu::encode::Prepared;
 use crate::op::conv::ConvBuffers;
 use crate::op::fold_record::FoldRecordBuffers;
 use crate::op::record::RecordBuffers;
@@ -622,6 +622,7 @@ impl GpuRollback {
     /// Read the status buffer (blocking, bounded): see [`GpuRollback::status_buffer`].
     pub fn read_status(&self) -> Result<Vec<u32>> {
         self.gpu
+            .runtime
             .read_buffer_labelled("read_status", &self.status, self.shape.batch())
     }
 
@@ -1191,7 +1192,7 @@ impl GpuRollback {
         crate::error::check_len(OP, "window", conv.layer.window_len(), window.len())?;
         self.check_dtype::<E>(OP, "window", self.dtypes.act)?;
         let at = conv.window_range(self.dtypes.act, layer).start;
-        crate::gpu::cache::write_padded_at(
+        crate::engine::cache::write_padded_at(
             self.gpu.queue(),
             &conv.window,
             at,
@@ -1208,6 +1209,7 @@ impl GpuRollback {
         self.check_dtype::<E>(OP, "window", self.dtypes.act)?;
         let at = conv.window_range(self.dtypes.act, layer).start;
         self.gpu
+            .runtime
             .read_buffer_at(OP, &conv.window, at, conv.layer.window_len())
     }
 
@@ -1284,7 +1286,10 @@ impl GpuRollback {
         let l = self.layer("read_state", layer)?;
         check_not_deferred("read_state", l)?;
         self.check_state_dtype::<S>("read_state")?;
-        self.gpu
-            .read_buffer_labelled("read_state", l.states.committed(), self.shape.state_len())
+        self.gpu.runtime.read_buffer_labelled(
+            "read_state",
+            l.states.committed(),
+            self.shape.state_len(),
+        )
     }
 }

@@ -35,7 +35,7 @@ pub fn run() -> deltatape::Result<ExitCode> {
             l.max_compute_workgroup_storage_size
         );
     }
-    match choose_adapter(&options) {
+    match choose_adapter(options.backends, options.adapter_name.as_deref()) {
         Ok(c) => println!("chosen: {} ({})", c.adapter.get_info().name, c.reason),
         Err(e) => println!("chosen: none ({e})"),
     }

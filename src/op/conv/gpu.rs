@@ -3,10 +3,10 @@
 
 use super::{ConvBuffers, ConvOperands};
 use crate::dtype::DType;
+use crate::engine::encode::{u32_dim, Plan, Prepared};
+use crate::engine::key::KernelKey;
 use crate::error::Result;
 use crate::gpu::backend::GpuBackend;
-use crate::gpu::encode::{u32_dim, Plan, Prepared};
-use crate::op::kernel::KernelKey;
 use crate::shape::ConvShape;
 
 impl GpuBackend {
@@ -47,6 +47,6 @@ impl GpuBackend {
         params.push(workgroups as u32);
         let specs = ConvOperands::<()>::SPECS;
         let plan = Plan::new(OP, key, &params, workgroups, shape, specs);
-        self.prepare(plan.bind(buffers.slots()))
+        self.runtime.prepare(plan.bind(buffers.slots()))
     }
 }

@@ -4,11 +4,11 @@ use super::cpu::conv_commit;
 use super::ConvOperands;
 use crate::cpu::CpuBackend;
 use crate::dtype::{Element, GdnDtypes};
+use crate::engine::host::{from_bytes, Pending};
+use crate::engine::operand::HostSide;
 use crate::error::{alloc_vec, Result};
 use crate::gpu::backend::GpuBackend;
-use crate::gpu::host::{from_bytes, Pending};
 use crate::host::HostCall;
-use crate::op::operand::HostSide;
 use crate::shape::ConvShape;
 
 /// conv_commit (docs/SPEC.md): the conv window rolled forward to each sequence's
@@ -59,7 +59,8 @@ impl<'a, E: Element> HostCall<'a> for ConvCommit<'a, E> {
         self.check()?;
         let shape = *self.shape;
         let dtypes = GdnDtypes::uniform(E::DTYPE);
-        let bufs = (self.sides()).map(|spec, side| gpu.host_buffer(spec, &shape, &dtypes, side));
+        let bufs =
+            (self.sides()).map(|spec, side| gpu.runtime.host_buffer(spec, &shape, &dtypes, side));
         // The window is uploaded, updated in place and read back (Access::ReadWrite).
         let encode = |e: &mut wgpu::CommandEncoder| {
             let prepared = gpu.prepare_conv_commit(&shape, E::DTYPE, &bufs.as_ref())?;
@@ -68,7 +69,8 @@ impl<'a, E: Element> HostCall<'a> for ConvCommit<'a, E> {
         };
         let specs = ConvOperands::<()>::SPECS;
         let finish = move |out: Vec<Vec<u8>>| Ok(from_bytes(&out[0], shape.window_len()));
-        gpu.host_call(Self::OP, specs, bufs.slots(), encode, finish)
+        gpu.runtime
+            .host_call(Self::OP, specs, bufs.slots(), encode, finish)
     }
 }
 

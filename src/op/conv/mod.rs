@@ -1,9 +1,9 @@
 //! conv_commit: the causal conv1d window rolled forward to the accepted prefix
 //! (docs/SPEC.md "conv_commit").
 
-use super::kernel::{KernelKey, KeyAt, Op, OpInfo, OpKernel};
-use super::operand::operand_table;
 use crate::dtype::{DType, GdnDtypes};
+use crate::engine::key::{KernelKey, KeyAt, Op, OpInfo, OpKernel};
+use crate::engine::operand::operand_table;
 use crate::shape::ConvShape;
 
 pub(crate) mod cpu;

@@ -2,10 +2,10 @@
 
 use super::{FoldRecordBuffers, FoldRecordOperands, OP};
 use crate::dtype::GdnDtypes;
+use crate::engine::encode::Prepared;
+use crate::engine::key::KernelKey;
 use crate::error::Result;
 use crate::gpu::backend::GpuBackend;
-use crate::gpu::encode::Prepared;
-use crate::op::kernel::KernelKey;
 use crate::shape::{GdnShape, GqaLayout};
 
 impl GpuBackend {

@@ -3,10 +3,10 @@
 
 use super::{RecordBuffers, RecordOperands, OP};
 use crate::dtype::GdnDtypes;
+use crate::engine::encode::Prepared;
+use crate::engine::key::KernelKey;
 use crate::error::Result;
 use crate::gpu::backend::GpuBackend;
-use crate::gpu::encode::Prepared;
-use crate::op::kernel::KernelKey;
 use crate::op::record_chunked::{chunked_by_default, COOP_CHUNK};
 use crate::shape::{GdnShape, GqaLayout};
 use crate::tuning::ShapeClass;

@@ -5,11 +5,11 @@ use super::cpu::{record, RecordArgs};
 use super::{RecordInputs, RecordOperands, Recorded};
 use crate::cpu::CpuBackend;
 use crate::dtype::{Element, GdnDtypes};
+use crate::engine::host::{from_bytes, Pending};
+use crate::engine::operand::HostSide;
 use crate::error::{alloc_vec, Result};
 use crate::gpu::backend::GpuBackend;
-use crate::gpu::host::{from_bytes, Pending};
 use crate::host::HostCall;
-use crate::op::operand::HostSide;
 use crate::op::record_chunked::{cpu::record_chunked, ChunkSize};
 use crate::shape::{GdnShape, GqaLayout};
 use std::marker::PhantomData;
@@ -130,9 +130,10 @@ impl<'a, A: Element, S: Element, P: Element, G: Element> HostCall<'a> for Record
         self.check()?;
         let (shape, layout) = (*self.shape, self.layout);
         let dtypes = GdnDtypes::of_gated::<A, S, P, G>();
-        let bufs = (self.sides()).map(|spec, side| gpu.host_buffer(spec, &shape, &dtypes, side));
+        let bufs =
+            (self.sides()).map(|spec, side| gpu.runtime.host_buffer(spec, &shape, &dtypes, side));
         let chunk = self.chunk;
-        gpu.host_call(
+        gpu.runtime.host_call(
             self.op(),
             RecordOperands::<()>::SPECS,
             bufs.slots(),

@@ -3,18 +3,35 @@
 
 use super::{
     ChunkOutCoopOperands, ChunkPackOperands, ChunkShape, ChunkSize, ChunkStateOperands,
-    ChunkWalkCoopOperands, ChunkWyOperands, OP,
+    ChunkWalkCoopOperands, ChunkWyOperands, COOP_CHUNK, COOP_MAX_KEY_DIM, OP,
 };
 use crate::dtype::{DType, GdnDtypes};
+use crate::engine::encode::{Plan, Prepared};
+use crate::engine::key::KernelKey;
+use crate::engine::operand::OperandSpec;
 use crate::error::{Error, Result};
 use crate::gpu::backend::GpuBackend;
-use crate::gpu::encode::{check_key_dim, gdn_params, Plan, Prepared};
-use crate::op::kernel::KernelKey;
-use crate::op::operand::OperandSpec;
+use crate::gpu::options::ChunkPrecision;
+use crate::op::gdn::{check_key_dim, gdn_params};
 use crate::op::record::RecordBuffers;
 use crate::shape::{GdnShape, GqaLayout};
 
 impl GpuBackend {
+    /// Whether the chunked record of `shape` in chunks of `chunk` runs its fast path on
+    /// cooperative matrices: the options ask for [`crate::ChunkPrecision::FastF16`],
+    /// the device serves the path, chunks of 64 steps, `Dk <= 128`. Otherwise it runs
+    /// the portable passes.
+    pub fn chunked_on_matrix_units(
+        &self,
+        shape: &crate::GdnShape,
+        chunk: crate::ChunkSize,
+    ) -> bool {
+        self.coop
+            && self.options().chunk_precision == ChunkPrecision::FastF16
+            && chunk == COOP_CHUNK
+            && shape.key_dim() <= COOP_MAX_KEY_DIM
+    }
+
     /// Validate record's buffers (docs/SPEC.md "record") and build the chunked form's
     /// dispatches, chunks of `chunk` steps: y, delta and (when given) `state_out` as
     /// record writes them. The tape's copies of k and g are not written by this form:
@@ -73,7 +90,7 @@ impl GpuBackend {
             m,
             decay,
         };
-        let wy = self.prepare(
+        let wy = self.runtime.prepare(
             passes
                 .first(wy_key, ChunkWyOperands::<()>::SPECS)?
                 .bind(wy_buffers.slots()),
@@ -95,7 +112,7 @@ impl GpuBackend {
             m,
             decay,
         };
-        let state = self.prepare(
+        let state = self.runtime.prepare(
             passes
                 .second(state_key, ChunkStateOperands::<()>::SPECS)?
                 .bind(state_buffers.slots()),
@@ -128,7 +145,7 @@ impl GpuBackend {
             decay,
             tiles,
         };
-        let pack = self.prepare(
+        let pack = self.runtime.prepare(
             passes
                 .first(
                     KernelKey::chunk_pack(dtypes, masked),
@@ -147,7 +164,7 @@ impl GpuBackend {
             starts,
             deltas16,
         };
-        let walk = self.prepare(
+        let walk = self.runtime.prepare(
             passes
                 .second(walk_key, ChunkWalkCoopOperands::<()>::SPECS)?
                 .bind(walk_buffers.slots()),
@@ -158,7 +175,7 @@ impl GpuBackend {
             starts,
             deltas16,
         };
-        let out = self.prepare(
+        let out = self.runtime.prepare(
             passes
                 .out(
                     KernelKey::chunk_out_coop(dtypes),

@@ -19,9 +19,10 @@
 //! Both kernels declare at most `WORKGROUP_MEMORY_BUDGET` bytes of workgroup memory
 
 use super::gdn::WORKGROUP_MEMORY_BUDGET;
-use super::kernel::{KernelKey, KeyAt, Op, OpInfo, OpKernel};
-use super::operand::operand_table;
 use crate::dtype::{DType, GdnDtypes};
+use crate::engine::key::{KernelKey, KeyAt, Op, OpInfo, OpKernel};
+use crate::engine::operand::operand_table;
+pub(crate) use crate::gpu::options::WALK_ROWS;
 use crate::shape::GdnShape;
 use crate::tuning::Threshold;
 
@@ -78,9 +79,6 @@ pub const CHUNK_OUT_COOP: Op = Op(&OpInfo {
     )
 });
 const OUT_ROOT: (&str, &str) = ("chunk_out_coop", include_str!("chunk_out_coop.wgsl"));
-/// The walk's choices of value rows per workgroup (its `ROWS`,
-/// `GpuOptions::chunk_walk_rows`), the default first.
-pub(crate) const WALK_ROWS: [u32; 2] = [16, 32];
 /// Value columns per workgroup of the output pass (`BLOCK` in its WGSL).
 const OUT_BLOCK: usize = 64;
 /// Key columns of the cooperative path's tiles: Dk up to this (`TILE_DK` in
@@ -197,28 +195,6 @@ impl ChunkShape {
         let c = self.chunk_steps();
         let per_chunk = 3 * c * COOP_MAX_KEY_DIM + c * c;
         self.head_chunks().saturating_mul(per_chunk)
-    }
-}
-
-/// How the chunked record rounds the operands of its products.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum ChunkPrecision {
-    /// f32 arithmetic throughout (the portable passes): within `record`'s tolerances.
-    #[default]
-    Exact,
-    /// On a device with cooperative matrices: the products' operands (the state, W,
-    /// the decayed q and k, the decayed `Q K^T`, delta) rounded to f16, f32
-    /// accumulators, the state kept in f32. Finite values beyond f16's range are
-    /// clamped to it, never made infinite. docs/SPEC.md gives its error. Without
-    /// cooperative matrices the call runs the portable passes, as `Exact`.
-    FastF16,
-}
-
-impl std::str::FromStr for ChunkPrecision {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        use ChunkPrecision::*;
-        crate::error::parse_name("precision", s, &[("exact", Exact), ("fast-f16", FastF16)])
     }
 }
 

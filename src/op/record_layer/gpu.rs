@@ -3,11 +3,11 @@
 
 use super::{LayerParams, RecordLayerBuffers, RecordLayerOperands, RecordLayerRow};
 use crate::dtype::GdnDtypes;
+use crate::engine::cache::small_buffer;
+use crate::engine::encode::Prepared;
+use crate::engine::key::{KernelKey, Op};
 use crate::error::Result;
 use crate::gpu::backend::GpuBackend;
-use crate::gpu::cache::small_buffer;
-use crate::gpu::encode::Prepared;
-use crate::op::kernel::{KernelKey, Op};
 use crate::shape::{GqaLayout, LayerShape};
 
 impl GpuBackend {

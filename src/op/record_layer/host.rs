@@ -4,11 +4,11 @@ use super::cpu::prologue;
 use super::{LayerInputs, LayerParams, LayerRecorded, RecordLayerOperands, OP};
 use crate::cpu::CpuBackend;
 use crate::dtype::{Element, GdnDtypes};
+use crate::engine::host::{from_bytes, Pending};
+use crate::engine::operand::HostSide;
 use crate::error::{alloc_vec, Result};
 use crate::gpu::backend::GpuBackend;
-use crate::gpu::host::{from_bytes, Pending};
 use crate::host::HostCall;
-use crate::op::operand::HostSide;
 use crate::op::record::cpu::{record, RecordArgs};
 use crate::shape::{GqaLayout, LayerShape};
 use std::marker::PhantomData;
@@ -91,10 +91,10 @@ impl<'a, A: Element, S: Element, P: Element, G: Element> HostCall<'a>
         let (shape, layout) = (*self.shape, self.layout);
         let dtypes = GdnDtypes::of_gated::<A, S, P, G>();
         let sides = self.sides(&layer);
-        let bufs = sides.map(|spec, side| gpu.host_buffer(spec, &shape, &dtypes, side));
+        let bufs = sides.map(|spec, side| gpu.runtime.host_buffer(spec, &shape, &dtypes, side));
         let gdn = *shape.gdn();
         let lens = [gdn.v_len(), gdn.state_len(), gdn.qk_len(), gdn.gate_len()];
-        gpu.host_call(
+        gpu.runtime.host_call(
             OP.name(),
             RecordLayerOperands::<()>::SPECS,
             bufs.slots(),

@@ -10,9 +10,9 @@
 //! prologue's: replay and the conv commit take them as they take record's.
 
 use super::gdn;
-use super::kernel::{KernelKey, KeyAt, Op, OpInfo, OpKernel, Reduction};
-use super::operand::operand_table;
 use crate::dtype::GdnDtypes;
+use crate::engine::key::{KernelKey, KeyAt, Op, OpInfo, OpKernel, Reduction};
+use crate::engine::operand::operand_table;
 use crate::error::{check_len, Result};
 use crate::shape::{GdnShape, LayerField, LayerShape};
 use crate::tuning::ShapeClass;

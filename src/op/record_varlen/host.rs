@@ -4,11 +4,11 @@ use super::cpu::record_varlen;
 use super::{RecordVarlenOperands, OP};
 use crate::cpu::CpuBackend;
 use crate::dtype::{Element, GdnDtypes};
+use crate::engine::host::Pending;
+use crate::engine::operand::HostSide;
 use crate::error::{alloc_vec, Result};
 use crate::gpu::backend::GpuBackend;
-use crate::gpu::host::Pending;
 use crate::host::HostCall;
-use crate::op::operand::HostSide;
 use crate::op::record::cpu::RecordArgs;
 use crate::op::record::host::{host_sides, read_back};
 use crate::op::record::{RecordInputs, Recorded};
@@ -66,9 +66,10 @@ impl<'a, A: Element, S: Element, P: Element, G: Element> HostCall<'a>
         self.check()?;
         let (shape, layout) = (self.shape, self.layout);
         let dtypes = GdnDtypes::of_gated::<A, S, P, G>();
-        let bufs = (self.sides()).map(|spec, side| gpu.host_buffer(spec, shape, &dtypes, side));
+        let bufs =
+            (self.sides()).map(|spec, side| gpu.runtime.host_buffer(spec, shape, &dtypes, side));
         let (v_len, state_len) = (shape.v_len(), shape.state_len());
-        gpu.host_call(
+        gpu.runtime.host_call(
             OP.name(),
             RecordVarlenOperands::<()>::SPECS,
             bufs.slots(),

@@ -9,10 +9,10 @@
 //! of workgroups to sequences is needed: the grid is record's at S sequences.
 
 use super::gdn;
-use super::kernel::{KernelKey, KeyAt, Op, OpInfo, OpKernel, Reduction};
-use super::operand::operand_table;
 use super::record::RecordOperands;
 use crate::dtype::GdnDtypes;
+use crate::engine::key::{KernelKey, KeyAt, Op, OpInfo, OpKernel, Reduction};
+use crate::engine::operand::operand_table;
 use crate::error::Result;
 use crate::shape::{GdnShape, VarlenShape};
 use crate::tuning::ShapeClass;

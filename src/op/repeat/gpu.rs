@@ -3,10 +3,10 @@
 
 use super::{RepeatBuffers, RepeatOperands};
 use crate::dtype::DType;
+use crate::engine::encode::{u32_dim, Plan, Prepared};
+use crate::engine::key::KernelKey;
 use crate::error::Result;
 use crate::gpu::backend::GpuBackend;
-use crate::gpu::encode::{u32_dim, Plan, Prepared};
-use crate::op::kernel::KernelKey;
 use crate::shape::{GqaLayout, RepeatShape};
 
 impl GpuBackend {
@@ -64,7 +64,7 @@ impl GpuBackend {
             .position(|s| s.name == "dst")
             .expect("repeat has dst");
         plan.offsets[dst] = dst_offset;
-        self.prepare(plan)
+        self.runtime.prepare(plan)
     }
 
     /// A copy of `words` u32 words from the start of `src` to `dst` at byte `offset` (a

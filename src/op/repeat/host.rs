@@ -4,11 +4,11 @@ use super::cpu::repeat;
 use super::RepeatOperands;
 use crate::cpu::CpuBackend;
 use crate::dtype::{Element, GdnDtypes};
+use crate::engine::host::{from_bytes, Pending};
+use crate::engine::operand::HostSide;
 use crate::error::{alloc_vec, Result};
 use crate::gpu::backend::GpuBackend;
-use crate::gpu::host::{from_bytes, Pending};
 use crate::host::HostCall;
-use crate::op::operand::HostSide;
 use crate::shape::{GqaLayout, RepeatShape};
 
 /// repeat (docs/SPEC.md): the GQA head broadcast `dst[n, h, i] = src[n, hk(h), i]`.
@@ -45,8 +45,9 @@ impl<'a, E: Element> HostCall<'a> for Repeat<'a, E> {
         self.check()?;
         let (shape, layout) = (*self.shape, self.layout);
         let dtypes = GdnDtypes::uniform(E::DTYPE);
-        let bufs = (self.sides()).map(|spec, side| gpu.host_buffer(spec, &shape, &dtypes, side));
-        gpu.host_call(
+        let bufs =
+            (self.sides()).map(|spec, side| gpu.runtime.host_buffer(spec, &shape, &dtypes, side));
+        gpu.runtime.host_call(
             "repeat",
             RepeatOperands::<()>::SPECS,
             bufs.slots(),

@@ -1,8 +1,8 @@
 //! repeat: the GQA head broadcast, key heads to value heads (docs/SPEC.md "repeat").
 
-use super::kernel::{KernelKey, KeyAt, Op, OpInfo, OpKernel};
-use super::operand::operand_table;
 use crate::dtype::{DType, GdnDtypes};
+use crate::engine::key::{KernelKey, KeyAt, Op, OpInfo, OpKernel};
+use crate::engine::operand::operand_table;
 use crate::shape::RepeatShape;
 
 pub(crate) mod cpu;

@@ -3,10 +3,10 @@
 
 use super::{ReplayBuffers, ReplayOperands, OP};
 use crate::dtype::GdnDtypes;
+use crate::engine::encode::Prepared;
+use crate::engine::key::KernelKey;
 use crate::error::{Error, Result};
 use crate::gpu::backend::GpuBackend;
-use crate::gpu::encode::Prepared;
-use crate::op::kernel::KernelKey;
 use crate::shape::{GdnShape, GqaLayout};
 
 impl GpuBackend {

@@ -4,11 +4,11 @@ use super::cpu::{replay, ReplayArgs, TapeKeys};
 use super::{ReplayOperands, TapeRef};
 use crate::cpu::CpuBackend;
 use crate::dtype::{Element, GdnDtypes};
+use crate::engine::host::{from_bytes, Pending};
+use crate::engine::operand::HostSide;
 use crate::error::{alloc_vec, Result};
 use crate::gpu::backend::GpuBackend;
-use crate::gpu::host::{from_bytes, Pending};
 use crate::host::HostCall;
-use crate::op::operand::HostSide;
 use crate::shape::{GdnShape, GqaLayout};
 
 /// replay (docs/SPEC.md): the snapshot with each sequence's accepted prefix folded in,
@@ -82,9 +82,10 @@ impl<'a, A: Element, S: Element, P: Element, G: Element> HostCall<'a> for Replay
         self.check()?;
         let shape = *self.shape;
         let dtypes = GdnDtypes::of_gated::<A, S, P, G>();
-        let bufs = (self.sides()).map(|spec, side| gpu.host_buffer(spec, &shape, &dtypes, side));
+        let bufs =
+            (self.sides()).map(|spec, side| gpu.runtime.host_buffer(spec, &shape, &dtypes, side));
         let out = self.out;
-        gpu.host_call(
+        gpu.runtime.host_call(
             "replay",
             ReplayOperands::<()>::SPECS,
             bufs.slots(),

@@ -2,9 +2,9 @@
 //! "replay").
 
 use super::gdn;
-use super::kernel::{KernelKey, KeyAt, Op, OpInfo, OpKernel, Reduction};
-use super::operand::operand_table;
 use crate::dtype::GdnDtypes;
+use crate::engine::key::{KernelKey, KeyAt, Op, OpInfo, OpKernel, Reduction};
+use crate::engine::operand::operand_table;
 use crate::shape::GdnShape;
 use crate::tuning::ShapeClass;
 

@@ -4,13 +4,13 @@
 use super::{RecordLayerVarlenOperands, OP};
 use crate::cpu::CpuBackend;
 use crate::dtype::{Element, GdnDtypes};
+use crate::engine::host::Pending;
+use crate::engine::key::Op;
+use crate::engine::operand::HostSide;
 use crate::error::{alloc_vec, Result};
 use crate::gpu::backend::GpuBackend;
-use crate::gpu::host::Pending;
 use crate::host::HostCall;
 use crate::op::gdn;
-use crate::op::kernel::Op;
-use crate::op::operand::HostSide;
 use crate::op::record::cpu::RecordArgs;
 use crate::op::record::RecordInputs;
 use crate::op::record_layer::cpu::{prologue, Prepared};
@@ -157,14 +157,14 @@ impl<'a, A: Element, S: Element, P: Element, G: Element> HostCall<'a>
         let (shape, layout) = (self.shape, self.layout);
         let dtypes = GdnDtypes::of_gated::<A, S, P, G>();
         let sides = self.sides(&layer);
-        let bufs = sides.map(|spec, side| gpu.host_buffer(spec, shape, &dtypes, side));
+        let bufs = sides.map(|spec, side| gpu.runtime.host_buffer(spec, shape, &dtypes, side));
         let lens = [
             shape.v_len(),
             shape.state_len(),
             shape.qk_len(),
             shape.gate_len(),
         ];
-        gpu.host_call(
+        gpu.runtime.host_call(
             OP.name(),
             RecordLayerVarlenOperands::<()>::SPECS,
             bufs.slots(),

@@ -8,9 +8,9 @@
 //! length, and `wgsl/layer_staging.wgsl` reads x, a and b at the packed tokens and the
 //! window of the workgroup's sequence.
 
+use crate::engine::key::{KernelKey, KeyAt, Op, OpInfo, OpKernel};
+use crate::engine::operand::operand_table;
 use crate::op::gdn;
-use crate::op::kernel::{KernelKey, KeyAt, Op, OpInfo, OpKernel};
-use crate::op::operand::operand_table;
 use crate::shape::VarlenLayerShape;
 use crate::tuning::ShapeClass;
 

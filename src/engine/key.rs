@@ -14,9 +14,6 @@ use crate::shape::{GdnShape, MAX_CONV_KERNEL};
 use std::cmp::Ordering;
 use std::hash::{Hash, Hasher};
 
-/// Largest key dimension (Dk) the record and replay kernels take.
-pub const MAX_KEY_DIM: usize = 256;
-
 /// What an op is, as data: its name, WGSL root, operand rows and the switches its
 /// kernel key reads. One per op, in the op's folder (its `OP`); the defaults of
 /// [`OpInfo::new`] fit an op without masks, optional plain rows or staged steps.

@@ -66,7 +66,7 @@ pub const SOURCES: &[(&str, &str)] = sources![
     "tile_store",
 ];
 
-pub use crate::op::kernel::Value;
+pub use crate::engine::key::Value;
 
 impl Value {
     fn truth(self) -> bool {
@@ -644,14 +644,6 @@ mod tests {
         assemble_from(sources, "main", DEFINES, "", &["gen".to_string()])
     }
 
-    /// The code of an assembly: no comments or blank lines, white space folded.
-    fn code(text: &str) -> Vec<String> {
-        text.lines()
-            .map(|l| l.split("//").next().unwrap_or("").trim().to_string())
-            .filter(|l| !l.is_empty())
-            .collect()
-    }
-
     #[test]
     fn defines_become_constants() {
         let out = asm(&[("main", "fn f() {}\n")]).unwrap();
@@ -827,69 +819,5 @@ mod tests {
         // A branch not taken neither provides nor requires.
         let branch = [("main", "#if OFF\n#requires nope\n#provides g\n#endif\n")];
         asm(&branch).unwrap();
-    }
-
-    /// The record kernel of a real shape, with `steps` as its `record_steps` fragment
-    /// and `root` as its root.
-    fn assemble_record(root: &str, steps: &str) -> Result<String, WgslError> {
-        let mut sources: Vec<(&str, &str)> = SOURCES
-            .iter()
-            .map(|&(name, text)| (name, if name == "record_steps" { steps } else { text }))
-            .collect();
-        sources.push(("record", root));
-        let shape = crate::shape::GdnShape::new(1, 2, 16, 32, 128, 128).unwrap();
-        let key = crate::op::KernelKey::record(
-            &shape,
-            crate::dtype::GdnDtypes::uniform(crate::DType::F32),
-            crate::op::Reduction::Subgroup,
-            false,
-            &Default::default(),
-        );
-        let defines = key.defines();
-        let defines: Vec<(&str, Value)> = defines.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-        assemble_from(&sources, "record", &defines, "", &key.prelude().1)
-    }
-
-    /// A kernel's loops unroll whatever their header's white space, and a header that
-    /// `#unroll` cannot read is an error, not a loop left rolled.
-    #[test]
-    fn a_kernel_loop_reformatted_still_unrolls_or_fails() {
-        let root = crate::op::record::ROOT.1;
-        let steps = SOURCES.iter().find(|s| s.0 == "record_steps").unwrap().1;
-        // The first element loop of the step itself (the file's first one lies in the
-        // scaled state's branch, which this key leaves out).
-        let header = "for (var m = 0u; m < GROUPS; m++) {";
-        let body = steps.find("fn record_steps(").unwrap();
-        let at = body + steps[body..].find(header).unwrap();
-        let with = |new: &str| format!("{}{new}{}", &steps[..at], &steps[at + header.len()..]);
-        let original = assemble_record(root, steps).unwrap();
-        assert!(code(&original).iter().all(|l| !l.starts_with("for (var m")));
-        let spaced = assemble_record(root, &with("for ( var m=0u ;m<GROUPS;\n m += 1u){")).unwrap();
-        assert_eq!(code(&spaced), code(&original));
-        let err =
-            assemble_record(root, &with("for (var m = 0u; m < GROUPS; m = m + 1u) {")).unwrap_err();
-        assert!(
-            matches!(err, WgslError::BadUnroll { ref file, .. } if file == "record_steps"),
-            "{err}"
-        );
-        // The #unroll before that loop, with no loop after it.
-        let unroll = steps[..at].rfind("#unroll\n").unwrap();
-        let no_loop = format!(
-            "{}#unroll\n// the loop below\n{}",
-            &steps[..unroll],
-            &steps[unroll + "#unroll\n".len()..]
-        );
-        assert!(matches!(
-            assemble_record(root, &no_loop),
-            Err(WgslError::BadUnroll { .. })
-        ));
-        let missing = root.replacen("#requires ", "#requires load_nothing, ", 1);
-        assert_eq!(
-            assemble_record(&missing, steps).unwrap_err(),
-            WgslError::NotProvided {
-                file: "record".into(),
-                symbol: "load_nothing".into()
-            }
-        );
     }
 }

@@ -1,6 +1,5 @@
 //! Finding an adapter, creating a device, and what the crate needs of one.
 
-use super::options::GpuOptions;
 use crate::error::{Error, Result};
 
 /// The features the crate uses when the adapter has them: subgroups for record's
@@ -82,11 +81,10 @@ pub fn list_adapters(backends: wgpu::Backends) -> Vec<AdapterReport> {
         .collect()
 }
 
-/// Pick the best usable adapter on `options.backends`: the first whose name contains
-/// `options.adapter_name` (case-insensitive) if set, else a discrete GPU over an
-/// integrated one over a software one.
-pub fn choose_adapter(options: &GpuOptions) -> Result<Chosen> {
-    let backends = options.backends;
+/// Pick the best usable adapter on `backends`: the first whose name contains
+/// `adapter_name` (case-insensitive) if set, else a discrete GPU over an integrated one
+/// over a software one.
+pub fn choose_adapter(backends: wgpu::Backends, adapter_name: Option<&str>) -> Result<Chosen> {
     let adapters = pollster::block_on(instance(backends).enumerate_adapters(backends));
     if adapters.is_empty() {
         return Err(Error::NoAdapter(
@@ -94,7 +92,7 @@ pub fn choose_adapter(options: &GpuOptions) -> Result<Chosen> {
                 .into(),
         ));
     }
-    let wanted_name = options.adapter_name.as_ref().map(|s| s.to_lowercase());
+    let wanted_name = adapter_name.map(|s| s.to_lowercase());
     let mut best: Option<(u32, wgpu::Adapter)> = None;
     for adapter in adapters {
         let info = adapter.get_info();
@@ -145,14 +143,14 @@ pub(crate) fn coop_features() -> wgpu::Features {
 }
 
 /// Create a device on `adapter` with [`device_requirements`], and with cooperative
-/// matrices where `options` consents and the adapter serves the fast path (returned
-/// as the third value).
+/// matrices where `consent` is given and the adapter serves the fast path (returned as
+/// the third value).
 pub fn create_device(
     adapter: &wgpu::Adapter,
-    options: &GpuOptions,
+    consent: CooperativeMatrices,
 ) -> Result<(wgpu::Device, wgpu::Queue, bool)> {
     let (mut required_features, required_limits) = device_requirements(adapter);
-    let coop = options.cooperative_matrices.allowed()
+    let coop = consent.allowed()
         && adapter.features().contains(coop_features())
         && serves_coop_path(
             &adapter.cooperative_matrix_properties(),
@@ -161,7 +159,7 @@ pub fn create_device(
     let mut experimental_features = wgpu::ExperimentalFeatures::disabled();
     if coop {
         required_features |= coop_features();
-        experimental_features = options.cooperative_matrices.token();
+        experimental_features = consent.token();
     }
     pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("deltatape"),
@@ -175,4 +173,33 @@ pub fn create_device(
         op: "request_device",
         message: e.to_string(),
     })
+}
+
+/// The caller's consent to wgpu's experimental cooperative matrices. wgpu makes that
+/// consent an `unsafe` token (its experimental features may have bugs that cause
+/// undefined behaviour); the crate never creates one: a caller who accepts those
+/// terms passes `unsafe { wgpu::ExperimentalFeatures::enabled() }` to
+/// [`CooperativeMatrices::allow`]. Off by default.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CooperativeMatrices(wgpu::ExperimentalFeatures);
+
+impl CooperativeMatrices {
+    /// Consent as `token` gives it (a disabled token: no consent).
+    pub fn allow(token: wgpu::ExperimentalFeatures) -> Self {
+        CooperativeMatrices(token)
+    }
+    /// Whether the caller consented.
+    pub fn allowed(&self) -> bool {
+        self.0.is_enabled()
+    }
+    /// The token, for wgpu's device descriptor.
+    pub(crate) fn token(&self) -> wgpu::ExperimentalFeatures {
+        self.0
+    }
+}
+
+impl PartialEq for CooperativeMatrices {
+    fn eq(&self, other: &Self) -> bool {
+        self.allowed() == other.allowed()
+    }
 }

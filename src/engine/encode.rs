@@ -3,13 +3,12 @@
 //! into the caller's command encoder or compute pass as often as it likes. Nothing is
 //! built unless every check passes.
 
-use super::backend::GpuBackend;
 use super::cache::ParamBlock;
-use crate::dtype::DType;
+use super::runtime::Runtime;
+use crate::engine::key::{KernelKey, Reduction};
+use crate::engine::operand::OperandSpec;
 use crate::error::{Error, Result};
-use crate::op::kernel::{KernelKey, Reduction, MAX_KEY_DIM};
-use crate::op::operand::OperandSpec;
-use crate::shape::{GdnShape, GqaLayout};
+
 use std::sync::Arc;
 
 /// Largest element count of one operand: the kernels index in u32 and form
@@ -124,7 +123,7 @@ pub(crate) struct Plan<'a, Sh: 'static> {
     workgroups: u64,
     shape: &'a Sh,
     specs: &'static [OperandSpec<Sh>],
-    buffers: Vec<Option<&'a wgpu::Buffer>>,
+    pub(crate) buffers: Vec<Option<&'a wgpu::Buffer>>,
     /// Byte offset of each operand's binding in its buffer (0 but for the crate's own
     /// ranges, see `GpuBackend::prepare_repeat_at`).
     pub(crate) offsets: Vec<u64>,
@@ -172,134 +171,7 @@ pub(crate) fn u32_dim(op: &'static str, arg: &'static str, v: usize) -> Result<u
     })
 }
 
-/// `GdnParams` of wgsl/shape.wgsl: the dims (8 words with the conv's taps and
-/// padding), the GQA layout, row blocks and the workgroup count.
-pub(crate) fn gdn_params(
-    op: &'static str,
-    shape: &GdnShape,
-    (layout, conv_taps): (GqaLayout, u32),
-    key: &KernelKey,
-    workgroups: u64,
-) -> Result<ParamBlock> {
-    Ok([
-        u32_dim(op, "batch", shape.batch())?,
-        u32_dim(op, "steps", shape.steps())?,
-        u32_dim(op, "key_heads", shape.key_heads())?,
-        u32_dim(op, "value_heads", shape.value_heads())?,
-        u32_dim(op, "key_dim", shape.key_dim())?,
-        u32_dim(op, "value_dim", shape.value_dim())?,
-        0,
-        conv_taps,
-        layout.code(),
-        (shape.value_dim() as u32).div_ceil(key.rows),
-        u32_dim(op, "batch", workgroups as usize)?,
-        0,
-    ])
-}
-
-pub(crate) fn check_key_dim(op: &'static str, shape: &GdnShape) -> Result<()> {
-    if shape.key_dim() > MAX_KEY_DIM {
-        return Err(Error::DimTooLarge {
-            op,
-            arg: "key_dim",
-            actual: shape.key_dim() as u64,
-            max: MAX_KEY_DIM as u64,
-        });
-    }
-    Ok(())
-}
-
-/// bf16 words pair neighbouring elements: where two rows of different invocations
-/// would share a word, refuse rather than race. bf16 gates need no case: g and beta are
-/// only read, and each word of the tape's g has one writer (wgsl/record_staging.wgsl).
-fn check_bf16_pairs(op: &'static str, shape: &GdnShape, key: &KernelKey) -> Result<()> {
-    let (dtypes, record) = (&key.dtypes, key.op.records());
-    let odd_dk = shape.key_dim() % 2 == 1;
-    let odd_dv = shape.value_dim() % 2 == 1;
-    let bf16_outputs = dtypes.act == DType::BF16 || dtypes.tape == DType::BF16;
-    let bf16_tape_k = key.binds_named("tape_k_grouped") && dtypes.act == DType::BF16;
-    let refusals = [
-        (
-            dtypes.state == DType::BF16 && odd_dk,
-            "key_dim",
-            "a bf16 state on the GPU needs an even Dk (two rows would share a u32 word)",
-        ),
-        (
-            record && bf16_outputs && odd_dv,
-            "value_dim",
-            "bf16 y or delta on the GPU needs an even Dv (two heads would share a u32 word)",
-        ),
-        (
-            record && bf16_tape_k && odd_dk,
-            "key_dim",
-            "a bf16 tape k on the GPU needs an even Dk (two heads would share a u32 word)",
-        ),
-    ];
-    match refusals.into_iter().find(|(refused, _, _)| *refused) {
-        Some((_, arg, why)) => Err(Error::Unsupported {
-            op,
-            arg,
-            why: why.into(),
-        }),
-        None => Ok(()),
-    }
-}
-
-impl GpuBackend {
-    /// The checks and parameters record, replay and fold_record share.
-    pub(crate) fn prepare_gdn(
-        &self,
-        shape: &GdnShape,
-        layout: GqaLayout,
-        key: KernelKey,
-        specs: &'static [OperandSpec<GdnShape>],
-        buffers: Vec<Option<&wgpu::Buffer>>,
-    ) -> Result<Prepared> {
-        self.prepare_gdn_as(shape, layout, key, (shape, specs), buffers)
-    }
-
-    /// [`GpuBackend::prepare_gdn`] where the operand table has a shape of its own:
-    /// the kernel's grid and parameters are `grid`'s, the buffers are checked against
-    /// `table` (record_varlen: the packed tokens, its grid their sequences padded).
-    pub(crate) fn prepare_gdn_as<Sh: 'static>(
-        &self,
-        grid: &GdnShape,
-        layout: GqaLayout,
-        key: KernelKey,
-        table: (&Sh, &'static [OperandSpec<Sh>]),
-        buffers: Vec<Option<&wgpu::Buffer>>,
-    ) -> Result<Prepared> {
-        self.prepare_gdn_conv(grid, (layout, 0), key, table, (buffers, Vec::new()))
-    }
-
-    /// [`GpuBackend::prepare_gdn_as`] with the conv's taps in the parameters
-    /// (record_layer; 0 for the ops without a conv), and each buffer bound from its
-    /// byte offset (`offsets` in table order; empty: all 0).
-    pub(crate) fn prepare_gdn_conv<Sh: 'static>(
-        &self,
-        grid: &GdnShape,
-        (layout, conv_taps): (GqaLayout, u32),
-        key: KernelKey,
-        (shape, specs): (&Sh, &'static [OperandSpec<Sh>]),
-        (buffers, mut offsets): (Vec<Option<&wgpu::Buffer>>, Vec<u64>),
-    ) -> Result<Prepared> {
-        offsets.resize(buffers.len(), 0);
-        let op = key.op.name();
-        check_key_dim(op, grid)?;
-        check_bf16_pairs(op, grid, &key)?;
-        let workgroups = key.workgroups_gdn(grid);
-        self.prepare(Plan {
-            op,
-            params: gdn_params(op, grid, (layout, conv_taps), &key, workgroups)?,
-            key,
-            workgroups,
-            shape,
-            specs,
-            offsets,
-            buffers,
-        })
-    }
-
+impl Runtime {
     /// Check features, limits and every buffer against the operand table, then build
     /// the pipeline (cached), the parameters (cached) and the bind group.
     pub(crate) fn prepare<Sh: 'static>(&self, d: Plan<'_, Sh>) -> Result<Prepared> {

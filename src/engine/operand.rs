@@ -169,13 +169,13 @@ macro_rules! operand_table {
         $(#[$meta:meta])*
         pub struct $name:ident, rows $row:ident, op $op:literal, for $shape:ty { $($body:tt)* }
     ) => {
-        $crate::op::operand::operand_table!(
+        $crate::engine::operand::operand_table!(
             @rows [$(#[$meta])* $name, $row, $op, $shape] [] $($body)*
         );
     };
     // A row group: its rows go back to the front of the list (a group may use another).
     (@rows $head:tt $rows:tt use $group:ident $(($($arg:tt)*))?; $($rest:tt)*) => {
-        $crate::op::operand::row_group!($group [$($($arg)*)?] $head $rows $($rest)*);
+        $crate::engine::operand::row_group!($group [$($($arg)*)?] $head $rows $($rest)*);
     };
     (
         @rows $head:tt [$($rows:tt)*]
@@ -183,7 +183,7 @@ macro_rules! operand_table {
         [$variant:ident] $field:ident: $fty:ty, $role:ident $slot:ident $access:ident $walk:ident = $len:ident $(, $opt:ident)?;
         $($rest:tt)*
     ) => {
-        $crate::op::operand::operand_table!(
+        $crate::engine::operand::operand_table!(
             @rows $head [$($rows)* {
                 $(#[$fmeta])* [$variant] $field: $fty, $role $slot $access $walk = $len [$($opt)?]
             }] $($rest)*
@@ -214,7 +214,7 @@ macro_rules! operand_table {
             }
         }
 
-        impl $crate::op::operand::OperandRow for $row {
+        impl $crate::engine::operand::OperandRow for $row {
             const OP: &'static str = $op;
             fn index(self) -> usize {
                 self as usize
@@ -223,69 +223,69 @@ macro_rules! operand_table {
 
         impl<T> $name<T> {
             /// The table: one row per operand, in binding order.
-            pub const SPECS: &'static [$crate::op::operand::OperandSpec<$shape>] = &[$(
-                $crate::op::operand::OperandSpec {
+            pub const SPECS: &'static [$crate::engine::operand::OperandSpec<$shape>] = &[$(
+                $crate::engine::operand::OperandSpec {
                     name: stringify!($field),
-                    role: $crate::op::operand::Role::$role,
-                    slot: $crate::op::operand::Slot::$slot,
-                    access: $crate::op::operand::Access::$access,
-                    walk: $crate::op::operand::Walk::$walk,
+                    role: $crate::engine::operand::Role::$role,
+                    slot: $crate::engine::operand::Slot::$slot,
+                    access: $crate::engine::operand::Access::$access,
+                    walk: $crate::engine::operand::Walk::$walk,
                     len: <$shape>::$len,
-                    optional: $crate::op::operand::operand_table!(@opt $($opt)?),
+                    optional: $crate::engine::operand::operand_table!(@opt $($opt)?),
                 },
             )*];
 
             /// The table's rows without their length formulas (what a kernel key reads).
-            pub const ROWS: &'static [$crate::op::operand::Row] = &[$(
-                $crate::op::operand::Row {
+            pub const ROWS: &'static [$crate::engine::operand::Row] = &[$(
+                $crate::engine::operand::Row {
                     name: stringify!($field),
-                    slot: $crate::op::operand::Slot::$slot,
-                    access: $crate::op::operand::Access::$access,
-                    walk: $crate::op::operand::Walk::$walk,
-                    optional: $crate::op::operand::operand_table!(@opt $($opt)?),
+                    slot: $crate::engine::operand::Slot::$slot,
+                    access: $crate::engine::operand::Access::$access,
+                    walk: $crate::engine::operand::Walk::$walk,
+                    optional: $crate::engine::operand::operand_table!(@opt $($opt)?),
                 },
             )*];
 
             /// Each operand's value in table order (`None`: an optional one left out).
             pub fn slots(&self) -> Vec<Option<&T>> {
-                vec![$( $crate::op::operand::operand_table!(@slot [$($opt)?] self.$field) ),*]
+                vec![$( $crate::engine::operand::operand_table!(@slot [$($opt)?] self.$field) ),*]
             }
 
             /// The bound rows: bit i set when row i of the table has a value (every
             /// required row, and the optional ones given).
             pub fn bound(&self) -> u16 {
-                $crate::op::operand::rows_bound(&self.slots())
+                $crate::engine::operand::rows_bound(&self.slots())
             }
 
             /// Borrow every value.
             pub fn as_ref(&self) -> $name<&T> {
-                $name { $( $field: $crate::op::operand::operand_table!(@as_ref [$($opt)?] self.$field), )* }
+                $name { $( $field: $crate::engine::operand::operand_table!(@as_ref [$($opt)?] self.$field), )* }
             }
 
             /// Turn each value into another, with its table row.
             pub fn map<U>(
                 self,
-                mut f: impl FnMut(&$crate::op::operand::OperandSpec<$shape>, T) -> U,
+                mut f: impl FnMut(&$crate::engine::operand::OperandSpec<$shape>, T) -> U,
             ) -> $name<U> {
                 let mut specs = Self::SPECS.iter();
                 let $name { $( $field, )* } = self;
                 $(
                     let spec = specs.next().expect("one row per field");
-                    let $field = $crate::op::operand::operand_table!(@map [$($opt)?] f spec $field);
+                    let $field = $crate::engine::operand::operand_table!(@map [$($opt)?] f spec $field);
                 )*
                 $name { $( $field, )* }
             }
         }
 
         #[allow(dead_code)] // a table with no host call (record_chunked's passes)
-        impl $name<$crate::op::operand::HostSide<'_>> {
+        impl $name<$crate::engine::operand::HostSide<'_>> {
             /// Check each host operand's length against its row (call `op`, `shape`).
             pub(crate) fn check_lengths(
                 &self,
                 op: &'static str,
                 shape: &$shape,
             ) -> $crate::error::Result<()> {
-                $crate::op::operand::check_sides(op, Self::SPECS, shape, &self.slots())
+                $crate::engine::operand::check_sides(op, Self::SPECS, shape, &self.slots())
             }
         }
     };
@@ -304,13 +304,13 @@ pub(crate) use operand_table;
 /// group's rows go in front of the rest of the table, which goes back to the table.
 /// One row a line, its doc first.
 macro_rules! row_group {
-    (query_key [] $head:tt $rows:tt $($rest:tt)*) => { $crate::op::operand::operand_table!(@rows $head $rows
+    (query_key [] $head:tt $rows:tt $($rest:tt)*) => { $crate::engine::operand::operand_table!(@rows $head $rows
         #[doc = "`[B, T, Hk, Dk]`."] [Q] q: T, Activation Act Read Rows = qk_len;
         #[doc = "`[B, T, Hk, Dk]`."] [K] k: T, Activation Act Read Rows = qk_len;
         $($rest)*
     ); };
     // A step's activations and gates.
-    (activations [] $head:tt $rows:tt $($rest:tt)*) => { $crate::op::operand::operand_table!(@rows $head $rows
+    (activations [] $head:tt $rows:tt $($rest:tt)*) => { $crate::engine::operand::operand_table!(@rows $head $rows
         use query_key;
         #[doc = "`[B, T, Hv, Dv]`."] [V] v: T, Activation Act Read Scalars = v_len;
         #[doc = "`[B, T, Hv]`, the decay, already exponentiated."] [G] g: T, Activation Gate Read Scalars = gate_len;
@@ -318,7 +318,7 @@ macro_rules! row_group {
         $($rest)*
     ); };
     // What record writes (and the mask it obeys), from the state before the draft.
-    (record_outputs [] $head:tt $rows:tt $($rest:tt)*) => { $crate::op::operand::operand_table!(@rows $head $rows
+    (record_outputs [] $head:tt $rows:tt $($rest:tt)*) => { $crate::engine::operand::operand_table!(@rows $head $rows
         #[doc = "`[B, Hv, Dv, Dk]`: the state before the draft."] [StateIn] state_in: T, State State Read Rows = state_len;
         #[doc = "`[B, T, Hv, Dv]`."] [Y] y: T, Output Act Write Scalars = v_len;
         #[doc = "`[B, Hv, Dv, Dk]`: the state after the draft; `None`: not written (a rollback that keeps one state per layer replays the accepted prefix instead)."]
@@ -328,7 +328,7 @@ macro_rules! row_group {
         $($rest)*
     ); };
     // The tape's copies of k and g, which make a rollback's draft one dispatch.
-    (tape_copies [] $head:tt $rows:tt $($rest:tt)*) => { $crate::op::operand::operand_table!(@rows $head $rows
+    (tape_copies [] $head:tt $rows:tt $($rest:tt)*) => { $crate::engine::operand::operand_table!(@rows $head $rows
         #[doc = "`[B, T, Hk, Dk]`: the tape's k, a copy of k at key heads (replay reads it through the GQA layout); `None`: not written."]
         [TapeKGrouped] tape_k_grouped: Option<T>, Tape Act Write Rows = qk_len, optional;
         #[doc = "`[B, T, Hv]`: the tape's g, a copy of g; `None`: not written."]
@@ -337,7 +337,7 @@ macro_rules! row_group {
     ); };
     // record_chunked's scratch: written (`Write`) by its first pass, read (`Read`) by
     // its second.
-    (chunk_scratch [$access:ident] $head:tt $rows:tt $($rest:tt)*) => { $crate::op::operand::operand_table!(@rows $head $rows
+    (chunk_scratch [$access:ident] $head:tt $rows:tt $($rest:tt)*) => { $crate::engine::operand::operand_table!(@rows $head $rows
         #[doc = "`[B, Hv, chunks, C, Dk]`: `W = T diag(beta gam) K` per chunk."] [W] w: T, Scratch U32 $access Words = w_len;
         #[doc = "`[B, Hv, chunks, C, Dv]`: `U = T diag(beta) V` per chunk."] [U] u: T, Scratch U32 $access Words = u_len;
         #[doc = "`[B, Hv, chunks, C, C]`: the decayed `Q K^T`, lower triangle."] [M] m: T, Scratch U32 $access Words = m_len;

@@ -2,8 +2,8 @@
 //! [`KernelKey`], compiled once), parameter buffers (one per distinct parameter
 //! block), and host-path buffers for reuse. Nothing here grows without bound.
 
+use crate::engine::key::KernelKey;
 use crate::error::{Error, Result};
-use crate::op::kernel::KernelKey;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 

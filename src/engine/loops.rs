@@ -561,13 +561,13 @@ mod tests {
         let root = "#import planted\nfn main() {\n    for (var i = 0u; i < 4u; i++) { f(i); }\n}\n";
         let planted = "#provides f\nfn f(i: u32) {\n    var x = i;\n    loop {}\n}\n";
         let files = [("root", root), ("planted", planted)];
-        let source = crate::gpu::wgsl::assemble_from(&files, "root", &[], "", &[]).unwrap();
+        let source = crate::engine::wgsl::assemble_from(&files, "root", &[], "", &[]).unwrap();
         let err = check_assembled(&source, &files).unwrap_err();
         assert!(err.starts_with("planted.wgsl:4 "), "{err}");
         assert!(err.contains("`loop {}`"), "{err}");
         let fixed = planted.replace("loop {}", "for (var n = 0u; n < x; n++) {}");
         let files = [("root", root), ("planted", fixed.as_str())];
-        let source = crate::gpu::wgsl::assemble_from(&files, "root", &[], "", &[]).unwrap();
+        let source = crate::engine::wgsl::assemble_from(&files, "root", &[], "", &[]).unwrap();
         check_assembled(&source, &files).unwrap();
     }
 

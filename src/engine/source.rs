@@ -5,8 +5,8 @@
 use super::loops;
 use super::wgsl::{self, Value, WgslError};
 use crate::dtype::DType;
-use crate::op::kernel::{Binding, KernelKey};
-use crate::op::operand::Walk;
+use crate::engine::key::{Binding, KernelKey};
+use crate::engine::operand::Walk;
 use std::fmt::Write as _;
 
 impl KernelKey {

@@ -8,7 +8,7 @@
 //! `force_loop_bounding` ([`crate::GpuOptions::force_loop_bounding`]); without it the
 //! key's source must pass the loop rule first, as it must before a compile.
 
-use crate::op::kernel::KernelKey;
+use crate::engine::key::KernelKey;
 use naga::valid::{Capabilities, ModuleInfo, ValidationFlags, Validator};
 
 /// A shading language naga writes.

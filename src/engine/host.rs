@@ -4,11 +4,11 @@
 //! `wait_async` completes without the caller polling the device (on native a helper
 //! thread waits; on wasm32 the browser completes the buffer maps).
 
-use super::backend::GpuBackend;
 use super::cache::write_padded;
+use super::runtime::Runtime;
 use crate::dtype::GdnDtypes;
+use crate::engine::operand::{Access, HostSide, OperandSpec};
 use crate::error::{Error, Result};
-use crate::op::operand::{Access, HostSide, OperandSpec};
 use futures_intrusive::channel::shared::{oneshot_channel, OneshotReceiver};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -17,7 +17,7 @@ use wgpu::BufferUsages as U;
 
 /// Outputs on their way back: staging buffers mapped once the submission is done.
 pub(crate) struct Readback {
-    backend: GpuBackend,
+    backend: Runtime,
     op: &'static str,
     submission: wgpu::SubmissionIndex,
     /// (staging buffer, bytes to read)
@@ -121,7 +121,7 @@ impl<T> Pending<'_, T> {
     }
 }
 
-impl GpuBackend {
+impl Runtime {
     /// A device buffer for one operand of a host call: the input's bytes uploaded, or
     /// an output sized from the operand table (pooled, reused across calls).
     pub(crate) fn host_buffer<Sh>(
@@ -221,9 +221,8 @@ impl GpuBackend {
         })
     }
 
-    /// Read `len` elements of `E` (a storage dtype's element, or plain words such as
-    /// `u32`) from a buffer with `COPY_SRC` (blocking, bounded).
-    pub fn read_buffer<E: bytemuck::Pod>(
+    /// `GpuBackend::read_buffer`.
+    pub(crate) fn read_buffer<E: bytemuck::Pod>(
         &self,
         buffer: &wgpu::Buffer,
         len: usize,
@@ -231,7 +230,7 @@ impl GpuBackend {
         self.read_buffer_at("read_buffer", buffer, 0, len)
     }
 
-    /// [`GpuBackend::read_buffer`], its errors naming the crate's call `op`.
+    /// `GpuBackend::read_buffer`, its errors naming the crate's call `op`.
     pub(crate) fn read_buffer_labelled<E: bytemuck::Pod>(
         &self,
         op: &'static str,
@@ -241,7 +240,7 @@ impl GpuBackend {
         self.read_buffer_at(op, buffer, 0, len)
     }
 
-    /// [`GpuBackend::read_buffer`] from byte `offset` (a multiple of 4) on.
+    /// `GpuBackend::read_buffer` from byte `offset` (a multiple of 4) on.
     pub(crate) fn read_buffer_at<E: bytemuck::Pod>(
         &self,
         op: &'static str,
@@ -258,27 +257,23 @@ impl GpuBackend {
         Ok(from_bytes(&out[0], len))
     }
 
-    /// Wait (bounded) until the device has finished all submitted work, and the
-    /// buffer writes queued since the last submission.
-    pub fn wait_idle(&self) -> Result<()> {
+    /// `GpuBackend::wait_idle`.
+    pub(crate) fn wait_idle(&self) -> Result<()> {
         self.wait_idle_labelled("wait_idle")
     }
 
-    /// [`GpuBackend::wait_idle`], its errors naming the crate's call `op`.
+    /// `GpuBackend::wait_idle`, its errors naming the crate's call `op`.
     pub(crate) fn wait_idle_labelled(&self, op: &'static str) -> Result<()> {
         let submission = self.queue().submit([]);
         self.wait_labelled(submission, op)
     }
 
-    /// Wait (bounded) until `submission` is done, as [`super::GpuOptions::spin`] and
-    /// [`super::GpuOptions::timeout`] say: polled without blocking for up to `spin`,
-    /// then blocked on, for at most `timeout` in all. Unlike [`GpuBackend::wait_idle`]
-    /// it submits nothing.
-    pub fn wait_for(&self, submission: wgpu::SubmissionIndex) -> Result<()> {
+    /// `GpuBackend::wait_for`.
+    pub(crate) fn wait_for(&self, submission: wgpu::SubmissionIndex) -> Result<()> {
         self.wait_labelled(submission, "wait_for")
     }
 
-    /// [`GpuBackend::wait_for`], its errors naming the crate's call `op`.
+    /// `GpuBackend::wait_for`, its errors naming the crate's call `op`.
     pub(crate) fn wait_labelled(
         &self,
         submission: wgpu::SubmissionIndex,
@@ -346,8 +341,8 @@ impl GpuBackend {
         }
     }
 
-    /// A command encoder on this backend's device.
-    pub fn encoder(&self) -> wgpu::CommandEncoder {
+    /// A command encoder on this runtime's device.
+    pub(crate) fn encoder(&self) -> wgpu::CommandEncoder {
         self.device()
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("deltatape"),
