@@ -17,7 +17,7 @@
 //! (`SPEC.md`), other libraries' conventions, the H200 performance tables and the
 //! portability notes.
 
-// One `unsafe` call in the crate, with its proof: `gpu::cache::create_module`.
+// One `unsafe` call in the crate, with its proof: `engine::cache::create_module`.
 #![deny(unsafe_code)]
 // Without the `workshop` feature, what only the command line and the tests read (the
 // variant enumeration, the device report, the tuning table's rows) is unused; with it

@@ -133,10 +133,10 @@ pub struct ShapeClass {
     /// Steps staged in workgroup memory per barrier pair: 1, 2, 4, 8 or 16.
     pub chunk: Option<u32>,
     /// fold_record only: fetch the deferred commit's first chunk before its count is
-    /// known (`KernelKey::early_fold`). Record's class only.
+    /// known (`GdnClass::early_fold`). Record's class only.
     pub early_fold: Option<bool>,
     /// record and fold_record: keep the state as a scale times its registers
-    /// (`KernelKey::scaled_state`). Record's class only.
+    /// (`GdnClass::scaled_state`). Record's class only.
     pub scaled_state: Option<bool>,
     /// record only: run the chunked form on the matrix units (`record_chunked`'s fast
     /// path, C = 64) where the backend may: it has cooperative matrices and

@@ -841,7 +841,7 @@ fn gpu_fast_path_matches_record_in_every_dtype_and_odd_shape() {
             .compiled_kernels()
             .iter()
             .filter(|k| k.op.name() == "chunk_walk_coop")
-            .map(|k| k.rows)
+            .map(|k| k.plain_class().rows)
             .collect();
         assert!(
             !walks.is_empty() && walks.iter().all(|&r| r == rows),

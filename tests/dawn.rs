@@ -424,7 +424,7 @@ fn tint_rejects_a_divergent_subgroup_op() {
 // ---------------------------------------------------------------------------------
 // Execution on Dawn: record, replay and repeat run by `.ci/dawn/run.mjs` on Dawn's
 // adapter, compared with the CPU reference. The host side of a dispatch (uniform
-// parameters, binding order, grid) is mirrored here from `src/gpu/encode.rs`.
+// parameters, binding order, grid) is mirrored here from `src/engine/encode.rs` and `src/op/gdn.rs`.
 
 /// `GqaLayout::code`, as the kernels receive it.
 fn layout_code(layout: GqaLayout) -> u32 {
@@ -557,7 +557,7 @@ fn gdn_params(shape: &GdnShape, layout: GqaLayout, key: &KernelKey, workgroups: 
         0,
         0,
         layout_code(layout),
-        (shape.value_dim() as u32).div_ceil(key.rows),
+        (shape.value_dim() as u32).div_ceil(key.gdn().rows),
         workgroups as u32,
         0,
     ])
@@ -816,7 +816,7 @@ fn repeat_case<E: Element>(root: &Path, shape: &RepeatShape, layout: GqaLayout) 
     };
     let key = KernelKey::repeat(&kshape, kdtype);
     let groups = (kshape.dst_len() as u64).div_ceil(4);
-    let wg = groups.div_ceil(key.workgroup_size() as u64 * key.groups as u64);
+    let wg = groups.div_ceil(key.workgroup_size() as u64 * key.plain_class().groups as u64);
     let params = words(&[
         kshape.rows() as u32,
         kshape.src_heads() as u32,
@@ -856,7 +856,7 @@ fn conv_case<E: Element>(root: &Path, (b, t, c, k): (usize, usize, usize, usize)
     let clamped: Vec<u32> = accepted.iter().map(|&a| a.min(t as u32)).collect();
     let want = cpu().conv_commit(&shape, &window, &x, &clamped).unwrap();
     let key = KernelKey::conv(E::DTYPE);
-    let wg = ((b * c) as u64).div_ceil(key.rows as u64);
+    let wg = ((b * c) as u64).div_ceil(key.plain_class().rows as u64);
     let params = words(&[
         b as u32,
         t as u32,

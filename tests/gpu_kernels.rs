@@ -114,7 +114,7 @@ fn record_and_replay_f32() {
     check_gdn::<f32, f32, f32>(&g);
     // Replay's two classes at Dk = 128: 16 lanes up to T = 8, 8 beyond.
     let lanes = ran(&g, |k| {
-        (k.op == Op::Replay && k.groups * k.lanes * 4 == 128).then_some(k.lanes)
+        (k.op == Op::Replay && k.gdn().groups * k.gdn().lanes * 4 == 128).then_some(k.gdn().lanes)
     });
     for want in [8, 16] {
         assert!(
@@ -137,7 +137,7 @@ fn record_large_grid_class_matches_cpu() {
     }
     // The chunks of the two-rows-per-invocation kernels that ran.
     let chunks = ran(&g, |k| {
-        (k.op == Op::Record && k.rows_per_thread == 2).then_some(k.chunk)
+        (k.op == Op::Record && k.gdn().rows_per_thread == 2).then_some(k.gdn().chunk)
     });
     for chunk in [4, 8] {
         assert!(
@@ -181,7 +181,7 @@ fn record_large_grid(g: &GpuBackend, steps: usize) {
 }
 
 /// Record on the large-grid class keeps the state as a scale times its registers
-/// (`KernelKey::scaled_state`) and folds the scale back in when it leaves (2^-40,
+/// (`GdnClass::scaled_state`) and folds the scale back in when it leaves (2^-40,
 /// 2^40): gates that vanish over a draft (1e-3 .. 1e-30, and 0, the limit of exp
 /// underflowing) make it do so mid-chunk. Both step forms, on a small and a large grid
 /// each, with and without a mask.
@@ -235,8 +235,8 @@ fn record_with_vanishing_gates_matches_cpu() {
             .filter(|k| k.op == Op::Record);
         let (mut scaled, mut plain) = (false, false);
         for k in records {
-            scaled |= k.scaled_state;
-            plain |= !k.scaled_state;
+            scaled |= k.gdn().scaled_state;
+            plain |= !k.gdn().scaled_state;
         }
         (scaled, plain)
     };
@@ -259,7 +259,7 @@ fn record_scaled_state_on_every_shape() {
         .compiled_kernels()
         .iter()
         .filter(|k| k.op == Op::Record)
-        .map(|k| k.scaled_state)
+        .map(|k| k.gdn().scaled_state)
         .collect();
     assert!(
         !records.is_empty() && records.iter().all(|&s| s),

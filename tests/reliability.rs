@@ -510,7 +510,7 @@ fn nan_in_a_masked_step_changes_nothing() {
             "gpu-workgroup",
             Backend::Gpu(gb.with_reduction(Reduction::Workgroup).unwrap()),
         ));
-        // Record's scaled state (KernelKey::scaled_state) too: large grids take it.
+        // Record's scaled state (GdnClass::scaled_state) too: large grids take it.
         let scaled = Tuning::default().with_record_class(common::scaled_state(Some(true)));
         backends.push(("gpu-scaled", Backend::Gpu(gb.with_tuning(scaled).unwrap())));
         backends.push(("gpu", Backend::Gpu(gb)));

@@ -767,7 +767,7 @@ fn gpu_deferred_commit_matches_the_eager_one() {
     }
     // These small grids fetch the fold's first chunk before the count, one row per
     // invocation; large ones fetch after it with two rows and keep the state scaled
-    // (KernelKey::early_fold, scaled_state, the large-grid class): that class too, on
+    // (GdnClass::early_fold, scaled_state, the large-grid class): that class too, on
     // the same device.
     use deltatape::gpu::{GpuBackend, GpuOptions, Tuning};
     use deltatape::internals::{Op, ShapeClass};
@@ -800,14 +800,16 @@ fn gpu_deferred_commit_matches_the_eager_one() {
     let folds = |g: &GpuBackend, early: bool| {
         g.compiled_kernels()
             .iter()
-            .filter(|k| k.op == Op::FoldRecord && k.early_fold == early)
+            .filter(|k| k.op == Op::FoldRecord && k.gdn().early_fold == early)
             .count()
     };
     assert!(folds(&g, true) > 0 && folds(&g, false) == 0);
     let real_folds = |lanes| {
-        g.compiled_kernels()
-            .iter()
-            .any(|k| k.op == Op::FoldRecord && k.lanes == lanes && k.groups * k.lanes * 4 == 128)
+        g.compiled_kernels().iter().any(|k| {
+            k.op == Op::FoldRecord
+                && k.gdn().lanes == lanes
+                && k.gdn().groups * k.gdn().lanes * 4 == 128
+        })
     };
     assert!(real_folds(8) && real_folds(4));
     assert!(folds(&g_late, false) > 0 && folds(&g_late, true) == 0);
@@ -815,13 +817,13 @@ fn gpu_deferred_commit_matches_the_eager_one() {
         g.compiled_kernels()
             .iter()
             .filter(|k| k.op == Op::FoldRecord)
-            .all(|k| k.scaled_state)
+            .all(|k| k.gdn().scaled_state)
     };
     assert!(scaled(&g_late) && !scaled(&g));
     assert!(g_late
         .compiled_kernels()
         .iter()
-        .all(|k| k.op != Op::FoldRecord || k.rows_per_thread == 2));
+        .all(|k| k.op != Op::FoldRecord || k.gdn().rows_per_thread == 2));
 }
 
 fn deferred_case<A: Element + bytemuck::Pod>(

@@ -27,7 +27,7 @@ fn every_variant_validates_and_translates() {
 
 /// The proof behind the crate's one `unsafe` call (`gpu::cache::create_module`): every
 /// variant it can assemble, the cooperative-matrix ones too, obeys the loop rule
-/// (src/gpu/loops.rs), so no module it creates without naga's loop counter can loop
+/// (src/engine/loops.rs), so no module it creates without naga's loop counter can loop
 /// forever. A kernel that breaks the rule fails here with its file and line.
 #[test]
 fn every_variant_obeys_the_loop_rule() {
@@ -292,7 +292,7 @@ fn gated_variants_are_covered() {
 }
 
 /// fold_record's small-grid classes follow the measured rules: at Qwen3-Next's shape the
-/// fold's first chunk is fetched before the count up to B = 2 (`KernelKey::early_fold`),
+/// fold's first chunk is fetched before the count up to B = 2 (`GdnClass::early_fold`),
 /// and each state row is split over 8 lanes instead of 4 only at B = 1 with T <= 4
 /// (`Threshold::TinyFoldLanes`); record takes neither, and an override wins.
 #[test]
@@ -304,10 +304,10 @@ fn fold_record_small_grid_classes() {
         KernelKey::fold_record(&shape(b, t), GdnDtypes::F32, Reduction::Subgroup, class)
     };
     let default = ShapeClass::default();
-    let early = |b, t| fold(b, t, &default).early_fold;
+    let early = |b, t| fold(b, t, &default).gdn().early_fold;
     assert!(early(1, 4) && early(1, 16) && early(2, 4) && early(2, 8));
     assert!(!early(4, 4) && !early(8, 8) && !early(64, 8) && !early(256, 16));
-    let lanes = |b, t| fold(b, t, &default).lanes;
+    let lanes = |b, t| fold(b, t, &default).gdn().lanes;
     assert_eq!(
         (lanes(1, 1), lanes(1, 4), lanes(1, 8), lanes(2, 4)),
         (8, 8, 4, 4)
@@ -320,21 +320,21 @@ fn fold_record_small_grid_classes() {
         false,
         &default,
     );
-    assert!(!record.early_fold && record.lanes == 4);
+    assert!(!record.gdn().early_fold && record.gdn().lanes == 4);
     let late = ShapeClass {
         early_fold: Some(false),
         lanes: Some(4),
         ..ShapeClass::default()
     };
-    assert!(!fold(1, 4, &late).early_fold && fold(1, 4, &late).lanes == 4);
+    assert!(!fold(1, 4, &late).gdn().early_fold && fold(1, 4, &late).gdn().lanes == 4);
     let forced = ShapeClass {
         early_fold: Some(true),
         ..ShapeClass::default()
     };
-    assert!(fold(64, 8, &forced).early_fold);
+    assert!(fold(64, 8, &forced).gdn().early_fold);
 }
 
-/// record and fold_record keep the state scaled (`KernelKey::scaled_state`) on the
+/// record and fold_record keep the state scaled (`GdnClass::scaled_state`) on the
 /// large-grid class with more than one step, as measured; small grids (B < 16 at
 /// Qwen3-Next's shape), single steps and replay do not, and an override wins.
 #[test]
@@ -351,17 +351,23 @@ fn scaled_state_follows_the_grid() {
             false,
             class,
         )
+        .gdn()
         .scaled_state
     };
     let fold = |b, t| {
         KernelKey::fold_record(&shape(b, t), GdnDtypes::F32, Reduction::Subgroup, &default)
+            .gdn()
             .scaled_state
     };
     assert!(record(16, 2, &default) && record(64, 8, &default) && record(256, 16, &default));
     assert!(fold(16, 4) && fold(64, 16));
     assert!(!record(1, 8, &default) && !record(8, 16, &default) && !record(256, 1, &default));
     assert!(!fold(1, 4) && !fold(8, 8) && !fold(64, 1));
-    assert!(!KernelKey::replay(&shape(64, 8), GdnDtypes::F32, false, &default).scaled_state);
+    assert!(
+        !KernelKey::replay(&shape(64, 8), GdnDtypes::F32, false, &default)
+            .gdn()
+            .scaled_state
+    );
     let on = ShapeClass {
         scaled_state: Some(true),
         ..ShapeClass::default()
@@ -374,7 +380,7 @@ fn scaled_state_follows_the_grid() {
     // The scaled record is among the variants naga and Tint check, masked too.
     let scaled = deltatape::internals::all_variants()
         .into_iter()
-        .filter(|k| k.scaled_state)
+        .filter(|k| k.gdn().scaled_state)
         .collect::<Vec<_>>();
     assert!(scaled.iter().any(|k| k.op == Op::Record && k.masked()));
     assert!(scaled.iter().any(|k| k.op == Op::FoldRecord));

@@ -13,6 +13,17 @@ const HAS_PENDING_K_GROUPED: bool = true;
 const HAS_PENDING_G: bool = true;
 const HAS_ACCEPTED: bool = true;
 const HAS_STATUS: bool = false;
+const WG_SIZE: u32 = 128u;
+const VEC4: bool = true;
+const HAS_BF16: bool = false;
+const SUBGROUP: bool = true;
+const ACT_BF16: bool = false;
+const ACT_F16: bool = false;
+const STATE_BF16: bool = false;
+const STATE_F16: bool = false;
+const TAPE_BF16: bool = false;
+const GATE_BF16: bool = false;
+const GATE_F16: bool = false;
 const HAS_MASK: bool = false;
 const HAS_STATE_OUT: bool = false;
 const HAS_SNAPSHOT: bool = false;
@@ -22,29 +33,16 @@ const LANES: u32 = 8u;
 const ROWS: u32 = 16u;
 const GROUPS: u32 = 4u;
 const RPT: u32 = 1u;
-const WG_SIZE: u32 = 128u;
-const VEC4: bool = true;
 const CHUNK: u32 = 8u;
 const KQ_ITEMS: u32 = 2u;
 const V_ITEMS: u32 = 1u;
-const HAS_BF16: bool = false;
-const SUBGROUP: bool = true;
 const PAIRS_OUTPUTS: bool = false;
 const PAIRS_IN_THREAD: bool = false;
-const GATE_BF16: bool = false;
 const FOLD: bool = true;
 const EARLY_FOLD: bool = true;
 const SCALED_STATE: bool = false;
-const STATE_BF16: bool = false;
-const STATE_F16: bool = false;
-const ACT_BF16: bool = false;
-const ACT_F16: bool = false;
-const GATE_F16: bool = false;
 const QK_OWNED: u32 = 1u;
 const V_OWNED: u32 = 1u;
-const TAPE_BF16: bool = false;
-const CONV_SPAN: u32 = 7u;
-const CONV_PAIRS: u32 = 4u;
 
 @group(0) @binding(1) var<storage, read> q_buf: array<vec4<f32>>;
 fn load1_q(i: u32) -> f32 {
@@ -966,7 +964,7 @@ fn row_kernel(d: GdnDims, tile: RowTile, li: u32, sg: u32) {
     // The deferred commit, while record's first chunk is on its way: replay's fold
     // (the whole workgroup is one sequence, so its count is uniform), then the
     // committed state stored in place (not at all when nothing was accepted). On small
-    // grids (EARLY_FOLD, see KernelKey::early_fold) the fold's first chunk is fetched
+    // grids (EARLY_FOLD, see GdnClass::early_fold) the fold's first chunk is fetched
     // whole before the count, whose latency it then hides; elsewhere only the accepted
     // steps are fetched, after it (fewer bytes where the kernel waits on bandwidth).
     fetch_fold_chunk(d, b, hv, hk, tile.row_base, 0u, d.steps, li);

@@ -143,7 +143,7 @@ fn create_module(
     // `ShaderRuntimeChecks::checked()` gives; these differ in `force_loop_bounding`
     // alone, which puts one duty on the caller: no loop of the module may run forever.
     // The source is the one `key.check_loops` passed above, the loop rule of
-    // src/gpu/loops.rs: no `loop` or `while`, and only `for` loops whose integer counter
+    // src/engine/loops.rs: no `loop` or `while`, and only `for` loops whose integer counter
     // nothing but the update writes and whose update reaches the bound without wrapping,
     // each form with its proof there. It is a check of the very text wgpu receives, not
     // a promise; it also passes over every variant the crate assembles

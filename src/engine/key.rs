@@ -1,16 +1,18 @@
-//! Kernel keys: the typed name of one compiled pipeline, and the trait each op's
-//! kernel description implements.
+//! Kernel keys: the typed name of one compiled pipeline, and the traits an op and its
+//! family implement.
 //!
 //! A [`KernelKey`] names one compiled pipeline: the op, its dtypes, the reduction
-//! variant and the shape class (lanes per row, rows per workgroup, element groups per
-//! lane, vector access). Its op is an [`Op`], a handle on the op's [`OpKernel`]: what
-//! the key asks of its op (operand table, defines, workgroup size and memory) it asks
-//! there, so no code outside an op's folder matches over the ops. The WGSL a key
-//! compiles to is assembled in `src/gpu/kernel.rs`.
+//! variant, the operand rows bound, vector access, and the op family's shape class
+//! ([`Class`], words the engine compares, hashes and stores but never reads). Its op is
+//! an [`Op`], a handle on the op's [`OpInfo`]: what the key asks of its op (operand
+//! table, workgroup memory, the variants to check) it asks the op's [`OpKernel`], and
+//! what it asks of the class (workgroup size, defines, label) the op's [`Family`]. The
+//! WGSL a key compiles to is assembled in `source.rs`.
 
 use super::operand::{Access, OperandRow, Row, Slot, Walk};
 use crate::dtype::{DType, GdnDtypes};
-use crate::shape::{GdnShape, MAX_CONV_KERNEL};
+use crate::shape::GdnShape;
+use std::any::Any;
 use std::cmp::Ordering;
 use std::hash::{Hash, Hasher};
 
@@ -28,10 +30,8 @@ pub struct OpInfo {
     pub rows: &'static [Row],
     /// What the op computes beyond this data.
     pub kernel: &'static dyn OpKernel,
-    /// record's step (record, and fold_record after its fold).
-    pub records: bool,
-    /// fold_record: a deferred commit's fold before record's step.
-    pub folds: bool,
+    /// The op's family: what its shape class means.
+    pub family: &'static dyn Family,
     /// The op moves values of one dtype (repeat, conv): its key's three dtypes are that
     /// one.
     pub one_dtype: bool,
@@ -52,21 +52,20 @@ pub struct OpInfo {
 }
 
 impl OpInfo {
-    /// An op named `name`, assembled from `root`, with the operand `rows` and the
-    /// `kernel`; every switch off.
+    /// An op named `name` of `family`, assembled from `root`, with the operand `rows`
+    /// and the `kernel`; every switch off.
     pub const fn new(
         name: &'static str,
         root: (&'static str, &'static str),
         rows: &'static [Row],
-        kernel: &'static dyn OpKernel,
+        (kernel, family): (&'static dyn OpKernel, &'static dyn Family),
     ) -> Self {
         OpInfo {
             name,
             root,
             rows,
             kernel,
-            records: false,
-            folds: false,
+            family,
             one_dtype: false,
             prefetches: false,
             mask_bit: 0,
@@ -102,10 +101,6 @@ pub struct KeyAt<'a> {
 /// What a kernel key asks of its op beyond [`OpInfo`]: one implementation per op, in
 /// the op's folder.
 pub trait OpKernel: Sync + 'static {
-    /// Threads per workgroup.
-    fn workgroup_size(&self, key: &KernelKey) -> u32 {
-        key.lanes * key.rows / key.rows_per_thread
-    }
     /// Bytes of workgroup memory the kernel declares (its WGSL arrays; the translation
     /// tests check this against naga's layout of every variant).
     fn workgroup_bytes(&self, _key: &KernelKey) -> u32 {
@@ -121,6 +116,26 @@ pub trait OpKernel: Sync + 'static {
     fn extra_keys(&self) -> Vec<KernelKey> {
         Vec::new()
     }
+}
+
+/// What a family of ops (record, replay and fold_record; the chunked passes; ...)
+/// makes of its shape class: one implementation per family, in `src/op/`, which alone
+/// converts its typed class to and from the key's [`Class`].
+pub trait Family: Sync + 'static {
+    /// Threads per workgroup.
+    fn workgroup_size(&self, key: &KernelKey) -> u32;
+    /// The class's part of the key's label (after the reduction, before the rows).
+    fn label(&self, key: &KernelKey) -> String;
+    /// The defines the class gives the family's WGSL, beyond the engine's (the bound
+    /// rows, the dtypes, the workgroup size, vector access, the reduction).
+    fn defines(&self, key: &KernelKey) -> Vec<(&'static str, Value)>;
+    /// Whether the key's kernel calls subgroup operations (then the device needs
+    /// `Features::SUBGROUP`).
+    fn uses_subgroups(&self, _key: &KernelKey) -> bool {
+        false
+    }
+    /// The family as itself, for its own code (a family reads its switches).
+    fn as_any(&self) -> &dyn Any;
 }
 
 /// An op: a handle on its `OpInfo`, compared, hashed and ordered by name. The list
@@ -143,10 +158,6 @@ impl Op {
     /// Whether the op multiplies on cooperative matrices ([`OpInfo::coop`]).
     pub fn coop(self) -> bool {
         self.0.coop
-    }
-    /// Whether the op is record's step (record, and fold_record after its fold).
-    pub fn records(self) -> bool {
-        self.0.records
     }
     /// Whether the op moves values of one dtype (repeat, conv).
     pub fn one_dtype(self) -> bool {
@@ -195,67 +206,48 @@ pub enum Reduction {
     Workgroup,
 }
 
-/// A compiled pipeline's name: op, dtypes, reduction and shape class.
+/// A compiled pipeline's name: op, dtypes, reduction, shape class, vector access and
+/// the operand rows bound.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct KernelKey {
     pub op: Op,
     /// For repeat and conv, all three are the element dtype.
     pub dtypes: GdnDtypes,
     pub reduction: Reduction,
-    /// Lanes that share one state row (a power of two).
-    pub lanes: u32,
-    /// State rows per workgroup (even).
-    pub rows: u32,
-    /// Groups of 4 elements each lane holds, per row.
-    pub groups: u32,
-    /// State rows each invocation holds (one staged k / q read serves them all).
-    pub rows_per_thread: u32,
-    /// Record and replay: steps staged in workgroup memory per barrier pair (at most
-    /// the workgroup size; chosen so that the workgroup memory fits
-    /// `op::gdn::WORKGROUP_MEMORY_BUDGET`).
-    pub chunk: u32,
-    /// Rows of Dk (or repeat's rows) are whole vec4s: vector loads and stores.
+    /// The op family's shape class (see [`Family`]).
+    pub class: Class,
+    /// Rows of the vector operands are whole vec4s: the prelude's accessors load and
+    /// store vec4s.
     pub vec4: bool,
-    /// fold_record: the deferred commit's first chunk is fetched before its count, so
-    /// the two loads overlap (the chunk's whole length, whatever the count). Only on
-    /// small grids, where the kernel waits on latency (`Threshold::EarlyFoldLanes`).
-    pub early_fold: bool,
-    /// record and fold_record: the state is kept as a scale times its registers, so a
-    /// step's decay multiplies one scalar instead of every element (three operations
-    /// per element and step instead of four; the scale is folded back into the state
-    /// when it leaves (2^-40, 2^40)). Only on grids that are not small and drafts of
-    /// more than one step (`Threshold::{SmallGridInvocations, ScaledFromSteps}`).
-    pub scaled_state: bool,
     /// The rows of the op's operand table that are bound (bit i: row i; see
     /// [`super::operand::rows_bound`]): which optional operands the kernel reads or
-    /// writes. Each optional row is a `HAS_<NAME>` define of the WGSL.
+    /// writes. Each row is a `HAS_<NAME>` define of the WGSL.
     pub bound: u16,
 }
 
+/// A family's shape class as the key holds it: words compared, hashed and ordered,
+/// never read outside the family that wrote them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Class(pub [u32; CLASS_WORDS]);
+
+/// Words of a [`Class`].
+pub const CLASS_WORDS: usize = 6;
+
 impl KernelKey {
-    /// A key without record's and replay's shape class (repeat, conv, the chunked
-    /// passes): the workgroup-memory reduction, one lane a row, `rows` per workgroup,
-    /// `groups` of 4 elements and `rows_per_thread` rows per invocation, `chunk` steps
-    /// staged, the op's required rows bound.
-    pub(crate) fn plain(
+    /// A key of `op` with the shape class `class`, the op's required rows bound.
+    pub(crate) fn new(
         op: Op,
         dtypes: GdnDtypes,
-        (rows, groups, rows_per_thread): (u32, u32, u32),
-        chunk: u32,
+        reduction: Reduction,
+        class: Class,
         vec4: bool,
     ) -> Self {
         KernelKey {
             op,
             dtypes,
-            reduction: Reduction::Workgroup,
-            lanes: 1,
-            rows,
-            groups,
-            rows_per_thread,
-            chunk,
+            reduction,
+            class,
             vec4,
-            early_fold: false,
-            scaled_state: false,
             bound: op.0.required_rows(),
         }
     }
@@ -302,7 +294,7 @@ impl KernelKey {
 
     /// Threads per workgroup.
     pub fn workgroup_size(&self) -> u32 {
-        self.op.0.kernel.workgroup_size(self)
+        self.op.0.family.workgroup_size(self)
     }
 
     /// Bytes of workgroup memory the kernel declares (the WGSL arrays; the translation
@@ -311,10 +303,9 @@ impl KernelKey {
         self.op.0.kernel.workgroup_bytes(self)
     }
 
-    /// Workgroups one call needs (before folding into two dimensions).
-    pub fn workgroups_gdn(&self, shape: &GdnShape) -> u64 {
-        let row_blocks = (shape.value_dim() as u64).div_ceil(self.rows as u64);
-        shape.batch() as u64 * shape.value_heads() as u64 * row_blocks
+    /// Whether the kernel calls subgroup operations.
+    pub fn uses_subgroups(&self) -> bool {
+        self.op.0.family.uses_subgroups(self)
     }
 
     /// Storage buffers the kernel binds (the device's per-stage limit must allow it).
@@ -329,20 +320,9 @@ impl KernelKey {
             || self.op.0.rows.iter().any(|row| row.slot == Slot::F16)
     }
 
-    /// Whether record pairs neighbouring rows for bf16 y / delta words.
-    pub fn pairs_outputs(&self) -> bool {
-        self.op.0.records && (self.dtypes.act == DType::BF16 || self.dtypes.tape == DType::BF16)
-    }
-
-    /// Whether each invocation holds both rows of every bf16 output pair (an even
-    /// number of rows from an even first row), so the pairs need no exchange.
-    pub fn pairs_in_thread(&self) -> bool {
-        self.pairs_outputs() && self.rows_per_thread.is_multiple_of(2)
-    }
-
-    /// A short label, e.g. `record.f32.f32.f32.subgroup.l8r16g4.v4.m`: op, activation,
-    /// state and tape dtypes, then `.gate_<dtype>` where the gates' dtype differs from
-    /// the activations'.
+    /// A short label, e.g. `record.f32.f32.f32.subgroup.l8r16g4t2c8.v4.m`: op,
+    /// activation, state and tape dtypes, then `.gate_<dtype>` where the gates' dtype
+    /// differs from the activations', the reduction, the family's class, the rows bound.
     pub fn label(&self) -> String {
         let d = &self.dtypes;
         let gate = if d.gate == d.act {
@@ -351,7 +331,7 @@ impl KernelKey {
             format!(".gate_{}", d.gate)
         };
         format!(
-            "{}.{}.{}.{}{gate}.{}.l{}r{}g{}t{}c{}{}{}{}{}",
+            "{}.{}.{}.{}{gate}.{}.{}{}",
             self.op.name(),
             d.act,
             d.state,
@@ -360,14 +340,7 @@ impl KernelKey {
                 Reduction::Subgroup => "subgroup",
                 Reduction::Workgroup => "workgroup",
             },
-            self.lanes,
-            self.rows,
-            self.groups,
-            self.rows_per_thread,
-            self.chunk,
-            if self.vec4 { ".v4" } else { "" },
-            if self.early_fold { ".early" } else { "" },
-            if self.scaled_state { ".scaled" } else { "" },
+            self.op.0.family.label(self),
             self.variant_suffix(),
         )
     }
@@ -414,98 +387,41 @@ impl KernelKey {
     }
 
     /// The defines the files of `wgsl/` see (as WGSL constants, in `#if` and as
-    /// `#unroll` bounds).
+    /// `#unroll` bounds): `HAS_<NAME>` for every row of the op's table, the dtypes'
+    /// switches, the workgroup size, vector access and the reduction, then the family's.
     pub fn defines(&self) -> Vec<(String, Value)> {
-        let (kq_items, v_items) = self.stage_items();
-        let wg = self.workgroup_size();
-        let kernel = self.op.0;
-        // HAS_<NAME> for every operand of the op's table (true for the required ones).
-        let mut defines: Vec<(String, Value)> = kernel
-            .rows
-            .iter()
-            .enumerate()
+        let mut defines: Vec<(String, Value)> = (self.op.0.rows.iter().enumerate())
             .map(|(i, row)| {
                 let bound = self.bound & 1 << i != 0;
-                (
-                    format!("HAS_{}", row.name.to_uppercase()),
-                    Value::Bool(bound),
-                )
+                let name = format!("HAS_{}", row.name.to_uppercase());
+                (name, Value::Bool(bound))
             })
             .collect();
-        // The optional rows of other ops that the shared file of record, replay and
-        // fold_record reads: unbound where this op's table has no such row.
-        for name in [
-            "mask",
-            "state_out",
-            "snapshot",
-            "status",
-            "offsets",
-            "layer",
-        ] {
-            let define = format!("HAS_{}", name.to_uppercase());
-            if !defines.iter().any(|(n, _)| *n == define) {
-                defines.push((define, Value::Bool(false)));
-            }
-        }
-        let conv_span = self.rows_per_thread * (MAX_CONV_KERNEL as u32 - 1);
-        let fixed = [
-            ("LANES", Value::U32(self.lanes)),
-            ("ROWS", Value::U32(self.rows)),
-            ("GROUPS", Value::U32(self.groups)),
-            ("RPT", Value::U32(self.rows_per_thread)),
+        let d = &self.dtypes;
+        let engine = [
             ("WG_SIZE", Value::U32(self.workgroup_size())),
             ("VEC4", Value::Bool(self.vec4)),
-            ("CHUNK", Value::U32(self.chunk)),
-            ("KQ_ITEMS", Value::U32(kq_items)),
-            ("V_ITEMS", Value::U32(v_items)),
-            ("HAS_BF16", Value::Bool(self.dtypes.any(DType::BF16))),
+            ("HAS_BF16", Value::Bool(d.any(DType::BF16))),
             (
                 "SUBGROUP",
                 Value::Bool(self.reduction == Reduction::Subgroup),
             ),
-            ("PAIRS_OUTPUTS", Value::Bool(self.pairs_outputs())),
-            // Both rows of a bf16 pair in one invocation: no exchange through memory.
-            ("PAIRS_IN_THREAD", Value::Bool(self.pairs_in_thread())),
-            // The tape's g is written in bf16 words: one writer per word.
-            ("GATE_BF16", Value::Bool(self.dtypes.gate == DType::BF16)),
-            // fold_record: record after folding a deferred commit into the state.
-            ("FOLD", Value::Bool(kernel.folds)),
-            ("EARLY_FOLD", Value::Bool(self.early_fold)),
-            ("SCALED_STATE", Value::Bool(self.scaled_state)),
-            // fold_record rounds the folded state to the state dtype, as stored.
-            ("STATE_BF16", Value::Bool(self.dtypes.state == DType::BF16)),
-            ("STATE_F16", Value::Bool(self.dtypes.state == DType::F16)),
-            // record_chunked: y and delta stored in bf16 words (no single-value store).
-            ("ACT_BF16", Value::Bool(self.dtypes.act == DType::BF16)),
-            // record_layer: the prologue's q, k, v and gates rounded as stored.
-            ("ACT_F16", Value::Bool(self.dtypes.act == DType::F16)),
-            ("GATE_F16", Value::Bool(self.dtypes.gate == DType::F16)),
-            // record_layer: the channel groups of q and k, and the v rows, an
-            // invocation owns (wgsl/layer_staging.wgsl).
-            ("QK_OWNED", Value::U32((2 * self.staged_row()).div_ceil(wg))),
-            ("V_OWNED", Value::U32(self.rows.div_ceil(wg))),
-            ("TAPE_BF16", Value::Bool(self.dtypes.tape == DType::BF16)),
-            // conv_commit: the most window values an invocation holds (its rows).
-            ("CONV_SPAN", Value::U32(conv_span)),
-            // conv_commit: the value pairs (whole words when 16-bit) of those values.
-            ("CONV_PAIRS", Value::U32(conv_span.div_ceil(2))),
+            // Values stored in 16-bit words: rounded, packed in pairs, one writer per word.
+            ("ACT_BF16", Value::Bool(d.act == DType::BF16)),
+            ("ACT_F16", Value::Bool(d.act == DType::F16)),
+            ("STATE_BF16", Value::Bool(d.state == DType::BF16)),
+            ("STATE_F16", Value::Bool(d.state == DType::F16)),
+            ("TAPE_BF16", Value::Bool(d.tape == DType::BF16)),
+            ("GATE_BF16", Value::Bool(d.gate == DType::BF16)),
+            ("GATE_F16", Value::Bool(d.gate == DType::F16)),
         ];
-        defines.extend(fixed.into_iter().map(|(n, v)| (n.to_string(), v)));
+        let family = self.op.0.family.defines(self);
+        for (name, value) in engine.into_iter().chain(family) {
+            if !defines.iter().any(|(n, _)| n == name) {
+                defines.push((name.to_string(), value));
+            }
+        }
         defines
-    }
-
-    /// Values of a k (or q) row that record / replay stage per step (vec4s).
-    pub(crate) fn staged_row(&self) -> u32 {
-        self.groups * self.lanes
-    }
-
-    /// Per invocation: staged k / q vec4s and staged v (or delta) values of one chunk.
-    pub(crate) fn stage_items(&self) -> (u32, u32) {
-        let wg = self.workgroup_size();
-        (
-            (self.chunk * self.staged_row()).div_ceil(wg),
-            (self.chunk * self.rows).div_ceil(wg),
-        )
     }
 }
 

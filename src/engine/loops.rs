@@ -111,7 +111,7 @@ pub fn check_assembled(source: &str, files: &[(&str, &str)]) -> Result<(), Strin
             })
             .collect();
         let at = if at.is_empty() {
-            "the generated prelude (src/gpu/kernel.rs)".to_string()
+            "the generated prelude (src/engine/source.rs)".to_string()
         } else {
             at.join(" or ")
         };

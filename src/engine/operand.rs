@@ -144,7 +144,7 @@ pub fn rows_bound<T>(slots: &[Option<T>]) -> u16 {
 
 /// A typed row of one op's operand table (the enum `operand_table!` generates beside
 /// the table): a misspelt row is a compile error, and a row of another op's table is
-/// refused by [`crate::op::KernelKey::binds`].
+/// refused by [`super::key::KernelKey::binds`].
 pub trait OperandRow: Copy {
     /// The name of the op whose table this is.
     const OP: &'static str;

@@ -23,7 +23,7 @@ impl KernelKey {
     }
 
     /// The complete WGSL module for this key: the op's file of `wgsl/` assembled (see
-    /// `src/gpu/wgsl.rs`) with this key's defines and prelude.
+    /// `src/engine/wgsl.rs`) with this key's defines and prelude.
     pub fn source(&self) -> Result<String, WgslError> {
         let mut src = String::new();
         if self.needs_f16() {

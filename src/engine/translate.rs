@@ -3,7 +3,7 @@
 //! `deltatape msl`, so Metal users can review the MSL without a Mac.
 //!
 //! The writers get the runtime checks wgpu 30's backends apply to the crate's modules
-//! (`gpu::cache::create_module`): bounds checks as wgpu's Metal and DX12 backends
+//! (`engine::cache::create_module`): bounds checks as wgpu's Metal and DX12 backends
 //! write them (`Restrict`, `restrict_indexing`), and naga's loop counter only with
 //! `force_loop_bounding` ([`crate::GpuOptions::force_loop_bounding`]); without it the
 //! key's source must pass the loop rule first, as it must before a compile.

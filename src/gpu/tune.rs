@@ -216,7 +216,7 @@ impl GpuBackend {
                 KernelKey::record(shape, dtypes, self.reduction, false, class)
             }
         };
-        let base = key(&ShapeClass::default());
+        let base = key(&ShapeClass::default()).gdn();
         let none = ShapeClass::default();
         let mut list = vec![none];
         for lanes in [base.lanes / 2, base.lanes * 2] {

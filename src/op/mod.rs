@@ -1,37 +1,44 @@
-//! The ops, one folder each, and [`Op::ALL`], the list of them that every registry
-//! reads (the pipeline cache keys, naga's and Tint's variant enumeration, the tuning
-//! table, the command line).
+//! The ops, one folder each, their families, and [`Op::ALL`], the list of them that
+//! every registry reads (naga's and Tint's variant enumeration, the command line's
+//! `msl`, the kept kernels of docs/kernels).
+//!
+//! The layers point one way: `src/engine/` (keys, operand tables, WGSL assembly,
+//! caches, dispatch) knows no op; here each family owns its shape class and defines
+//! (`gdn.rs`: record, replay, fold_record and their varlen and layer forms, with the
+//! tuning table's classes; `plain.rs`: repeat, conv_commit and the chunked passes),
+//! and each op its folder; the backends and the rollback sit above.
 //!
 //! An op's folder holds all of it:
 //! - `mod.rs`: its operand table (`operand_table!`: the host checks, the WGSL bindings
-//!   and accessors, the bind groups follow from it), its `OP` (an [`kernel::OpInfo`]),
-//!   its [`KernelKey`] constructors and its [`OpKernel`] (workgroup size and memory,
-//!   the variants the translation tests check);
+//!   and accessors, the bind groups follow from it), its `OP` (an `OpInfo`: name, root
+//!   WGSL, rows, switches, its [`OpKernel`] and its family), its [`KernelKey`]
+//!   constructors and its [`OpKernel`] (workgroup memory, the variants the translation
+//!   tests check);
 //! - `cpu.rs`: its CPU twin, the oracle of the tests, taking the operand struct;
 //! - `gpu.rs`: `GpuBackend::prepare_<op>`, the resident dispatch over caller buffers;
 //! - `host.rs`: its call on host slices, run by either backend, and its methods on
 //!   `Backend`, `CpuBackend` and `GpuBackend` (one `host_ops!` entry);
 //! - its root WGSL, which `#import`s the shared fragments of `wgsl/` (record, replay
-//!   and fold_record share the state tile, its staging and record's steps there; their
-//!   shape classes are `gdn.rs`).
+//!   and fold_record share the state tile, its staging and record's steps there).
 //!
 //! How to add an op:
 //! 1. docs/SPEC.md: its contract; src/shape.rs: its index formulas and lengths (one
 //!    source of each, which the table, the CPU twin and `wgsl/shape.wgsl` follow).
-//! 2. Its folder, as above, with `pub const OP: Op = Op(&OpInfo { .. })`: the op as
-//!    data (name, root WGSL, operand rows, switches; [`kernel::OpInfo`]) and its
-//!    [`OpKernel`] (what is computed: workgroup size and memory, the keys naga and Tint
-//!    check).
+//! 2. Its folder, as above, with `pub const OP: Op = Op(&OpInfo { .. })` naming its
+//!    family (a family of its own, if its class is new: a type implementing the
+//!    engine's `Family`, converting its class to and from the key's words).
 //! 3. Here, three lines: `pub mod <op>;`, its name in `impl Op` and its entry in
-//!    [`Op::ALL`]. Nothing else lists or matches over the ops: what the crate asks of
-//!    an op it asks its `OpInfo` and `OpKernel`, and the command line, the variant
-//!    enumeration and the tuning table read [`Op::ALL`].
+//!    [`Op::ALL`]. What the crate asks of an op it asks its `OpInfo`, `OpKernel` and
+//!    family; the variant enumeration and `deltatape msl` read [`Op::ALL`].
 //! 4. `cargo run --release -- msl --all docs/kernels --lang wgsl`: its kernel as the
 //!    driver gets it, in one file (a test keeps the folder in step; [`listed_key`]).
+//!    Not yet from the list: the bench's ops (`deltatape bench --ops`), the public
+//!    re-exports of its buffers (`gpu/mod.rs`) and its methods on `Backend`.
 
 pub mod conv;
 pub mod fold_record;
 pub(crate) mod gdn;
+pub(crate) mod plain;
 pub mod record;
 pub mod record_chunked;
 pub mod record_layer;

@@ -27,8 +27,8 @@ impl GpuBackend {
         u32_dim(OP, "window", shape.window_len())?;
         u32_dim(OP, "x", shape.x_len())?;
         let rows = shape.batch() * shape.channels();
-        let invocations =
-            (rows as u64).div_ceil(key.rows_per_thread as u64) * shape.layers() as u64;
+        let invocations = (rows as u64).div_ceil(key.plain_class().rows_per_thread as u64)
+            * shape.layers() as u64;
         let workgroups = invocations.div_ceil(key.workgroup_size() as u64);
         let dims = [
             ("batch", shape.batch()),

@@ -1,10 +1,11 @@
 //! conv_commit: the causal conv1d window rolled forward to the accepted prefix
 //! (docs/SPEC.md "conv_commit").
 
+use super::plain::Plain;
 use crate::dtype::{DType, GdnDtypes};
-use crate::engine::key::{KernelKey, KeyAt, Op, OpInfo, OpKernel};
+use crate::engine::key::{KernelKey, KeyAt, Op, OpInfo, OpKernel, Value};
 use crate::engine::operand::operand_table;
-use crate::shape::ConvShape;
+use crate::shape::{ConvShape, MAX_CONV_KERNEL};
 
 pub(crate) mod cpu;
 mod gpu;
@@ -17,7 +18,7 @@ pub type ConvBuffers<'a> = ConvOperands<&'a wgpu::Buffer>;
 /// The op.
 pub const OP: Op = Op(&OpInfo {
     one_dtype: true,
-    ..OpInfo::new("conv", ROOT, ConvOperands::<()>::ROWS, &Conv)
+    ..OpInfo::new("conv", ROOT, ConvOperands::<()>::ROWS, (&Conv, &FAMILY))
 });
 const ROOT: (&str, &str) = ("conv", include_str!("conv.wgsl"));
 
@@ -40,6 +41,19 @@ operand_table! {
 }
 
 struct Conv;
+
+/// The plain family, with the window values (and their pairs) an invocation holds.
+const FAMILY: Plain = Plain {
+    workgroup: 0,
+    extra: |c| {
+        let span = c.rows_per_thread * (MAX_CONV_KERNEL as u32 - 1);
+        vec![
+            ("CONV_SPAN", Value::U32(span)),
+            // The value pairs (whole words when 16-bit) of those values.
+            ("CONV_PAIRS", Value::U32(span.div_ceil(2))),
+        ]
+    },
+};
 
 impl OpKernel for Conv {
     fn key_at(&self, at: KeyAt<'_>) -> KernelKey {

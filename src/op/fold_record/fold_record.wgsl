@@ -38,7 +38,7 @@ fn row_kernel(d: GdnDims, tile: RowTile, li: u32, sg: u32) {
     // The deferred commit, while record's first chunk is on its way: replay's fold
     // (the whole workgroup is one sequence, so its count is uniform), then the
     // committed state stored in place (not at all when nothing was accepted). On small
-    // grids (EARLY_FOLD, see KernelKey::early_fold) the fold's first chunk is fetched
+    // grids (EARLY_FOLD, see GdnClass::early_fold) the fold's first chunk is fetched
     // whole before the count, whose latency it then hides; elsewhere only the accepted
     // steps are fetched, after it (fewer bytes where the kernel waits on bandwidth).
 #if EARLY_FOLD

@@ -17,15 +17,13 @@ pub type FoldRecordBuffers<'a> = FoldRecordOperands<&'a wgpu::Buffer>;
 
 /// The op.
 pub const OP: Op = Op(&OpInfo {
-    records: true,
-    folds: true,
     prefetches: true,
     larger_batches: &[4, 16],
     ..OpInfo::new(
         "fold_record",
         ROOT,
         FoldRecordOperands::<()>::ROWS,
-        &FoldRecord,
+        (&FoldRecord, &super::gdn::FOLDS),
     )
 });
 /// The op's root WGSL.

@@ -17,12 +17,16 @@ pub type RecordBuffers<'a> = RecordOperands<&'a wgpu::Buffer>;
 
 /// The op.
 pub const OP: Op = Op(&OpInfo {
-    records: true,
     prefetches: true,
     mask_bit: RecordRow::Mask.bit(),
     plain_rows: RecordRow::StateOut.bit(),
     larger_batches: &[16],
-    ..OpInfo::new("record", ROOT, RecordOperands::<()>::ROWS, &Record)
+    ..OpInfo::new(
+        "record",
+        ROOT,
+        RecordOperands::<()>::ROWS,
+        (&Record, &gdn::RECORDS),
+    )
 });
 /// The op's root WGSL.
 pub(crate) const ROOT: (&str, &str) = ("record", include_str!("record.wgsl"));

@@ -236,7 +236,7 @@ impl<'a> Passes<'a> {
         Passes {
             cshape,
             layout,
-            row_blocks: (shape.value_dim() as u64).div_ceil(state_key.rows as u64),
+            row_blocks: (shape.value_dim() as u64).div_ceil(state_key.plain_class().rows as u64),
             chunks: cshape.chunks() as u64,
             heads: shape.batch() as u64 * shape.value_heads() as u64,
         }
@@ -273,7 +273,13 @@ impl<'a> Passes<'a> {
         workgroups: u64,
         specs: &'static [OperandSpec<ChunkShape>],
     ) -> Result<Plan<'a, ChunkShape>> {
-        let mut p = gdn_params(OP, self.cshape.gdn(), (self.layout, 0), &key, workgroups)?;
+        let mut p = gdn_params(
+            OP,
+            self.cshape.gdn(),
+            (self.layout, 0),
+            key.plain_class().rows,
+            workgroups,
+        )?;
         p[9] = self.row_blocks as u32;
         p[11] = u32::try_from(self.chunks).map_err(|_| Error::DimTooLarge {
             op: OP,

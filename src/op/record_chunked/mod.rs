@@ -19,6 +19,7 @@
 //! Both kernels declare at most `WORKGROUP_MEMORY_BUDGET` bytes of workgroup memory
 
 use super::gdn::WORKGROUP_MEMORY_BUDGET;
+use super::plain::{Plain, PlainClass};
 use crate::dtype::{DType, GdnDtypes};
 use crate::engine::key::{KernelKey, KeyAt, Op, OpInfo, OpKernel};
 use crate::engine::operand::operand_table;
@@ -33,14 +34,24 @@ mod host;
 /// The first pass.
 pub const CHUNK_WY: Op = Op(&OpInfo {
     mask_bit: ChunkWyRow::Mask.bit(),
-    ..OpInfo::new("chunk_wy", WY_ROOT, ChunkWyOperands::<()>::ROWS, &ChunkWy)
+    ..OpInfo::new(
+        "chunk_wy",
+        WY_ROOT,
+        ChunkWyOperands::<()>::ROWS,
+        (&ChunkWy, &FAMILY),
+    )
 });
 const WY_ROOT: (&str, &str) = ("chunk_wy", include_str!("chunk_wy.wgsl"));
 /// The second pass.
 pub const CHUNK_STATE: Op = Op(&OpInfo {
     mask_bit: ChunkStateRow::Mask.bit(),
     plain_rows: ChunkStateRow::StateOut.bit(),
-    ..OpInfo::new("chunk_state", STATE_ROOT, StateTable::ROWS, &ChunkState)
+    ..OpInfo::new(
+        "chunk_state",
+        STATE_ROOT,
+        StateTable::ROWS,
+        (&ChunkState, &FAMILY),
+    )
 });
 const STATE_ROOT: (&str, &str) = ("chunk_state", include_str!("chunk_state.wgsl"));
 type StateTable = ChunkStateOperands<()>;
@@ -51,7 +62,7 @@ pub const CHUNK_PACK: Op = Op(&OpInfo {
         "chunk_pack",
         PACK_ROOT,
         ChunkPackOperands::<()>::ROWS,
-        &ChunkPack,
+        (&ChunkPack, &FAMILY),
     )
 });
 const PACK_ROOT: (&str, &str) = ("chunk_pack", include_str!("chunk_pack.wgsl"));
@@ -64,7 +75,7 @@ pub const CHUNK_WALK_COOP: Op = Op(&OpInfo {
         "chunk_walk_coop",
         WALK_ROOT,
         ChunkWalkCoopOperands::<()>::ROWS,
-        &ChunkWalkCoop,
+        (&ChunkWalkCoop, &FAMILY),
     )
 });
 const WALK_ROOT: (&str, &str) = ("chunk_walk_coop", include_str!("chunk_walk_coop.wgsl"));
@@ -75,7 +86,7 @@ pub const CHUNK_OUT_COOP: Op = Op(&OpInfo {
         "chunk_out_coop",
         OUT_ROOT,
         ChunkOutCoopOperands::<()>::ROWS,
-        &ChunkOutCoop,
+        (&ChunkOutCoop, &FAMILY),
     )
 });
 const OUT_ROOT: (&str, &str) = ("chunk_out_coop", include_str!("chunk_out_coop.wgsl"));
@@ -100,6 +111,11 @@ const OP: &str = "record_chunked";
 
 /// Invocations per workgroup of both passes.
 pub(crate) const CHUNK_WG: u32 = 256;
+/// The passes' family: the plain class, [`CHUNK_WG`] invocations a workgroup.
+const FAMILY: Plain = Plain {
+    workgroup: CHUNK_WG,
+    extra: |_| Vec::new(),
+};
 /// Columns of w and q `chunk_state` stages per barrier pair (`TK` in its WGSL); its state
 /// rows are `Dk` rounded up to whole tiles, at most [`CHUNK_WG`] columns.
 const STATE_TILE: u32 = 16;
@@ -414,13 +430,11 @@ struct ChunkWalkCoop;
 struct ChunkOutCoop;
 
 impl OpKernel for ChunkWalkCoop {
-    fn workgroup_size(&self, _key: &KernelKey) -> u32 {
-        CHUNK_WG
-    }
     /// The state's transpose in f32 (also the two halves of `W S^T`) and in f16, and
     /// delta in f16, rows padded by 4 f32 and 8 f16 (`FS`, `HS` in its WGSL).
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
-        let (c, rows, dk) = (key.chunk, key.rows, COOP_MAX_KEY_DIM as u32);
+        let PlainClass { chunk: c, rows, .. } = key.plain_class();
+        let dk = COOP_MAX_KEY_DIM as u32;
         dk * (rows + 4) * 4 + (dk + c) * (rows + 8) * 2
     }
     fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
@@ -441,12 +455,10 @@ impl OpKernel for ChunkWalkCoop {
 }
 
 impl OpKernel for ChunkOutCoop {
-    fn workgroup_size(&self, _key: &KernelKey) -> u32 {
-        CHUNK_WG
-    }
     /// y's block in f32.
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
-        key.chunk * key.rows * 4
+        let PlainClass { chunk, rows, .. } = key.plain_class();
+        chunk * rows * 4
     }
     fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
         KernelKey::chunk_out_coop(at.dtypes)
@@ -458,23 +470,17 @@ struct ChunkState;
 struct ChunkPack;
 
 impl OpKernel for ChunkPack {
-    fn workgroup_size(&self, _key: &KernelKey) -> u32 {
-        CHUNK_WG
-    }
     fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
         KernelKey::chunk_pack(at.dtypes, at.masked)
     }
 }
 
 impl OpKernel for ChunkWy {
-    fn workgroup_size(&self, _key: &KernelKey) -> u32 {
-        CHUNK_WG
-    }
     /// Gates, betas, decays and live flags (`4C`), the stage its phases share (a vec4
     /// per invocation: `4 CHUNK_WG`) and L's strict lower triangle, then T's
     /// (`C (C - 1) / 2`), 4 bytes each.
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
-        let c = key.chunk;
+        let c = key.plain_class().chunk;
         (4 * c + 4 * CHUNK_WG + c * (c - 1) / 2) * 4
     }
     /// One chunk size here; `extra_keys` adds the others.
@@ -503,12 +509,10 @@ impl OpKernel for ChunkWy {
 }
 
 impl OpKernel for ChunkState {
-    fn workgroup_size(&self, _key: &KernelKey) -> u32 {
-        CHUNK_WG
-    }
     /// See [`state_bytes`].
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
-        state_bytes(key.rows, key.groups, key.chunk)
+        let c = key.plain_class();
+        state_bytes(c.rows, c.groups, c.chunk)
     }
     fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
         KernelKey::chunk_state(at.shape, at.dtypes, ChunkSize::C64, at.masked, true)

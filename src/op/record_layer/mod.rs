@@ -29,7 +29,6 @@ pub type RecordLayerBuffers<'a> = RecordLayerOperands<&'a wgpu::Buffer>;
 
 /// The op.
 pub const OP: Op = Op(&OpInfo {
-    records: true,
     prefetches: true,
     mask_bit: RecordLayerRow::Mask.bit(),
     plain_rows: RecordLayerRow::StateOut.bit(),
@@ -37,7 +36,7 @@ pub const OP: Op = Op(&OpInfo {
         "record_layer",
         super::record::ROOT,
         RecordLayerOperands::<()>::ROWS,
-        &RecordLayer,
+        (&RecordLayer, &super::gdn::RECORDS),
     )
 });
 

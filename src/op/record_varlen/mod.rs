@@ -23,7 +23,6 @@ mod host;
 
 /// The op.
 pub const OP: Op = Op(&OpInfo {
-    records: true,
     prefetches: true,
     mask_bit: RecordVarlenRow::Mask.bit(),
     plain_rows: RecordVarlenRow::StateOut.bit(),
@@ -31,7 +30,7 @@ pub const OP: Op = Op(&OpInfo {
         "record_varlen",
         super::record::ROOT,
         RecordVarlenOperands::<()>::ROWS,
-        &RecordVarlen,
+        (&RecordVarlen, &super::gdn::RECORDS),
     )
 });
 

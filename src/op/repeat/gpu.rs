@@ -47,7 +47,8 @@ impl GpuBackend {
         };
         let key = KernelKey::repeat(shape, dtype);
         let groups = (shape.dst_len() as u64).div_ceil(4);
-        let workgroups = groups.div_ceil(key.workgroup_size() as u64 * key.groups as u64);
+        let workgroups =
+            groups.div_ceil(key.workgroup_size() as u64 * key.plain_class().groups as u64);
         let params = [
             u32_dim(op, "rows", shape.rows())?,
             u32_dim(op, "src_heads", shape.src_heads())?,

@@ -15,7 +15,12 @@ pub type RepeatBuffers<'a> = RepeatOperands<&'a wgpu::Buffer>;
 /// The op.
 pub const OP: Op = Op(&OpInfo {
     one_dtype: true,
-    ..OpInfo::new("repeat", ROOT, RepeatOperands::<()>::ROWS, &Repeat)
+    ..OpInfo::new(
+        "repeat",
+        ROOT,
+        RepeatOperands::<()>::ROWS,
+        (&Repeat, &super::plain::PLAIN),
+    )
 });
 const ROOT: (&str, &str) = ("repeat", include_str!("repeat.wgsl"));
 

@@ -21,7 +21,12 @@ pub const OP: Op = Op(&OpInfo {
     prefetches: true,
     mask_bit: ReplayRow::Mask.bit(),
     plain_rows: ReplayRow::Snapshot.bit() | ReplayRow::TapeK.bit(),
-    ..OpInfo::new("replay", ROOT, ReplayOperands::<()>::ROWS, &Replay)
+    ..OpInfo::new(
+        "replay",
+        ROOT,
+        ReplayOperands::<()>::ROWS,
+        (&Replay, &gdn::REPLAYS),
+    )
 });
 /// The op's root WGSL.
 pub(crate) const ROOT: (&str, &str) = ("replay", include_str!("replay.wgsl"));

@@ -18,7 +18,6 @@ mod host;
 
 /// The op.
 pub const OP: Op = Op(&OpInfo {
-    records: true,
     prefetches: true,
     mask_bit: RecordLayerVarlenRow::Mask.bit(),
     plain_rows: RecordLayerVarlenRow::StateOut.bit(),
@@ -26,7 +25,7 @@ pub const OP: Op = Op(&OpInfo {
         "record_layer_varlen",
         crate::op::record::ROOT,
         RecordLayerVarlenOperands::<()>::ROWS,
-        &RecordLayerVarlen,
+        (&RecordLayerVarlen, &crate::op::gdn::RECORDS),
     )
 });
 
