@@ -95,7 +95,7 @@ fn translations_leave_the_loop_counter_out_unless_forced() {
 #[test]
 fn listed_kernels_are_current() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/kernels");
-    let ops: Vec<Op> = Op::ALL.into_iter().chain(Op::COOP).collect();
+    let ops: Vec<Op> = Op::ALL.iter().chain(Op::COOP).copied().collect();
     let mut stale = Vec::new();
     for op in &ops {
         let want = listed_key(*op).unwrap().source().unwrap();
@@ -137,7 +137,7 @@ fn msl_takes_every_op_and_writes_the_listed_kernels() {
     };
     let (ok, help) = run(&["--help"]);
     assert!(ok);
-    for op in Op::ALL.into_iter().chain(Op::COOP) {
+    for op in Op::ALL.iter().chain(Op::COOP).copied() {
         assert!(help.contains(op.name()), "{}: {help}", op.name());
     }
     let dir = std::env::temp_dir().join(format!("deltatape-kernels-{}", std::process::id()));
@@ -145,7 +145,7 @@ fn msl_takes_every_op_and_writes_the_listed_kernels() {
     let (ok, _) = run(&["--all", dir.to_str().unwrap(), "--lang", "wgsl"]);
     assert!(ok);
     let listed = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/kernels");
-    for op in Op::ALL.into_iter().chain(Op::COOP) {
+    for op in Op::ALL.iter().chain(Op::COOP).copied() {
         let file = format!("{}.wgsl", op.name());
         let written = std::fs::read_to_string(dir.join(&file)).unwrap();
         assert_eq!(

@@ -49,6 +49,9 @@ pub struct OpInfo {
     pub plain_rows: u16,
     /// Batches at which the op's large-grid classes are checked too.
     pub larger_batches: &'static [usize],
+    /// What the layers above the engine attach to the op (the bench's case of it); the
+    /// engine never reads it.
+    pub attached: Option<&'static (dyn Any + Send + Sync)>,
 }
 
 impl OpInfo {
@@ -72,6 +75,7 @@ impl OpInfo {
             coop: false,
             plain_rows: 0,
             larger_batches: &[],
+            attached: None,
         }
     }
 

@@ -202,11 +202,14 @@ macro_rules! operand_table {
         }
 
         #[doc = concat!("The rows of [`", stringify!($name), "`]'s table, in binding order.")]
+        // An op whose key binds only its required rows never names them.
+        #[allow(dead_code)]
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         pub enum $row {
             $( #[doc = concat!("`", stringify!($field), "`.")] $variant, )*
         }
 
+        #[allow(dead_code)]
         impl $row {
             /// The row's bit in a set of bound rows (`rows_bound`).
             pub const fn bit(self) -> u16 {

@@ -35,6 +35,7 @@
 //!    Not yet from the list: the bench's ops (`deltatape bench --ops`), the public
 //!    re-exports of its buffers (`gpu/mod.rs`) and its methods on `Backend`.
 
+pub(crate) mod bench;
 pub mod conv;
 pub mod fold_record;
 pub(crate) mod gdn;
@@ -78,7 +79,7 @@ impl Op {
     pub const ChunkOutCoop: Op = record_chunked::CHUNK_OUT_COOP;
 
     /// Every op that runs on any adapter.
-    pub const ALL: [Op; 11] = [
+    pub const ALL: &[Op] = &[
         Op::Record,
         Op::RecordVarlen,
         Op::RecordLayer,
@@ -93,15 +94,16 @@ impl Op {
     ];
     /// The ops on cooperative matrices: only naga's validation and SPIR-V writer check
     /// them without such a device (see [`OpInfo::coop`]).
-    pub const COOP: [Op; 2] = [Op::ChunkWalkCoop, Op::ChunkOutCoop];
+    pub const COOP: &[Op] = &[Op::ChunkWalkCoop, Op::ChunkOutCoop];
 }
 
 impl std::str::FromStr for Op {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         Op::ALL
-            .into_iter()
+            .iter()
             .chain(Op::COOP)
+            .copied()
             .find(|op| op.name() == s)
             .ok_or_else(|| {
                 let names: Vec<&str> = Op::ALL.iter().map(|op| op.name()).collect();
@@ -133,7 +135,7 @@ pub fn listed_key(op: Op) -> crate::error::Result<KernelKey> {
 /// extra keys.
 pub fn all_variants() -> Vec<KernelKey> {
     let mut keys = Vec::new();
-    for op in Op::ALL {
+    for &op in Op::ALL {
         for act in DType::ALL {
             for state in DType::ALL {
                 for tape in DType::ALL {
@@ -169,7 +171,7 @@ pub fn all_variants() -> Vec<KernelKey> {
             add_new(&mut keys, keys_at(op, dtypes, Reduction::Subgroup, &real));
         }
     }
-    for op in Op::ALL {
+    for &op in Op::ALL {
         add_new(&mut keys, op.kernel().extra_keys());
     }
     keys
@@ -179,7 +181,7 @@ pub fn all_variants() -> Vec<KernelKey> {
 /// writer: each dtype triple, with the final state and without.
 pub fn coop_variants() -> Vec<KernelKey> {
     let mut keys = Vec::new();
-    for op in Op::COOP {
+    for &op in Op::COOP {
         for act in DType::ALL {
             for state in DType::ALL {
                 for tape in DType::ALL {

@@ -55,7 +55,7 @@ pub struct Args {
 /// The kernels `msl` takes, by name: every op, from the crate's one list of them.
 fn op_names() -> impl clap::builder::TypedValueParser<Value = Op> {
     use clap::builder::TypedValueParser as _;
-    let names = Op::ALL.into_iter().chain(Op::COOP).map(|op| op.name());
+    let names = Op::ALL.iter().chain(Op::COOP).copied().map(|op| op.name());
     clap::builder::PossibleValuesParser::new(names).try_map(|name| name.parse::<Op>())
 }
 
@@ -117,7 +117,7 @@ fn write_all(dir: &Path, lang: Lang, force_loop_bounding: bool) -> deltatape::Re
         Lang::Hlsl => "hlsl",
         Lang::Wgsl => "wgsl",
     };
-    for op in Op::ALL.into_iter().chain(Op::COOP) {
+    for op in Op::ALL.iter().chain(Op::COOP).copied() {
         let key = listed_key(op)?;
         let path = dir.join(format!("{}.{ext}", op.name()));
         let written = source(&key, lang, force_loop_bounding)

@@ -23,8 +23,9 @@ pub struct Args {
     /// (conv_commit over q, k and v's channels, kernel 4, all T accepted), fold_record (a
     /// deferred commit of all T pending steps folded into record), record_layer (record
     /// from a layer's raw inputs: the conv, kernel 4, the norms and the gates in the same
-    /// dispatch; bound as record is). With --fast-f16,
-    /// record itself takes the chunked form's fast path where the tuning table's
+    /// dispatch; bound as record is), and every other op of the crate's list whose folder
+    /// gives the bench a case of its own (an unknown name lists them all: gates, for
+    /// one). With --fast-f16, record itself takes the chunked form's fast path where the tuning table's
     /// thresholds say (`chunked_from_steps`, `chunked_max_heads`) or
     /// `DELTATAPE_RECORD_CHUNKED` (1 or 0) overrides them; each row says which form ran.
     #[arg(long, value_delimiter = ',', default_value = "record,replay,repeat")]
@@ -72,26 +73,13 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
     let ops = args
         .ops
         .iter()
-        .map(|o| match o.as_str() {
-            "record" => Ok(BenchOp::Record),
-            "replay" => Ok(BenchOp::Replay),
-            "repeat" => Ok(BenchOp::Repeat),
-            "record_chunked" => Ok(BenchOp::RecordChunked),
-            "record_varlen" => Ok(BenchOp::RecordVarlen),
-            "conv" => Ok(BenchOp::Conv),
-            "fold_record" => Ok(BenchOp::FoldRecord),
-            "record_layer" => Ok(BenchOp::RecordLayer),
-            other => Err(other.to_string()),
-        })
+        .map(|o| BenchOp::parse(o))
         .collect::<Result<Vec<_>, _>>();
     let (ops, [hk, hv, dk, dv]) = (
         match ops {
             Ok(o) => o,
-            Err(o) => {
-                eprintln!(
-                    "unknown op `{o}` (record, replay, repeat, record_chunked, record_varlen, \
-                     conv, fold_record, record_layer)"
-                );
+            Err(why) => {
+                eprintln!("{why}");
                 return Ok(ExitCode::from(2));
             }
         },

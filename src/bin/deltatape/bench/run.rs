@@ -114,6 +114,9 @@ pub enum BenchOp {
     /// record from a layer's raw inputs (the conv's [`CONV_KERNEL`] taps, the norms and
     /// the gates in the same dispatch), bound as record's cell is.
     RecordLayer,
+    /// Any other op of the crate's list, as its folder's bench case sets it up
+    /// (`Op::bench_case`).
+    Op(Op),
 }
 
 /// conv_commit's kernel width in the bench (Qwen3-Next's and Qwen 3.5's).
@@ -130,7 +133,38 @@ impl BenchOp {
             BenchOp::Conv => "conv",
             BenchOp::FoldRecord => "fold_record",
             BenchOp::RecordLayer => "record_layer",
+            BenchOp::Op(op) => op.name(),
         }
+    }
+
+    /// The scenarios above, by name.
+    pub const SCENARIOS: [BenchOp; 8] = [
+        BenchOp::Record,
+        BenchOp::Replay,
+        BenchOp::Repeat,
+        BenchOp::RecordChunked,
+        BenchOp::RecordVarlen,
+        BenchOp::Conv,
+        BenchOp::FoldRecord,
+        BenchOp::RecordLayer,
+    ];
+
+    /// `name`: a scenario, or an op of `Op::ALL` with a bench case of its own; the error
+    /// lists every name the bench takes.
+    pub fn parse(name: &str) -> std::result::Result<BenchOp, String> {
+        let cases = Op::ALL
+            .iter()
+            .copied()
+            .filter(|op| op.bench_case().is_some());
+        let scenarios = BenchOp::SCENARIOS.into_iter();
+        let all: Vec<BenchOp> = scenarios.chain(cases.map(BenchOp::Op)).collect();
+        all.iter()
+            .copied()
+            .find(|op| op.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = all.iter().map(|op| op.name()).collect();
+                format!("unknown op `{name}` ({})", names.join(", "))
+            })
     }
 }
 
@@ -204,7 +238,8 @@ pub const FLOOR_BYTES: u64 = 4096;
 
 /// Bytes the op moves (module docs), activations of `act_bytes` each, state and tape
 /// f32.
-pub fn moved_bytes(op: BenchOp, shape: &GdnShape, act_bytes: u64) -> u64 {
+pub fn moved_bytes(op: BenchOp, shape: &GdnShape, dtype: DType) -> u64 {
+    let act_bytes = dtype.size_bytes() as u64;
     let f32b = |n: usize| n as u64 * 4;
     let a = act_bytes;
     match op {
@@ -241,6 +276,9 @@ pub fn moved_bytes(op: BenchOp, shape: &GdnShape, act_bytes: u64) -> u64 {
             let tape = a * 2 * (shape.qk_len() + shape.gate_len()) as u64;
             record_bytes(shape.state_len(), lens, a) + f32b(shape.v_len()) + tape
         }
+        BenchOp::Op(op) => op
+            .bench_case()
+            .map_or(0, |case| (case.bytes)(shape, cell_dtypes(dtype))),
     }
 }
 
@@ -772,7 +810,7 @@ impl CopyBuffers {
                     let a = dt.size_bytes() as u64;
                     match (op, cfg.varlen()) {
                         (BenchOp::RecordVarlen, Ok(shape)) => varlen_bytes(&shape, a),
-                        _ => moved_bytes(op, largest, a),
+                        _ => moved_bytes(op, largest, *dt),
                     }
                 })
             })
@@ -856,7 +894,7 @@ impl Bench<'_> {
             }
             _ => {
                 let shape = cfg.shape(batch, steps)?;
-                let bytes = moved_bytes(op, &shape, a);
+                let bytes = moved_bytes(op, &shape, dtype);
                 (bytes, self.prepare(op, dtype, &shape, bytes)?)
             }
         };
@@ -1053,6 +1091,11 @@ impl Bench<'_> {
                 )?)
             }
             BenchOp::RecordLayer => one(self.prepare_layer(dt, shape)?),
+            BenchOp::Op(op) => {
+                let case = op.bench_case().ok_or_else(|| not_allocated(op.name()))?;
+                let filled = |bytes| random_buffer(gpu, bytes, 80);
+                one((case.prepare)(gpu, shape, dt, &filled)?)
+            }
             BenchOp::Repeat => {
                 let rs = shape.tape_k_repeat();
                 let a = dtype.size_bytes() as u64;
