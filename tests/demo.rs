@@ -300,14 +300,22 @@ fn bench_reports_the_dispatch_floor() {
     assert!(stdout.lines().any(|l| l.starts_with("repeat")), "{stdout}");
 }
 
-/// `deltatape bench --ops conv,fold_record,record_layer` times conv_commit, fold_record
-/// and record_layer as ops of their own: a row per (dtype, B, T), each with a positive,
-/// finite GPU time and its bytes moved.
+/// `deltatape bench --ops conv,fold_record,record_layer,...` times conv_commit,
+/// fold_record, record_layer and every op whose folder gives the bench a case of its own
+/// (taken from the crate's list, so a new op is timed here without an edit) as ops of
+/// their own: a row per (dtype, B, T), each with a positive, finite GPU time and its
+/// bytes moved.
 #[test]
-fn bench_times_conv_fold_record_and_record_layer() {
+fn bench_times_conv_fold_record_record_layer_and_every_case() {
     if !common::has_gpu() {
         return;
     }
+    let cases: Vec<&str> = (deltatape::internals::Op::ALL.iter())
+        .filter(|op| op.bench_case().is_some())
+        .map(|op| op.name())
+        .collect();
+    assert!(!cases.is_empty(), "no op has a bench case");
+    let ops = format!("conv,fold_record,record_layer,{}", cases.join(","));
     let stdout = subcommand(
         "bench",
         &[
@@ -318,7 +326,7 @@ fn bench_times_conv_fold_record_and_record_layer() {
             "--dtypes",
             "f32,bf16",
             "--ops",
-            "conv,fold_record,record_layer",
+            &ops,
             "--dims",
             "1,2,16,16",
             "--copy-mib",
@@ -329,7 +337,7 @@ fn bench_times_conv_fold_record_and_record_layer() {
             "1",
         ],
     );
-    for op in ["conv", "fold_record", "record_layer"] {
+    for op in ["conv", "fold_record", "record_layer"].iter().chain(&cases) {
         let rows: Vec<Vec<&str>> = stdout
             .lines()
             .filter(|l| l.starts_with(&format!("{op} ")))

@@ -928,3 +928,91 @@ fn layer_varlen_is_record_layer_on_each_sequence() {
         }
     }
 }
+
+/// gates (g and beta alone, from a, b and the layer's parameters): the CPU against the
+/// rule in f64 and against record_layer's tape g, the GPU against the CPU in each gate
+/// dtype (odd lengths: the last 16-bit word half filled), the resident dispatch, and a
+/// short `a` refused.
+#[test]
+fn gates_are_the_layers_gates() {
+    let cpu = cpu();
+    // B T Hv = 3 * 3 * 3 = 27 gates (odd), and 2 * 5 * 4 = 40.
+    let shapes = [
+        layer_shape(3, 3, [1, 3, 4, 4], 4),
+        layer_shape(2, 5, [2, 4, 8, 6], 3),
+    ];
+    for (i, shape) in shapes.iter().enumerate() {
+        let d = LayerDraw::new(shape, 200 + i as u64, true, false);
+        let want = prologue64(shape, &d);
+        let (g, beta) = cpu.gates(shape, &d.params(), &d.a, &d.b).unwrap();
+        let rel = |got: &[f32], want: &[f64]| {
+            (got.iter().zip(want))
+                .map(|(&x, &w)| (x as f64 - w).abs() / w.abs().max(1e-6))
+                .fold(0.0, f64::max)
+        };
+        assert!(rel(&g, &want.g) < 2e-6, "g: {}", rel(&g, &want.g));
+        assert!(
+            rel(&beta, &want.beta) < 2e-6,
+            "beta: {}",
+            rel(&beta, &want.beta)
+        );
+        // What record_layer records as the tape's g is the same rounding of the same rule.
+        let rec: LayerRecorded<f32, f32, f32, f32> = cpu
+            .record_layer(
+                shape,
+                GqaLayout::Blocked,
+                &d.params(),
+                &TypedLayer::<f32, f32>::of(&d).inputs(None),
+                &d.window,
+                &d.state,
+            )
+            .unwrap();
+        assert_eq!(g, rec.g, "{shape:?}: gates' g and record_layer's tape g");
+        let short = cpu.gates(shape, &d.params(), &d.a[1..], &d.b);
+        assert!(
+            matches!(short, Err(Error::Length { arg: "a", .. })),
+            "{short:?}"
+        );
+    }
+    let Some(gpu) = gpu() else { return };
+    for (i, shape) in shapes.iter().enumerate() {
+        let d = LayerDraw::new(shape, 200 + i as u64, true, false);
+        gpu_gates::<f32>(&gpu, &cpu, shape, &d);
+        gpu_gates::<bf16>(&gpu, &cpu, shape, &d);
+        gpu_gates::<f16>(&gpu, &cpu, shape, &d);
+    }
+    // The resident dispatch over the caller's buffers writes the host call's values.
+    let shape = &shapes[0];
+    let d = LayerDraw::new(shape, 200, true, false);
+    let (g, beta) = gpu.gates(shape, &d.params(), &d.a, &d.b).unwrap();
+    let layer = gpu.upload_layer(shape, &d.params()).unwrap();
+    let input = |x: &[f32]| storage_buffer(&gpu, x, wgpu::BufferUsages::empty());
+    let n = shape.gdn().gate_len();
+    let output = || storage_buffer(&gpu, &vec![f32::NAN; n], wgpu::BufferUsages::COPY_SRC);
+    let (a, b, out_g, out_beta) = (input(&d.a), input(&d.b), output(), output());
+    let buffers = deltatape::gpu::GatesBuffers {
+        a: &a,
+        b: &b,
+        layer: &layer,
+        g: &out_g,
+        beta: &out_beta,
+    };
+    let p = gpu
+        .prepare_gates(shape, deltatape::DType::F32, &buffers)
+        .unwrap();
+    let mut enc = gpu.encoder();
+    p.encode(&mut enc);
+    gpu.queue().submit([enc.finish()]);
+    assert_eq!(gpu.read_buffer::<f32>(&out_g, n).unwrap(), g);
+    assert_eq!(gpu.read_buffer::<f32>(&out_beta, n).unwrap(), beta);
+}
+
+/// gates on the GPU against the CPU, in the gates' dtype `G`.
+fn gpu_gates<G: Element>(gpu: &GpuBackend, cpu: &Backend, shape: &LayerShape, d: &LayerDraw) {
+    let t = TypedLayer::<f32, G>::of(d);
+    let (want_g, want_beta) = cpu.gates(shape, &d.params(), &t.a, &t.b).unwrap();
+    let (g, beta) = gpu.gates(shape, &d.params(), &t.a, &t.b).unwrap();
+    let what = format!("{shape:?} gates {}", G::DTYPE.name());
+    assert_close(&format!("{what}: g"), &g, &want_g, tol(G::DTYPE));
+    assert_close(&format!("{what}: beta"), &beta, &want_beta, tol(G::DTYPE));
+}

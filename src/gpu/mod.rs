@@ -18,6 +18,7 @@ pub(crate) mod tune;
 
 pub use crate::op::conv::ConvBuffers;
 pub use crate::op::fold_record::FoldRecordBuffers;
+pub use crate::op::gates::GatesBuffers;
 pub use crate::op::record::RecordBuffers;
 pub use crate::op::record_layer::RecordLayerBuffers;
 /// Buffers of one record_layer_varlen call.

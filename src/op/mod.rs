@@ -27,17 +27,22 @@
 //! 2. Its folder, as above, with `pub const OP: Op = Op(&OpInfo { .. })` naming its
 //!    family (a family of its own, if its class is new: a type implementing the
 //!    engine's `Family`, converting its class to and from the key's words).
+//!    Its host call's `host_ops!` entry puts its methods on `Backend`, `CpuBackend` and
+//!    `GpuBackend`; a [`bench::BenchCase`] in its `OpInfo` puts it in `deltatape bench`.
 //! 3. Here, three lines: `pub mod <op>;`, its name in `impl Op` and its entry in
 //!    [`Op::ALL`]. What the crate asks of an op it asks its `OpInfo`, `OpKernel` and
-//!    family; the variant enumeration and `deltatape msl` read [`Op::ALL`].
+//!    family; the variant enumeration (naga's and Tint's tests), `deltatape msl` and
+//!    the bench read [`Op::ALL`]. One line more where users name its buffers type:
+//!    `gpu/mod.rs`'s re-export.
 //! 4. `cargo run --release -- msl --all docs/kernels --lang wgsl`: its kernel as the
 //!    driver gets it, in one file (a test keeps the folder in step; [`listed_key`]).
-//!    Not yet from the list: the bench's ops (`deltatape bench --ops`), the public
-//!    re-exports of its buffers (`gpu/mod.rs`) and its methods on `Backend`.
+//!
+//! `gates` (its folder, three lines here and the re-export) was added this way.
 
 pub(crate) mod bench;
 pub mod conv;
 pub mod fold_record;
+pub mod gates;
 pub(crate) mod gdn;
 pub(crate) mod plain;
 pub mod record;
@@ -67,6 +72,7 @@ impl Op {
     pub const Conv: Op = conv::OP;
     /// fold_record: a deferred commit's replay, in place, then record from the result.
     pub const FoldRecord: Op = fold_record::OP;
+    pub const Gates: Op = gates::OP;
     /// record_chunked's first pass: each chunk's WY factors.
     pub const ChunkWy: Op = record_chunked::CHUNK_WY;
     /// record_chunked's second pass: the state through the chunks.
@@ -88,6 +94,7 @@ impl Op {
         Op::Repeat,
         Op::Conv,
         Op::FoldRecord,
+        Op::Gates,
         Op::ChunkWy,
         Op::ChunkState,
         Op::ChunkPack,

@@ -5,6 +5,7 @@
 
 use super::LayerInputs;
 use crate::dtype::Element;
+use crate::op::gates::cpu::gate_values;
 use crate::op::record::RecordInputs;
 use crate::shape::{GdnShape, LayerField, LayerShape};
 
@@ -23,15 +24,6 @@ pub(crate) struct Prepared<A, G> {
 /// `x * sigmoid(x)`.
 pub(crate) fn silu(x: f32) -> f32 {
     x / (1.0 + (-x).exp())
-}
-
-/// `log(1 + exp(x))`, x itself above 20 (torch's threshold).
-pub(crate) fn softplus(x: f32) -> f32 {
-    if x > 20.0 {
-        x
-    } else {
-        x.exp().ln_1p()
-    }
 }
 
 /// The prologue (docs/SPEC.md "record_layer"): the conv from `window` over `x`, SiLU,
@@ -100,11 +92,13 @@ pub(crate) fn prologue<A: Element, G: Element>(
                         A::from_f32(conv(b, t, shape.v_channel(hv, j)));
                 }
                 let gi = gdn.gate_index(b, t, hv);
-                let a_log = layer[at(LayerField::ALog) + hv];
-                let dt_bias = layer[at(LayerField::DtBias) + hv];
-                let decay = a_log.exp() * softplus(inputs.a[gi].to_f32() + dt_bias);
-                out.g[gi] = G::from_f32((-decay).exp());
-                out.beta[gi] = G::from_f32(1.0 / (1.0 + (-inputs.b[gi].to_f32()).exp()));
+                let (a_log, dt_bias) = (
+                    layer[at(LayerField::ALog) + hv],
+                    layer[at(LayerField::DtBias) + hv],
+                );
+                let (a, b) = (inputs.a[gi].to_f32(), inputs.b[gi].to_f32());
+                let (g, beta) = gate_values(a_log, dt_bias, a, b);
+                (out.g[gi], out.beta[gi]) = (G::from_f32(g), G::from_f32(beta));
             }
         }
     }
