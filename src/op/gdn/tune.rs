@@ -11,13 +11,13 @@
 //! ```
 //! (`-`: the table's default for that parameter.)
 
-use super::backend::GpuBackend;
 use crate::dtype::{DType, GdnDtypes};
 use crate::engine::encode::Prepared;
 use crate::engine::key::{KernelKey, Op};
 use crate::engine::operand::OperandSpec;
 use crate::engine::timestamps;
 use crate::error::{Error, Result};
+use crate::gpu::backend::GpuBackend;
 use crate::op::record::RecordBuffers;
 use crate::op::record::RecordOperands;
 use crate::op::record_chunked::{chunked_by_default, COOP_CHUNK};

@@ -1,7 +1,11 @@
-//! What record, replay and fold_record share on the Rust side: their shape classes (the
-//! table in `src/tuning.rs`) and their workgroup memory. Their roots (each op's folder)
+//! The family of record, replay and fold_record (and record's varlen and layer forms):
+//! its shape class ([`GdnClass`], chosen from the table in `src/tuning.rs`), its
+//! defines and workgroup memory, its dispatch's checks and parameters, and (`tune.rs`)
+//! the autotune of its classes on the user's device. Their roots (each op's folder)
 //! share the fragments `wgsl/tile_load.wgsl`, `tile_store.wgsl`, `staging.wgsl` and
 //! (record, fold_record) `record_steps.wgsl`.
+
+pub(crate) mod tune;
 
 use crate::dtype::{DType, GdnDtypes};
 use crate::engine::cache::ParamBlock;
