@@ -1003,6 +1003,13 @@ impl Bench<'_> {
         )
     }
 
+    /// An op of the crate's list at `shape`, as its bench case sets it up.
+    fn prepare_case(&self, op: Op, dt: GdnDtypes, shape: &GdnShape) -> Result<Prepared> {
+        let case = op.bench_case().ok_or_else(|| not_allocated(op.name()))?;
+        let filled = |bytes| random_buffer(self.gpu, bytes, 80);
+        (case.prepare)(self.gpu, shape, dt, &filled)
+    }
+
     /// Prepare `op` at `shape` with activations in `dtype` (state and tape f32);
     /// `bytes` is what it moves (repeat's rotating sets cover `repeat_rotate_bytes`).
     fn prepare(&self, op: BenchOp, dtype: DType, shape: &GdnShape, bytes: u64) -> Result<CellOp> {
@@ -1091,11 +1098,7 @@ impl Bench<'_> {
                 )?)
             }
             BenchOp::RecordLayer => one(self.prepare_layer(dt, shape)?),
-            BenchOp::Op(op) => {
-                let case = op.bench_case().ok_or_else(|| not_allocated(op.name()))?;
-                let filled = |bytes| random_buffer(gpu, bytes, 80);
-                one((case.prepare)(gpu, shape, dt, &filled)?)
-            }
+            BenchOp::Op(op) => one(self.prepare_case(op, dt, shape)?),
             BenchOp::Repeat => {
                 let rs = shape.tape_k_repeat();
                 let a = dtype.size_bytes() as u64;
