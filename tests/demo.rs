@@ -300,6 +300,40 @@ fn bench_reports_the_dispatch_floor() {
     assert!(stdout.lines().any(|l| l.starts_with("repeat")), "{stdout}");
 }
 
+/// `deltatape bench --json`: one object per cell, its B under `batch` once (the
+/// back-to-back dispatch count has a key of its own).
+#[test]
+fn bench_json_names_each_cells_batch_once() {
+    if !common::has_gpu() {
+        return;
+    }
+    let args = [
+        "--batches",
+        "3",
+        "--steps",
+        "1",
+        "--dtypes",
+        "f32",
+        "--ops",
+        "repeat",
+    ];
+    let small = [
+        "--dims",
+        "1,1,4,4",
+        "--copy-mib",
+        "1",
+        "--runs",
+        "1",
+        "--warmup",
+        "0",
+    ];
+    let json = subcommand("bench", &[&args[..], &small, &["--json"]].concat());
+    let cells: Vec<&str> = json.split("{\"op\":").skip(1).collect();
+    assert_eq!(cells.len(), 1, "{json}");
+    assert_eq!(cells[0].matches("\"batch\":").count(), 1, "{json}");
+    assert!(cells[0].contains("\"batch\":3,"), "{json}");
+}
+
 /// `deltatape bench --ops conv,fold_record,record_layer,...` times conv_commit,
 /// fold_record, record_layer and every op whose folder gives the bench a case of its own
 /// (taken from the crate's list, so a new op is timed here without an edit) as ops of

@@ -96,7 +96,7 @@ fn columns(c: Option<&Cell>, copy_gbps: f64) -> [Column; 11] {
         ),
         ("batch_gpu_us", "b2b_gpu_us", v(&|c| c.batch_gpu_us), 2),
         ("batch_wall_us", "b2b_wall_us", v(&|c| c.batch_wall_us), 2),
-        ("batch", "b2b_n", v(&|_| BATCH as f64), 0),
+        ("batch_n", "b2b_n", v(&|_| BATCH as f64), 0),
     ]
 }
 
