@@ -467,7 +467,7 @@ pub const CONV_LAYER_ALIGN: usize = 128;
 
 impl ConvShape {
     /// Check and build: every dimension at least 1, and `kernel` (K) in
-    /// `2..=`[`MAX_CONV_KERNEL`] (K = 1 has no window to keep).
+    /// `2..=MAX_CONV_KERNEL` (K = 1 has no window to keep).
     pub fn new(batch: usize, steps: usize, channels: usize, kernel: usize) -> Result<Self> {
         const OP: &str = "conv_commit";
         let dims = [
@@ -556,7 +556,7 @@ impl ConvShape {
         self.batch * self.steps * self.channels
     }
     /// Elements from one layer's window to the next: a layer's values rounded up to
-    /// [`CONV_LAYER_ALIGN`].
+    /// `CONV_LAYER_ALIGN`.
     pub fn window_layer_stride(&self) -> usize {
         self.layer_window_len().next_multiple_of(CONV_LAYER_ALIGN)
     }
@@ -603,7 +603,7 @@ impl ConvShape {
 
 /// The most conv taps record_layer takes: its kernel keeps each channel's weights and
 /// last inputs in registers, this many (GatedDeltaNet layers use 4). `conv_commit` takes
-/// up to [`MAX_CONV_KERNEL`].
+/// up to `MAX_CONV_KERNEL`.
 pub const MAX_LAYER_TAPS: usize = 4;
 
 /// The dimensions of a GatedDeltaNet layer step from its raw inputs (docs/SPEC.md,
@@ -612,7 +612,7 @@ pub const MAX_LAYER_TAPS: usize = 4;
 /// together (the checkpoint's order).
 ///
 /// Built only through [`LayerShape::new`], which checks `K` in
-/// `2..=`[`MAX_LAYER_TAPS`] and every element count, so the methods below are exact.
+/// `2..=MAX_LAYER_TAPS` and every element count, so the methods below are exact.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LayerShape {
     gdn: GdnShape,

@@ -51,7 +51,7 @@ pub enum Threshold {
     /// Microseconds a wait polls the device before it blocks (`GpuOptions::spin`).
     SpinMicros,
     /// Record runs in the chunked form on the matrix units from this many steps, where
-    /// the backend may (see [`ShapeClass::chunked`]) ...
+    /// the backend may (see `ShapeClass::chunked`) ...
     ChunkedFromSteps,
     /// ... and the batch has at most this many (sequence, value head) pairs.
     ChunkedMaxHeads,

@@ -11,7 +11,7 @@ pub fn wanted_features() -> wgpu::Features {
 }
 
 /// Features and limits to create a device with, for a GUI application that creates
-/// its own device from `adapter` and hands it to [`super::backend::GpuBackend::from_device`]:
+/// its own device from `adapter` and hands it to `GpuBackend::from_device`:
 /// the wanted features the adapter offers, and the adapter's own limits (more storage
 /// buffers per stage and larger bindings than wgpu's defaults).
 pub fn device_requirements(adapter: &wgpu::Adapter) -> (wgpu::Features, wgpu::Limits) {

@@ -218,7 +218,7 @@ pub struct KernelKey {
     /// For repeat and conv, all three are the element dtype.
     pub dtypes: GdnDtypes,
     pub reduction: Reduction,
-    /// The op family's shape class (see [`Family`]).
+    /// The op family's shape class (see `Family`).
     pub class: Class,
     /// Rows of the vector operands are whole vec4s: the prelude's accessors load and
     /// store vec4s.

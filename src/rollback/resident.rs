@@ -35,7 +35,7 @@ pub struct DraftBuffers<'a> {
     /// The drafted conv inputs `[B, T, C]` when the rollback keeps a conv window (`None`
     /// otherwise): a buffer of yours with `COPY_SRC`, copied into the rollback's at the
     /// draft (by a dispatch when it also has `STORAGE` and is large, see
-    /// [`CONV_COPY_DISPATCH_FROM`]), or the rollback's own buffer
+    /// `CONV_COPY_DISPATCH_FROM`), or the rollback's own buffer
     /// ([`GpuRollback::conv_inputs_buffer`]'s), into whose range for this layer you
     /// wrote them: then nothing is copied.
     pub conv_x: Option<&'a wgpu::Buffer>,

@@ -12,7 +12,7 @@ pub(crate) mod cpu;
 mod gpu;
 
 /// Buffers of one fold_record call: `state` and `delta` are read, then written (see
-/// [`FoldRecordOperands`]); `accepted` holds `[B]` u32, values above T clamped to T.
+/// `FoldRecordOperands`); `accepted` holds `[B]` u32, values above T clamped to T.
 pub type FoldRecordBuffers<'a> = FoldRecordOperands<&'a wgpu::Buffer>;
 
 /// The op.

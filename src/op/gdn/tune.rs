@@ -82,7 +82,7 @@ impl GpuBackend {
     /// [`GpuBackend::with_tuning`]). Candidates are the table's class and its
     /// neighbours, one parameter changed at a time (lanes halved or doubled, rows per
     /// invocation, chunk, record's scaled state, and record's other form where it may
-    /// take the chunked one: [`ShapeClass::chunked`]); a candidate replaces the default
+    /// take the chunked one: `ShapeClass::chunked`); a candidate replaces the default
     /// only when it is clearly faster. Timed by GPU timestamps when the adapter has them and
     /// they pass the crate's checks, else by wall clock (submit to completion).
     ///

@@ -20,7 +20,7 @@ impl GpuBackend {
     /// Where the backend runs the chunked form on the matrix units
     /// ([`GpuBackend::chunked_on_matrix_units`]: cooperative matrices and
     /// [`crate::ChunkPrecision::FastF16`]) and the call binds neither tape copy, record
-    /// takes that form where its shape class says so ([`ShapeClass::chunked`]; off by
+    /// takes that form where its shape class says so (`ShapeClass::chunked`; off by
     /// default): the same outputs within its documented precision, and the scratch of
     /// [`GpuBackend::prepare_record_chunked`], kept by the dispatch.
     pub fn prepare_record(
@@ -40,7 +40,7 @@ impl GpuBackend {
         self.prepare_gdn(shape, layout, key, RecordOperands::<()>::SPECS, slots)
     }
 
-    /// Whether record at `shape` runs in the chunked form: see [`ShapeClass::chunked`].
+    /// Whether record at `shape` runs in the chunked form: see `ShapeClass::chunked`.
     fn record_runs_chunked(
         &self,
         shape: &GdnShape,

@@ -99,7 +99,7 @@ pub(crate) const COOP_MAX_KEY_DIM: usize = 128;
 pub(crate) const COOP_CHUNK: ChunkSize = ChunkSize::C64;
 
 /// Whether `record` at `shape` takes the chunked form on the matrix units when the
-/// tuning has no measured choice and the backend may ([`crate::tuning::ShapeClass::chunked`]).
+/// tuning has no measured choice and the backend may (`ShapeClass::chunked`).
 pub(crate) fn chunked_by_default(shape: &GdnShape) -> bool {
     let heads = shape.batch() as u64 * shape.value_heads() as u64;
     shape.steps() as u64 >= Threshold::ChunkedFromSteps.value()
