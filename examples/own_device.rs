@@ -8,6 +8,16 @@
 //!    buffer, in one encoder and one submission, with one readback;
 //! 4. the same draft and commit on the CPU backend, and the largest difference.
 //!
+//! On lavapipe it prints:
+//!
+//! ```text
+//! adapter: llvmpipe (LLVM 15.0.6, 256 bits) on Vulkan (the app's device)
+//! one submission: record + replay, B = 3, T = 4, Hk = 2, Hv = 4, Dk = 32, Dv = 16, f32
+//! accepted [0, 2, 4] of T = 4 drafted tokens
+//! largest relative error against the CPU backend: 1.2e-7 (y, delta, drafted and committed state)
+//! OK
+//! ```
+//!
 //! Run: `cargo run --example own_device`. Without a GPU adapter it says so and exits 0,
 //! unless `CI=true`, where a missing adapter is an error. Copied into an app of its own,
 //! it needs `pollster` and `bytemuck` beside deltatape in `[dependencies]`.

@@ -39,8 +39,8 @@ impl From<Class> for PlainClass {
 /// A plain op's family: its workgroup size, and the defines its WGSL needs beyond the
 /// class's.
 pub struct Plain {
-    /// Invocations a workgroup; 0: `rows / rows_per_thread`.
-    pub workgroup: u32,
+    /// Invocations a workgroup; `None`: `rows / rows_per_thread`.
+    pub workgroup: Option<u32>,
     /// The op's own defines.
     pub extra: fn(&PlainClass) -> Vec<(&'static str, Value)>,
 }
@@ -48,17 +48,14 @@ pub struct Plain {
 /// The family with its defaults: one invocation per `rows_per_thread` rows, no defines
 /// of its own.
 pub(crate) const PLAIN: Plain = Plain {
-    workgroup: 0,
+    workgroup: None,
     extra: |_| Vec::new(),
 };
 
 impl Family for Plain {
     fn workgroup_size(&self, key: &KernelKey) -> u32 {
         let c = key.plain_class();
-        match self.workgroup {
-            0 => c.rows / c.rows_per_thread,
-            fixed => fixed,
-        }
+        self.workgroup.unwrap_or(c.rows / c.rows_per_thread)
     }
 
     fn label(&self, key: &KernelKey) -> String {

@@ -44,7 +44,7 @@ struct Conv;
 
 /// The plain family, with the window values (and their pairs) an invocation holds.
 const FAMILY: Plain = Plain {
-    workgroup: 0,
+    workgroup: None,
     extra: |c| {
         let span = c.rows_per_thread * (MAX_CONV_KERNEL as u32 - 1);
         vec![

@@ -113,7 +113,7 @@ const OP: &str = "record_chunked";
 pub(crate) const CHUNK_WG: u32 = 256;
 /// The passes' family: the plain class, [`CHUNK_WG`] invocations a workgroup.
 const FAMILY: Plain = Plain {
-    workgroup: CHUNK_WG,
+    workgroup: Some(CHUNK_WG),
     extra: |_| Vec::new(),
 };
 /// Columns of w and q `chunk_state` stages per barrier pair (`TK` in its WGSL); its state

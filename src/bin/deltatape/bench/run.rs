@@ -1005,7 +1005,11 @@ impl Bench<'_> {
 
     /// An op of the crate's list at `shape`, as its bench case sets it up.
     fn prepare_case(&self, op: Op, dt: GdnDtypes, shape: &GdnShape) -> Result<Prepared> {
-        let case = op.bench_case().ok_or_else(|| not_allocated(op.name()))?;
+        let case = op.bench_case().ok_or_else(|| Error::Unsupported {
+            op: "bench",
+            arg: "ops",
+            why: format!("{} has no bench case", op.name()),
+        })?;
         let filled = |bytes| random_buffer(self.gpu, bytes, 80);
         (case.prepare)(self.gpu, shape, dt, &filled)
     }
