@@ -9,7 +9,7 @@ use super::options::GpuOptions;
 use crate::engine::device;
 use crate::engine::runtime::{Runtime, RuntimeOptions};
 use crate::error::{Error, Result};
-use crate::tuning::Tuning;
+use crate::tuning::{Choice, Tuning};
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// A wgpu device and queue with the crate's kernels, caches and pools.
@@ -27,6 +27,10 @@ pub struct GpuBackend {
     /// The device multiplies on cooperative matrices that serve the chunked record's
     /// fast path ([`device::serves_coop_path`]).
     pub(crate) coop: bool,
+    /// The classes [`GpuBackend::tune`] measured on this backend's kernels (its
+    /// reduction, its matrix units): a second `tune` at the same shapes measures
+    /// nothing. Shared by the backend's clones and [`GpuBackend::with_tuning`]'s.
+    measured: Arc<Mutex<Vec<Choice>>>,
 }
 
 impl GpuBackend {
@@ -126,6 +130,7 @@ impl GpuBackend {
             reduction,
             tuning: Arc::default(),
             coop: false,
+            measured: Arc::default(),
         })
     }
 
@@ -147,6 +152,7 @@ impl GpuBackend {
             reduction,
             tuning: self.tuning.clone(),
             coop: self.coop,
+            measured: Arc::default(),
         })
     }
 
@@ -177,6 +183,7 @@ impl GpuBackend {
             reduction: self.reduction,
             tuning: Arc::new(tuning),
             coop: self.coop,
+            measured: self.measured.clone(),
         })
     }
 
@@ -210,7 +217,14 @@ impl GpuBackend {
         }
         let mut gpu = self.clone();
         gpu.coop = true;
+        // Its kernels differ (record may take the chunked form): measured anew.
+        gpu.measured = Arc::default();
         Ok(gpu)
+    }
+
+    /// The choices [`GpuBackend::tune`] measured on this backend so far.
+    pub(crate) fn measured(&self) -> std::sync::MutexGuard<'_, Vec<Choice>> {
+        self.measured.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The shape classes this backend uses beyond the defaults.
@@ -258,6 +272,17 @@ impl GpuBackend {
     #[doc(hidden)]
     pub fn compiled_kernels(&self) -> Vec<KernelKey> {
         self.runtime.compiled_kernels()
+    }
+    /// A timer of `queries` timestamp queries on this device (the clock of the bench and
+    /// `deltatape round`, as of the autotune); its errors name `label`.
+    #[cfg(feature = "workshop")]
+    #[doc(hidden)]
+    pub fn timer(
+        &self,
+        label: &'static str,
+        queries: u32,
+    ) -> Result<crate::engine::timestamps::GpuTimer> {
+        crate::engine::timestamps::GpuTimer::new(&self.runtime, label, queries)
     }
     /// Buffers the backend holds for reuse: (parameter buffers, pooled bytes).
     pub fn cached_resources(&self) -> (usize, u64) {

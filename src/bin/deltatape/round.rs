@@ -6,7 +6,7 @@
 //! when rounds run back to back (the host encoding the next while the GPU runs one),
 //! and the memory per sequence per layer next to per-step snapshots.
 
-use crate::bench::timestamps::{self, Clock};
+use crate::bench::timestamps::{Clock, GpuTimer};
 use crate::progress::Progress;
 use deltatape::gpu::{DraftBuffers, RawDraftBuffers};
 use deltatape::wgpu::{self, util::DeviceExt};
@@ -116,16 +116,15 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
     }
     let layers = args.layers.unwrap_or(model.layers);
     let gpu = GpuBackend::from_env()?;
-    let has_ts = gpu.features().contains(wgpu::Features::TIMESTAMP_QUERY);
     eprintln!("round on {}", gpu.describe());
     let accept = AcceptKernel::new(gpu.device());
     let parts = (args.draft_parts as usize).clamp(1, layers.max(1));
-    let stamps = RoundStamps::new(&gpu, parts, has_ts);
+    let stamps = RoundStamps::new(&gpu, parts)?;
     print_header(&args, &model, layers, parts, &gpu);
     let cells = args.modes.len() * args.batches.len() * args.steps.len();
     let mut progress = Progress::new("round", cells);
     let mut done = 0;
-    if !has_ts {
+    if !stamps.timer.has_queries() {
         eprintln!("round: no timestamp queries: gpu_us is the wall time (clock `wall`)");
     }
     let mut bench = RoundBench {
@@ -259,97 +258,39 @@ impl AcceptKernel {
 }
 
 /// A round's timestamps: a start and an end per draft part and for the commit (markers
-/// 2p and 2p + 1 bracket draft part p; the last two the commit), and the buffers they
-/// are read back through.
+/// 2p and 2p + 1 bracket draft part p; the last two the commit), on the crate's GPU
+/// timer.
 struct RoundStamps {
-    /// The adapter has timestamp queries: the markers are written.
-    has_ts: bool,
-    /// Cleared once timestamps fail their check: gpu_us is then the wall time (clock
-    /// `wall`), as it is without timestamp queries.
-    trusted: bool,
+    timer: GpuTimer,
     count: u32,
-    query: wgpu::QuerySet,
-    resolved: wgpu::Buffer,
-    readback: wgpu::Buffer,
 }
 
 impl RoundStamps {
-    fn new(gpu: &GpuBackend, parts: usize, has_ts: bool) -> Self {
-        let device = gpu.device();
+    fn new(gpu: &GpuBackend, parts: usize) -> deltatape::Result<Self> {
         let count = 2 * (parts as u32 + 1);
-        let query = device.create_query_set(&wgpu::QuerySetDescriptor {
-            label: Some("round"),
-            ty: wgpu::QueryType::Timestamp,
+        Ok(RoundStamps {
+            timer: gpu.timer("round", count)?,
             count,
-        });
-        let resolve = |usage| {
-            device.create_buffer(&wgpu::BufferDescriptor {
-                label: None,
-                size: 8 * count as u64,
-                usage,
-                mapped_at_creation: false,
-            })
-        };
-        let (resolved, readback) = (
-            resolve(wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC),
-            resolve(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST),
-        );
-        RoundStamps {
-            has_ts,
-            trusted: has_ts,
-            count,
-            query,
-            resolved,
-            readback,
-        }
+        })
     }
 
     /// Marker `index`: an empty pass whose timestamp marks a part's start or end
-    /// (nothing without timestamp queries).
+    /// (nothing without trusted timestamp queries).
     fn mark(&self, encoder: &mut wgpu::CommandEncoder, index: u32) {
-        if self.has_ts {
-            encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("round marker"),
-                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                    query_set: &self.query,
-                    beginning_of_pass_write_index: Some(index),
-                    end_of_pass_write_index: None,
-                }),
-            });
-        }
+        self.timer.mark(encoder, index);
     }
 
     /// The round's (GPU time, its commit's part, clock) in us, from the markers while
     /// they are trusted, else (`wall`, NaN, wall clock).
-    fn read(&mut self, gpu: &GpuBackend, wall: f64) -> deltatape::Result<(f64, f64, Clock)> {
-        if !self.trusted {
-            return Ok((wall, f64::NAN, Clock::Wall));
-        }
-        let mut e = gpu.encoder();
-        e.resolve_query_set(&self.query, 0..self.count, &self.resolved, 0);
-        e.copy_buffer_to_buffer(&self.resolved, 0, &self.readback, 0, 8 * self.count as u64);
-        gpu.queue().submit([e.finish()]);
-        self.readback.map_async(wgpu::MapMode::Read, .., |_| {});
-        gpu.wait_idle()?;
-        let ticks: Vec<u64> =
-            bytemuck::pod_collect_to_vec(&self.readback.get_mapped_range(..).map_err(|e| {
-                deltatape::Error::Gpu {
-                    op: "round",
-                    message: e.to_string(),
-                }
-            })?);
-        self.readback.unmap();
+    fn read(&mut self, wall: f64) -> deltatape::Result<(f64, f64, Clock)> {
+        let was_live = self.timer.live();
         // Busy time: each draft part and the commit, not the gaps.
-        let us = |ticks: u64| ticks as f64 * gpu.queue().get_timestamp_period() as f64 / 1e3;
-        let busy = |pair: &[u64]| pair[1] - pair[0];
-        match timestamps::check(&ticks, gpu.queue().get_timestamp_period()) {
-            Ok(()) => {
-                let total = ticks.chunks(2).map(busy).sum();
-                Ok((us(total), us(busy(&ticks[ticks.len() - 2..])), Clock::Gpu))
-            }
-            Err(why) => {
-                eprintln!("round: {why}: gpu_us is the wall time from here on (clock `wall`)");
-                self.trusted = false;
+        match self.timer.spans_us(self.count / 2)? {
+            Some(spans) => Ok((spans.iter().sum(), spans[spans.len() - 1], Clock::Gpu)),
+            None => {
+                if let (true, Some(why)) = (was_live, self.timer.untrusted()) {
+                    eprintln!("round: {why}: gpu_us is the wall time from here on (clock `wall`)");
+                }
                 Ok((wall, f64::NAN, Clock::Wall))
             }
         }
@@ -735,7 +676,7 @@ impl RoundBench<'_> {
             gpu.wait_for(last)?;
         }
         let wall = micros_since(t0);
-        let (gpu_us, commit_us, clock) = self.stamps.read(gpu, wall)?;
+        let (gpu_us, commit_us, clock) = self.stamps.read(wall)?;
         Ok(RoundTimes {
             wall,
             encode,

@@ -1,6 +1,6 @@
 //! The GPU benchmark behind `deltatape bench`: record, replay and repeat timed on one
 //! adapter with timestamp queries (wall clock when there are none or they fail
-//! [`timestamps::check`]: zero, constant or out of order; each cell says its clock),
+//! the timer's check: zero, constant or out of order; each cell says its clock),
 //! next to a copy kernel's bandwidth measured in the same run. It uses the crate's
 //! public resident API only: each op is a [`Prepared`] dispatch, timed in a compute pass
 //! of its own with timestamp writes.
@@ -29,7 +29,7 @@
 //! (2026-11-30) that made even an identity copy time about 4x slower per run, so it is
 //! off by default.
 
-use super::timestamps::{self, Clock, Untrusted};
+use super::timestamps::{Clock, GpuTimer};
 use deltatape::gpu::{
     ConvBuffers, FoldRecordBuffers, Prepared, RecordBuffers, RecordLayerBuffers, RepeatBuffers,
     ReplayBuffers,
@@ -333,14 +333,11 @@ fn copy_shape(bytes: u64) -> Result<RepeatShape> {
     RepeatShape::new(bytes.div_ceil(16) as usize, 1, 1, 4)
 }
 
-/// Times `runs` repetitions of an encoded op, each in its own compute pass.
+/// Times `runs` repetitions of an encoded op, each in its own compute pass: the
+/// crate's GPU timer, and wall clock once it retires.
 struct Timer<'a> {
     gpu: &'a GpuBackend,
-    query: Option<wgpu::QuerySet>,
-    resolve: Option<(wgpu::Buffer, wgpu::Buffer)>,
-    capacity: u32,
-    /// Set once timestamps fail [`timestamps::check`]: wall clock for the rest of the run.
-    fell_back: Option<Untrusted>,
+    clock: GpuTimer,
 }
 
 /// Times `BATCH` dispatches back to back, cycling through `prepared`: (encode, GPU,
@@ -357,13 +354,7 @@ fn time_batch(
         {
             let mut pass = e.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("bench batch"),
-                timestamp_writes: timer
-                    .live_query()
-                    .map(|q| wgpu::ComputePassTimestampWrites {
-                        query_set: q,
-                        beginning_of_pass_write_index: Some(0),
-                        end_of_pass_write_index: Some(1),
-                    }),
+                timestamp_writes: timer.clock.span_writes(0),
             });
             for p in prepared.iter().cycle().take(BATCH) {
                 p.encode_in(&mut pass);
@@ -392,62 +383,27 @@ type EncodeFn<'f> =
     dyn Fn(&mut wgpu::CommandEncoder, Option<wgpu::ComputePassTimestampWrites<'_>>) + 'f;
 
 impl<'a> Timer<'a> {
-    fn new(gpu: &'a GpuBackend, runs: usize) -> Self {
-        let capacity = (2 * runs) as u32;
-        let has_ts = gpu.features().contains(wgpu::Features::TIMESTAMP_QUERY);
-        let query = has_ts.then(|| {
-            gpu.device().create_query_set(&wgpu::QuerySetDescriptor {
-                label: Some("bench"),
-                ty: wgpu::QueryType::Timestamp,
-                count: capacity,
-            })
-        });
-        let resolve = has_ts.then(|| {
-            let size = capacity as u64 * 8;
-            let mk = |usage| {
-                gpu.device().create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("bench timestamps"),
-                    size,
-                    usage,
-                    mapped_at_creation: false,
-                })
-            };
-            (
-                mk(U::QUERY_RESOLVE | U::COPY_SRC),
-                mk(U::MAP_READ | U::COPY_DST),
-            )
-        });
-        Timer {
+    fn new(gpu: &'a GpuBackend, runs: usize) -> Result<Self> {
+        let queries = u32::try_from(2 * runs).unwrap_or(u32::MAX);
+        Ok(Timer {
             gpu,
-            query,
-            resolve,
-            capacity,
-            fell_back: None,
-        }
-    }
-
-    /// The query set while timestamps are trusted.
-    fn live_query(&self) -> Option<&wgpu::QuerySet> {
-        self.query.as_ref().filter(|_| self.fell_back.is_none())
+            clock: gpu.timer("bench", queries)?,
+        })
     }
 
     /// The clock a measurement taken now uses.
     fn clock_now(&self) -> Clock {
-        if self.live_query().is_some() {
-            Clock::Gpu
-        } else {
-            Clock::Wall
-        }
+        self.clock.clock()
     }
 
     /// The run's clock in words.
     fn clock(&self) -> String {
-        match (&self.query, self.fell_back) {
-            (None, _) => "wall clock (submit + wait): the adapter has no timestamp queries".into(),
-            (Some(_), Some(why)) => format!(
+        match (self.clock.has_queries(), self.clock.untrusted()) {
+            (false, _) => "wall clock (submit + wait): the adapter has no timestamp queries".into(),
+            (true, Some(why)) => format!(
                 "timestamp queries until they failed the check ({why}), then wall clock (submit + wait); each row's clock column says which"
             ),
-            (Some(_), None) => "timestamp queries".into(),
+            (true, None) => "timestamp queries".into(),
         }
     }
 
@@ -460,7 +416,7 @@ impl<'a> Timer<'a> {
             gpu.queue().submit([e.finish()]);
         }
         gpu.wait_idle()?;
-        if self.live_query().is_some() {
+        if self.clock.live() {
             if let Some(times) = self.time_stamped(runs, encode)? {
                 return Ok(times);
             }
@@ -479,65 +435,25 @@ impl<'a> Timer<'a> {
 
     /// Microseconds of each run from timestamps; `None` when they failed the check.
     fn time_stamped(&mut self, runs: usize, encode: &EncodeFn<'_>) -> Result<Option<Vec<f64>>> {
-        let Some(query) = &self.query else {
-            return Err(Error::Gpu {
-                op: "bench",
-                message: "no query set".into(),
-            });
-        };
-        let runs = runs.min(self.capacity as usize / 2);
+        let runs = runs.min(self.clock.pairs() as usize) as u32;
         let mut e = self.gpu.encoder();
-        for i in 0..runs as u32 {
-            encode(
-                &mut e,
-                Some(wgpu::ComputePassTimestampWrites {
-                    query_set: query,
-                    beginning_of_pass_write_index: Some(2 * i),
-                    end_of_pass_write_index: Some(2 * i + 1),
-                }),
-            );
+        for i in 0..runs {
+            encode(&mut e, self.clock.span_writes(i));
         }
         self.gpu.queue().submit([e.finish()]);
         self.read_spans(runs)
     }
 
-    /// Resolve the first `pairs` timestamp pairs written so far: microseconds each.
-    /// `None` without timestamps, or when these fail [`timestamps::check`] (the run then
-    /// falls back to wall clock, and says so once on stderr).
-    fn read_spans(&mut self, pairs: usize) -> Result<Option<Vec<f64>>> {
-        let (Some(query), Some((resolve, readback))) = (self.live_query(), &self.resolve) else {
-            return Ok(None);
-        };
-        let gpu = self.gpu;
-        let mut e = gpu.encoder();
-        let n = 2 * pairs as u32;
-        e.resolve_query_set(query, 0..n, resolve, 0);
-        e.copy_buffer_to_buffer(resolve, 0, readback, 0, n as u64 * 8);
-        gpu.queue().submit([e.finish()]);
-        readback.map_async(wgpu::MapMode::Read, .., |_| {});
-        gpu.wait_idle()?;
-        let ticks: Vec<u64> = {
-            let view = readback
-                .get_mapped_range(..n as u64 * 8)
-                .map_err(|e| Error::Gpu {
-                    op: "bench",
-                    message: e.to_string(),
-                })?;
-            bytemuck::pod_collect_to_vec(&view)
-        };
-        readback.unmap();
-        let period_ns = gpu.queue().get_timestamp_period();
-        if let Err(why) = timestamps::check(&ticks, period_ns) {
+    /// The first `pairs` spans written so far, in microseconds. `None` without
+    /// timestamps, or when these fail the check (the run then falls back to wall
+    /// clock, and says so once on stderr).
+    fn read_spans(&mut self, pairs: u32) -> Result<Option<Vec<f64>>> {
+        let was_live = self.clock.live();
+        let spans = self.clock.spans_us(pairs)?;
+        if let (true, Some(why)) = (was_live, self.clock.untrusted()) {
             eprintln!("bench: {why}: timing by wall clock (submit + wait) from here on");
-            self.fell_back = Some(why);
-            return Ok(None);
         }
-        Ok(Some(
-            ticks
-                .chunks(2)
-                .map(|p| (p[1] - p[0]) as f64 * period_ns as f64 / 1e3)
-                .collect(),
-        ))
+        Ok(spans)
     }
 }
 
@@ -622,7 +538,7 @@ pub fn run(
             window: random_buffer(gpu, f32b(b * c * (CONV_KERNEL - 1)), 61),
         }
     });
-    let timer = Timer::new(gpu, cfg.runs);
+    let timer = Timer::new(gpu, cfg.runs)?;
     let copy = CopyBuffers::new(gpu, cfg, &largest);
     let mut bench = Bench {
         gpu,

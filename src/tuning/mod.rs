@@ -8,6 +8,8 @@
 //!   class per op for every shape (the `DELTATAPE_*` knobs, for benchmarks), and the
 //!   classes [`crate::GpuBackend::tune`] measured per shape on one adapter.
 
+pub(crate) mod file;
+
 use crate::dtype::GdnDtypes;
 use crate::engine::key::Op;
 use crate::error::{Error, Result};
