@@ -117,6 +117,16 @@ pub enum Error {
         hint: &'static str,
     },
 
+    /// A resident operand made for other dims than the call's (a layer's parameters
+    /// uploaded for another layer).
+    #[error("{op}: `{arg}` was made for {expected}; this call's shape has {actual}")]
+    ShapeMismatch {
+        op: &'static str,
+        arg: &'static str,
+        expected: String,
+        actual: String,
+    },
+
     /// An index (a layer, a sequence) is past the end.
     #[error("{op}: `{arg}` = {index} is out of range (there are {len})")]
     IndexOutOfRange {
@@ -198,6 +208,7 @@ impl Error {
             | Error::DimTooSmall { arg, .. }
             | Error::Unsupported { arg, .. }
             | Error::IndexOutOfRange { arg, .. }
+            | Error::ShapeMismatch { arg, .. }
             | Error::HostAlloc { arg, .. } => Some(arg),
             _ => None,
         }

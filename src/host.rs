@@ -11,7 +11,8 @@ use crate::engine::host::Pending;
 use crate::error::Result;
 use crate::gpu::backend::GpuBackend;
 
-/// One op on host slices, as every backend runs it (sealed: the crate's four ops).
+/// One op on host slices, as every backend runs it (sealed: the ops' host calls, one per
+/// op folder's `host.rs`).
 pub(crate) trait HostCall<'a>: Sized {
     type Output: 'a;
     /// Validate the call (lengths, accepted counts); nothing is touched before.

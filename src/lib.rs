@@ -68,17 +68,15 @@ pub mod internals {
         pub use crate::engine::operand::*;
         pub use crate::op::conv::{ConvOperands, ConvRow};
         pub use crate::op::fold_record::{FoldRecordOperands, FoldRecordRow};
-        pub use crate::op::record::{RecordOperands, RecordRow};
+        pub use crate::op::record::{
+            RecordLayerOperands, RecordLayerRow, RecordLayerVarlenOperands, RecordLayerVarlenRow,
+            RecordOperands, RecordRow, RecordVarlenOperands, RecordVarlenRow,
+        };
         pub use crate::op::record_chunked::{
             ChunkOutCoopOperands, ChunkOutCoopRow, ChunkPackOperands, ChunkPackRow, ChunkShape,
             ChunkStateOperands, ChunkStateRow, ChunkWalkCoopOperands, ChunkWalkCoopRow,
             ChunkWyOperands, ChunkWyRow,
         };
-        pub use crate::op::record_layer::varlen::{
-            RecordLayerVarlenOperands, RecordLayerVarlenRow,
-        };
-        pub use crate::op::record_layer::{RecordLayerOperands, RecordLayerRow};
-        pub use crate::op::record_varlen::{RecordVarlenOperands, RecordVarlenRow};
         pub use crate::op::repeat::{RepeatOperands, RepeatRow};
         pub use crate::op::replay::{ReplayOperands, ReplayRow};
     }
@@ -91,9 +89,8 @@ pub use error::{Error, Result};
 pub use gpu::options::ChunkPrecision;
 pub use gpu::{CooperativeMatrices, GpuBackend, GpuOptions, GpuRollback, TuneOptions};
 pub use models::ModelPreset;
-pub use op::record::{RecordInputs, Recorded};
+pub use op::record::{LayerInputs, LayerParams, LayerRecorded, RecordInputs, Recorded};
 pub use op::record_chunked::ChunkSize;
-pub use op::record_layer::{LayerInputs, LayerParams, LayerRecorded};
 pub use op::replay::{Tape, TapeRef};
 pub use rollback::{CommitKind, ConvConfig, Footprint, Rollback, RollbackMode, RollbackOptions};
 pub use shape::{

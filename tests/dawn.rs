@@ -424,7 +424,7 @@ fn tint_rejects_a_divergent_subgroup_op() {
 // ---------------------------------------------------------------------------------
 // Execution on Dawn: record, replay and repeat run by `.ci/dawn/run.mjs` on Dawn's
 // adapter, compared with the CPU reference. The host side of a dispatch (uniform
-// parameters, binding order, grid) is mirrored here from `src/engine/encode.rs` and `src/op/gdn.rs`.
+// parameters, binding order, grid) is mirrored here from `src/engine/encode.rs` and `src/op/gdn/mod.rs`.
 
 /// `GqaLayout::code`, as the kernels receive it.
 fn layout_code(layout: GqaLayout) -> u32 {

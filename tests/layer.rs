@@ -574,14 +574,13 @@ fn bad_parameters_are_refused_with_nothing_written() {
         let r = LayerShape::new(*shape.gdn(), kernel);
         assert_eq!(r.is_ok(), ok, "K = {kernel}: {r:?}");
     }
-    // The resident path: a parameter buffer of another layer's size, refused before
-    // anything is encoded; y keeps what it held.
+    // The resident path: parameters uploaded for a layer of other dims, refused before
+    // anything is encoded (y keeps what it held), whether their buffer is smaller (K = 3)
+    // or larger (Dk = 8: more channels) than this layer's; the same dims at another
+    // batch and length are this layer's parameters.
     let Some(g) = backends.iter().find_map(|b| b.as_gpu()) else {
         return;
     };
-    let other = layer_shape(1, 3, [1, 2, 4, 4], 3);
-    let other_d = LayerDraw::new(&other, 4, true, false);
-    let wrong = g.upload_layer(&other, &other_d.params()).unwrap();
     let gdn = shape.gdn();
     let input = |x: &[f32]| storage_buffer(g, x, wgpu::BufferUsages::empty());
     let (x, window, a, b, state) = (
@@ -594,26 +593,39 @@ fn bad_parameters_are_refused_with_nothing_written() {
     let sentinel = vec![7.0f32; gdn.v_len()];
     let y = storage_buffer(g, &sentinel, wgpu::BufferUsages::COPY_SRC);
     let delta = storage_buffer(g, &sentinel, wgpu::BufferUsages::COPY_SRC);
-    let buffers = RecordLayerBuffers {
-        x: &x,
-        window: &window,
-        layer: &wrong,
-        a: &a,
-        b: &b,
-        state_in: &state,
-        y: &y,
-        state_out: None,
-        delta: &delta,
-        mask: None,
-        tape_k_grouped: None,
-        tape_g: None,
-    };
-    let r = g.prepare_record_layer(&shape, GqaLayout::Blocked, GdnDtypes::F32, &buffers);
-    assert!(
-        matches!(r, Err(Error::BufferSize { arg: "layer", .. })),
-        "{:?}",
-        r.err()
-    );
+    let smaller = layer_shape(1, 3, [1, 2, 4, 4], 3);
+    let larger = layer_shape(1, 3, [1, 2, 8, 4], 4);
+    let same_dims = layer_shape(2, 5, [1, 2, 4, 4], 4);
+    for (other, refused) in [(smaller, true), (larger, true), (same_dims, false)] {
+        let other_d = LayerDraw::new(&other, 4, true, false);
+        let params = g.upload_layer(&other, &other_d.params()).unwrap();
+        assert_eq!(params.shape(), &other);
+        let buffers = RecordLayerBuffers {
+            x: &x,
+            window: &window,
+            layer: &params,
+            a: &a,
+            b: &b,
+            state_in: &state,
+            y: &y,
+            state_out: None,
+            delta: &delta,
+            mask: None,
+            tape_k_grouped: None,
+            tape_g: None,
+        };
+        let r = g.prepare_record_layer(&shape, GqaLayout::Blocked, GdnDtypes::F32, &buffers);
+        if refused {
+            assert!(
+                matches!(r, Err(Error::ShapeMismatch { arg: "layer", .. })),
+                "{other:?}: {:?}",
+                r.err()
+            );
+            assert_eq!(r.err().unwrap().arg(), Some("layer"));
+        } else {
+            assert!(r.is_ok(), "{other:?}: {:?}", r.err());
+        }
+    }
     assert_eq!(g.read_buffer::<f32>(&y, gdn.v_len()).unwrap(), sentinel);
 }
 
@@ -1005,6 +1017,26 @@ fn gates_are_the_layers_gates() {
     gpu.queue().submit([enc.finish()]);
     assert_eq!(gpu.read_buffer::<f32>(&out_g, n).unwrap(), g);
     assert_eq!(gpu.read_buffer::<f32>(&out_beta, n).unwrap(), beta);
+    // Parameters of a layer with other value heads are refused before anything runs.
+    let gdn = shape.gdn();
+    let (hk, dk, dv) = (gdn.key_heads(), gdn.key_dim(), gdn.value_dim());
+    let other = layer_shape(1, 2, [hk, 2 * gdn.value_heads(), dk, dv], shape.kernel());
+    let wrong = gpu
+        .upload_layer(&other, &LayerDraw::new(&other, 9, true, false).params())
+        .unwrap();
+    let r = gpu.prepare_gates(
+        shape,
+        deltatape::DType::F32,
+        &deltatape::gpu::GatesBuffers {
+            layer: &wrong,
+            ..buffers
+        },
+    );
+    assert!(
+        matches!(r, Err(Error::ShapeMismatch { arg: "layer", .. })),
+        "{:?}",
+        r.err()
+    );
 }
 
 /// gates on the GPU against the CPU, in the gates' dtype `G`.

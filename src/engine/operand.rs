@@ -161,16 +161,19 @@ pub trait OperandRow: Copy {
 /// The header names the struct, the row enum, the op and the shape type; each line is
 /// `[Row] name: field type, Role Slot Access Walk = length_fn`, with `, optional` for an
 /// operand the caller may leave out (its field type is then `Option<T>`). `length_fn`
-/// is a method of the header's shape type. A line `use group;` splices in the rows of
-/// a row group (`op::gdn`'s `activations`, for one), so rows that several ops share are
-/// written once.
+/// is a method of the header's shape type. A header ending `, params P` gives the struct
+/// a second type `P` (default: `T`) for the rows marked `, params` (declared `name: P`):
+/// a resident handle that carries more than its buffer (the layer's parameters, which
+/// remember their dims), turned into the buffer with `map_params`. A line `use group;`
+/// splices in the rows of a row group (`activations`, for one), so rows that several
+/// ops share are written once.
 macro_rules! operand_table {
     (
         $(#[$meta:meta])*
-        pub struct $name:ident, rows $row:ident, op $op:literal, for $shape:ty { $($body:tt)* }
+        pub struct $name:ident, rows $row:ident, op $op:literal, for $shape:ty $(, params $p:ident)? { $($body:tt)* }
     ) => {
         $crate::engine::operand::operand_table!(
-            @rows [$(#[$meta])* $name, $row, $op, $shape] [] $($body)*
+            @rows [$(#[$meta])* $name, $row, $op, $shape $(, $p)?] [] $($body)*
         );
     };
     // A row group: its rows go back to the front of the list (a group may use another).
@@ -189,15 +192,36 @@ macro_rules! operand_table {
             }] $($rest)*
         );
     };
+    // The whole list read: the table, and for a table with a parameter row its map.
+    (@rows $head:tt $rows:tt) => {
+        $crate::engine::operand::operand_table!(@emit $head $rows);
+        $crate::engine::operand::operand_table!(@params $head $rows);
+    };
     (
-        @rows [$(#[$meta:meta])* $name:ident, $row:ident, $op:literal, $shape:ty] [$({
+        @params [$(#[$meta:meta])* $name:ident, $row:ident, $op:literal, $shape:ty, $p:ident] [$({
+            $(#[$fmeta:meta])*
+            [$variant:ident] $field:ident: $fty:ty, $role:ident $slot:ident $access:ident $walk:ident = $len:ident [$($opt:ident)?]
+        })*]
+    ) => {
+        impl<T, $p> $name<T, $p> {
+            /// The same operands with the parameter row's value turned into another
+            /// (a typed handle into the buffer it holds).
+            pub fn map_params<Q>(self, f: impl FnOnce($p) -> Q) -> $name<T, Q> {
+                let $name { $( $field, )* } = self;
+                $name { $( $field: $crate::engine::operand::operand_table!(@map_params [$($opt)?] f $field), )* }
+            }
+        }
+    };
+    (@params $head:tt $rows:tt) => {};
+    (
+        @emit [$(#[$meta:meta])* $name:ident, $row:ident, $op:literal, $shape:ty $(, $p:ident)?] [$({
             $(#[$fmeta:meta])*
             [$variant:ident] $field:ident: $fty:ty, $role:ident $slot:ident $access:ident $walk:ident = $len:ident [$($opt:ident)?]
         })*]
     ) => {
         $(#[$meta])*
         #[derive(Clone, Copy, Debug)]
-        pub struct $name<T> {
+        pub struct $name<T $(, $p = T)?> {
             $( $(#[$fmeta])* pub $field: $fty, )*
         }
 
@@ -254,6 +278,17 @@ macro_rules! operand_table {
                 vec![$( $crate::engine::operand::operand_table!(@slot [$($opt)?] self.$field) ),*]
             }
 
+            /// The operands from their values in table order (as [`Self::slots`] gives
+            /// them); `None` when a required one is missing.
+            #[allow(dead_code)] // only the tables whose host call builds them in order
+            pub fn from_slots(slots: &[Option<T>]) -> Option<Self>
+            where
+                T: Copy,
+            {
+                let at = |row: $row| slots.get(row as usize).copied().flatten();
+                Some($name { $( $field: $crate::engine::operand::operand_table!(@from_slot [$($opt)?] at($row::$variant)), )* })
+            }
+
             /// The bound rows: bit i set when row i of the table has a value (every
             /// required row, and the optional ones given).
             pub fn bound(&self) -> u16 {
@@ -294,12 +329,17 @@ macro_rules! operand_table {
     };
     (@opt) => { false };
     (@opt optional) => { true };
-    (@slot [] $v:expr) => { Some(&$v) };
+    (@opt params) => { false };
     (@slot [optional] $v:expr) => { $v.as_ref() };
-    (@as_ref [] $v:expr) => { &$v };
+    (@slot [$($o:ident)?] $v:expr) => { Some(&$v) };
     (@as_ref [optional] $v:expr) => { $v.as_ref() };
-    (@map [] $f:ident $spec:ident $v:ident) => { $f($spec, $v) };
+    (@as_ref [$($o:ident)?] $v:expr) => { &$v };
     (@map [optional] $f:ident $spec:ident $v:ident) => { $v.map(|x| $f($spec, x)) };
+    (@map [$($o:ident)?] $f:ident $spec:ident $v:ident) => { $f($spec, $v) };
+    (@from_slot [optional] $v:expr) => { $v };
+    (@from_slot [$($o:ident)?] $v:expr) => { $v? };
+    (@map_params [params] $f:ident $v:ident) => { $f($v) };
+    (@map_params [$($o:ident)?] $f:ident $v:ident) => { $v };
 }
 pub(crate) use operand_table;
 
@@ -328,6 +368,22 @@ macro_rules! row_group {
         [StateOut] state_out: Option<T>, State State Write Rows = state_len, optional;
         #[doc = "`[B, T, Hv, Dv]`: the tape's innovations."] [Delta] delta: T, Tape Tape Write Scalars = v_len;
         #[doc = "`[B, T]` u32, non-zero = live; `None`: every step is live."] [Mask] mask: Option<T>, Control U32 Read Words = mask_len, optional;
+        $($rest)*
+    ); };
+    // A layer's raw inputs, its conv window and its parameters (record's raw forms).
+    (raw_inputs [] $head:tt $rows:tt $($rest:tt)*) => { $crate::engine::operand::operand_table!(@rows $head $rows
+        #[doc = "`[B, T, C]` (packed: `[N, C]`): the conv inputs (q's, k's and v's channels, before the conv)."] [X] x: T, Activation Act Read Scalars = x_len;
+        #[doc = "`[B, C, K-1]` (packed: `[S, C, K-1]`, one per sequence): the conv window before the draft (`j = 0` the oldest); read only."]
+        [Window] window: T, State Act Read Scalars = window_len;
+        #[doc = "The layer's parameters as `LayerParams::pack` lays them out (f32 bits); on the resident path the buffer `upload_layer` made for this layer's dims."]
+        [Layer] layer: P, Control U32 Read Words = layer_len, params;
+        #[doc = "`[B, T, Hv]`: the decay's input, `g = exp(-exp(A_log) softplus(a + dt_bias))`."] [A] a: T, Activation Gate Read Scalars = gate_len;
+        #[doc = "`[B, T, Hv]`: beta's input, `beta = sigmoid(b)`."] [B] b: T, Activation Gate Read Scalars = gate_len;
+        $($rest)*
+    ); };
+    // Packed sequences' offsets (record's packed forms).
+    (sequence_offsets [] $head:tt $rows:tt $($rest:tt)*) => { $crate::engine::operand::operand_table!(@rows $head $rows
+        #[doc = "`[S + 1]`: sequence s is the tokens `offsets[s] .. offsets[s + 1]`."] [Offsets] offsets: T, Control U32 Read Words = offsets_len;
         $($rest)*
     ); };
     // The tape's copies of k and g, which make a rollback's draft one dispatch.

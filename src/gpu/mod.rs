@@ -16,18 +16,14 @@
 pub(crate) mod backend;
 pub(crate) mod options;
 
-pub use crate::op::conv::ConvBuffers;
-pub use crate::op::fold_record::FoldRecordBuffers;
-pub use crate::op::gates::GatesBuffers;
-pub use crate::op::record::RecordBuffers;
-pub use crate::op::record_layer::RecordLayerBuffers;
-/// Buffers of one record_layer_varlen call.
-pub type RecordLayerVarlenBuffers<'a> =
-    crate::op::record_layer::varlen::RecordLayerVarlenOperands<&'a wgpu::Buffer>;
 pub use crate::engine::device::device_requirements;
 pub use crate::engine::encode::Prepared;
 pub use crate::engine::host::Pending;
+pub use crate::op::conv::ConvBuffers;
+pub use crate::op::fold_record::FoldRecordBuffers;
+pub use crate::op::gates::GatesBuffers;
 pub use crate::op::gdn::tune::TuneOptions;
+pub use crate::op::record::{LayerParamsBuffer, RecordBuffers, RecordLayerBuffers};
 pub use crate::op::repeat::RepeatBuffers;
 pub use crate::op::replay::ReplayBuffers;
 pub use crate::rollback::resident::{DraftBuffers, GpuRollback, RawDraftBuffers};

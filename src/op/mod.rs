@@ -4,7 +4,7 @@
 //!
 //! The layers point one way: `src/engine/` (keys, operand tables, WGSL assembly,
 //! caches, dispatch) knows no op; here each family owns its shape class and defines
-//! (`gdn.rs`: record, replay, fold_record and their varlen and layer forms, with the
+//! (`gdn/`: record's four forms, replay and fold_record, with the autotune of the
 //! tuning table's classes; `plain.rs`: repeat, conv_commit and the chunked passes),
 //! and each op its folder; the backends and the rollback sit above.
 //!
@@ -47,8 +47,6 @@ pub(crate) mod gdn;
 pub(crate) mod plain;
 pub mod record;
 pub mod record_chunked;
-pub mod record_layer;
-pub mod record_varlen;
 pub mod repeat;
 pub mod replay;
 
@@ -61,11 +59,11 @@ use crate::shape::GdnShape;
 impl Op {
     pub const Record: Op = record::OP;
     /// record over packed sequences of their own lengths.
-    pub const RecordVarlen: Op = record_varlen::OP;
+    pub const RecordVarlen: Op = record::VARLEN;
     /// record from a layer's raw inputs: the conv, the norms and the gates first.
-    pub const RecordLayer: Op = record_layer::OP;
+    pub const RecordLayer: Op = record::LAYER;
     /// record_layer over packed sequences of their own lengths.
-    pub const RecordLayerVarlen: Op = record_layer::varlen::OP;
+    pub const RecordLayerVarlen: Op = record::LAYER_VARLEN;
     pub const Replay: Op = replay::OP;
     pub const Repeat: Op = repeat::OP;
     /// conv_commit: the conv window rolled forward in place.

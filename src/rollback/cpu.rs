@@ -9,9 +9,9 @@ use crate::error::{alloc_vec, Error, Result};
 use crate::op::conv::cpu::conv_commit;
 use crate::op::fold_record::cpu::{fold_record, FoldRecordArgs};
 use crate::op::record::cpu::{record, RecordArgs};
+use crate::op::record::prologue::prologue;
 use crate::op::record::RecordInputs;
-use crate::op::record_layer::cpu::prologue;
-use crate::op::record_layer::{LayerInputs, LayerParams};
+use crate::op::record::{LayerInputs, LayerParams};
 use crate::op::replay::cpu::{replay, ReplayArgs, TapeKeys};
 use crate::shape::{ConvShape, GdnShape, GqaLayout, LayerShape};
 

@@ -8,7 +8,7 @@ use crate::dtype::Element;
 use crate::error::Result;
 use crate::gpu::backend::GpuBackend;
 use crate::op::record::RecordInputs;
-use crate::op::record_layer::{LayerInputs, LayerParams};
+use crate::op::record::{LayerInputs, LayerParams};
 use crate::shape::{ConvShape, GdnShape, LayerShape};
 use std::marker::PhantomData;
 

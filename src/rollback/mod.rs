@@ -23,7 +23,7 @@ use crate::dtype::{Element, GdnDtypes};
 use crate::error::{check_len, Error, Result};
 use crate::op::record::host::check_record_inputs;
 use crate::op::record::RecordInputs;
-use crate::op::record_layer::{LayerInputs, LayerParams};
+use crate::op::record::{LayerInputs, LayerParams};
 use crate::shape::{ConvShape, GdnShape, GqaLayout, LayerShape};
 use cpu::CpuStore;
 use gpu::GpuStore;

@@ -14,7 +14,7 @@ use crate::gpu::backend::GpuBackend;
 use crate::op::conv::ConvBuffers;
 use crate::op::fold_record::FoldRecordBuffers;
 use crate::op::record::RecordBuffers;
-use crate::op::record_layer::{LayerParams, RecordLayerBuffers};
+use crate::op::record::{LayerParams, LayerParamsBuffer, RecordLayerBuffers};
 use crate::op::replay::ReplayBuffers;
 use crate::shape::{ConvShape, GdnShape, GqaLayout, LayerShape};
 use std::borrow::Cow;
@@ -129,7 +129,7 @@ struct Layer {
     drafts_prepared: PreparedCache<DraftDispatches, DRAFT_KEY>,
     commits_prepared: PreparedCache<Prepared, COMMIT_KEY>,
     /// The layer's parameters for raw drafts ([`GpuRollback::set_layer_params`]).
-    params: Option<wgpu::Buffer>,
+    params: Option<LayerParamsBuffer>,
 }
 
 /// Every layer's conv window and drafted conv inputs, one buffer each (layer `l` at
@@ -285,7 +285,12 @@ struct DraftPlan<'a> {
     /// A raw draft's layer: its shape, parameters, and where its window is (the conv's
     /// buffer of every layer's windows), with the byte offsets of its window and of x
     /// (non-zero where x is the rollback's own buffer of every layer's conv inputs).
-    raw: Option<(LayerShape, &'a wgpu::Buffer, &'a wgpu::Buffer, (u64, u64))>,
+    raw: Option<(
+        LayerShape,
+        &'a LayerParamsBuffer,
+        &'a wgpu::Buffer,
+        (u64, u64),
+    )>,
     states: &'a States<wgpu::Buffer>,
     delta: &'a wgpu::Buffer,
     tape_k: &'a wgpu::Buffer,
@@ -867,7 +872,7 @@ impl GpuRollback {
             k0,
             k1,
             k2,
-            k3.or(raw.as_ref().map(|(_, params, _)| params)),
+            k3.or(raw.as_ref().map(|(_, params, _)| params.buffer())),
             k4,
             Some(inputs.y()),
             Some(l.states.committed()),

@@ -5,7 +5,7 @@
 use super::commit::CommitKind;
 use crate::error::Result;
 use crate::op::record::RecordInputs;
-use crate::op::record_layer::{LayerInputs, LayerParams};
+use crate::op::record::{LayerInputs, LayerParams};
 use crate::shape::LayerShape;
 
 /// A raw draft of a layer whose parameters were not set (`set_layer_params`).

@@ -268,7 +268,7 @@ impl<'a> Fields<'a> {
 }
 
 impl Tuning {
-    /// Read a tuning file that [`GpuBackend::tune`] wrote, for `adapter` (a file for
+    /// Read a tuning file that [`crate::GpuBackend::tune`] wrote, for `adapter` (a file for
     /// another adapter is an `Error::TuningAdapter`, one the crate did not write an
     /// `Error::TuningFile`). Measures nothing.
     pub fn load(path: &Path, adapter: &AdapterKey) -> Result<Tuning> {

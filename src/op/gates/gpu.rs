@@ -7,17 +7,31 @@ use crate::engine::key::KernelKey;
 use crate::error::Result;
 use crate::gpu::backend::GpuBackend;
 use crate::op::bench::BenchCase;
+use crate::op::record::LayerParams;
 use crate::shape::{LayerField, LayerShape};
 
 impl GpuBackend {
     /// Validate gates' buffers (docs/SPEC.md "gates") and build its dispatch: `g` and
     /// `beta` from `a` and `b`, in the gates' `dtype`, with A_log and dt_bias from the
-    /// layer's packed parameters (the buffer of [`GpuBackend::upload_layer`]).
+    /// layer's packed parameters ([`GpuBackend::upload_layer`]'s, for `shape`'s dims:
+    /// else `Error::ShapeMismatch`).
     pub fn prepare_gates(
         &self,
         shape: &LayerShape,
         dtype: DType,
         buffers: &GatesBuffers<'_>,
+    ) -> Result<Prepared> {
+        let layer = buffers.layer.for_shape(OP.name(), shape)?;
+        self.prepare_gates_bound(shape, dtype, &buffers.map_params(|_| layer))
+    }
+
+    /// [`GpuBackend::prepare_gates`] over buffers in which `layer` is known to hold
+    /// parameters packed for `shape` (the host path's upload).
+    pub(crate) fn prepare_gates_bound(
+        &self,
+        shape: &LayerShape,
+        dtype: DType,
+        buffers: &GatesOperands<&wgpu::Buffer>,
     ) -> Result<Prepared> {
         let op = OP.name();
         let key = KernelKey::gates(dtype);
@@ -46,7 +60,18 @@ pub(super) static BENCH: BenchCase = BenchCase {
         let shape = LayerShape::new(*shape, BENCH_TAPS)?;
         let gate_bytes = shape.gate_len() as u64 * dtypes.gate.size_bytes() as u64;
         let [a, b, g, beta] = [(); 4].map(|()| filled(gate_bytes));
-        let layer = filled(shape.layer_len() as u64 * 4);
+        let (c, hv) = (shape.channels(), shape.gdn().value_heads());
+        let weight = vec![0.25; c * shape.kernel()];
+        let (a_log, dt_bias) = (vec![-0.5; hv], vec![0.1; hv]);
+        let params = LayerParams {
+            conv_weight: &weight,
+            conv_bias: None,
+            a_log: &a_log,
+            dt_bias: &dt_bias,
+            qk_norm: true,
+            q_scale: None,
+        };
+        let layer = gpu.upload_layer(&shape, &params)?;
         let buffers = GatesBuffers {
             a: &a,
             b: &b,

@@ -9,7 +9,7 @@ use crate::engine::operand::HostSide;
 use crate::error::{alloc_vec, Result};
 use crate::gpu::backend::GpuBackend;
 use crate::host::HostCall;
-use crate::op::record_layer::LayerParams;
+use crate::op::record::LayerParams;
 use crate::shape::LayerShape;
 
 /// gates (docs/SPEC.md): g and beta from a and b and the layer's parameters.
@@ -66,7 +66,7 @@ impl<'a, G: Element> HostCall<'a> for Gates<'a, G> {
             GatesOperands::<()>::SPECS,
             bufs.slots(),
             |e| {
-                gpu.prepare_gates(&shape, G::DTYPE, &bufs.as_ref())
+                gpu.prepare_gates_bound(&shape, G::DTYPE, &bufs.as_ref())
                     .map(|p| p.encode(e))
             },
             move |out| {

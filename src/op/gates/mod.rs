@@ -8,14 +8,16 @@ use super::plain::PLAIN;
 use crate::dtype::{DType, GdnDtypes};
 use crate::engine::key::{KernelKey, KeyAt, Op, OpInfo, OpKernel};
 use crate::engine::operand::operand_table;
+use crate::op::record::LayerParamsBuffer;
 use crate::shape::LayerShape;
 
 pub(crate) mod cpu;
 mod gpu;
 mod host;
 
-/// Buffers of one gates call.
-pub type GatesBuffers<'a> = GatesOperands<&'a wgpu::Buffer>;
+/// Buffers of one gates call: `layer` is the layer's parameters as
+/// [`crate::GpuBackend::upload_layer`] made them, for this layer's dims.
+pub type GatesBuffers<'a> = GatesOperands<&'a wgpu::Buffer, &'a LayerParamsBuffer>;
 
 /// The op.
 pub const OP: Op = Op(&OpInfo {
@@ -32,14 +34,14 @@ const GATES_WG: u32 = 256;
 operand_table! {
     /// gates' operands (docs/SPEC.md "gates"), in binding order; a, b, g and beta in
     /// the gates' dtype.
-    pub struct GatesOperands, rows GatesRow, op "gates", for LayerShape {
+    pub struct GatesOperands, rows GatesRow, op "gates", for LayerShape, params P {
         /// `[B, T, Hv]`: the decay's input.
         [A] a: T, Activation Gate Read Scalars = gate_len;
         /// `[B, T, Hv]`: beta's input.
         [B] b: T, Activation Gate Read Scalars = gate_len;
         /// The layer's parameters as `LayerParams::pack` lays them out (f32 bits); only
         /// A_log and dt_bias are read.
-        [Layer] layer: T, Control U32 Read Words = layer_len;
+        [Layer] layer: P, Control U32 Read Words = layer_len, params;
         /// `[B, T, Hv]`: `exp(-exp(A_log) softplus(a + dt_bias))`.
         [G] g: T, Output Gate Write Scalars = gate_len;
         /// `[B, T, Hv]`: `sigmoid(b)`.

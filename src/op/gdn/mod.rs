@@ -120,7 +120,8 @@ pub(crate) fn key(
     key.with_gdn(GdnClass { chunk, ..class })
 }
 
-/// Workgroup memory of a record or fold_record kernel.
+/// Workgroup memory of a record or fold_record kernel (record's forms add theirs:
+/// `RecordForm::workgroup_bytes`).
 pub(crate) fn record_workgroup_bytes(key: &KernelKey) -> u32 {
     let GdnClass { chunk, rows, .. } = key.gdn();
     let wg = key.workgroup_size();
@@ -138,15 +139,7 @@ pub(crate) fn record_workgroup_bytes(key: &KernelKey) -> u32 {
     };
     // fold_record's count of steps to fold (`steps_shared`).
     let fold = if Gdn::of(key.op).folds { 4 } else { 0 };
-    // record_varlen's sequence span (`sequence_span`, a vec2<u32>).
-    let span = if key.binds_named("offsets") { 8 } else { 0 };
-    // record_layer's norms of each staged step's k and q (`norm_stage`, vec2<f32>).
-    let norms = if key.binds_named("layer") {
-        chunk * 8
-    } else {
-        0
-    };
-    staged + reduction + pairs + fold + span + norms
+    staged + reduction + pairs + fold
 }
 
 /// Workgroup memory of a replay kernel.

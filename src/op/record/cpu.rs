@@ -1,11 +1,14 @@
 //! record's CPU twin (docs/SPEC.md "record"), line for line: arithmetic is f32 in the
 //! SPEC's order (`S*g`, then `S + k*delta`), so replaying a f32 tape reproduces record's
-//! state bit for bit. It validates nothing: the host call checks lengths first.
+//! state bit for bit. Packed sequences run one at a time on their own tokens and state,
+//! so a sequence's results are, bit for bit, record's on that sequence alone. It
+//! validates nothing: the host call checks lengths first.
 
 use super::RecordInputs;
 use crate::cpu::parallel::{dims, is_live, par_tasks, scatter_heads, widen_into, HeadOutputs};
 use crate::dtype::Element;
-use crate::shape::{GdnShape, GqaLayout};
+use crate::error::Result;
+use crate::shape::{GdnShape, GqaLayout, VarlenShape};
 
 /// State rows that record advances together, one SIMD lane per row: the dot products
 /// over `Dk` run in their sequential order within each row, so the lanes change no
@@ -58,6 +61,56 @@ pub(crate) fn record<A: Element, S: Element, P: Element, G: Element>(
         results
     });
     scatter_heads(shape, groups.into_iter().flatten(), args.y, args.delta);
+}
+
+/// Each sequence of `shape` through record (docs/SPEC.md "record_varlen"). `args` hold
+/// the packed tokens' operands and one state per sequence; lengths were checked.
+pub(crate) fn record_varlen<A: Element, S: Element, P: Element, G: Element>(
+    (threads, shape, layout): (usize, &VarlenShape, GqaLayout),
+    args: RecordArgs<'_, A, S, P, G>,
+) -> Result<()> {
+    let (packed, i) = (shape.packed(), args.inputs);
+    let RecordArgs {
+        y,
+        mut state_out,
+        delta,
+        mut tape_k_grouped,
+        mut tape_g,
+        ..
+    } = args;
+    for s in 0..shape.sequences() {
+        let tokens = shape.sequence(s);
+        let one = packed.with_steps(tokens.len())?;
+        // The packed operands from the sequence's first token, and its state.
+        let (qk, v, g) = (
+            packed.qk_row(0, tokens.start, 0),
+            packed.v_index(0, tokens.start, 0, 0),
+            packed.gate_index(0, tokens.start, 0),
+        );
+        let m = packed.mask_index(0, tokens.start);
+        let state = one.state_len() * s;
+        let (qk_n, v_n, g_n, state_n) =
+            (one.qk_len(), one.v_len(), one.gate_len(), one.state_len());
+        let inputs = RecordInputs {
+            q: &i.q[qk..][..qk_n],
+            k: &i.k[qk..][..qk_n],
+            v: &i.v[v..][..v_n],
+            g: &i.g[g..][..g_n],
+            beta: &i.beta[g..][..g_n],
+            mask: i.mask.map(|mask| &mask[m..][..one.mask_len()]),
+        };
+        let one_args = RecordArgs {
+            inputs,
+            state_in: &args.state_in[state..][..state_n],
+            y: &mut y[v..][..v_n],
+            state_out: state_out.as_deref_mut().map(|o| &mut o[state..][..state_n]),
+            delta: &mut delta[v..][..v_n],
+            tape_k_grouped: tape_k_grouped.as_deref_mut().map(|o| &mut o[qk..][..qk_n]),
+            tape_g: tape_g.as_deref_mut().map(|o| &mut o[g..][..g_n]),
+        };
+        record((threads, &one, layout), one_args);
+    }
+    Ok(())
 }
 
 /// One thread's working space for record's heads, reused from head to head.

@@ -1,14 +1,17 @@
-//! record on the GPU: its resident dispatch over the caller's buffers, and the host
-//! call of both backends.
+//! record's resident dispatch over the caller's buffers, one for its four forms
+//! ([`GpuBackend::prepare_form`]), and the forms' public names.
 
-use super::{RecordBuffers, RecordOperands, OP};
+use super::{Form, RecordBuffers, RecordLayerBuffers, RecordLayerRow};
 use crate::dtype::GdnDtypes;
+use crate::engine::cache::small_buffer;
 use crate::engine::encode::Prepared;
-use crate::engine::key::KernelKey;
+use crate::engine::key::Op;
+use crate::engine::operand::rows_bound;
 use crate::error::Result;
 use crate::gpu::backend::GpuBackend;
+use crate::op::gdn;
 use crate::op::record_chunked::{chunked_by_default, COOP_CHUNK};
-use crate::shape::{GdnShape, GqaLayout};
+use crate::shape::{GdnShape, GqaLayout, LayerShape, VarlenLayerShape, VarlenShape};
 use crate::tuning::ShapeClass;
 
 impl GpuBackend {
@@ -30,14 +33,121 @@ impl GpuBackend {
         dtypes: GdnDtypes,
         buffers: &RecordBuffers<'_>,
     ) -> Result<Prepared> {
-        let class = &self.tuning().class(OP, shape, dtypes);
+        let class = &self.tuning().class(Op::Record, shape, dtypes);
         if self.record_runs_chunked(shape, class, buffers) {
             return self.prepare_record_chunked(shape, layout, dtypes, COOP_CHUNK, buffers);
         }
-        let key = KernelKey::record(shape, dtypes, self.reduction, false, class)
-            .with_bound(buffers.bound());
-        let slots = buffers.slots().into_iter().map(|b| b.copied()).collect();
-        self.prepare_gdn(shape, layout, key, RecordOperands::<()>::SPECS, slots)
+        self.prepare_form(shape, layout, dtypes, slots(buffers), Vec::new())
+    }
+
+    /// Validate record_varlen's buffers (docs/SPEC.md "record_varlen") and build its
+    /// dispatch: record's buffers, the activations, y, the tape's delta (and its
+    /// optional copies of k and g) at the packed tokens (`[N, ...]`), `state_in` and
+    /// `state_out` one state per sequence (`[S, Hv, Dv, Dk]`).
+    ///
+    /// The offsets are the shape's, checked when it was built; the dispatch holds them
+    /// in a small buffer of its own, written once here, so encoding it again costs no
+    /// upload. A batch with other offsets is another shape and another dispatch.
+    pub fn prepare_record_varlen(
+        &self,
+        shape: &VarlenShape,
+        layout: GqaLayout,
+        dtypes: GdnDtypes,
+        buffers: &RecordBuffers<'_>,
+    ) -> Result<Prepared> {
+        self.prepare_packed(shape, layout, dtypes, slots(buffers))
+    }
+
+    /// Validate record_layer's buffers (docs/SPEC.md "record_layer") and build its
+    /// dispatch: the prologue and record in one kernel, record's kernel and shape class
+    /// with the raw inputs in place of q, k, v, g and beta. The optional outputs are
+    /// record's: `state_out`, and the tape's copies of k and g (the prologue's k and g,
+    /// which a rollback's replay reads). The window is read, not moved. `layer` must
+    /// have been uploaded for `shape`'s dims (else `Error::ShapeMismatch`).
+    pub fn prepare_record_layer(
+        &self,
+        shape: &LayerShape,
+        layout: GqaLayout,
+        dtypes: GdnDtypes,
+        buffers: &RecordLayerBuffers<'_>,
+    ) -> Result<Prepared> {
+        self.prepare_record_layer_at(shape, layout, dtypes, buffers, (0, 0))
+    }
+
+    /// [`GpuBackend::prepare_record_layer`] with the window and x bound from these byte
+    /// offsets of their buffers (a rollback's buffers of every layer's windows and conv
+    /// inputs).
+    pub(crate) fn prepare_record_layer_at(
+        &self,
+        shape: &LayerShape,
+        layout: GqaLayout,
+        dtypes: GdnDtypes,
+        buffers: &RecordLayerBuffers<'_>,
+        (window_offset, x_offset): (u64, u64),
+    ) -> Result<Prepared> {
+        let slots = raw_slots(super::LAYER.name(), shape, buffers)?;
+        let mut offsets = vec![0; slots.len()];
+        offsets[RecordLayerRow::Window as usize] = window_offset;
+        offsets[RecordLayerRow::X as usize] = x_offset;
+        self.prepare_form(shape, layout, dtypes, slots, offsets)
+    }
+
+    /// Validate record_layer_varlen's buffers and build its dispatch: record_layer's
+    /// buffers at the packed tokens (`[N, ...]`), `window` `[S, C, K-1]`, `state_in` and
+    /// `state_out` one per sequence; the offsets are the shape's, as for
+    /// [`GpuBackend::prepare_record_varlen`].
+    pub fn prepare_record_layer_varlen(
+        &self,
+        shape: &VarlenLayerShape,
+        layout: GqaLayout,
+        dtypes: GdnDtypes,
+        buffers: &RecordLayerBuffers<'_>,
+    ) -> Result<Prepared> {
+        let slots = raw_slots(super::LAYER_VARLEN.name(), shape.packed(), buffers)?;
+        self.prepare_packed(shape, layout, dtypes, slots)
+    }
+
+    /// A packed form's dispatch: `slots` the form's table but the offsets, which the
+    /// dispatch keeps in a small buffer of its own.
+    fn prepare_packed<F: Form>(
+        &self,
+        shape: &F,
+        layout: GqaLayout,
+        dtypes: GdnDtypes,
+        slots: Vec<Option<&wgpu::Buffer>>,
+    ) -> Result<Prepared> {
+        let words = bytemuck::cast_slice(shape.offsets().unwrap_or_default());
+        let usage = wgpu::BufferUsages::STORAGE;
+        let offsets = small_buffer(self.device(), self.queue(), words, usage);
+        let slots = slots.into_iter().chain([Some(&offsets)]).collect();
+        let prepared = self.prepare_form(shape, layout, dtypes, slots, Vec::new())?;
+        Ok(prepared.keeping(vec![offsets]))
+    }
+
+    /// Every form's dispatch: `slots` in the form's table order (`None`: an optional
+    /// row left out), each bound from its byte offset (`offsets`; empty: all 0). The
+    /// kernel's class is record's (its tuning measured on record) at the form's class
+    /// shape.
+    pub(crate) fn prepare_form<F: Form>(
+        &self,
+        shape: &F,
+        layout: GqaLayout,
+        dtypes: GdnDtypes,
+        slots: Vec<Option<&wgpu::Buffer>>,
+        offsets: Vec<u64>,
+    ) -> Result<Prepared> {
+        let at = shape.class_shape()?;
+        let class = self.tuning().class(Op::Record, &at, dtypes);
+        let key = gdn::key(F::FORM.op(), &at, dtypes, self.reduction, false, &class)
+            .with_bound(rows_bound(&slots));
+        let (grid, taps) = (shape.grid()?, shape.taps());
+        self.prepare_gdn_conv(
+            &grid,
+            (layout, taps),
+            key,
+            (shape, F::SPECS),
+            (slots, offsets),
+        )
     }
 
     /// Whether record at `shape` runs in the chunked form: see `ShapeClass::chunked`.
@@ -52,4 +162,20 @@ impl GpuBackend {
             && self.chunked_on_matrix_units(shape, COOP_CHUNK)
             && class.chunked.unwrap_or_else(|| chunked_by_default(shape))
     }
+}
+
+/// The buffers in table order.
+fn slots<'b>(buffers: &RecordBuffers<'b>) -> Vec<Option<&'b wgpu::Buffer>> {
+    buffers.slots().into_iter().map(|b| b.copied()).collect()
+}
+
+/// A raw form's buffers in table order, its parameters checked against `shape`'s dims.
+fn raw_slots<'b>(
+    op: &'static str,
+    shape: &LayerShape,
+    buffers: &RecordLayerBuffers<'b>,
+) -> Result<Vec<Option<&'b wgpu::Buffer>>> {
+    let params = buffers.layer.for_shape(op, shape)?;
+    let table = buffers.map_params(|_| params);
+    Ok(table.slots().into_iter().map(|b| b.copied()).collect())
 }

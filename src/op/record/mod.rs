@@ -1,35 +1,172 @@
-//! record: T steps of the recurrence from a state, writing y, the drafted state and
-//! the innovation tape (docs/SPEC.md "record").
+//! record: T steps of the recurrence from a state, writing y, the drafted state and the
+//! innovation tape (docs/SPEC.md "record"), in its four forms, one kernel
+//! (`record.wgsl`):
+//!
+//! | form | inputs | sequences | shape | op |
+//! |---|---|---|---|---|
+//! | record | prepared q, k, v, g, beta | padded `[B, T]` | [`GdnShape`] | [`OP`] |
+//! | record_varlen | prepared | packed, with offsets | [`VarlenShape`] | [`VARLEN`] |
+//! | record_layer | raw x, a, b, the conv window and the layer's parameters | padded | [`LayerShape`] | [`LAYER`] |
+//! | record_layer_varlen | raw | packed | [`VarlenLayerShape`] | [`LAYER_VARLEN`] |
+//!
+//! A form is a choice of two ([`RecordForm`]): what the kernel reads (raw inputs make
+//! `wgsl/record_steps.wgsl` stage each chunk of steps through the prologue of
+//! `wgsl/layer_staging.wgsl`: the causal conv from the layer's window, SiLU, q and k's
+//! norms and the gates), and how the sequences lie (packed, `wgsl/packed_sequences.wgsl`
+//! gives each workgroup its sequence's first token and length; the grid is the padded
+//! form's at S sequences). The switches are the operand table's rows (`HAS_LAYER`,
+//! `HAS_OFFSETS`): each form is an op of its own name and table, so each keeps its
+//! kernel labels, and every form's table is composed of the same row groups.
+//!
+//! The shape type names the form ([`Form`], implemented by the four shapes): the one
+//! host call (`host.rs`), the one resident dispatch (`gpu.rs`) and the CPU twins
+//! (`cpu.rs`, `prologue.rs`) are written once over it.
 
 use super::gdn;
-use crate::dtype::GdnDtypes;
+use crate::dtype::{Element, GdnDtypes};
 use crate::engine::key::{KernelKey, KeyAt, Op, OpInfo, OpKernel, Reduction};
-use crate::engine::operand::operand_table;
-use crate::shape::GdnShape;
+use crate::engine::operand::{operand_table, OperandSpec};
+use crate::error::Result;
+use crate::shape::{GdnShape, LayerShape, VarlenLayerShape, VarlenShape};
 use crate::tuning::ShapeClass;
 
 pub(crate) mod cpu;
 mod gpu;
 pub(crate) mod host;
+mod params;
+pub(crate) mod prologue;
 
-/// Buffers of one record call (docs/SPEC.md's layouts; dtypes given separately).
-pub type RecordBuffers<'a> = RecordOperands<&'a wgpu::Buffer>;
+pub use params::{LayerParams, LayerParamsBuffer};
 
-/// The op.
-pub const OP: Op = Op(&OpInfo {
-    prefetches: true,
-    mask_bit: RecordRow::Mask.bit(),
-    plain_rows: RecordRow::StateOut.bit(),
-    larger_batches: &[16],
-    ..OpInfo::new(
-        "record",
-        ROOT,
-        RecordOperands::<()>::ROWS,
-        (&Record, &gdn::RECORDS),
-    )
-});
-/// The op's root WGSL.
+/// What a record kernel reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Inputs {
+    /// q, k, v, g and beta, as the model prepared them.
+    Prepared,
+    /// The layer's raw x, a and b, its conv window and packed parameters: the prologue
+    /// runs in the kernel.
+    Raw,
+}
+
+/// How a record call's sequences lie.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Sequences {
+    /// `[B, T, ...]`, every sequence T steps (a step mask may end some early).
+    Padded,
+    /// `[N, ...]`: the sequences' tokens one after another, cut by the offsets.
+    Packed,
+}
+
+/// One of record's four forms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RecordForm {
+    pub inputs: Inputs,
+    pub sequences: Sequences,
+}
+
+impl RecordForm {
+    /// The form's op.
+    pub(crate) const fn op(self) -> Op {
+        match (self.inputs, self.sequences) {
+            (Inputs::Prepared, Sequences::Padded) => OP,
+            (Inputs::Prepared, Sequences::Packed) => VARLEN,
+            (Inputs::Raw, Sequences::Padded) => LAYER,
+            (Inputs::Raw, Sequences::Packed) => LAYER_VARLEN,
+        }
+    }
+
+    /// Workgroup memory the form adds to record's: a packed sequence's span
+    /// (`sequence_span`, a `vec2<u32>`), and the norms of each staged step's k and q
+    /// (`norm_stage`, a `vec2<f32>` a step).
+    pub(crate) fn workgroup_bytes(self, chunk: u32) -> u32 {
+        let span = match self.sequences {
+            Sequences::Padded => 0,
+            Sequences::Packed => 8,
+        };
+        let norms = match self.inputs {
+            Inputs::Prepared => 0,
+            Inputs::Raw => chunk * 8,
+        };
+        span + norms
+    }
+}
+
+const PREPARED_PADDED: RecordForm = RecordForm {
+    inputs: Inputs::Prepared,
+    sequences: Sequences::Padded,
+};
+const PREPARED_PACKED: RecordForm = RecordForm {
+    inputs: Inputs::Prepared,
+    sequences: Sequences::Packed,
+};
+const RAW_PADDED: RecordForm = RecordForm {
+    inputs: Inputs::Raw,
+    sequences: Sequences::Padded,
+};
+const RAW_PACKED: RecordForm = RecordForm {
+    inputs: Inputs::Raw,
+    sequences: Sequences::Packed,
+};
+
+/// record: prepared inputs, padded sequences.
+pub const OP: Op = Op(&form_info(
+    "record",
+    RecordOperands::<()>::ROWS,
+    &Record(PREPARED_PADDED),
+    &[16],
+));
+/// record_varlen: prepared inputs, packed sequences of their own lengths, each from its
+/// own state (docs/SPEC.md "record_varlen"), as engines batch a prefill.
+pub const VARLEN: Op = Op(&form_info(
+    "record_varlen",
+    RecordVarlenOperands::<()>::ROWS,
+    &Record(PREPARED_PACKED),
+    &[],
+));
+/// record_layer: a GatedDeltaNet layer's step from its raw inputs (docs/SPEC.md
+/// "record_layer").
+pub const LAYER: Op = Op(&form_info(
+    "record_layer",
+    RecordLayerOperands::<()>::ROWS,
+    &Record(RAW_PADDED),
+    &[],
+));
+/// record_layer_varlen: record_layer over packed sequences, each from its own conv
+/// window and state.
+pub const LAYER_VARLEN: Op = Op(&form_info(
+    "record_layer_varlen",
+    RecordLayerVarlenOperands::<()>::ROWS,
+    &Record(RAW_PACKED),
+    &[],
+));
+
+/// The op's root WGSL (fold_record's kernel shares its steps, not its root).
 pub(crate) const ROOT: (&str, &str) = ("record", include_str!("record.wgsl"));
+
+/// A form's op: its name, table and kernel; the mask and state_out rows sit at the same
+/// place in every form's table (checked below).
+const fn form_info(
+    name: &'static str,
+    rows: &'static [crate::engine::operand::Row],
+    kernel: &'static Record,
+    larger_batches: &'static [usize],
+) -> OpInfo {
+    OpInfo {
+        prefetches: true,
+        mask_bit: RecordRow::Mask.bit(),
+        plain_rows: RecordRow::StateOut.bit(),
+        larger_batches,
+        ..OpInfo::new(name, ROOT, rows, (kernel, &gdn::RECORDS))
+    }
+}
+
+const _: () = {
+    let (mask, state_out) = (RecordRow::Mask.bit(), RecordRow::StateOut.bit());
+    assert!(mask == RecordVarlenRow::Mask.bit() && state_out == RecordVarlenRow::StateOut.bit());
+    assert!(mask == RecordLayerRow::Mask.bit() && state_out == RecordLayerRow::StateOut.bit());
+    assert!(mask == RecordLayerVarlenRow::Mask.bit());
+    assert!(state_out == RecordLayerVarlenRow::StateOut.bit());
+};
 
 operand_table! {
     /// record's operands (docs/SPEC.md "record"), in binding order.
@@ -39,6 +176,46 @@ operand_table! {
         use tape_copies;
     }
 }
+
+operand_table! {
+    /// record_varlen's operands: record's, at the packed tokens (`[N, ...]` for
+    /// `[B, T, ...]`, one state per sequence), and the sequence offsets.
+    pub struct RecordVarlenOperands, rows RecordVarlenRow, op "record_varlen", for VarlenShape {
+        use activations;
+        use record_outputs;
+        use tape_copies;
+        use sequence_offsets;
+    }
+}
+
+operand_table! {
+    /// record_layer's operands (docs/SPEC.md "record_layer"), in binding order: the raw
+    /// inputs and the layer's parameters in place of record's q, k, v, g and beta.
+    pub struct RecordLayerOperands, rows RecordLayerRow, op "record_layer", for LayerShape, params P {
+        use raw_inputs;
+        use record_outputs;
+        use tape_copies;
+    }
+}
+
+operand_table! {
+    /// record_layer_varlen's operands: record_layer's at the packed tokens (`[N, ...]`),
+    /// one window and one state per sequence, and the sequence offsets.
+    pub struct RecordLayerVarlenOperands, rows RecordLayerVarlenRow, op "record_layer_varlen", for VarlenLayerShape, params P {
+        use raw_inputs;
+        use record_outputs;
+        use tape_copies;
+        use sequence_offsets;
+    }
+}
+
+/// Buffers of one record or record_varlen dispatch (docs/SPEC.md's layouts; dtypes
+/// given separately; record_varlen's offsets are its shape's).
+pub type RecordBuffers<'a> = RecordOperands<&'a wgpu::Buffer>;
+
+/// Buffers of one record_layer or record_layer_varlen dispatch: `layer` is the layer's
+/// parameters as [`crate::GpuBackend::upload_layer`] made them, for this layer's dims.
+pub type RecordLayerBuffers<'a> = RecordLayerOperands<&'a wgpu::Buffer, &'a LayerParamsBuffer>;
 
 /// The activations of one record call, `[B, T, ...]` as in docs/SPEC.md: q, k and v in
 /// the activation dtype `A`, the gates g and beta in a dtype `G` of their own (default
@@ -59,6 +236,21 @@ pub struct RecordInputs<'a, A, G = A> {
     pub mask: Option<&'a [u32]>,
 }
 
+/// A layer step's raw inputs, `[B, T, ...]` as in docs/SPEC.md: x in the activation
+/// dtype `A`, a and b in the gates' dtype `G`.
+#[derive(Clone, Copy, Debug)]
+pub struct LayerInputs<'a, A, G = A> {
+    /// `[B, T, C]`: the in-projection's q, k and v channels, before the conv.
+    pub x: &'a [A],
+    /// `[B, T, Hv]`: the decay's input (`a`).
+    pub a: &'a [G],
+    /// `[B, T, Hv]`: beta's input (`b`).
+    pub b: &'a [G],
+    /// `[B, T]`, non-zero = the step is live; `None` = every step is live. The conv
+    /// reads every step's x; a masked step only leaves the state as it was.
+    pub mask: Option<&'a [u32]>,
+}
+
 /// What record returns on the host: y, the drafted state and the tape's delta.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Recorded<A, S, P> {
@@ -70,23 +262,155 @@ pub struct Recorded<A, S, P> {
     pub delta: Vec<P>,
 }
 
-struct Record;
+/// What record_layer returns on the host: record's outputs and the tape's k and g (the
+/// prologue's, which replay takes).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LayerRecorded<A, S, P, G> {
+    /// `[B, T, Hv, Dv]`.
+    pub y: Vec<A>,
+    /// `[B, Hv, Dv, Dk]`: the state after all T steps.
+    pub state: Vec<S>,
+    /// `[B, T, Hv, Dv]`: the tape's innovations.
+    pub delta: Vec<P>,
+    /// `[B, T, Hk, Dk]`: the tape's k (normalised, as record used it).
+    pub k: Vec<A>,
+    /// `[B, T, Hv]`: the tape's g (the decay, exponentiated, as record used it).
+    pub g: Vec<G>,
+}
+
+/// One form of record: its shape type, which names the op, its operand table, the
+/// inputs its host call reads and how the kernel's grid and class follow from it.
+pub(crate) trait Form: Sized + Sync + 'static {
+    /// The form (its op: [`RecordForm::op`]).
+    const FORM: RecordForm;
+    /// Its operand table.
+    const SPECS: &'static [OperandSpec<Self>];
+    /// What its host call reads besides the state.
+    type Source<'a, A: Element, G: Element>: host::SourceRows;
+    /// The record shape of the kernel's grid and parameters (packed: S sequences of
+    /// the longest one's length).
+    fn grid(&self) -> Result<GdnShape>;
+    /// The record shape whose shape class the kernel takes (the tuning's is record's).
+    fn class_shape(&self) -> Result<GdnShape>;
+    /// The conv's taps (0 for prepared inputs).
+    fn taps(&self) -> u32 {
+        0
+    }
+    /// The packed sequences' offsets.
+    fn offsets(&self) -> Option<&[u32]> {
+        None
+    }
+}
+
+impl Form for GdnShape {
+    const FORM: RecordForm = PREPARED_PADDED;
+    const SPECS: &'static [OperandSpec<Self>] = RecordOperands::<()>::SPECS;
+    type Source<'a, A: Element, G: Element> = RecordInputs<'a, A, G>;
+    fn grid(&self) -> Result<GdnShape> {
+        Ok(*self)
+    }
+    fn class_shape(&self) -> Result<GdnShape> {
+        Ok(*self)
+    }
+}
+
+impl Form for VarlenShape {
+    const FORM: RecordForm = PREPARED_PACKED;
+    const SPECS: &'static [OperandSpec<Self>] = RecordVarlenOperands::<()>::SPECS;
+    type Source<'a, A: Element, G: Element> = RecordInputs<'a, A, G>;
+    fn grid(&self) -> Result<GdnShape> {
+        self.padded()
+    }
+    fn class_shape(&self) -> Result<GdnShape> {
+        packed_class_shape(self)
+    }
+    fn offsets(&self) -> Option<&[u32]> {
+        Some(VarlenShape::offsets(self))
+    }
+}
+
+impl Form for LayerShape {
+    const FORM: RecordForm = RAW_PADDED;
+    const SPECS: &'static [OperandSpec<Self>] = RecordLayerOperands::<()>::SPECS;
+    type Source<'a, A: Element, G: Element> = RawSource<'a, A, G>;
+    fn grid(&self) -> Result<GdnShape> {
+        Ok(*self.gdn())
+    }
+    fn class_shape(&self) -> Result<GdnShape> {
+        Ok(*self.gdn())
+    }
+    fn taps(&self) -> u32 {
+        self.kernel() as u32
+    }
+}
+
+impl Form for VarlenLayerShape {
+    const FORM: RecordForm = RAW_PACKED;
+    const SPECS: &'static [OperandSpec<Self>] = RecordLayerVarlenOperands::<()>::SPECS;
+    type Source<'a, A: Element, G: Element> = RawSource<'a, A, G>;
+    fn grid(&self) -> Result<GdnShape> {
+        self.varlen().padded()
+    }
+    fn class_shape(&self) -> Result<GdnShape> {
+        packed_class_shape(self.varlen())
+    }
+    fn taps(&self) -> u32 {
+        self.packed().kernel() as u32
+    }
+    fn offsets(&self) -> Option<&[u32]> {
+        Some(self.varlen().offsets())
+    }
+}
+
+/// What a raw form's host call reads: the layer's parameters, its raw inputs and the
+/// conv window before them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RawSource<'a, A, G> {
+    pub params: &'a LayerParams<'a>,
+    pub inputs: LayerInputs<'a, A, G>,
+    pub window: &'a [A],
+}
+
+/// The record shape whose class a packed form's kernel takes: the sequences at least
+/// half as long as the longest, at the longest's length. The call lasts as long as its
+/// longest sequence, and while that one still runs only the long ones keep the GPU
+/// busy: a kernel chosen for all S sequences (a larger grid: two rows an invocation)
+/// would slow the one that decides the time (docs/PERFORMANCE.md, "Packed prompts").
+fn packed_class_shape(shape: &VarlenShape) -> Result<GdnShape> {
+    let longest = shape.longest();
+    let long = (0..shape.sequences())
+        .filter(|&s| 2 * shape.sequence(s).len() >= longest)
+        .count();
+    shape.packed().with_batch(long.max(1))?.with_steps(longest)
+}
+
+/// The kernel of one of record's forms.
+struct Record(RecordForm);
 
 impl OpKernel for Record {
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
-        gdn::record_workgroup_bytes(key)
+        gdn::record_workgroup_bytes(key) + self.0.workgroup_bytes(key.gdn().chunk)
     }
     fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
         let class = ShapeClass::default();
-        KernelKey::record(at.shape, at.dtypes, at.reduction, at.masked, &class)
+        gdn::key(
+            self.0.op(),
+            at.shape,
+            at.dtypes,
+            at.reduction,
+            at.masked,
+            &class,
+        )
     }
-    /// The rollback's: the tape's k and g, with and without the drafted state.
+    /// The rollback's: the tape's k and g, with and without the drafted state (a
+    /// packed prefill that is itself a draft writes the state).
     fn rollback_variants(&self) -> Vec<u16> {
         use RecordRow::*;
-        vec![
-            TapeKGrouped.bit() | TapeG.bit(),
-            TapeKGrouped.bit() | TapeG.bit() | StateOut.bit(),
-        ]
+        let copies = TapeKGrouped.bit() | TapeG.bit();
+        match self.0.sequences {
+            Sequences::Padded => vec![copies, copies | StateOut.bit()],
+            Sequences::Packed => vec![copies | StateOut.bit()],
+        }
     }
 }
 

@@ -2,8 +2,8 @@
 
 use super::ChunkSize;
 use crate::dtype::Element;
-use crate::op::record::host::Record;
-use crate::op::record::{RecordInputs, Recorded};
+use crate::op::record::host::RecordCall;
+use crate::op::record::{LayerRecorded, RecordInputs, Recorded};
 use crate::shape::{GdnShape, GqaLayout};
 use std::marker::PhantomData;
 
@@ -20,6 +20,6 @@ crate::backend::host_ops! {
         inputs: &RecordInputs<'_, A, impl Element>,
         state_in: &[S]
     ) -> Recorded<A, S, P>
-        = Record { shape, layout, inputs: *inputs, state_in, tape: PhantomData, chunk: Some(chunk) },
-          |out| out;
+        = RecordCall { shape, layout, source: *inputs, state_in, tape: PhantomData::<P>, chunk: Some(chunk) },
+          LayerRecorded::recorded;
 }

@@ -39,8 +39,8 @@ use deltatape::wgpu;
 use deltatape::ChunkSize;
 use deltatape::VarlenShape;
 use deltatape::{
-    ConvShape, DType, Error, GdnDtypes, GdnShape, GpuBackend, GqaLayout, LayerShape, RepeatShape,
-    Result,
+    ConvShape, DType, Error, GdnDtypes, GdnShape, GpuBackend, GqaLayout, LayerParams, LayerShape,
+    RepeatShape, Result,
 };
 use std::time::Instant;
 use wgpu::BufferUsages as U;
@@ -487,6 +487,19 @@ fn random_buffer(gpu: &GpuBackend, bytes: u64, seed: u32) -> wgpu::Buffer {
     buffer
 }
 
+/// `len` values in [0.25, 0.5), from `seed` (random_buffer's values on the host).
+fn small_values(len: usize, seed: u32) -> Vec<f32> {
+    let mut x = seed.wrapping_mul(2_654_435_761).max(1);
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            f32::from_bits(0x3e80_0000 | (x & 0x007f_ffff))
+        })
+        .collect()
+}
+
 /// A cell's dtypes: activations and gates in `dtype`, state and tape f32.
 fn cell_dtypes(dtype: DType) -> GdnDtypes {
     GdnDtypes {
@@ -896,8 +909,19 @@ impl Bench<'_> {
             .as_ref()
             .ok_or_else(|| not_allocated("record_layer"))?;
         let ls = LayerShape::new(*shape, CONV_KERNEL)?;
-        // Small finite parameters (random_buffer's), the norm switch on.
-        let layer = random_buffer(gpu, ls.layer_len() as u64 * 4, 70);
+        // Small finite parameters (in random_buffer's range), the norm switch on.
+        let (c, hv) = (ls.channels(), shape.value_heads());
+        let values = small_values(c * CONV_KERNEL + 2 * hv, 70);
+        let (weight, gates) = values.split_at(c * CONV_KERNEL);
+        let params = LayerParams {
+            conv_weight: weight,
+            conv_bias: None,
+            a_log: &gates[..hv],
+            dt_bias: &gates[hv..],
+            qk_norm: true,
+            q_scale: None,
+        };
+        let layer = gpu.upload_layer(&ls, &params)?;
         gpu.prepare_record_layer(
             &ls,
             GqaLayout::Blocked,

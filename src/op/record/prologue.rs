@@ -1,13 +1,13 @@
-//! record_layer's CPU twin (docs/SPEC.md "record_layer"): the prologue in f32, each of
-//! q, k, v rounded to the activation dtype and g, beta to the gates' once (as an engine
-//! that hands them to record stores them), then record's own twin. It validates
-//! nothing: the host call checks lengths first.
+//! The CPU twin of record's raw forms' prologue (docs/SPEC.md "record_layer"): in f32,
+//! each of q, k, v rounded to the activation dtype and g, beta to the gates' once (as an
+//! engine that hands them to record stores them); record's own twin follows. It
+//! validates nothing: the host call checks lengths first.
 
-use super::LayerInputs;
+use super::{LayerInputs, RecordInputs};
 use crate::dtype::Element;
+use crate::error::Result;
 use crate::op::gates::cpu::gate_values;
-use crate::op::record::RecordInputs;
-use crate::shape::{GdnShape, LayerField, LayerShape};
+use crate::shape::{GdnShape, LayerField, LayerShape, VarlenLayerShape};
 
 /// The L2 norm's epsilon (Hugging Face's and fla's `l2norm`: `x * rsqrt(sum(x^2) + eps)`).
 pub(crate) const NORM_EPS: f32 = 1e-6;
@@ -104,6 +104,40 @@ pub(crate) fn prologue<A: Element, G: Element>(
     }
     debug_assert_eq!(c_n, shape.v_channel(hv_n - 1, dv - 1) + 1);
     out
+}
+
+/// The packed form's prologue: each sequence's from its own window, as on its tokens
+/// alone.
+pub(crate) fn prologue_varlen<A: Element, G: Element>(
+    shape: &VarlenLayerShape,
+    layer: &[f32],
+    inputs: &LayerInputs<'_, A, G>,
+    window: &[A],
+) -> Result<Prepared<A, G>> {
+    let packed = shape.packed();
+    let gdn = packed.gdn();
+    let mut out = Prepared::zeroed(gdn);
+    let (c, hv) = (packed.channels(), gdn.value_heads());
+    let (qk_n, v_n) = (gdn.key_heads() * gdn.key_dim(), hv * gdn.value_dim());
+    let win = c * (packed.kernel() - 1);
+    for s in 0..shape.varlen().sequences() {
+        let tokens = shape.varlen().sequence(s);
+        let one = shape.sequence(s)?;
+        let part = |per: usize| tokens.start * per..tokens.end * per;
+        let seq = LayerInputs {
+            x: &inputs.x[part(c)],
+            a: &inputs.a[part(hv)],
+            b: &inputs.b[part(hv)],
+            mask: None,
+        };
+        let p = prologue(&one, layer, &seq, &window[s * win..][..win]);
+        out.q[part(qk_n)].copy_from_slice(&p.q);
+        out.k[part(qk_n)].copy_from_slice(&p.k);
+        out.v[part(v_n)].copy_from_slice(&p.v);
+        out.g[part(hv)].copy_from_slice(&p.g);
+        out.beta[part(hv)].copy_from_slice(&p.beta);
+    }
+    Ok(out)
 }
 
 impl<A: Element, G: Element> Prepared<A, G> {
