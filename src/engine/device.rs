@@ -123,6 +123,10 @@ pub fn choose_adapter(backends: wgpu::Backends, adapter_name: Option<&str>) -> R
     Ok(Chosen { adapter, reason })
 }
 
+/// The subgroup width the fast path's kernels lay their roles out by (`SUBGROUP_WIDTH`
+/// in their WGSL).
+pub(crate) const COOP_SUBGROUP_WIDTH: u32 = 32;
+
 /// Whether an adapter's cooperative matrices serve the chunked record's fast path:
 /// 16 x 16 x 16 tiles of f16 into f32 (Vulkan's), on subgroups of 32 (the kernel lays
 /// its roles out by 32-wide subgroups).
@@ -134,7 +138,8 @@ pub fn serves_coop_path(
     let tile = properties.iter().any(|p| {
         (p.m_size, p.n_size, p.k_size) == (16, 16, 16) && p.ab_type == S::F16 && p.cr_type == S::F32
     });
-    tile && info.subgroup_min_size == 32 && info.subgroup_max_size == 32
+    let width = COOP_SUBGROUP_WIDTH;
+    tile && info.subgroup_min_size == width && info.subgroup_max_size == width
 }
 
 /// The features the fast path needs beyond [`wanted_features`].

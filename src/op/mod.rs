@@ -397,4 +397,34 @@ mod tests {
         assert_eq!(rows, expect);
         assert_eq!(ConvOperands::<()>::SPECS[2].access, Access::ReadWrite);
     }
+
+    /// The WGSL constants that mirror Rust constants hold their values (the kernels keep
+    /// them as literals, so that each variant's source stays what it is): the layer's
+    /// taps and norm epsilon, the cooperative path's tile width and subgroup width.
+    #[test]
+    fn wgsl_constants_mirror_rust_constants() {
+        use crate::engine::wgsl::SOURCES;
+        let fragment = |name: &str| SOURCES.iter().find(|s| s.0 == name).expect(name).1;
+        let value = |text: &str, name: &str| {
+            let decl = format!("const {name}: ");
+            let line = text.lines().find(|l| l.starts_with(&decl)).expect(name);
+            let literal = line[decl.len()..].split('=').nth(1).expect(name);
+            literal.trim().trim_end_matches(';').to_string()
+        };
+        let staging = fragment("layer_staging");
+        let taps = crate::shape::MAX_LAYER_TAPS;
+        assert_eq!(value(staging, "TAPS"), format!("{taps}u"));
+        let eps: f32 = value(staging, "NORM_EPS").parse().unwrap();
+        assert_eq!(eps, super::record::prologue::NORM_EPS);
+        let tile = super::record_chunked::COOP_MAX_KEY_DIM;
+        assert_eq!(
+            value(fragment("chunk_tiles"), "TILE_DK"),
+            format!("{tile}u")
+        );
+        let width = crate::engine::device::COOP_SUBGROUP_WIDTH;
+        for op in super::Op::COOP {
+            let root = op.info().root.1;
+            assert_eq!(value(root, "SUBGROUP_WIDTH"), format!("{width}u"), "{op:?}");
+        }
+    }
 }
