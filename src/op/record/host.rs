@@ -41,19 +41,14 @@ pub(crate) trait HostForm: Form {
     fn pack<A: Element, G: Element>(&self, _source: &Self::Source<'_, A, G>) -> Result<Vec<f32>> {
         Ok(Vec::new())
     }
-    /// `f` on the inputs record takes: the source's own, or a raw form's prologue's
-    /// (the CPU twin's, docs/SPEC.md "record_layer").
-    fn with_prepared<A: Element, G: Element, R>(
+    /// The CPU twin: (a raw form's prologue, then) record on every sequence, into
+    /// `out`; `layer` the packed parameters.
+    fn run_cpu<A: Element, S: Element, P: Element, G: Element>(
         &self,
+        run: CpuRun,
         source: &Self::Source<'_, A, G>,
         layer: &[f32],
-        f: impl FnOnce(RecordInputs<'_, A, G>) -> R,
-    ) -> Result<R>;
-    /// record's CPU twin on every sequence (`chunk` as [`RecordCall::chunk`]).
-    fn record_cpu<A: Element, S: Element, P: Element, G: Element>(
-        &self,
-        run: (usize, GqaLayout, Option<ChunkSize>),
-        args: RecordArgs<'_, A, S, P, G>,
+        out: Outputs<'_, A, S, P, G>,
     ) -> Result<()>;
     /// The dispatch over the host path's buffers, in table order.
     fn prepare(
@@ -105,28 +100,48 @@ impl<A: Element, G: Element> SourceRows for RawSource<'_, A, G> {
     }
 }
 
-/// A prepared form's inputs, as they are.
-fn as_is<A: Element, G: Element, R>(
-    source: &RecordInputs<'_, A, G>,
-    f: impl FnOnce(RecordInputs<'_, A, G>) -> R,
-) -> Result<R> {
-    Ok(f(*source))
+/// How the CPU twin runs: its threads, the GQA layout, and the chunked form's chunks
+/// ([`RecordCall::chunk`]).
+type CpuRun = (usize, GqaLayout, Option<ChunkSize>);
+
+/// record's state before the steps and what it writes, for the CPU twin.
+pub(crate) struct Outputs<'o, A, S, P, G> {
+    state_in: &'o [S],
+    y: &'o mut [A],
+    state: &'o mut [S],
+    delta: &'o mut [P],
+    /// The tape's k and g (the raw forms).
+    tape: Option<(&'o mut [A], &'o mut [G])>,
+}
+
+impl<'o, A, S, P, G> Outputs<'o, A, S, P, G> {
+    /// record's arguments with these outputs and `inputs`.
+    fn args<'x>(self, inputs: RecordInputs<'x, A, G>) -> RecordArgs<'x, A, S, P, G>
+    where
+        'o: 'x,
+    {
+        let (tape_k_grouped, tape_g) = self.tape.map_or((None, None), |(k, g)| (Some(k), Some(g)));
+        RecordArgs {
+            inputs,
+            state_in: self.state_in,
+            y: self.y,
+            state_out: Some(self.state),
+            delta: self.delta,
+            tape_k_grouped,
+            tape_g,
+        }
+    }
 }
 
 impl HostForm for GdnShape {
-    fn with_prepared<A: Element, G: Element, R>(
+    fn run_cpu<A: Element, S: Element, P: Element, G: Element>(
         &self,
+        (threads, layout, chunk): CpuRun,
         source: &RecordInputs<'_, A, G>,
         _: &[f32],
-        f: impl FnOnce(RecordInputs<'_, A, G>) -> R,
-    ) -> Result<R> {
-        as_is(source, f)
-    }
-    fn record_cpu<A: Element, S: Element, P: Element, G: Element>(
-        &self,
-        (threads, layout, chunk): (usize, GqaLayout, Option<ChunkSize>),
-        args: RecordArgs<'_, A, S, P, G>,
+        out: Outputs<'_, A, S, P, G>,
     ) -> Result<()> {
+        let args = out.args(*source);
         match chunk {
             Some(c) => record_chunked((threads, self, layout), c.steps(), args),
             None => record((threads, self, layout), args),
@@ -149,20 +164,14 @@ impl HostForm for GdnShape {
 }
 
 impl HostForm for VarlenShape {
-    fn with_prepared<A: Element, G: Element, R>(
+    fn run_cpu<A: Element, S: Element, P: Element, G: Element>(
         &self,
+        (threads, layout, _): CpuRun,
         source: &RecordInputs<'_, A, G>,
         _: &[f32],
-        f: impl FnOnce(RecordInputs<'_, A, G>) -> R,
-    ) -> Result<R> {
-        as_is(source, f)
-    }
-    fn record_cpu<A: Element, S: Element, P: Element, G: Element>(
-        &self,
-        (threads, layout, _): (usize, GqaLayout, Option<ChunkSize>),
-        args: RecordArgs<'_, A, S, P, G>,
+        out: Outputs<'_, A, S, P, G>,
     ) -> Result<()> {
-        record_varlen((threads, self, layout), args)
+        record_varlen((threads, self, layout), out.args(*source))
     }
 }
 
@@ -170,20 +179,15 @@ impl HostForm for LayerShape {
     fn pack<A: Element, G: Element>(&self, source: &RawSource<'_, A, G>) -> Result<Vec<f32>> {
         source.params.pack(self)
     }
-    fn with_prepared<A: Element, G: Element, R>(
+    fn run_cpu<A: Element, S: Element, P: Element, G: Element>(
         &self,
+        (threads, layout, _): CpuRun,
         source: &RawSource<'_, A, G>,
         layer: &[f32],
-        f: impl FnOnce(RecordInputs<'_, A, G>) -> R,
-    ) -> Result<R> {
-        let prepared = prologue(self, layer, &source.inputs, source.window);
-        Ok(f(prepared.inputs(source.inputs.mask)))
-    }
-    fn record_cpu<A: Element, S: Element, P: Element, G: Element>(
-        &self,
-        (threads, layout, _): (usize, GqaLayout, Option<ChunkSize>),
-        args: RecordArgs<'_, A, S, P, G>,
+        out: Outputs<'_, A, S, P, G>,
     ) -> Result<()> {
+        let prepared = prologue(self, layer, &source.inputs, source.window);
+        let args = out.args(prepared.inputs(source.inputs.mask));
         record((threads, self.gdn(), layout), args);
         Ok(())
     }
@@ -193,20 +197,15 @@ impl HostForm for VarlenLayerShape {
     fn pack<A: Element, G: Element>(&self, source: &RawSource<'_, A, G>) -> Result<Vec<f32>> {
         source.params.pack(self.packed())
     }
-    fn with_prepared<A: Element, G: Element, R>(
+    fn run_cpu<A: Element, S: Element, P: Element, G: Element>(
         &self,
+        (threads, layout, _): CpuRun,
         source: &RawSource<'_, A, G>,
         layer: &[f32],
-        f: impl FnOnce(RecordInputs<'_, A, G>) -> R,
-    ) -> Result<R> {
-        let prepared = prologue_varlen(self, layer, &source.inputs, source.window)?;
-        Ok(f(prepared.inputs(source.inputs.mask)))
-    }
-    fn record_cpu<A: Element, S: Element, P: Element, G: Element>(
-        &self,
-        (threads, layout, _): (usize, GqaLayout, Option<ChunkSize>),
-        args: RecordArgs<'_, A, S, P, G>,
+        out: Outputs<'_, A, S, P, G>,
     ) -> Result<()> {
+        let prepared = prologue_varlen(self, layer, &source.inputs, source.window)?;
+        let args = out.args(prepared.inputs(source.inputs.mask));
         record_varlen((threads, self.varlen(), layout), args)
     }
 }
@@ -332,21 +331,15 @@ impl<'a, F: HostForm, A: Element, S: Element, P: Element, G: Element> HostCall<'
             k: alloc_vec(op, "tape_k_grouped", qk)?,
             g: alloc_vec(op, "tape_g", gate)?,
         };
-        let tape = Self::returns_tape();
+        let outputs = Outputs {
+            state_in: self.state_in,
+            y: &mut out.y,
+            state: &mut out.state,
+            delta: &mut out.delta,
+            tape: Self::returns_tape().then_some((&mut out.k[..], &mut out.g[..])),
+        };
         let run = (cpu.threads(), self.layout, self.chunk);
-        let shape = self.shape;
-        shape.with_prepared(&self.source, &layer, |inputs| {
-            let args = RecordArgs {
-                inputs,
-                state_in: self.state_in,
-                y: &mut out.y,
-                state_out: Some(&mut out.state),
-                delta: &mut out.delta,
-                tape_k_grouped: tape.then_some(&mut out.k[..]),
-                tape_g: tape.then_some(&mut out.g[..]),
-            };
-            shape.record_cpu(run, args)
-        })??;
+        self.shape.run_cpu(run, &self.source, &layer, outputs)?;
         Ok(out)
     }
 
