@@ -27,11 +27,21 @@ pub(crate) struct Readback {
     used: Vec<wgpu::Buffer>,
 }
 
+/// A staging buffer's map, as its callback answered it (`None`: the callback was dropped).
+type MapAnswer = Option<std::result::Result<(), wgpu::BufferAsyncError>>;
+
 impl Readback {
     pub(crate) fn wait_blocking(self) -> Result<Vec<Vec<u8>>> {
         self.backend
             .wait_labelled(self.submission.clone(), self.op)?;
-        self.finish()
+        let answers = self.answers_after_poll();
+        self.finish(answers)
+    }
+
+    /// The maps' answers once a poll has run their callbacks (each is ready by then).
+    fn answers_after_poll(&self) -> Vec<MapAnswer> {
+        let receive = |m: &OneshotReceiver<_>| pollster::block_on(m.receive());
+        self.mapped.iter().map(receive).collect()
     }
 
     #[cfg(not(target_arch = "wasm32"))]
@@ -45,24 +55,38 @@ impl Readback {
             op,
             message: "the readback thread ended without an answer".into(),
         }))?;
-        self.finish()
+        let answers = self.answers_after_poll();
+        self.finish(answers)
     }
 
-    /// In a browser the maps complete from the event loop: nothing to poll.
+    /// In a browser the maps complete from the event loop: nothing to poll. Each
+    /// answer can be received once, so it is handed to `finish` as received.
     #[cfg(target_arch = "wasm32")]
     async fn wait_async(self) -> Result<Vec<Vec<u8>>> {
+        let mut answers = Vec::with_capacity(self.mapped.len());
         for m in &self.mapped {
-            m.receive().await;
+            answers.push(m.receive().await);
         }
-        self.finish()
+        self.finish(answers)
     }
 
-    /// After the poll: check each map and copy the bytes out.
-    fn finish(self) -> Result<Vec<Vec<u8>>> {
+    /// This readback as a result of type `T`, made from the bytes by `finish`.
+    pub(crate) fn then<'a, T>(
+        self,
+        finish: impl FnOnce(Vec<Vec<u8>>) -> Result<T> + Send + 'a,
+    ) -> Pending<'a, T> {
+        Pending {
+            readback: self,
+            finish: Box::new(finish),
+        }
+    }
+
+    /// After the maps answered: check each and copy the bytes out.
+    fn finish(self, answers: Vec<MapAnswer>) -> Result<Vec<Vec<u8>>> {
         let op = self.op;
         let mut out = Vec::with_capacity(self.staging.len());
-        for ((buffer, bytes), mapped) in self.staging.iter().zip(self.mapped) {
-            match pollster::block_on(mapped.receive()) {
+        for ((buffer, bytes), answer) in self.staging.iter().zip(answers) {
+            match answer {
                 Some(Ok(())) => {}
                 Some(Err(e)) => {
                     return Err(Error::Gpu {
@@ -175,10 +199,7 @@ impl Runtime {
             let used = buffers.iter().flatten().map(|b| (*b).clone()).collect();
             self.submit_and_map(op, encoder, &outputs, used)
         })?;
-        Ok(Pending {
-            readback,
-            finish: Box::new(finish),
-        })
+        Ok(readback.then(finish))
     }
 
     /// Copy `outputs` to staging buffers, submit, and start mapping them.
@@ -248,13 +269,23 @@ impl Runtime {
         offset: u64,
         len: usize,
     ) -> Result<Vec<E>> {
+        self.start_read_at(op, buffer, offset, len)?.wait()
+    }
+
+    /// [`Runtime::read_buffer_at`] without the wait: the copy is submitted and its map
+    /// started; the [`Pending`] brings the values back, blocking or as a future.
+    pub(crate) fn start_read_at<E: bytemuck::Pod>(
+        &self,
+        op: &'static str,
+        buffer: &wgpu::Buffer,
+        offset: u64,
+        len: usize,
+    ) -> Result<Pending<'static, Vec<E>>> {
         let bytes = (len * std::mem::size_of::<E>()) as u64;
-        let out = self
-            .guarded(op, || {
-                self.submit_and_map(op, self.encoder(), &[(buffer, offset, bytes)], Vec::new())
-            })?
-            .wait_blocking()?;
-        Ok(from_bytes(&out[0], len))
+        let readback = self.guarded(op, || {
+            self.submit_and_map(op, self.encoder(), &[(buffer, offset, bytes)], Vec::new())
+        })?;
+        Ok(readback.then(move |out| Ok(from_bytes(&out[0], len))))
     }
 
     /// `GpuBackend::wait_idle`.

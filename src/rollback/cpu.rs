@@ -2,7 +2,7 @@
 //! in host memory, drafted and committed by the ops' CPU twins.
 
 use super::commit::{deferred_pending, CommitKind, Drafts, RollbackMode, States};
-use super::store::{no_layer_params, LayerDraft, LayerStore};
+use super::store::{no_layer_params, Fetch, LayerDraft, LayerStore};
 use crate::cpu::CpuBackend;
 use crate::dtype::Element;
 use crate::error::{alloc_vec, Error, Result};
@@ -120,11 +120,11 @@ impl<A: Element, S: Element, P: Element, G: Element> LayerStore<A, S, P, G>
         Ok(())
     }
 
-    fn state(&self, layer: usize) -> Result<Vec<S>> {
+    fn state(&self, layer: usize) -> Result<Fetch<Vec<S>>> {
         let l = &self.layers[layer];
         match l.deferred {
             Some(_) => Err(deferred_pending("read_state")),
-            None => Ok(l.states.committed().clone()),
+            None => Ok(Fetch::Ready(l.states.committed().clone())),
         }
     }
 
@@ -135,21 +135,23 @@ impl<A: Element, S: Element, P: Element, G: Element> LayerStore<A, S, P, G>
         Ok(())
     }
 
-    fn conv_window(&self, layer: usize) -> Result<Vec<A>> {
+    fn conv_window(&self, layer: usize) -> Result<Fetch<Vec<A>>> {
         let conv = self.layers[layer].conv.as_ref();
-        Ok(conv.map(|c| c.window.clone()).unwrap_or_default())
+        Ok(Fetch::Ready(
+            conv.map(|c| c.window.clone()).unwrap_or_default(),
+        ))
     }
 
     fn is_drafted(&self, layer: usize) -> bool {
         self.drafts.is_open(layer)
     }
 
-    fn draft_layer(&mut self, draft: LayerDraft<'_, '_, A, G>) -> Result<Vec<A>> {
+    fn draft_layer(&mut self, draft: LayerDraft<'_, '_, A, G>) -> Result<Fetch<Vec<A>>> {
         let l = &mut self.layers[draft.layer];
         let (inputs, conv_x) = (draft.inputs, draft.conv_x);
         draft_cpu_layer(&self.cpu, &self.shape, self.layout, l, inputs, conv_x);
         self.drafts.open(draft.layer);
-        Ok(l.y.clone())
+        Ok(Fetch::Ready(l.y.clone()))
     }
 
     fn set_layer_params(
@@ -163,7 +165,11 @@ impl<A: Element, S: Element, P: Element, G: Element> LayerStore<A, S, P, G>
     }
 
     /// The prologue on the host from the layer's window, then the layer's draft.
-    fn draft_layer_raw(&mut self, layer: usize, inputs: &LayerInputs<'_, A, G>) -> Result<Vec<A>> {
+    fn draft_layer_raw(
+        &mut self,
+        layer: usize,
+        inputs: &LayerInputs<'_, A, G>,
+    ) -> Result<Fetch<Vec<A>>> {
         const OP: &str = "draft_layer_raw";
         let (shape, packed) = self.params[layer].as_ref().ok_or(no_layer_params(OP))?;
         let Some(conv) = &self.layers[layer].conv else {

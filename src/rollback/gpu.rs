@@ -3,8 +3,9 @@
 
 use super::commit::CommitKind;
 use super::resident::{DraftBuffers, GpuRollback, RawDraftBuffers};
-use super::store::{LayerDraft, LayerStore};
+use super::store::{Fetch, LayerDraft, LayerStore};
 use crate::dtype::Element;
+use crate::engine::host::{from_bytes, Readback};
 use crate::error::Result;
 use crate::gpu::backend::GpuBackend;
 use crate::op::record::RecordInputs;
@@ -72,16 +73,16 @@ impl<A: Element, S: Element, P: Element, G: Element> LayerStore<A, S, P, G> for 
         self.rollback.write_state(layer, state)
     }
 
-    fn state(&self, layer: usize) -> Result<Vec<S>> {
-        self.rollback.read_state(layer)
+    fn state(&self, layer: usize) -> Result<Fetch<Vec<S>>> {
+        self.rollback.start_read_state(layer).map(Fetch::Gpu)
     }
 
     fn set_conv_window(&mut self, layer: usize, window: &[A]) -> Result<()> {
         self.rollback.write_conv_window(layer, window)
     }
 
-    fn conv_window(&self, layer: usize) -> Result<Vec<A>> {
-        self.rollback.read_conv_window(layer)
+    fn conv_window(&self, layer: usize) -> Result<Fetch<Vec<A>>> {
+        self.rollback.start_read_conv_window(layer).map(Fetch::Gpu)
     }
 
     fn is_drafted(&self, layer: usize) -> bool {
@@ -89,7 +90,7 @@ impl<A: Element, S: Element, P: Element, G: Element> LayerStore<A, S, P, G> for 
     }
 
     /// One submission and one readback (of y).
-    fn draft_layer(&mut self, draft: LayerDraft<'_, '_, A, G>) -> Result<Vec<A>> {
+    fn draft_layer(&mut self, draft: LayerDraft<'_, '_, A, G>) -> Result<Fetch<Vec<A>>> {
         const OP: &str = "draft_layer";
         let (layer, inputs, conv_x) = (draft.layer, draft.inputs, draft.conv_x);
         let gpu = self.rollback.backend().clone();
@@ -105,10 +106,7 @@ impl<A: Element, S: Element, P: Element, G: Element> LayerStore<A, S, P, G> for 
                 .submit_and_map(OP, encoder, &[(&b.y, 0, bytes)], Vec::new())
         });
         match read {
-            Ok(readback) => {
-                let bytes = readback.wait_blocking()?;
-                Ok(crate::engine::host::from_bytes(&bytes[0], v_len))
-            }
+            Ok(readback) => Ok(read_y(readback, v_len)),
             Err(e) => {
                 // Nothing of this layer's draft ran: it is not open.
                 self.rollback.abandon_layer_draft(layer);
@@ -128,7 +126,11 @@ impl<A: Element, S: Element, P: Element, G: Element> LayerStore<A, S, P, G> for 
 
     /// One submission and one readback (of y): x goes to the layer's conv inputs, a
     /// and b to its gates' buffers.
-    fn draft_layer_raw(&mut self, layer: usize, inputs: &LayerInputs<'_, A, G>) -> Result<Vec<A>> {
+    fn draft_layer_raw(
+        &mut self,
+        layer: usize,
+        inputs: &LayerInputs<'_, A, G>,
+    ) -> Result<Fetch<Vec<A>>> {
         const OP: &str = "draft_layer_raw";
         let gpu = self.rollback.backend().clone();
         let b = &self.inputs[layer];
@@ -165,10 +167,7 @@ impl<A: Element, S: Element, P: Element, G: Element> LayerStore<A, S, P, G> for 
                 .submit_and_map(OP, encoder, &[(&b.y, 0, bytes)], Vec::new())
         });
         match read {
-            Ok(readback) => {
-                let bytes = readback.wait_blocking()?;
-                Ok(crate::engine::host::from_bytes(&bytes[0], v_len))
-            }
+            Ok(readback) => Ok(read_y(readback, v_len)),
             Err(e) => {
                 self.rollback.abandon_layer_draft(layer);
                 Err(e)
@@ -250,6 +249,11 @@ impl<A: Element, S: Element, P: Element, G: Element> LayerStore<A, S, P, G> for 
     fn wait(&self) -> Result<()> {
         self.rollback.backend().runtime.wait_idle_labelled("wait")
     }
+}
+
+/// A draft's y (`v_len` values) from its readback.
+fn read_y<A: Element>(readback: Readback, v_len: usize) -> Fetch<Vec<A>> {
+    Fetch::Gpu(readback.then(move |bytes| Ok(from_bytes(&bytes[0], v_len))))
 }
 
 impl GpuInputs {

@@ -29,7 +29,7 @@ use cpu::CpuStore;
 use gpu::GpuStore;
 use resident::GpuRollback;
 use std::marker::PhantomData;
-use store::{LayerDraft, LayerStore};
+use store::{Fetch, LayerDraft, LayerStore};
 
 pub use commit::{CommitKind, RollbackMode};
 pub(crate) use options::check_layers;
@@ -158,6 +158,17 @@ impl Footprint {
 ///
 /// Its layers live in a store, on the host (the CPU reference) or resident on the GPU;
 /// the rollback checks every argument, the store acts.
+///
+/// # In a browser
+///
+/// A page cannot block on the GPU (on wasm32 a blocking wait is `Error::Unsupported`).
+/// The calls that only write or submit work there as they are: `with_options`,
+/// `set_state`, `set_conv_window`, `set_layer_params`, `draft`, `commit`,
+/// `commit_deferred` and `flush`. Those that read the GPU back have futures:
+/// [`Rollback::draft_layer_async`], [`Rollback::draft_layer_raw_async`],
+/// [`Rollback::state_async`] and [`Rollback::conv_window_async`] (the same checks,
+/// submissions and results as their blocking twins); `draft_y`, `read_status` and
+/// `wait` have none.
 pub struct Rollback<A: Element, S: Element, P: Element, G: Element = A> {
     shape: GdnShape,
     layers: usize,
@@ -267,6 +278,16 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
     /// A layer's committed state, on the host. `Error::Order` while a deferred commit
     /// is pending ([`Rollback::commit_deferred`]): draft or [`Rollback::flush`] first.
     pub fn state(&self, layer: usize) -> Result<Vec<S>> {
+        self.start_state(layer)?.wait()
+    }
+
+    /// [`Rollback::state`], as a future (for a browser: see [`Rollback`]). The state is
+    /// copied when the future is first polled.
+    pub async fn state_async(&self, layer: usize) -> Result<Vec<S>> {
+        self.start_state(layer)?.wait_async().await
+    }
+
+    fn start_state(&self, layer: usize) -> Result<Fetch<Vec<S>>> {
         self.check_layer("state", layer)?;
         self.store.state(layer)
     }
@@ -290,6 +311,15 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
 
     /// A layer's conv window `[B, C, K-1]`, on the host.
     pub fn conv_window(&self, layer: usize) -> Result<Vec<A>> {
+        self.start_conv_window(layer)?.wait()
+    }
+
+    /// [`Rollback::conv_window`], as a future (for a browser).
+    pub async fn conv_window_async(&self, layer: usize) -> Result<Vec<A>> {
+        self.start_conv_window(layer)?.wait_async().await
+    }
+
+    fn start_conv_window(&self, layer: usize) -> Result<Fetch<Vec<A>>> {
         const OP: &str = "conv_window";
         self.check_layer(OP, layer)?;
         self.conv_shape(OP)?;
@@ -327,6 +357,29 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
         inputs: &RecordInputs<'_, A, G>,
         conv_x: Option<&[A]>,
     ) -> Result<Vec<A>> {
+        self.start_draft_layer(layer, inputs, conv_x)?.wait()
+    }
+
+    /// [`Rollback::draft_layer`], as a future (for a browser): the same checks and the
+    /// same submission when first polled, then y comes back without blocking. Dropped
+    /// after its first poll, the layer stays drafted; only y is not read.
+    pub async fn draft_layer_async(
+        &mut self,
+        layer: usize,
+        inputs: &RecordInputs<'_, A, G>,
+        conv_x: Option<&[A]>,
+    ) -> Result<Vec<A>> {
+        self.start_draft_layer(layer, inputs, conv_x)?
+            .wait_async()
+            .await
+    }
+
+    fn start_draft_layer(
+        &mut self,
+        layer: usize,
+        inputs: &RecordInputs<'_, A, G>,
+        conv_x: Option<&[A]>,
+    ) -> Result<Fetch<Vec<A>>> {
         const OP: &str = "draft_layer";
         self.check_layer(OP, layer)?;
         check_record_inputs(OP, &self.shape, inputs)?;
@@ -366,6 +419,26 @@ impl<A: Element, S: Element, P: Element, G: Element> Rollback<A, S, P, G> {
         layer: usize,
         inputs: &LayerInputs<'_, A, G>,
     ) -> Result<Vec<A>> {
+        self.start_draft_layer_raw(layer, inputs)?.wait()
+    }
+
+    /// [`Rollback::draft_layer_raw`], as a future (for a browser), as
+    /// [`Rollback::draft_layer_async`] is to [`Rollback::draft_layer`].
+    pub async fn draft_layer_raw_async(
+        &mut self,
+        layer: usize,
+        inputs: &LayerInputs<'_, A, G>,
+    ) -> Result<Vec<A>> {
+        self.start_draft_layer_raw(layer, inputs)?
+            .wait_async()
+            .await
+    }
+
+    fn start_draft_layer_raw(
+        &mut self,
+        layer: usize,
+        inputs: &LayerInputs<'_, A, G>,
+    ) -> Result<Fetch<Vec<A>>> {
         const OP: &str = "draft_layer_raw";
         self.check_layer(OP, layer)?;
         let shape = self.layer_shape(OP)?;

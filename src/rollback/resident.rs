@@ -9,6 +9,7 @@ use super::options::{check_layers, RollbackOptions};
 use super::store::no_layer_params;
 use crate::dtype::GdnDtypes;
 use crate::engine::encode::Prepared;
+use crate::engine::host::Pending;
 use crate::error::{Error, Result};
 use crate::gpu::backend::GpuBackend;
 use crate::op::conv::ConvBuffers;
@@ -1208,6 +1209,14 @@ impl GpuRollback {
 
     /// Read a layer's conv window back to the host (blocking, bounded).
     pub fn read_conv_window<E: crate::Element>(&self, layer: usize) -> Result<Vec<E>> {
+        self.start_read_conv_window(layer)?.wait()
+    }
+
+    /// [`GpuRollback::read_conv_window`], its copy submitted, not waited for.
+    pub(crate) fn start_read_conv_window<E: crate::Element>(
+        &self,
+        layer: usize,
+    ) -> Result<Pending<'static, Vec<E>>> {
         const OP: &str = "read_conv_window";
         self.layer(OP, layer)?;
         let conv = self.conv.as_ref().ok_or_else(|| no_conv(OP))?;
@@ -1215,7 +1224,7 @@ impl GpuRollback {
         let at = conv.window_range(self.dtypes.act, layer).start;
         self.gpu
             .runtime
-            .read_buffer_at(OP, &conv.window, at, conv.layer.window_len())
+            .start_read_at(OP, &conv.window, at, conv.layer.window_len())
     }
 
     /// Forget the open draft of every layer (after an encoder that held it was
@@ -1288,13 +1297,21 @@ impl GpuRollback {
 
     /// Read a layer's committed state back to the host (blocking, bounded).
     pub fn read_state<S: crate::Element>(&self, layer: usize) -> Result<Vec<S>> {
-        let l = self.layer("read_state", layer)?;
-        check_not_deferred("read_state", l)?;
-        self.check_state_dtype::<S>("read_state")?;
-        self.gpu.runtime.read_buffer_labelled(
-            "read_state",
-            l.states.committed(),
-            self.shape.state_len(),
-        )
+        self.start_read_state(layer)?.wait()
+    }
+
+    /// [`GpuRollback::read_state`], its copy submitted, not waited for.
+    pub(crate) fn start_read_state<S: crate::Element>(
+        &self,
+        layer: usize,
+    ) -> Result<Pending<'static, Vec<S>>> {
+        const OP: &str = "read_state";
+        let l = self.layer(OP, layer)?;
+        check_not_deferred(OP, l)?;
+        self.check_state_dtype::<S>(OP)?;
+        let state = l.states.committed();
+        self.gpu
+            .runtime
+            .start_read_at(OP, state, 0, self.shape.state_len())
     }
 }

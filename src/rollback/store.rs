@@ -3,6 +3,7 @@
 //! resident). The rollback checks every argument first; a store only acts.
 
 use super::commit::CommitKind;
+use crate::engine::host::Pending;
 use crate::error::Result;
 use crate::op::record::RecordInputs;
 use crate::op::record::{LayerInputs, LayerParams};
@@ -13,6 +14,30 @@ pub(crate) fn no_layer_params(op: &'static str) -> crate::error::Error {
     crate::error::Error::Order {
         op,
         why: "a raw draft needs the layer's parameters: set_layer_params first",
+    }
+}
+
+/// What a store hands back to the host: at hand (the CPU's), or on its way back from
+/// the GPU, whose copy is submitted and whose map is started. The rollback's blocking
+/// calls [`Fetch::wait`] for it, their `_async` twins await it.
+pub(crate) enum Fetch<T> {
+    Ready(T),
+    Gpu(Pending<'static, T>),
+}
+
+impl<T> Fetch<T> {
+    pub(crate) fn wait(self) -> Result<T> {
+        match self {
+            Fetch::Ready(t) => Ok(t),
+            Fetch::Gpu(p) => p.wait(),
+        }
+    }
+
+    pub(crate) async fn wait_async(self) -> Result<T> {
+        match self {
+            Fetch::Ready(t) => Ok(t),
+            Fetch::Gpu(p) => p.wait_async().await,
+        }
     }
 }
 
@@ -34,13 +59,13 @@ pub(crate) trait LayerStore<A, S, P, G>: wgpu::WasmNotSendSync {
         0
     }
     fn set_state(&mut self, layer: usize, state: &[S]) -> Result<()>;
-    fn state(&self, layer: usize) -> Result<Vec<S>>;
+    fn state(&self, layer: usize) -> Result<Fetch<Vec<S>>>;
     fn set_conv_window(&mut self, layer: usize, window: &[A]) -> Result<()>;
-    fn conv_window(&self, layer: usize) -> Result<Vec<A>>;
+    fn conv_window(&self, layer: usize) -> Result<Fetch<Vec<A>>>;
     /// Whether `layer` is drafted in this round.
     fn is_drafted(&self, layer: usize) -> bool;
-    /// Draft one layer; its y.
-    fn draft_layer(&mut self, draft: LayerDraft<'_, '_, A, G>) -> Result<Vec<A>>;
+    /// Draft one layer (done, or submitted, when this returns); its y.
+    fn draft_layer(&mut self, draft: LayerDraft<'_, '_, A, G>) -> Result<Fetch<Vec<A>>>;
     /// Keep a layer's parameters for its raw drafts (`shape`: the rollback's, with its
     /// conv's taps).
     fn set_layer_params(
@@ -51,7 +76,11 @@ pub(crate) trait LayerStore<A, S, P, G>: wgpu::WasmNotSendSync {
     ) -> Result<()>;
     /// Draft one layer from its raw inputs (record_layer; the window the layer's own);
     /// its y. `Error::Order` without the layer's parameters.
-    fn draft_layer_raw(&mut self, layer: usize, inputs: &LayerInputs<'_, A, G>) -> Result<Vec<A>>;
+    fn draft_layer_raw(
+        &mut self,
+        layer: usize,
+        inputs: &LayerInputs<'_, A, G>,
+    ) -> Result<Fetch<Vec<A>>>;
     /// Draft every layer (`conv_x[layer]` when the rollback keeps a conv).
     fn draft_all(
         &mut self,
