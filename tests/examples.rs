@@ -1,4 +1,6 @@
-//! Every program of `examples/` runs here (on lavapipe in CI).
+//! Every program of `examples/` runs here (on lavapipe in CI), but the browser page
+//! (`examples/browser`, a wasm32 crate of its own), which `tests/browser.rs` runs in
+//! headless Chromium and Firefox.
 
 mod common;
 
