@@ -251,12 +251,13 @@ fn run_page(browser: Browser, name: &str) -> Json {
     let mut command = match browser {
         Browser::Chromium { webgpu } => {
             let mut c = Command::new("chromium");
-            c.args(["--headless=new", "--no-sandbox", "--disable-gpu-sandbox"]);
+            // --no-sandbox: the test runs as root, where Chromium's sandbox will not start.
+            c.args(["--headless=new", "--no-sandbox"]);
             if webgpu {
                 c.arg("--enable-unsafe-webgpu");
             }
-            // Without these Chromium reaches for the network, which a closed machine
-            // refuses, and the page's connections are refused with it.
+            // Chromium's own traffic (first run, component updates, sync) off: CI's
+            // machine reaches no network, and the runs stay alike.
             c.args([
                 "--no-first-run",
                 "--disable-background-networking",
@@ -280,7 +281,7 @@ fn run_page(browser: Browser, name: &str) -> Json {
             c
         }
     };
-    // Mesa's Vulkan loader wants a runtime directory; a test may run without one.
+    // Without a runtime directory Mesa logs errors (harmless, but noise).
     if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
         command.env("XDG_RUNTIME_DIR", &runtime);
     }
