@@ -67,7 +67,9 @@ pub mod internals {
     pub mod operand {
         pub use crate::engine::operand::*;
         pub use crate::op::conv::{ConvOperands, ConvRow};
-        pub use crate::op::fold_record::{FoldRecordOperands, FoldRecordRow};
+        pub use crate::op::fold_record::{
+            FoldRecordLayerOperands, FoldRecordLayerRow, FoldRecordOperands, FoldRecordRow,
+        };
         pub use crate::op::record::{
             RecordLayerOperands, RecordLayerRow, RecordLayerVarlenOperands, RecordLayerVarlenRow,
             RecordOperands, RecordRow, RecordVarlenOperands, RecordVarlenRow,

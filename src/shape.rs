@@ -661,6 +661,10 @@ impl LayerShape {
     pub fn gdn(&self) -> &GdnShape {
         &self.gdn
     }
+    /// B: sequences.
+    pub fn batch(&self) -> usize {
+        self.gdn.batch
+    }
     /// K: the conv's taps.
     pub fn kernel(&self) -> usize {
         self.kernel

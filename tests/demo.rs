@@ -183,8 +183,8 @@ fn round_runs_with_conv_inputs_in_place() {
     assert_eq!(rows, 1, "{stdout}");
 }
 
-/// `deltatape round --raw`: every layer drafted from raw inputs (record_layer), with the
-/// conv inputs in place and the commits deferred (the raw draft replays them first).
+/// `deltatape round --raw`: every layer drafted from raw inputs, with the conv inputs in
+/// place and the commits deferred (each raw draft folds its layer's: fold_record_layer).
 #[test]
 fn round_drafts_from_raw_inputs() {
     if !common::has_gpu() {
@@ -206,6 +206,7 @@ fn round_drafts_from_raw_inputs() {
         "2",
     ]);
     assert!(stdout.contains("drafts from raw inputs"), "{stdout}");
+    assert!(stdout.contains("(fold_record_layer"), "{stdout}");
     let rows = stdout
         .lines()
         .filter(|l| l.trim_start().starts_with("deferred"))

@@ -761,6 +761,116 @@ fn rollback_raw_drafts_roll_back_state_and_window() {
     }
 }
 
+/// Raw drafts after deferred commits on the GPU: each draft folds its layer's pending
+/// commit into the state as it reads it (fold_record_layer, one pass), and gives the
+/// y, states and conv windows of a CPU rollback that commits at once, round by round
+/// (a masked round replays its commit first, then records), in both layouts and with
+/// f32 and bf16 activations.
+#[test]
+fn gpu_raw_drafts_fold_deferred_commits() {
+    let Some(g) = gpu() else { return };
+    let backend = Backend::Gpu(g.clone());
+    deferred_raw_case::<f32>(
+        &backend,
+        layer_shape(2, 4, [2, 4, 8, 6], 4),
+        GqaLayout::Blocked,
+    );
+    deferred_raw_case::<f32>(
+        &backend,
+        layer_shape(3, 5, [1, 2, 12, 4], 3),
+        GqaLayout::Tiled,
+    );
+    deferred_raw_case::<bf16>(
+        &backend,
+        layer_shape(2, 3, [2, 4, 8, 4], 4),
+        GqaLayout::Tiled,
+    );
+    let ran = g
+        .compiled_kernels()
+        .iter()
+        .any(|k| k.op.name() == "fold_record_layer");
+    assert!(ran, "no fold_record_layer kernel was compiled");
+}
+
+fn deferred_raw_case<A: Element>(gpu: &Backend, shape: LayerShape, layout: GqaLayout) {
+    use deltatape::{ConvConfig, Rollback, RollbackOptions};
+    let gdn = *shape.gdn();
+    let options = RollbackOptions {
+        conv: Some(ConvConfig {
+            channels: shape.channels(),
+            kernel: shape.kernel(),
+        }),
+        ..Default::default()
+    };
+    let cpu_backend = cpu();
+    let make = |b: &Backend| -> Rollback<A, f32, f32> {
+        Rollback::with_options(b, gdn, 2, layout, options).unwrap()
+    };
+    let (mut deferred, mut eager) = (make(gpu), make(&cpu_backend));
+    let params = [
+        LayerDraw::new(&shape, 61, true, true),
+        LayerDraw::new(&shape, 62, true, false),
+    ];
+    for rb in [&mut deferred, &mut eager] {
+        for (l, d) in params.iter().enumerate() {
+            rb.set_layer_params(l, &d.params()).unwrap();
+            rb.set_state(l, &d.state).unwrap();
+            let window: Vec<A> = d.window.iter().map(|&v| A::from_f32(v)).collect();
+            rb.set_conv_window(l, &window).unwrap();
+        }
+    }
+    let what = |round: usize| format!("{shape:?} {layout:?} round {round}");
+    let b_n = gdn.batch();
+    for round in 0..4 {
+        // Round 2 is masked: its last step dead in every sequence.
+        let mask: Option<Vec<u32>> = (round == 2).then(|| {
+            let t = gdn.steps();
+            (0..b_n * t).map(|i| u32::from(i % t + 1 < t)).collect()
+        });
+        for l in 0..2 {
+            let d = LayerDraw::new(&shape, 700 + 10 * round as u64 + l as u64, true, false);
+            let t = TypedLayer::<A, A>::of(&d);
+            let raw = t.inputs(mask.as_deref());
+            let y = deferred.draft_layer_raw(l, &raw).unwrap();
+            let want = eager.draft_layer_raw(l, &raw).unwrap();
+            let tol = if A::DTYPE == deltatape::DType::F32 {
+                1e-5
+            } else {
+                2e-2
+            };
+            assert_close(&format!("{} layer {l}: y", what(round)), &y, &want, tol);
+        }
+        let accepted: Vec<u32> = (0..b_n)
+            .map(|b| ((round + b) % (gdn.steps() + 1)) as u32)
+            .collect();
+        // A masked draft's commit cannot be deferred: committed at once on both.
+        if mask.is_some() {
+            deferred.commit(&accepted).unwrap();
+        } else {
+            deferred.commit_deferred(&accepted).unwrap();
+            assert!(deferred.has_deferred_commit());
+        }
+        eager.commit(&accepted).unwrap();
+        for l in 0..2 {
+            let (got, want) = (
+                deferred.conv_window(l).unwrap(),
+                eager.conv_window(l).unwrap(),
+            );
+            assert_eq!(got, want, "{} layer {l}: window", what(round));
+        }
+    }
+    deferred.flush().unwrap();
+    for l in 0..2 {
+        let what = format!("{shape:?} {layout:?} layer {l}: state");
+        assert_close(
+            &what,
+            &deferred.state(l).unwrap(),
+            &eager.state(l).unwrap(),
+            1e-4,
+        );
+    }
+}
+
 /// A GpuRollback's raw drafts of two layers in one pass, x written into the rollback's
 /// own conv inputs buffer (each layer's range of it), against record_layer on the
 /// host; then a commit from a device buffer moves each layer's window as conv_commit.

@@ -386,6 +386,25 @@ macro_rules! row_group {
         #[doc = "`[S + 1]`: sequence s is the tokens `offsets[s] .. offsets[s + 1]`."] [Offsets] offsets: T, Control U32 Read Words = offsets_len;
         $($rest)*
     ); };
+    // What fold_record reads and writes beside its draft's inputs: the state folded in
+    // place, y, the tape (the pending one read first), the pending k and g and counts.
+    (fold_outputs [] $head:tt $rows:tt $($rest:tt)*) => { $crate::engine::operand::operand_table!(@rows $head $rows
+        #[doc = "`[B, Hv, Dv, Dk]`: the snapshot, made the committed state in place (each row read and written by one invocation), which this draft then reads."]
+        [State] state: T, State State ReadWrite Rows = state_len;
+        #[doc = "`[B, T, Hv, Dv]`."] [Y] y: T, Output Act Write Scalars = v_len;
+        #[doc = "`[B, T, Hv, Dv]`: the pending tape's innovations, read, then this draft's (every element is read and written by one workgroup, reads first)."]
+        [Delta] delta: T, Tape Tape ReadWrite Scalars = v_len;
+        #[doc = "`[B, T, Hk, Dk]`: this draft's tape k, a copy of k at key heads."] [TapeKGrouped] tape_k_grouped: T, Tape Act Write Rows = qk_len;
+        #[doc = "`[B, T, Hv]`: this draft's tape g, a copy of g."] [TapeG] tape_g: T, Tape Gate Write Scalars = gate_len;
+        #[doc = "`[B, T, Hk, Dk]`: the pending tape's k (another buffer than `tape_k_grouped`: every workgroup of a key head reads it while one writes the new one)."]
+        [PendingKGrouped] pending_k_grouped: T, Tape Act Read Rows = qk_len;
+        #[doc = "`[B, T, Hv]`: the pending tape's g (another buffer than `tape_g`)."] [PendingG] pending_g: T, Tape Gate Read Scalars = gate_len;
+        #[doc = "`[B]` u32: the pending draft's accepted counts, clamped to T on the GPU and flagged in `status`."]
+        [Accepted] accepted: T, Control U32 Read Words = batch;
+        #[doc = "`[B]` u32: where a count was clamped, the count as given (else untouched)."]
+        [Status] status: Option<T>, Control U32 Write Words = batch, optional;
+        $($rest)*
+    ); };
     // The tape's copies of k and g, which make a rollback's draft one dispatch.
     (tape_copies [] $head:tt $rows:tt $($rest:tt)*) => { $crate::engine::operand::operand_table!(@rows $head $rows
         #[doc = "`[B, T, Hk, Dk]`: the tape's k, a copy of k at key heads (replay reads it through the GQA layout); `None`: not written."]

@@ -70,6 +70,8 @@ impl Op {
     pub const Conv: Op = conv::OP;
     /// fold_record: a deferred commit's replay, in place, then record from the result.
     pub const FoldRecord: Op = fold_record::OP;
+    /// fold_record from a layer's raw inputs.
+    pub const FoldRecordLayer: Op = fold_record::LAYER;
     pub const Gates: Op = gates::OP;
     /// record_chunked's first pass: each chunk's WY factors.
     pub const ChunkWy: Op = record_chunked::CHUNK_WY;
@@ -92,6 +94,7 @@ impl Op {
         Op::Repeat,
         Op::Conv,
         Op::FoldRecord,
+        Op::FoldRecordLayer,
         Op::Gates,
         Op::ChunkWy,
         Op::ChunkState,

@@ -13,7 +13,7 @@ use crate::engine::host::Pending;
 use crate::error::{Error, Result};
 use crate::gpu::backend::GpuBackend;
 use crate::op::conv::ConvBuffers;
-use crate::op::fold_record::FoldRecordBuffers;
+use crate::op::fold_record::{FoldRecordBuffers, FoldRecordLayerBuffers};
 use crate::op::record::RecordBuffers;
 use crate::op::record::{LayerParams, LayerParamsBuffer, RecordLayerBuffers};
 use crate::op::replay::ReplayBuffers;
@@ -175,9 +175,10 @@ struct DeferredFold {
     tape_g: wgpu::Buffer,
 }
 
-/// One layer's draft dispatches: record (fold_record when it folds a deferred commit)
-/// after, for a deferred commit that a masked draft cannot fold, that commit's replay;
-/// and, when the conv inputs are the caller's and large, the copy that keeps them.
+/// One layer's draft dispatches: record (fold_record, or fold_record_layer from raw
+/// inputs, when it folds a deferred commit) after, for a deferred commit that a masked
+/// draft cannot fold, that commit's replay; and, when the conv inputs are the caller's
+/// and large, the copy that keeps them.
 #[derive(Clone)]
 struct DraftDispatches {
     replay_first: Option<Prepared>,
@@ -331,8 +332,31 @@ impl DraftPlan<'_> {
                 let (shape, layout, dtypes) = (&self.shape, self.layout, self.dtypes);
                 (None, gpu.prepare_fold_record(shape, layout, dtypes, &fold)?)
             }
-            // fold_record takes no mask nor raw inputs: such a draft replays the
-            // deferred commit first, then records.
+            // The same from raw inputs: fold_record_layer.
+            (Some(f), DraftInputs::Raw(r)) if r.mask.is_none() && self.raw.is_some() => {
+                let (shape, params, window, at) = self.raw.expect("matched");
+                let fold = FoldRecordLayerBuffers {
+                    x: r.x,
+                    window,
+                    layer: params,
+                    a: r.a,
+                    b: r.b,
+                    state: self.states.committed(),
+                    y: r.y,
+                    delta: self.delta,
+                    tape_k_grouped: self.tape_k,
+                    tape_g: self.tape_g,
+                    pending_k_grouped: &f.tape_k,
+                    pending_g: &f.tape_g,
+                    accepted: &f.accepted,
+                    status: self.status,
+                };
+                let (layout, dtypes) = (self.layout, self.dtypes);
+                let fold = gpu.prepare_fold_record_layer_at(&shape, layout, dtypes, &fold, at)?;
+                (None, fold)
+            }
+            // fold_record takes no mask: a masked draft replays the deferred commit
+            // first, then records.
             (Some(f), _) => {
                 let state = self.states.committed();
                 let replay = prepare_deferred_replay(
@@ -699,8 +723,9 @@ impl GpuRollback {
     /// conv from the layer's window on the device, the norms and the gates, then
     /// record), writing y and the tape as [`GpuRollback::encode_draft`] does; x is kept
     /// for the commit's conv. Needs a conv window ([`RollbackOptions::conv`], K up to
-    /// 4) and the layer's parameters ([`GpuRollback::set_layer_params`]); a deferred
-    /// commit is replayed first.
+    /// 4) and the layer's parameters ([`GpuRollback::set_layer_params`]). A deferred
+    /// commit is folded into the state as the draft reads it (fold_record_layer, one
+    /// dispatch); a masked draft replays it first.
     pub fn encode_draft_raw(
         &mut self,
         encoder: &mut wgpu::CommandEncoder,

@@ -391,7 +391,7 @@ impl Tuning {
             measured().unwrap_or(self.record)
         } else if op == Op::Replay {
             measured().unwrap_or(self.replay)
-        } else if op == Op::FoldRecord {
+        } else if op == Op::FoldRecord || op == Op::FoldRecordLayer {
             self.record
         } else {
             ShapeClass::default()

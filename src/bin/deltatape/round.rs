@@ -172,7 +172,12 @@ fn print_header(args: &Args, model: &ModelPreset, layers: usize, parts: usize, g
         }
     );
     if args.raw {
-        println!("drafts from raw inputs: the conv, q/k norms and gates in each layer's draft dispatch (record_layer)");
+        let kernel = if args.deferred {
+            "fold_record_layer: the deferred commit folded in, one pass over the state"
+        } else {
+            "record_layer"
+        };
+        println!("drafts from raw inputs: the conv, q/k norms and gates in each layer's draft dispatch ({kernel})");
     }
     println!(
         "wall time: to the round's last submission done, polled for up to {} us, then blocked on (DELTATAPE_SPIN_US)",

@@ -1,11 +1,13 @@
 //! fold_record: a deferred commit's replay, in place, then record from the result, in
-//! one pass over the state (docs/SPEC.md "fold_record").
+//! one pass over the state (docs/SPEC.md "fold_record"); from prepared inputs ([`OP`])
+//! or, as record_layer, from a layer's raw ones ([`LAYER`]).
 
 use super::gdn;
 use crate::dtype::GdnDtypes;
 use crate::engine::key::{KernelKey, KeyAt, Op, OpInfo, OpKernel, Reduction};
 use crate::engine::operand::operand_table;
-use crate::shape::GdnShape;
+use crate::op::record::{Inputs, RecordForm, Sequences};
+use crate::shape::{GdnShape, LayerShape};
 use crate::tuning::ShapeClass;
 
 pub(crate) mod cpu;
@@ -23,7 +25,7 @@ pub const OP: Op = Op(&OpInfo {
         "fold_record",
         ROOT,
         FoldRecordOperands::<()>::ROWS,
-        (&FoldRecord, &super::gdn::FOLDS),
+        (&FoldRecord(Inputs::Prepared), &super::gdn::FOLDS),
     )
 });
 /// The op's root WGSL.
@@ -36,40 +38,65 @@ operand_table! {
     /// state, stored back), then record runs from it and writes this draft's tape.
     pub struct FoldRecordOperands, rows FoldRecordRow, op "fold_record", for GdnShape {
         use activations;
-        /// `[B, Hv, Dv, Dk]`: the snapshot, made the committed state in place (each
-        /// row read and written by one invocation), which this draft then reads.
-        [State] state: T, State State ReadWrite Rows = state_len;
-        /// `[B, T, Hv, Dv]`.
-        [Y] y: T, Output Act Write Scalars = v_len;
-        /// `[B, T, Hv, Dv]`: the pending tape's innovations, read, then this draft's
-        /// (every element is read and written by one workgroup, reads first).
-        [Delta] delta: T, Tape Tape ReadWrite Scalars = v_len;
-        /// `[B, T, Hk, Dk]`: this draft's tape k, a copy of k at key heads.
-        [TapeKGrouped] tape_k_grouped: T, Tape Act Write Rows = qk_len;
-        /// `[B, T, Hv]`: this draft's tape g, a copy of g.
-        [TapeG] tape_g: T, Tape Gate Write Scalars = gate_len;
-        /// `[B, T, Hk, Dk]`: the pending tape's k (another buffer than `tape_k_grouped`:
-        /// every workgroup of a key head reads it while one writes the new one).
-        [PendingKGrouped] pending_k_grouped: T, Tape Act Read Rows = qk_len;
-        /// `[B, T, Hv]`: the pending tape's g (another buffer than `tape_g`).
-        [PendingG] pending_g: T, Tape Gate Read Scalars = gate_len;
-        /// `[B]` u32: the pending draft's accepted counts, clamped to T on the GPU and
-        /// flagged in `status`.
-        [Accepted] accepted: T, Control U32 Read Words = batch;
-        /// `[B]` u32: where a count was clamped, the count as given (else untouched).
-        [Status] status: Option<T>, Control U32 Write Words = batch, optional;
+        use fold_outputs;
     }
 }
 
-struct FoldRecord;
+operand_table! {
+    /// fold_record_layer's operands: fold_record's, with a layer's raw inputs, conv
+    /// window and parameters in place of q, k, v, g and beta (record_layer's prologue
+    /// runs in the kernel, docs/SPEC.md "record_layer").
+    pub struct FoldRecordLayerOperands, rows FoldRecordLayerRow, op "fold_record_layer", for LayerShape, params P {
+        use raw_inputs;
+        use fold_outputs;
+    }
+}
+
+/// Buffers of one fold_record_layer dispatch: `layer` is the layer's parameters as
+/// [`crate::GpuBackend::upload_layer`] made them, for this layer's dims.
+pub(crate) type FoldRecordLayerBuffers<'a> =
+    FoldRecordLayerOperands<&'a wgpu::Buffer, &'a crate::op::record::LayerParamsBuffer>;
+
+/// fold_record from a layer's raw inputs: a deferred commit and the next raw draft in
+/// one pass (the rollback's, `GpuRollback::encode_draft_raw` after
+/// `encode_commit_deferred`).
+pub const LAYER: Op = Op(&OpInfo {
+    prefetches: true,
+    larger_batches: &[4, 16],
+    ..OpInfo::new(
+        "fold_record_layer",
+        ROOT,
+        FoldRecordLayerOperands::<()>::ROWS,
+        (&FoldRecord(Inputs::Raw), &super::gdn::FOLDS),
+    )
+});
+
+const _: () = assert!(FoldRecordRow::Status.bit() == FoldRecordLayerRow::Status.bit());
+
+/// The kernel of fold_record's forms: its inputs prepared or raw.
+struct FoldRecord(Inputs);
 
 impl OpKernel for FoldRecord {
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
-        gdn::record_workgroup_bytes(key)
+        let form = RecordForm {
+            inputs: self.0,
+            sequences: Sequences::Padded,
+        };
+        gdn::record_workgroup_bytes(key) + form.workgroup_bytes(key.gdn().chunk)
     }
     fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
-        let class = ShapeClass::default();
-        KernelKey::fold_record(at.shape, at.dtypes, at.reduction, &class)
+        let op = match self.0 {
+            Inputs::Prepared => OP,
+            Inputs::Raw => LAYER,
+        };
+        gdn::key(
+            op,
+            at.shape,
+            at.dtypes,
+            at.reduction,
+            false,
+            &ShapeClass::default(),
+        )
     }
     /// The first layer's: flagging clamped counts.
     fn rollback_variants(&self) -> Vec<u16> {

@@ -1,0 +1,1504 @@
+// deltatape kernel fold_record_layer.f32.f32.f32.subgroup.l8r16g4t1c8.v4.early
+const HAS_X: bool = true;
+const HAS_WINDOW: bool = true;
+const HAS_LAYER: bool = true;
+const HAS_A: bool = true;
+const HAS_B: bool = true;
+const HAS_STATE: bool = true;
+const HAS_Y: bool = true;
+const HAS_DELTA: bool = true;
+const HAS_TAPE_K_GROUPED: bool = true;
+const HAS_TAPE_G: bool = true;
+const HAS_PENDING_K_GROUPED: bool = true;
+const HAS_PENDING_G: bool = true;
+const HAS_ACCEPTED: bool = true;
+const HAS_STATUS: bool = false;
+const WG_SIZE: u32 = 128u;
+const VEC4: bool = true;
+const HAS_BF16: bool = false;
+const SUBGROUP: bool = true;
+const ACT_BF16: bool = false;
+const ACT_F16: bool = false;
+const STATE_BF16: bool = false;
+const STATE_F16: bool = false;
+const TAPE_BF16: bool = false;
+const GATE_BF16: bool = false;
+const GATE_F16: bool = false;
+const HAS_MASK: bool = false;
+const HAS_STATE_OUT: bool = false;
+const HAS_SNAPSHOT: bool = false;
+const HAS_OFFSETS: bool = false;
+const LANES: u32 = 8u;
+const ROWS: u32 = 16u;
+const GROUPS: u32 = 4u;
+const RPT: u32 = 1u;
+const CHUNK: u32 = 8u;
+const KQ_ITEMS: u32 = 2u;
+const V_ITEMS: u32 = 1u;
+const PAIRS_OUTPUTS: bool = false;
+const PAIRS_IN_THREAD: bool = false;
+const FOLD: bool = true;
+const EARLY_FOLD: bool = true;
+const SCALED_STATE: bool = false;
+const QK_OWNED: u32 = 1u;
+const V_OWNED: u32 = 1u;
+
+@group(0) @binding(1) var<storage, read> x_buf: array<f32>;
+fn load1_x(i: u32) -> f32 {
+    let x = x_buf[i];
+    return x;
+}
+alias x_raw1 = f32;
+fn raw1_x(i: u32) -> x_raw1 {
+    return x_buf[i];
+}
+fn unpack1_x(x: x_raw1, i: u32) -> f32 {
+    return x;
+}
+
+@group(0) @binding(2) var<storage, read> window_buf: array<f32>;
+fn load1_window(i: u32) -> f32 {
+    let x = window_buf[i];
+    return x;
+}
+alias window_raw1 = f32;
+fn raw1_window(i: u32) -> window_raw1 {
+    return window_buf[i];
+}
+fn unpack1_window(x: window_raw1, i: u32) -> f32 {
+    return x;
+}
+
+@group(0) @binding(3) var<storage, read> layer_buf: array<u32>;
+fn load_layer(i: u32) -> u32 {
+    return layer_buf[i];
+}
+
+@group(0) @binding(4) var<storage, read> a_buf: array<f32>;
+fn load1_a(i: u32) -> f32 {
+    let x = a_buf[i];
+    return x;
+}
+alias a_raw1 = f32;
+fn raw1_a(i: u32) -> a_raw1 {
+    return a_buf[i];
+}
+fn unpack1_a(x: a_raw1, i: u32) -> f32 {
+    return x;
+}
+
+@group(0) @binding(5) var<storage, read> b_buf: array<f32>;
+fn load1_b(i: u32) -> f32 {
+    let x = b_buf[i];
+    return x;
+}
+alias b_raw1 = f32;
+fn raw1_b(i: u32) -> b_raw1 {
+    return b_buf[i];
+}
+fn unpack1_b(x: b_raw1, i: u32) -> f32 {
+    return x;
+}
+
+@group(0) @binding(6) var<storage, read_write> state_buf: array<vec4<f32>>;
+fn load1_state(i: u32) -> f32 {
+    let x = state_buf[i >> 2u][i & 3u];
+    return x;
+}
+alias state_raw1 = f32;
+fn raw1_state(i: u32) -> state_raw1 {
+    return state_buf[i >> 2u][i & 3u];
+}
+fn unpack1_state(x: state_raw1, i: u32) -> f32 {
+    return x;
+}
+fn load_state(base: u32, i: u32, n: u32) -> vec4<f32> {
+    let x = state_buf[(base + i) >> 2u];
+    return select(vec4<f32>(0.0), x, i < n);
+}
+alias state_raw = vec4<f32>;
+fn raw_state(base: u32, i: u32, n: u32) -> state_raw {
+    return state_buf[(base + i) >> 2u];
+}
+fn unpack_state(x: state_raw, i: u32, n: u32) -> vec4<f32> {
+    return select(vec4<f32>(0.0), x, i < n);
+}
+fn store_state(base: u32, i: u32, n: u32, v: vec4<f32>) {
+    if i < n {
+        state_buf[(base + i) >> 2u] = v;
+    }
+}
+
+@group(0) @binding(7) var<storage, read_write> y_buf: array<f32>;
+fn load1_y(i: u32) -> f32 {
+    let x = y_buf[i];
+    return x;
+}
+alias y_raw1 = f32;
+fn raw1_y(i: u32) -> y_raw1 {
+    return y_buf[i];
+}
+fn unpack1_y(x: y_raw1, i: u32) -> f32 {
+    return x;
+}
+fn store1_y(i: u32, v: f32) {
+    y_buf[i] = v;
+}
+fn store2_y(i: u32, a: f32, b: f32) {
+    y_buf[i] = a;
+    y_buf[i + 1u] = b;
+}
+
+@group(0) @binding(8) var<storage, read_write> delta_buf: array<f32>;
+fn load1_delta(i: u32) -> f32 {
+    let x = delta_buf[i];
+    return x;
+}
+alias delta_raw1 = f32;
+fn raw1_delta(i: u32) -> delta_raw1 {
+    return delta_buf[i];
+}
+fn unpack1_delta(x: delta_raw1, i: u32) -> f32 {
+    return x;
+}
+fn store1_delta(i: u32, v: f32) {
+    delta_buf[i] = v;
+}
+fn store2_delta(i: u32, a: f32, b: f32) {
+    delta_buf[i] = a;
+    delta_buf[i + 1u] = b;
+}
+
+@group(0) @binding(9) var<storage, read_write> tape_k_grouped_buf: array<vec4<f32>>;
+fn load1_tape_k_grouped(i: u32) -> f32 {
+    let x = tape_k_grouped_buf[i >> 2u][i & 3u];
+    return x;
+}
+alias tape_k_grouped_raw1 = f32;
+fn raw1_tape_k_grouped(i: u32) -> tape_k_grouped_raw1 {
+    return tape_k_grouped_buf[i >> 2u][i & 3u];
+}
+fn unpack1_tape_k_grouped(x: tape_k_grouped_raw1, i: u32) -> f32 {
+    return x;
+}
+fn load_tape_k_grouped(base: u32, i: u32, n: u32) -> vec4<f32> {
+    let x = tape_k_grouped_buf[(base + i) >> 2u];
+    return select(vec4<f32>(0.0), x, i < n);
+}
+alias tape_k_grouped_raw = vec4<f32>;
+fn raw_tape_k_grouped(base: u32, i: u32, n: u32) -> tape_k_grouped_raw {
+    return tape_k_grouped_buf[(base + i) >> 2u];
+}
+fn unpack_tape_k_grouped(x: tape_k_grouped_raw, i: u32, n: u32) -> vec4<f32> {
+    return select(vec4<f32>(0.0), x, i < n);
+}
+fn store_tape_k_grouped(base: u32, i: u32, n: u32, v: vec4<f32>) {
+    if i < n {
+        tape_k_grouped_buf[(base + i) >> 2u] = v;
+    }
+}
+
+@group(0) @binding(10) var<storage, read_write> tape_g_buf: array<f32>;
+fn load1_tape_g(i: u32) -> f32 {
+    let x = tape_g_buf[i];
+    return x;
+}
+alias tape_g_raw1 = f32;
+fn raw1_tape_g(i: u32) -> tape_g_raw1 {
+    return tape_g_buf[i];
+}
+fn unpack1_tape_g(x: tape_g_raw1, i: u32) -> f32 {
+    return x;
+}
+fn store1_tape_g(i: u32, v: f32) {
+    tape_g_buf[i] = v;
+}
+fn store2_tape_g(i: u32, a: f32, b: f32) {
+    tape_g_buf[i] = a;
+    tape_g_buf[i + 1u] = b;
+}
+
+@group(0) @binding(11) var<storage, read> pending_k_grouped_buf: array<vec4<f32>>;
+fn load1_pending_k_grouped(i: u32) -> f32 {
+    let x = pending_k_grouped_buf[i >> 2u][i & 3u];
+    return x;
+}
+alias pending_k_grouped_raw1 = f32;
+fn raw1_pending_k_grouped(i: u32) -> pending_k_grouped_raw1 {
+    return pending_k_grouped_buf[i >> 2u][i & 3u];
+}
+fn unpack1_pending_k_grouped(x: pending_k_grouped_raw1, i: u32) -> f32 {
+    return x;
+}
+fn load_pending_k_grouped(base: u32, i: u32, n: u32) -> vec4<f32> {
+    let x = pending_k_grouped_buf[(base + i) >> 2u];
+    return select(vec4<f32>(0.0), x, i < n);
+}
+alias pending_k_grouped_raw = vec4<f32>;
+fn raw_pending_k_grouped(base: u32, i: u32, n: u32) -> pending_k_grouped_raw {
+    return pending_k_grouped_buf[(base + i) >> 2u];
+}
+fn unpack_pending_k_grouped(x: pending_k_grouped_raw, i: u32, n: u32) -> vec4<f32> {
+    return select(vec4<f32>(0.0), x, i < n);
+}
+
+@group(0) @binding(12) var<storage, read> pending_g_buf: array<f32>;
+fn load1_pending_g(i: u32) -> f32 {
+    let x = pending_g_buf[i];
+    return x;
+}
+alias pending_g_raw1 = f32;
+fn raw1_pending_g(i: u32) -> pending_g_raw1 {
+    return pending_g_buf[i];
+}
+fn unpack1_pending_g(x: pending_g_raw1, i: u32) -> f32 {
+    return x;
+}
+
+@group(0) @binding(13) var<storage, read> accepted_buf: array<u32>;
+fn load_accepted(i: u32) -> u32 {
+    return accepted_buf[i];
+}
+
+
+// Index formulas of SPEC.md: the WGSL twin of src/shape.rs (row-major, last index
+// contiguous). The GPU tests against the CPU reference keep the two in step.
+
+struct GdnDims {
+    batch: u32,
+    steps: u32,
+    key_heads: u32,
+    value_heads: u32,
+    key_dim: u32,
+    value_dim: u32,
+    // record_varlen: the sequence's first packed token (wgsl/packed_sequences.wgsl
+    // sets it per workgroup); 0 in the parameters.
+    first_token: u32,
+    // record_layer: the conv's taps K (wgsl/layer_staging.wgsl); 0 for the other ops.
+    conv_taps: u32,
+}
+
+// Parameters of record and replay. One workgroup serves ROWS rows (dv) of one
+// (b, hv) head; `row_blocks` workgroups cover a head's Dv rows.
+struct GdnParams {
+    dims: GdnDims,
+    gqa_layout: u32,  // 0 = blocked, 1 = tiled
+    row_blocks: u32,  // ceil(Dv / ROWS)
+    workgroups: u32,  // batch * value_heads * row_blocks
+    _pad: u32,
+}
+
+// The key head serving value head `hv`: blocked hv / (Hv / Hk), tiled hv % Hk.
+fn key_head(gqa_layout: u32, hv: u32, key_heads: u32, value_heads: u32) -> u32 {
+    return select(hv / (value_heads / key_heads), hv % key_heads, gqa_layout == 1u);
+}
+
+// The first value head that key head `hk` serves (the inverse of key_head's grouping):
+// blocked hk * (Hv / Hk), tiled hk.
+fn first_value_head(gqa_layout: u32, hk: u32, key_heads: u32, value_heads: u32) -> u32 {
+    return select(hk * (value_heads / key_heads), hk, gqa_layout == 1u);
+}
+
+// The token of step t of sequence b: b * T + t, or with packed sequences of their own
+// lengths (record_varlen, HAS_OFFSETS) the sequence's first token plus t.
+fn token(d: GdnDims, b: u32, t: u32) -> u32 {
+    return b * d.steps + t;
+}
+
+// Start of q[b, t, hk, :] and k[b, t, hk, :] (and of the tape's k at key heads).
+fn qk_row(d: GdnDims, b: u32, t: u32, hk: u32) -> u32 {
+    return (token(d, b, t) * d.key_heads + hk) * d.key_dim;
+}
+
+// Index of v[b, t, hv, dv], y[...] and the tape's delta[...].
+fn v_index(d: GdnDims, b: u32, t: u32, hv: u32, dv: u32) -> u32 {
+    return (token(d, b, t) * d.value_heads + hv) * d.value_dim + dv;
+}
+
+// Index of g[b, t, hv], beta[...] and the tape's g[...].
+fn gate_index(d: GdnDims, b: u32, t: u32, hv: u32) -> u32 {
+    return token(d, b, t) * d.value_heads + hv;
+}
+
+// Index of mask[b, t].
+fn mask_index(d: GdnDims, b: u32, t: u32) -> u32 {
+    return token(d, b, t);
+}
+
+// Start of state[b, hv, dv, :].
+fn state_row(d: GdnDims, b: u32, hv: u32, dv: u32) -> u32 {
+    return ((b * d.value_heads + hv) * d.value_dim + dv) * d.key_dim;
+}
+
+// Start of the tape's k[b, t, hv, :].
+fn tape_k_row(d: GdnDims, b: u32, t: u32, hv: u32) -> u32 {
+    return (token(d, b, t) * d.value_heads + hv) * d.key_dim;
+}
+
+// The state rows one invocation of record / replay holds. Workgroup wg serves ROWS rows
+// of head (b, hv), from dv = row_base; LANES lanes share a row and an invocation holds
+// the local rows first_row + rr, rr < RPT. Lane `lane` keeps the columns
+// lane_col(m, lane) .. + 4 of each, m < GROUPS.
+struct RowTile {
+    b: u32,
+    hv: u32,
+    lane: u32,
+    row_base: u32,
+    first_row: u32,
+}
+
+fn row_tile(d: GdnDims, row_blocks: u32, wg: u32, li: u32) -> RowTile {
+    let head = wg / row_blocks;
+    return RowTile(head / d.value_heads, head % d.value_heads, li % LANES, (wg % row_blocks) * ROWS, (li / LANES) * RPT);
+}
+
+fn lane_col(m: u32, lane: u32) -> u32 {
+    return (m * LANES + lane) * 4u;
+}
+
+// The state-row kernels' tiling (record, replay, fold_record). One workgroup serves
+// ROWS rows dv of one (b, hv) head (shape.wgsl's row_tile). LANES lanes share a row, and
+// each invocation holds RPT rows: lane j keeps the state elements of groups
+// i = (m * LANES + j) * 4, m < GROUPS, of each of its rows in registers for all T steps
+// (the #unroll loops over m, rr and j keep every array index constant, so the arrays
+// stay in registers). An invocation whose row lies past Dv holds the clamped last row
+// and never stores it.
+
+@group(0) @binding(0) var<uniform> params: GdnParams;
+
+alias StateTile = array<vec4<f32>, GROUPS * RPT>;
+
+// The entry's call (wgsl/entry.wgsl): workgroup `wg`'s tile, handed to the root's
+// row_kernel (past the grid, nothing).
+fn kernel_main(li: u32, wg: u32, sg: u32) {
+    if wg >= params.workgroups {
+        return;
+    }
+    let d = params.dims;
+    row_kernel(d, row_tile(d, params.row_blocks, wg, li), li, sg);
+}
+
+// The rows first_dv .. first_dv + RPT of head (b, hv) into `s`, from the state the
+// root's load_start_state reads.
+fn load_tile(s: ptr<function, StateTile>, d: GdnDims, b: u32, hv: u32, first_dv: u32, lane: u32) {
+    {
+        let rr = 0u;
+        let srow = state_row(d, b, hv, min(first_dv + rr, d.value_dim - 1u));
+        {
+            let m = 0u;
+            (*s)[rr * GROUPS + m] = load_start_state(srow, lane_col(m, lane), d.key_dim);
+        }
+        {
+            let m = 1u;
+            (*s)[rr * GROUPS + m] = load_start_state(srow, lane_col(m, lane), d.key_dim);
+        }
+        {
+            let m = 2u;
+            (*s)[rr * GROUPS + m] = load_start_state(srow, lane_col(m, lane), d.key_dim);
+        }
+        {
+            let m = 3u;
+            (*s)[rr * GROUPS + m] = load_start_state(srow, lane_col(m, lane), d.key_dim);
+        }
+    }
+}
+
+// The state rows an invocation holds (tile_load.wgsl), stored by the root's
+// store_end_state: only the rows that lie inside the head, each by the one invocation
+// that holds it.
+fn store_tile(s: ptr<function, StateTile>, d: GdnDims, b: u32, hv: u32, first_dv: u32, lane: u32) {
+    {
+        let rr = 0u;
+        if first_dv + rr < d.value_dim {
+            let srow = state_row(d, b, hv, first_dv + rr);
+            {
+                let m = 0u;
+                store_end_state(srow, lane_col(m, lane), d.key_dim, (*s)[rr * GROUPS + m]);
+            }
+            {
+                let m = 1u;
+                store_end_state(srow, lane_col(m, lane), d.key_dim, (*s)[rr * GROUPS + m]);
+            }
+            {
+                let m = 2u;
+                store_end_state(srow, lane_col(m, lane), d.key_dim, (*s)[rr * GROUPS + m]);
+            }
+            {
+                let m = 3u;
+                store_end_state(srow, lane_col(m, lane), d.key_dim, (*s)[rr * GROUPS + m]);
+            }
+        }
+    }
+}
+
+// Everything a state-row kernel's step reads besides the state (k, record's q, the
+// row's v or the tape's delta, the gates, the mask) is staged CHUNK steps at a time in
+// workgroup memory: k (and q) are the same for every row of the head, and each staged
+// value an invocation reads serves its RPT rows. The next chunk's global loads are
+// issued before the current chunk is computed and land in registers (the next_*
+// variables), so their latency hides behind the arithmetic instead of stalling every
+// step.
+
+const STAGED: u32 = GROUPS * LANES; // vec4s of one k (or q) row
+
+// Index of the v (or delta) element that slot i of a chunk staged from step t0 holds:
+// step t0 + i / ROWS, row row_base + i % ROWS clamped to the head's last row.
+fn staged_row_index(d: GdnDims, b: u32, hv: u32, row_base: u32, t0: u32, i: u32) -> u32 {
+    return v_index(d, b, t0 + i / ROWS, hv, min(row_base + i % ROWS, d.value_dim - 1u));
+}
+
+// How many of begin, begin + stride, begin + 2 stride, ... lie below end (stride >= 1):
+// the trip count of a strided walk whose end is known only at run time, written
+// `for (var n = 0u; n < strides(begin, end, stride); n++) { let x = begin + n * stride; }`.
+// The loop rule (src/gpu/loops.rs) proves such a loop ends; `x += stride` towards a
+// run-time end could wrap past u32's largest value, and the rule refuses it.
+fn strides(begin: u32, end: u32, stride: u32) -> u32 {
+    if begin >= end {
+        return 0u;
+    }
+    let span = end - begin;
+    return span / stride + select(0u, 1u, span % stride != 0u);
+}
+
+// record_layer's staging (docs/SPEC.md "record_layer"): each chunk of CHUNK steps'
+// q, k, v and gates computed from the raw inputs into record's workgroup stages
+// (record_steps.wgsl), in place of record_staging.wgsl's loads. The prologue, per step:
+// the causal conv of each channel from the layer's window and x, SiLU, q's and k's L2
+// norms and q's scale, g = exp(-exp(A_log) softplus(a + dt_bias)), beta = sigmoid(b);
+// q, k, v rounded to the activation dtype and the gates to theirs, as stored, so that
+// record and a replay of the tape see the same values. The index formulas of x, the
+// window and the packed parameters are src/shape.rs's (LayerShape).
+//
+// Each invocation owns channels for the whole draft: groups of 4 of q's and k's (the
+// workgroup's key head: 2 STAGED groups) and one of v's (a row of the workgroup's).
+// It keeps their conv weights and their last K - 1 inputs in registers, so a step's
+// conv reads one new input a channel, and those are fetched a chunk ahead (the next_*
+// registers), as record_staging.wgsl fetches q and k.
+
+const NORM_EPS: f32 = 1e-6;
+// The most conv taps the kernel holds (src/shape.rs's MAX_LAYER_TAPS): weights and
+// inputs are kept right-aligned in arrays of this many, zero weights in front, so every
+// index is a constant.
+const TAPS: u32 = 4u;
+// q's and k's channel groups; an invocation owns QK_OWNED of them and V_OWNED of v's
+// rows (defines: KernelKey::defines).
+const QK_GROUPS: u32 = 2u * STAGED;
+
+// Each staged step's inverse norms of k and of q (q's times its scale).
+var<workgroup> norm_stage: array<vec2<f32>, CHUNK>;
+
+var<private> qk_weights: array<array<vec4<f32>, TAPS>, QK_OWNED>;
+var<private> qk_bias: array<vec4<f32>, QK_OWNED>;
+var<private> qk_inputs: array<array<vec4<f32>, TAPS>, QK_OWNED>; // [TAPS - 1]: unused
+var<private> next_qk: array<array<vec4<f32>, CHUNK>, QK_OWNED>;
+var<private> v_weights: array<array<f32, TAPS>, V_OWNED>;
+var<private> v_bias: array<f32, V_OWNED>;
+var<private> v_inputs: array<array<f32, TAPS>, V_OWNED>;
+var<private> next_v: array<array<f32, CHUNK>, V_OWNED>;
+// This head's exp(A_log) and dt_bias; the next chunk's a and b (invocation li: step li).
+var<private> head_gate: vec2<f32>;
+var<private> next_ab: vec2<f32>;
+
+fn layer_f32(i: u32) -> f32 {
+    return bitcast<f32>(load_layer(i));
+}
+
+// C: q's, k's, then v's channels.
+fn conv_channels(d: GdnDims) -> u32 {
+    return 2u * d.key_heads * d.key_dim + d.value_heads * d.value_dim;
+}
+
+// Where A_log starts in the parameters, after the conv's weight [C, K] and bias [C];
+// dt_bias follows it, then q's scale and the norm switch.
+fn gates_base(d: GdnDims) -> u32 {
+    return conv_channels(d) * (d.conv_taps + 1u);
+}
+
+// Channel e of q/k group g of key head hk (q's groups first), and whether it exists.
+fn qk_channel(d: GdnDims, hk: u32, g: u32, e: u32) -> vec2<u32> {
+    let col = (g % STAGED) * 4u + e;
+    let ch = (g / STAGED) * d.key_heads * d.key_dim + hk * d.key_dim + min(col, d.key_dim - 1u);
+    return vec2<u32>(ch, select(0u, 1u, col < d.key_dim));
+}
+
+// Channel of the workgroup's v row r (the head's last row past Dv).
+fn v_channel(d: GdnDims, hv: u32, row_base: u32, r: u32) -> u32 {
+    return 2u * d.key_heads * d.key_dim + hv * d.value_dim + min(row_base + r, d.value_dim - 1u);
+}
+
+// Tap j of channel ch, right-aligned in TAPS (0 in front of the first of K).
+fn weight_at(d: GdnDims, ch: u32, j: u32) -> f32 {
+    let first = TAPS - d.conv_taps;
+    let tap = select(0u, j - first, j >= first);
+    return select(0.0, layer_f32(ch * d.conv_taps + tap), j >= first);
+}
+
+// Input j of the window before the draft, right-aligned in TAPS - 1 (0 in front).
+fn window_at(d: GdnDims, b: u32, ch: u32, j: u32) -> f32 {
+    let first = TAPS - d.conv_taps;
+    let s = select(0u, j - first, j >= first);
+    return select(0.0, load1_window((b * conv_channels(d) + ch) * (d.conv_taps - 1u) + s), j >= first);
+}
+
+fn x_at(d: GdnDims, b: u32, t: u32, ch: u32) -> f32 {
+    return load1_x(token(d, b, t) * conv_channels(d) + ch);
+}
+
+// The owned channels' weights and window, and the head's gate constants: once.
+fn load_layer_constants(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, li: u32) {
+    let taps = d.conv_taps;
+    {
+        let o = 0u;
+        let g = li + o * WG_SIZE;
+        if g < QK_GROUPS {
+            for (var e = 0u; e < 4u; e++) {
+                let ch = qk_channel(d, hk, g, e);
+                let on = ch.y != 0u;
+                qk_bias[o][e] = select(0.0, layer_f32(conv_channels(d) * taps + ch.x), on);
+                for (var j = 0u; j < TAPS; j++) {
+                    qk_weights[o][j][e] = select(0.0, weight_at(d, ch.x, j), on);
+                    if j + 1u < TAPS {
+                        qk_inputs[o][j][e] = window_at(d, b, ch.x, j);
+                    }
+                }
+            }
+        }
+    }
+    {
+        let o = 0u;
+        let r = li + o * WG_SIZE;
+        if r < ROWS {
+            let ch = v_channel(d, hv, row_base, r);
+            v_bias[o] = layer_f32(conv_channels(d) * taps + ch);
+            for (var j = 0u; j < TAPS; j++) {
+                v_weights[o][j] = weight_at(d, ch, j);
+                if j + 1u < TAPS {
+                    v_inputs[o][j] = window_at(d, b, ch, j);
+                }
+            }
+        }
+    }
+    let base = gates_base(d);
+    head_gate = vec2<f32>(exp(layer_f32(base + hv)), layer_f32(base + d.value_heads + hv));
+}
+
+// Issue the global loads of the chunk of steps t0 .. t0 + CHUNK (t0 < T): each owned
+// channel's new input per step, and step li's a, b (and mask).
+fn fetch_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li: u32) {
+    if t0 == 0u {
+        load_layer_constants(d, b, hv, hk, row_base, li);
+    }
+    let n = min(CHUNK, d.steps - t0);
+    {
+        let o = 0u;
+        let g = li + o * WG_SIZE;
+        if g < QK_GROUPS {
+            {
+                let c = 0u;
+                if c < n {
+                    for (var e = 0u; e < 4u; e++) {
+                        next_qk[o][c][e] = x_at(d, b, t0 + c, qk_channel(d, hk, g, e).x);
+                    }
+                }
+            }
+            {
+                let c = 1u;
+                if c < n {
+                    for (var e = 0u; e < 4u; e++) {
+                        next_qk[o][c][e] = x_at(d, b, t0 + c, qk_channel(d, hk, g, e).x);
+                    }
+                }
+            }
+            {
+                let c = 2u;
+                if c < n {
+                    for (var e = 0u; e < 4u; e++) {
+                        next_qk[o][c][e] = x_at(d, b, t0 + c, qk_channel(d, hk, g, e).x);
+                    }
+                }
+            }
+            {
+                let c = 3u;
+                if c < n {
+                    for (var e = 0u; e < 4u; e++) {
+                        next_qk[o][c][e] = x_at(d, b, t0 + c, qk_channel(d, hk, g, e).x);
+                    }
+                }
+            }
+            {
+                let c = 4u;
+                if c < n {
+                    for (var e = 0u; e < 4u; e++) {
+                        next_qk[o][c][e] = x_at(d, b, t0 + c, qk_channel(d, hk, g, e).x);
+                    }
+                }
+            }
+            {
+                let c = 5u;
+                if c < n {
+                    for (var e = 0u; e < 4u; e++) {
+                        next_qk[o][c][e] = x_at(d, b, t0 + c, qk_channel(d, hk, g, e).x);
+                    }
+                }
+            }
+            {
+                let c = 6u;
+                if c < n {
+                    for (var e = 0u; e < 4u; e++) {
+                        next_qk[o][c][e] = x_at(d, b, t0 + c, qk_channel(d, hk, g, e).x);
+                    }
+                }
+            }
+            {
+                let c = 7u;
+                if c < n {
+                    for (var e = 0u; e < 4u; e++) {
+                        next_qk[o][c][e] = x_at(d, b, t0 + c, qk_channel(d, hk, g, e).x);
+                    }
+                }
+            }
+        }
+    }
+    {
+        let o = 0u;
+        let r = li + o * WG_SIZE;
+        if r < ROWS {
+            let ch = v_channel(d, hv, row_base, r);
+            {
+                let c = 0u;
+                if c < n {
+                    next_v[o][c] = x_at(d, b, t0 + c, ch);
+                }
+            }
+            {
+                let c = 1u;
+                if c < n {
+                    next_v[o][c] = x_at(d, b, t0 + c, ch);
+                }
+            }
+            {
+                let c = 2u;
+                if c < n {
+                    next_v[o][c] = x_at(d, b, t0 + c, ch);
+                }
+            }
+            {
+                let c = 3u;
+                if c < n {
+                    next_v[o][c] = x_at(d, b, t0 + c, ch);
+                }
+            }
+            {
+                let c = 4u;
+                if c < n {
+                    next_v[o][c] = x_at(d, b, t0 + c, ch);
+                }
+            }
+            {
+                let c = 5u;
+                if c < n {
+                    next_v[o][c] = x_at(d, b, t0 + c, ch);
+                }
+            }
+            {
+                let c = 6u;
+                if c < n {
+                    next_v[o][c] = x_at(d, b, t0 + c, ch);
+                }
+            }
+            {
+                let c = 7u;
+                if c < n {
+                    next_v[o][c] = x_at(d, b, t0 + c, ch);
+                }
+            }
+        }
+    }
+    if li < n {
+        let gi = gate_index(d, b, t0 + li, hv);
+        next_ab = vec2<f32>(load1_a(gi), load1_b(gi));
+    }
+}
+
+fn round_act(x: f32) -> f32 {
+    return x;
+}
+
+fn round_act4(x: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(round_act(x.x), round_act(x.y), round_act(x.z), round_act(x.w));
+}
+
+fn round_gate(x: f32) -> f32 {
+    return x;
+}
+
+fn silu4(u: vec4<f32>) -> vec4<f32> {
+    return u / (1.0 + exp(-u));
+}
+
+// g and beta from a, b and the head's exp(A_log), dt_bias, rounded as the gates' dtype
+// stores them.
+fn gates_of(ab: vec2<f32>, head: vec2<f32>) -> vec2<f32> {
+    let x = ab.x + head.y;
+    let softplus = select(log(1.0 + exp(x)), x, x > 20.0);
+    let g = exp(-head.x * softplus);
+    let beta = 1.0 / (1.0 + exp(-ab.y));
+    return vec2<f32>(round_gate(g), round_gate(beta));
+}
+
+// The prologue of the fetched chunk t0 .. t0 + CHUNK into the stages, and the tape's
+// copies of k and g (one writer each, as record_staging.wgsl's). Slots past the
+// draft's last step hold values nobody reads.
+fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li: u32) {
+    let n = min(CHUNK, d.steps - t0);
+    // q and k after the conv and SiLU, not yet normalised; each owned group's inputs
+    // move on by the chunk's steps.
+    {
+        let o = 0u;
+        let g = li + o * WG_SIZE;
+        if g < QK_GROUPS {
+            {
+                let c = 0u;
+                let x = next_qk[o][c];
+                var u = qk_bias[o] + qk_weights[o][TAPS - 1u] * x;
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += qk_weights[o][j] * qk_inputs[o][j];
+                }
+                if c < n {
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                    }
+                    qk_inputs[o][TAPS - 2u] = x;
+                }
+                let i = c * STAGED + g % STAGED;
+                if g < STAGED {
+                    q_stage[i] = silu4(u);
+                } else {
+                    k_stage[i] = silu4(u);
+                }
+            }
+            {
+                let c = 1u;
+                let x = next_qk[o][c];
+                var u = qk_bias[o] + qk_weights[o][TAPS - 1u] * x;
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += qk_weights[o][j] * qk_inputs[o][j];
+                }
+                if c < n {
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                    }
+                    qk_inputs[o][TAPS - 2u] = x;
+                }
+                let i = c * STAGED + g % STAGED;
+                if g < STAGED {
+                    q_stage[i] = silu4(u);
+                } else {
+                    k_stage[i] = silu4(u);
+                }
+            }
+            {
+                let c = 2u;
+                let x = next_qk[o][c];
+                var u = qk_bias[o] + qk_weights[o][TAPS - 1u] * x;
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += qk_weights[o][j] * qk_inputs[o][j];
+                }
+                if c < n {
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                    }
+                    qk_inputs[o][TAPS - 2u] = x;
+                }
+                let i = c * STAGED + g % STAGED;
+                if g < STAGED {
+                    q_stage[i] = silu4(u);
+                } else {
+                    k_stage[i] = silu4(u);
+                }
+            }
+            {
+                let c = 3u;
+                let x = next_qk[o][c];
+                var u = qk_bias[o] + qk_weights[o][TAPS - 1u] * x;
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += qk_weights[o][j] * qk_inputs[o][j];
+                }
+                if c < n {
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                    }
+                    qk_inputs[o][TAPS - 2u] = x;
+                }
+                let i = c * STAGED + g % STAGED;
+                if g < STAGED {
+                    q_stage[i] = silu4(u);
+                } else {
+                    k_stage[i] = silu4(u);
+                }
+            }
+            {
+                let c = 4u;
+                let x = next_qk[o][c];
+                var u = qk_bias[o] + qk_weights[o][TAPS - 1u] * x;
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += qk_weights[o][j] * qk_inputs[o][j];
+                }
+                if c < n {
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                    }
+                    qk_inputs[o][TAPS - 2u] = x;
+                }
+                let i = c * STAGED + g % STAGED;
+                if g < STAGED {
+                    q_stage[i] = silu4(u);
+                } else {
+                    k_stage[i] = silu4(u);
+                }
+            }
+            {
+                let c = 5u;
+                let x = next_qk[o][c];
+                var u = qk_bias[o] + qk_weights[o][TAPS - 1u] * x;
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += qk_weights[o][j] * qk_inputs[o][j];
+                }
+                if c < n {
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                    }
+                    qk_inputs[o][TAPS - 2u] = x;
+                }
+                let i = c * STAGED + g % STAGED;
+                if g < STAGED {
+                    q_stage[i] = silu4(u);
+                } else {
+                    k_stage[i] = silu4(u);
+                }
+            }
+            {
+                let c = 6u;
+                let x = next_qk[o][c];
+                var u = qk_bias[o] + qk_weights[o][TAPS - 1u] * x;
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += qk_weights[o][j] * qk_inputs[o][j];
+                }
+                if c < n {
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                    }
+                    qk_inputs[o][TAPS - 2u] = x;
+                }
+                let i = c * STAGED + g % STAGED;
+                if g < STAGED {
+                    q_stage[i] = silu4(u);
+                } else {
+                    k_stage[i] = silu4(u);
+                }
+            }
+            {
+                let c = 7u;
+                let x = next_qk[o][c];
+                var u = qk_bias[o] + qk_weights[o][TAPS - 1u] * x;
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += qk_weights[o][j] * qk_inputs[o][j];
+                }
+                if c < n {
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                    }
+                    qk_inputs[o][TAPS - 2u] = x;
+                }
+                let i = c * STAGED + g % STAGED;
+                if g < STAGED {
+                    q_stage[i] = silu4(u);
+                } else {
+                    k_stage[i] = silu4(u);
+                }
+            }
+        }
+    }
+    {
+        let o = 0u;
+        let r = li + o * WG_SIZE;
+        if r < ROWS {
+            {
+                let c = 0u;
+                let x = next_v[o][c];
+                var u = v_bias[o] + v_weights[o][TAPS - 1u] * x;
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += v_weights[o][j] * v_inputs[o][j];
+                }
+                if c < n {
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        v_inputs[o][j] = v_inputs[o][j + 1u];
+                    }
+                    v_inputs[o][TAPS - 2u] = x;
+                }
+                row_stage[c * ROWS + r] = round_act(u / (1.0 + exp(-u)));
+            }
+            {
+                let c = 1u;
+                let x = next_v[o][c];
+                var u = v_bias[o] + v_weights[o][TAPS - 1u] * x;
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += v_weights[o][j] * v_inputs[o][j];
+                }
+                if c < n {
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        v_inputs[o][j] = v_inputs[o][j + 1u];
+                    }
+                    v_inputs[o][TAPS - 2u] = x;
+                }
+                row_stage[c * ROWS + r] = round_act(u / (1.0 + exp(-u)));
+            }
+            {
+                let c = 2u;
+                let x = next_v[o][c];
+                var u = v_bias[o] + v_weights[o][TAPS - 1u] * x;
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += v_weights[o][j] * v_inputs[o][j];
+                }
+                if c < n {
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        v_inputs[o][j] = v_inputs[o][j + 1u];
+                    }
+                    v_inputs[o][TAPS - 2u] = x;
+                }
+                row_stage[c * ROWS + r] = round_act(u / (1.0 + exp(-u)));
+            }
+            {
+                let c = 3u;
+                let x = next_v[o][c];
+                var u = v_bias[o] + v_weights[o][TAPS - 1u] * x;
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += v_weights[o][j] * v_inputs[o][j];
+                }
+                if c < n {
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        v_inputs[o][j] = v_inputs[o][j + 1u];
+                    }
+                    v_inputs[o][TAPS - 2u] = x;
+                }
+                row_stage[c * ROWS + r] = round_act(u / (1.0 + exp(-u)));
+            }
+            {
+                let c = 4u;
+                let x = next_v[o][c];
+                var u = v_bias[o] + v_weights[o][TAPS - 1u] * x;
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += v_weights[o][j] * v_inputs[o][j];
+                }
+                if c < n {
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        v_inputs[o][j] = v_inputs[o][j + 1u];
+                    }
+                    v_inputs[o][TAPS - 2u] = x;
+                }
+                row_stage[c * ROWS + r] = round_act(u / (1.0 + exp(-u)));
+            }
+            {
+                let c = 5u;
+                let x = next_v[o][c];
+                var u = v_bias[o] + v_weights[o][TAPS - 1u] * x;
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += v_weights[o][j] * v_inputs[o][j];
+                }
+                if c < n {
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        v_inputs[o][j] = v_inputs[o][j + 1u];
+                    }
+                    v_inputs[o][TAPS - 2u] = x;
+                }
+                row_stage[c * ROWS + r] = round_act(u / (1.0 + exp(-u)));
+            }
+            {
+                let c = 6u;
+                let x = next_v[o][c];
+                var u = v_bias[o] + v_weights[o][TAPS - 1u] * x;
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += v_weights[o][j] * v_inputs[o][j];
+                }
+                if c < n {
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        v_inputs[o][j] = v_inputs[o][j + 1u];
+                    }
+                    v_inputs[o][TAPS - 2u] = x;
+                }
+                row_stage[c * ROWS + r] = round_act(u / (1.0 + exp(-u)));
+            }
+            {
+                let c = 7u;
+                let x = next_v[o][c];
+                var u = v_bias[o] + v_weights[o][TAPS - 1u] * x;
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += v_weights[o][j] * v_inputs[o][j];
+                }
+                if c < n {
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        v_inputs[o][j] = v_inputs[o][j + 1u];
+                    }
+                    v_inputs[o][TAPS - 2u] = x;
+                }
+                row_stage[c * ROWS + r] = round_act(u / (1.0 + exp(-u)));
+            }
+        }
+    }
+    if li < CHUNK {
+        let gates = gates_of(next_ab, head_gate);
+        let live = true;
+        gate_stage[li] = vec4<f32>(select(1.0, gates.x, live), gates.y, select(0.0, 1.0, live), 0.0);
+        if row_base == 0u && li < n {
+            let gi = gate_index(d, b, t0 + li, hv);
+            store1_tape_g(gi, gates.x);
+        }
+    }
+    workgroupBarrier();
+    // Each step's norms, by one invocation a step.
+    let base = gates_base(d) + 2u * d.value_heads;
+    if li < CHUNK {
+        var sums = vec2<f32>(0.0);
+        for (var m = 0u; m < STAGED; m++) {
+            let kk = k_stage[li * STAGED + m];
+            let qq = q_stage[li * STAGED + m];
+            sums += vec2<f32>(dot(kk, kk), dot(qq, qq));
+        }
+        let norm = load_layer(base + 1u) != 0u;
+        let inv = select(vec2<f32>(1.0), inverseSqrt(sums + NORM_EPS), norm);
+        norm_stage[li] = inv * vec2<f32>(1.0, layer_f32(base));
+    }
+    workgroupBarrier();
+    let k_writer = row_base == 0u && hv == first_value_head(params.gqa_layout, hk, d.key_heads, d.value_heads);
+    {
+        let j = 0u;
+        let i = li + j * WG_SIZE;
+        if i < CHUNK * STAGED {
+            let c = i / STAGED;
+            let inv = norm_stage[c];
+            let kk = round_act4(k_stage[i] * inv.x);
+            k_stage[i] = kk;
+            q_stage[i] = round_act4(q_stage[i] * inv.y);
+            if k_writer && c < n {
+                store_tape_k_grouped(qk_row(d, b, t0 + c, hk), (i % STAGED) * 4u, d.key_dim, kk);
+            }
+        }
+    }
+    {
+        let j = 1u;
+        let i = li + j * WG_SIZE;
+        if i < CHUNK * STAGED {
+            let c = i / STAGED;
+            let inv = norm_stage[c];
+            let kk = round_act4(k_stage[i] * inv.x);
+            k_stage[i] = kk;
+            q_stage[i] = round_act4(q_stage[i] * inv.y);
+            if k_writer && c < n {
+                store_tape_k_grouped(qk_row(d, b, t0 + c, hk), (i % STAGED) * 4u, d.key_dim, kk);
+            }
+        }
+    }
+}
+
+// Entry point for kernels that reduce with subgroup operations. The subgroup size is
+// read at run time (Metal reports 4..64, lavapipe runs 4, 8 or 16, AMD 64) and made
+// uniform through workgroupUniformLoad, so that row_sum3 may branch on it around
+// barriers and subgroup operations.
+
+var<workgroup> subgroup_width: u32;
+
+@compute @workgroup_size(WG_SIZE)
+fn main(
+    @builtin(local_invocation_index) li: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(subgroup_size) sg: u32,
+) {
+    if li == 0u {
+        subgroup_width = sg;
+    }
+    let sg_uniform = workgroupUniformLoad(&subgroup_width);
+    kernel_main(li, wid.x + wid.y * nwg.x, sg_uniform);
+}
+
+// Sum over the LANES lanes of one row (lanes li - li % LANES .. + LANES), returned to
+// every lane of the row. Assumes what Metal guarantees and Vulkan drivers do: subgroups
+// are consecutive runs of local_invocation_index of `sg` lanes (sg a power of two).
+
+var<workgroup> row_partials: array<vec3<f32>, WG_SIZE>;
+
+fn row_sum3(x: vec3<f32>, li: u32, sg: u32) -> vec3<f32> {
+    if LANES <= sg {
+        // The row lies inside one subgroup: butterfly over its lanes only.
+        var s = x;
+        for (var o = 1u; o < LANES; o = o << 1u) {
+            s += subgroupShuffleXor(s, o);
+        }
+        return s;
+    }
+    // The row spans LANES / sg subgroups: one subgroupAdd each (Metal's simd_sum),
+    // then the partial sums meet in workgroup memory.
+    row_partials[li] = subgroupAdd(x);
+    workgroupBarrier();
+    let first = li - li % LANES;
+    var s = vec3<f32>(0.0);
+    for (var j = 0u; j < strides(0u, LANES, sg); j++) {
+        s += row_partials[first + j * sg];
+    }
+    workgroupBarrier();
+    return s;
+}
+
+// record's per-step outputs when neither y nor delta is bf16: lane 0 of the invocations
+// holding row r (local to the workgroup) writes its element of each.
+
+fn emit_row(li: u32, r: u32, at: u32, valid: bool, y: f32, delta: f32, t: u32) {
+    if valid && li % LANES == 0u {
+        store1_y(at, y);
+        store1_delta(at, delta);
+    }
+}
+
+// gated_delta_step_record (docs/SPEC.md "record") over every step of a draft, on the
+// state rows an invocation holds (tile_load.wgsl): record's and fold_record's steps.
+// Per step and row one reduction gives the three dot products the step needs: with
+// S' = S * g,
+//   delta = (v - S'.k) * beta,  S'' = S' + k delta,  y = S''.q = S'.q + delta (k.q).
+// Masked steps go through select (no divergent control flow around the reduction): S
+// is kept, y and delta are written as zeros. The steps' inputs are staged a chunk at a
+// time (staging.wgsl, record_staging.wgsl).
+//
+// The staging picks its buffers by #if, not through hook functions shared with replay:
+// shared staging measured f32 record 5-19% slower on the H200 at B >= 64, traced to the
+// tape k writer test computed where unused (commit 28c208e). That A/B left
+// benches/results in 2a44eae:
+// `git show 2a44eae^:benches/results/h200-2026-11-30-staging-ab.txt`.
+
+var<workgroup> k_stage: array<vec4<f32>, CHUNK * STAGED>;
+var<workgroup> q_stage: array<vec4<f32>, CHUNK * STAGED>;
+var<workgroup> row_stage: array<f32, CHUNK * ROWS>; // v (fold_record's fold: the delta)
+var<workgroup> gate_stage: array<vec4<f32>, CHUNK>; // g (1 where masked), beta, live
+
+// Every step of the draft from the state in `s`; the first chunk has been fetched
+// (fetch_chunk from step 0), so that a root can overlap its latency with other work.
+fn record_steps(s: ptr<function, StateTile>, d: GdnDims, tile: RowTile, hk: u32, li: u32, sg: u32) {
+    let b = tile.b;
+    let hv = tile.hv;
+    let lane = tile.lane;
+    let row_base = tile.row_base;
+    let first_row = tile.first_row;
+    let first_dv = row_base + first_row;
+    for (var ci = 0u; ci < strides(0u, d.steps, CHUNK); ci++) {
+        let t0 = ci * CHUNK;
+        workgroupBarrier(); // the previous chunk has been read
+        stage_chunk(d, b, hv, hk, row_base, t0, li);
+        workgroupBarrier();
+        if t0 + CHUNK < d.steps {
+            fetch_chunk(d, b, hv, hk, row_base, t0 + CHUNK, li);
+        }
+
+        let n = min(CHUNK, d.steps - t0);
+        for (var c = 0u; c < n; c++) {
+            let t = t0 + c;
+            let gate = gate_stage[c];
+            // Unmasked kernels know every step is live: the selects fold away.
+            let live = !HAS_MASK || gate.z != 0.0;
+            let g = gate.x;
+            let beta = gate.y;
+
+            var kk: array<vec4<f32>, GROUPS>;
+            var part = array<vec2<f32>, RPT>();
+            var kq = 0.0;
+            {
+                let m = 0u;
+                kk[m] = k_stage[c * STAGED + m * LANES + lane];
+                let qq = q_stage[c * STAGED + m * LANES + lane];
+                kq += dot(kk[m], qq);
+                {
+                    let rr = 0u;
+                    (*s)[rr * GROUPS + m] = (*s)[rr * GROUPS + m] * g;
+                    part[rr] += vec2<f32>(dot((*s)[rr * GROUPS + m], kk[m]), dot((*s)[rr * GROUPS + m], qq));
+                }
+            }
+            {
+                let m = 1u;
+                kk[m] = k_stage[c * STAGED + m * LANES + lane];
+                let qq = q_stage[c * STAGED + m * LANES + lane];
+                kq += dot(kk[m], qq);
+                {
+                    let rr = 0u;
+                    (*s)[rr * GROUPS + m] = (*s)[rr * GROUPS + m] * g;
+                    part[rr] += vec2<f32>(dot((*s)[rr * GROUPS + m], kk[m]), dot((*s)[rr * GROUPS + m], qq));
+                }
+            }
+            {
+                let m = 2u;
+                kk[m] = k_stage[c * STAGED + m * LANES + lane];
+                let qq = q_stage[c * STAGED + m * LANES + lane];
+                kq += dot(kk[m], qq);
+                {
+                    let rr = 0u;
+                    (*s)[rr * GROUPS + m] = (*s)[rr * GROUPS + m] * g;
+                    part[rr] += vec2<f32>(dot((*s)[rr * GROUPS + m], kk[m]), dot((*s)[rr * GROUPS + m], qq));
+                }
+            }
+            {
+                let m = 3u;
+                kk[m] = k_stage[c * STAGED + m * LANES + lane];
+                let qq = q_stage[c * STAGED + m * LANES + lane];
+                kq += dot(kk[m], qq);
+                {
+                    let rr = 0u;
+                    (*s)[rr * GROUPS + m] = (*s)[rr * GROUPS + m] * g;
+                    part[rr] += vec2<f32>(dot((*s)[rr * GROUPS + m], kk[m]), dot((*s)[rr * GROUPS + m], qq));
+                }
+            }
+            {
+                let rr = 0u;
+                let sums = row_sum3(vec3<f32>(part[rr], kq), li, sg);
+                let dv_unclamped = first_dv + rr;
+                let delta = (row_stage[c * ROWS + first_row + rr] - sums.x) * beta;
+                let y = sums.y + delta * sums.z;
+                {
+                    let m = 0u;
+                    (*s)[rr * GROUPS + m] = (*s)[rr * GROUPS + m] + select(vec4<f32>(0.0), kk[m] * delta, live);
+                }
+                {
+                    let m = 1u;
+                    (*s)[rr * GROUPS + m] = (*s)[rr * GROUPS + m] + select(vec4<f32>(0.0), kk[m] * delta, live);
+                }
+                {
+                    let m = 2u;
+                    (*s)[rr * GROUPS + m] = (*s)[rr * GROUPS + m] + select(vec4<f32>(0.0), kk[m] * delta, live);
+                }
+                {
+                    let m = 3u;
+                    (*s)[rr * GROUPS + m] = (*s)[rr * GROUPS + m] + select(vec4<f32>(0.0), kk[m] * delta, live);
+                }
+                let vi = v_index(d, b, t, hv, min(dv_unclamped, d.value_dim - 1u));
+                let valid = dv_unclamped < d.value_dim;
+                emit_row(li, first_row + rr, vi, valid, select(0.0, y, live), select(0.0, delta, live), t);
+            }
+        }
+    }
+}
+
+// The steps of sequence b that replay (or fold_record's fold) folds: accepted[b]
+// clamped to T. A count on the GPU is data the host could not check: one above T is
+// clamped and, when a status buffer is bound, flagged there (by the first row block of
+// the first value head: once per sequence). The whole workgroup serves one sequence,
+// so the count is uniform: it reaches every invocation through workgroup memory.
+
+var<workgroup> steps_shared: u32;
+
+fn accepted_steps(d: GdnDims, b: u32, hv: u32, row_base: u32, li: u32) -> u32 {
+    if li == 0u {
+        let given = load_accepted(b);
+        steps_shared = min(given, d.steps);
+    }
+    return workgroupUniformLoad(&steps_shared);
+}
+
+// Replay's fold (docs/SPEC.md "replay"): S = S * g_t + k_t delta_t over the first
+// `steps` steps of a tape, onto the state rows an invocation holds in registers (the
+// tiling of tile_load.wgsl); no reduction. Replay folds its tape, a masked step
+// keeping S (select); fold_record (FOLD) the pending tape's accepted steps before its
+// own record steps, with record's vec4 gate_stage (g in x).
+//
+// Staged as record's steps are, CHUNK steps at a time in the root's k_stage, row_stage
+// (the tape's delta) and gate_stage; the next chunk's global loads are issued
+// (fetch_fold_chunk, into the next_fold_* registers) before the current chunk is folded.
+
+alias FoldKRaw = pending_k_grouped_raw;
+alias FoldDeltaRaw = delta_raw1;
+alias FoldGRaw = pending_g_raw1;
+var<private> next_fold_k: array<FoldKRaw, KQ_ITEMS>;
+var<private> next_fold_delta: array<FoldDeltaRaw, V_ITEMS>;
+var<private> next_fold_g: FoldGRaw;
+
+// Issue the global loads of the tape's steps t0 .. t0 + CHUNK (t0 < steps).
+fn fetch_fold_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, steps: u32, li: u32) {
+    let n = min(CHUNK, steps - t0);
+    {
+        let j = 0u;
+        let i = li + j * WG_SIZE;
+        if i / STAGED < n {
+            next_fold_k[j] = raw_pending_k_grouped(qk_row(d, b, t0 + i / STAGED, hk), (i % STAGED) * 4u, d.key_dim);
+        }
+    }
+    {
+        let j = 1u;
+        let i = li + j * WG_SIZE;
+        if i / STAGED < n {
+            next_fold_k[j] = raw_pending_k_grouped(qk_row(d, b, t0 + i / STAGED, hk), (i % STAGED) * 4u, d.key_dim);
+        }
+    }
+    {
+        let j = 0u;
+        let i = li + j * WG_SIZE;
+        if i / ROWS < n {
+            next_fold_delta[j] = raw1_delta(staged_row_index(d, b, hv, row_base, t0, i));
+        }
+    }
+    if li < n {
+        let gi = gate_index(d, b, t0 + li, hv);
+        next_fold_g = raw1_pending_g(gi);
+    }
+}
+
+// Convert the fetched chunk t0 .. t0 + CHUNK into workgroup memory (a delta's element
+// index only picks the half of a bf16 word). Slots past the last step hold stale values
+// nobody reads.
+fn stage_fold_chunk(d: GdnDims, b: u32, hv: u32, row_base: u32, t0: u32, li: u32) {
+    {
+        let j = 0u;
+        let i = li + j * WG_SIZE;
+        if i < CHUNK * STAGED {
+            let col = (i % STAGED) * 4u;
+            k_stage[i] = unpack_pending_k_grouped(next_fold_k[j], col, d.key_dim);
+        }
+    }
+    {
+        let j = 1u;
+        let i = li + j * WG_SIZE;
+        if i < CHUNK * STAGED {
+            let col = (i % STAGED) * 4u;
+            k_stage[i] = unpack_pending_k_grouped(next_fold_k[j], col, d.key_dim);
+        }
+    }
+    {
+        let j = 0u;
+        let i = li + j * WG_SIZE;
+        if i < CHUNK * ROWS {
+            let vi = staged_row_index(d, b, hv, row_base, t0, i);
+            row_stage[i] = unpack1_delta(next_fold_delta[j], vi);
+        }
+    }
+    if li < CHUNK {
+        let gi = gate_index(d, b, t0 + li, hv);
+        gate_stage[li] = vec4<f32>(unpack1_pending_g(next_fold_g, gi), 0.0, 0.0, 0.0);
+    }
+}
+
+// Fold steps 0 .. steps onto s, this invocation's rows (first_row + rr, lane `lane`),
+// chunk by chunk; the caller has fetched the first chunk (fetch_fold_chunk at t0 = 0).
+// `steps` is uniform over the workgroup (accepted_steps).
+fn fold_steps(s: ptr<function, StateTile>, d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, first_row: u32, lane: u32, steps: u32, li: u32) {
+    for (var ci = 0u; ci < strides(0u, steps, CHUNK); ci++) {
+        let t0 = ci * CHUNK;
+        workgroupBarrier(); // the previous chunk has been read
+        stage_fold_chunk(d, b, hv, row_base, t0, li);
+        workgroupBarrier();
+        if t0 + CHUNK < steps {
+            fetch_fold_chunk(d, b, hv, hk, row_base, t0 + CHUNK, steps, li);
+        }
+        let n = min(CHUNK, steps - t0);
+        for (var c = 0u; c < n; c++) {
+            let g = gate_stage[c].x;
+            var delta = array<f32, RPT>();
+            {
+                let rr = 0u;
+                delta[rr] = row_stage[c * ROWS + first_row + rr];
+            }
+            {
+                let m = 0u;
+                let kk = k_stage[c * STAGED + m * LANES + lane];
+                {
+                    let rr = 0u;
+                    (*s)[rr * GROUPS + m] = (*s)[rr * GROUPS + m] * g + kk * delta[rr];
+                }
+            }
+            {
+                let m = 1u;
+                let kk = k_stage[c * STAGED + m * LANES + lane];
+                {
+                    let rr = 0u;
+                    (*s)[rr * GROUPS + m] = (*s)[rr * GROUPS + m] * g + kk * delta[rr];
+                }
+            }
+            {
+                let m = 2u;
+                let kk = k_stage[c * STAGED + m * LANES + lane];
+                {
+                    let rr = 0u;
+                    (*s)[rr * GROUPS + m] = (*s)[rr * GROUPS + m] * g + kk * delta[rr];
+                }
+            }
+            {
+                let m = 3u;
+                let kk = k_stage[c * STAGED + m * LANES + lane];
+                {
+                    let rr = 0u;
+                    (*s)[rr * GROUPS + m] = (*s)[rr * GROUPS + m] * g + kk * delta[rr];
+                }
+            }
+        }
+    }
+}
+
+// fold_record: a folded state value as the state dtype stores it, so that record goes
+// on from the committed state exactly as a draft that loads it would.
+fn state_as_stored(v: vec4<f32>) -> vec4<f32> {
+    return v;
+}
+
+// fold_record (docs/SPEC.md "fold_record"): a deferred commit and the next draft in one
+// pass over the state. Replay's fold of the pending tape's first accepted[b] steps onto
+// the snapshot (in place, as replay's: wgsl/fold_steps.wgsl), the result stored as the
+// committed state, then record's steps from it in registers (wgsl/record_steps.wgsl).
+// The pending delta is read and this draft's written in the same buffer: each element
+// by one workgroup, the fold's reads staged before the barrier that opens record's
+// first chunk. The pending k and g are other buffers than this draft's tape k and g,
+// which one workgroup writes while all read.
+
+fn load_start_state(srow: u32, col: u32, key_dim: u32) -> vec4<f32> {
+    return load_state(srow, col, key_dim);
+}
+
+fn store_end_state(srow: u32, col: u32, key_dim: u32, v: vec4<f32>) {
+    store_state(srow, col, key_dim, v);
+}
+
+fn row_kernel(d: GdnDims, tile: RowTile, li: u32, sg: u32) {
+    let b = tile.b;
+    let hv = tile.hv;
+    let hk = key_head(params.gqa_layout, hv, d.key_heads, d.value_heads);
+    let first_dv = tile.row_base + tile.first_row;
+    var s: StateTile;
+    load_tile(&s, d, b, hv, first_dv, tile.lane);
+    fetch_chunk(d, b, hv, hk, tile.row_base, 0u, li);
+    // The deferred commit, while record's first chunk is on its way: replay's fold
+    // (the whole workgroup is one sequence, so its count is uniform), then the
+    // committed state stored in place (not at all when nothing was accepted). On small
+    // grids (EARLY_FOLD, see GdnClass::early_fold) the fold's first chunk is fetched
+    // whole before the count, whose latency it then hides; elsewhere only the accepted
+    // steps are fetched, after it (fewer bytes where the kernel waits on bandwidth).
+    fetch_fold_chunk(d, b, hv, hk, tile.row_base, 0u, d.steps, li);
+    let folded = accepted_steps(d, b, hv, tile.row_base, li);
+    fold_steps(&s, d, b, hv, hk, tile.row_base, tile.first_row, tile.lane, folded, li);
+    if folded > 0u {
+        // Rounded as the state dtype stores it, so that record goes on from the
+        // committed state exactly as a draft that loads it would.
+        {
+            let rr = 0u;
+            {
+                let m = 0u;
+                s[rr * GROUPS + m] = state_as_stored(s[rr * GROUPS + m]);
+            }
+            {
+                let m = 1u;
+                s[rr * GROUPS + m] = state_as_stored(s[rr * GROUPS + m]);
+            }
+            {
+                let m = 2u;
+                s[rr * GROUPS + m] = state_as_stored(s[rr * GROUPS + m]);
+            }
+            {
+                let m = 3u;
+                s[rr * GROUPS + m] = state_as_stored(s[rr * GROUPS + m]);
+            }
+        }
+        store_tile(&s, d, b, hv, first_dv, tile.lane);
+    }
+    record_steps(&s, d, tile, hk, li, sg);
+}
