@@ -28,6 +28,8 @@ use crate::shape::GdnShape;
 use crate::tuning::Threshold;
 
 pub(crate) mod cpu;
+#[cfg(test)]
+pub(crate) mod cpu_fast;
 mod gpu;
 mod host;
 
