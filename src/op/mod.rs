@@ -79,6 +79,8 @@ impl Op {
     pub const ChunkState: Op = record_chunked::CHUNK_STATE;
     /// record_chunked's fast path: its operands rounded to f16 tiles.
     pub const ChunkPack: Op = record_chunked::CHUNK_PACK;
+    /// record_chunked's fast path: its first pass on cooperative matrices.
+    pub const ChunkPrepCoop: Op = record_chunked::CHUNK_PREP_COOP;
     /// record_chunked's fast path: the walk through the chunks on cooperative matrices.
     pub const ChunkWalkCoop: Op = record_chunked::CHUNK_WALK_COOP;
     /// record_chunked's fast path: y, every chunk at once, on cooperative matrices.
@@ -102,7 +104,7 @@ impl Op {
     ];
     /// The ops on cooperative matrices: only naga's validation and SPIR-V writer check
     /// them without such a device (see [`OpInfo::coop`]).
-    pub const COOP: &[Op] = &[Op::ChunkWalkCoop, Op::ChunkOutCoop];
+    pub const COOP: &[Op] = &[Op::ChunkPrepCoop, Op::ChunkWalkCoop, Op::ChunkOutCoop];
 }
 
 impl std::str::FromStr for Op {

@@ -5,6 +5,8 @@
 //! `chunk_out_coop` compute them. Values are rounded to f16 where the kernels round
 //! them; a pair of f16 values (`hi_lo`) stands for the kernels' two-part operands. Test
 //! code: the oracle of the first pass's GPU tests and the fast path's precision study.
+//! (The twin's sums run in another order than the kernels': they agree to f32's
+//! rounding before each f16 rounding, so a stored f16 value may differ by one step.)
 //!
 //! The solve without decays. With `gam[i] = g[0] ... g[i]` and `Gam[i][j] = g[j+1] ...
 //! g[i]` (`j <= i`), the gated matrix of `cpu.rs` is a diagonal similarity of the plain
@@ -151,15 +153,71 @@ pub(crate) struct Prepped {
     pub decay: Vec<f32>,
 }
 
-/// The first pass of the fast path for one chunk. `split`: k, q and v enter the
+/// A0 as the first pass forms it: L0 = beta K K^T's strictly lower triangle held in two
+/// f16 parts, its four 16 x 16 diagonal blocks inverted by forward substitution in f32,
+/// then merged 16 -> 32 -> 64 as products of two-part operands with f32 sums:
+/// `X = L0_21 A0_11`, `A0_21 = -A0_22 X`. Each block of A0 held in two parts.
+pub(crate) fn a0_blocked(kk: &[f32], beta: &[f32]) -> Vec<f32> {
+    let mut l = vec![0f32; C * C];
+    for i in 0..C {
+        for j in 0..i {
+            l[i * C + j] = hi_lo(beta[i] * kk[i * C + j]);
+        }
+    }
+    let mut a = vec![0f32; C * C];
+    for b0 in (0..C).step_by(16) {
+        for c in 0..16 {
+            let mut x = [0f32; 16];
+            for r in 0..16 {
+                x[r] = if r < c {
+                    0.0
+                } else if r == c {
+                    1.0
+                } else {
+                    -(0..r).fold(0f32, |acc, s| acc + l[(b0 + r) * C + b0 + s] * x[s])
+                };
+            }
+            for r in 0..16 {
+                a[(b0 + r) * C + b0 + c] = hi_lo(x[r]);
+            }
+        }
+    }
+    // Merge blocks of `n` steps at (r0, r0) and (r0 + n, r0 + n): the block below them.
+    let merge = |a: &mut Vec<f32>, r0: usize, n: usize| {
+        let mut x = vec![0f32; n * n];
+        for i in 0..n {
+            for j in 0..n {
+                let s = (0..n).fold(0f32, |acc, k| {
+                    acc + l[(r0 + n + i) * C + r0 + k] * a[(r0 + k) * C + r0 + j]
+                });
+                x[i * n + j] = hi_lo(s);
+            }
+        }
+        for i in 0..n {
+            for j in 0..n {
+                let s = (0..n).fold(0f32, |acc, k| {
+                    acc + a[(r0 + n + i) * C + r0 + n + k] * x[k * n + j]
+                });
+                a[(r0 + n + i) * C + r0 + j] = hi_lo(-s);
+            }
+        }
+    };
+    merge(&mut a, 0, 16);
+    merge(&mut a, 32, 16);
+    merge(&mut a, 0, 32);
+    a
+}
+
+/// The first pass of the fast path for one chunk. `split`: k and q enter the Gram
 /// products as two f16 parts (f32 activations), else as one (bf16 and f16 activations,
-/// which f16 holds exactly within its range).
+/// which f16 holds exactly within its range); k and v enter W's and U's products as one.
 pub(crate) fn prep(x: &ChunkIn, split: bool) -> Prepped {
     let (dk, dv) = (x.dk, x.dv);
     let op = |v: f32| if split { hi_lo(v) } else { f16r(v) };
     let k: Vec<f32> = x.k.iter().map(|&v| op(v)).collect();
     let q: Vec<f32> = x.q.iter().map(|&v| op(v)).collect();
-    let v: Vec<f32> = x.v.iter().map(|&v| op(v)).collect();
+    let k1: Vec<f32> = x.k.iter().map(|&v| f16r(v)).collect();
+    let v: Vec<f32> = x.v.iter().map(|&v| f16r(v)).collect();
     let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).fold(0f32, |s, (x, y)| s + x * y);
     let mut kk = vec![0f32; C * C];
     let mut qk = vec![0f32; C * C];
@@ -180,10 +238,8 @@ pub(crate) fn prep(x: &ChunkIn, split: bool) -> Prepped {
         .map(|j| x.g[j + 1..].iter().fold(1f32, |r, &g| r * g))
         .collect();
     let gm = column_decays(&x.g, C, C);
-    let a0 = decay_free_inverse(&kk, &x.beta, C, C);
-    let a_w: Vec<f32> = (0..C * C)
-        .map(|e| hi_lo(hi_lo(a0[e]) * x.beta[e % C]))
-        .collect();
+    let a0 = a0_blocked(&kk, &x.beta);
+    let a_w: Vec<f32> = (0..C * C).map(|e| hi_lo(a0[e] * x.beta[e % C])).collect();
     let a_u: Vec<f32> = (0..C * C).map(|e| hi_lo(gm[e] * a_w[e])).collect();
 
     let mut w = vec![0f32; C * TILE_DK];
@@ -193,7 +249,7 @@ pub(crate) fn prep(x: &ChunkIn, split: bool) -> Prepped {
         for c in 0..dk {
             let mut s = 0f32;
             for l in 0..=i {
-                s += a_w[i * C + l] * k[l * dk + c];
+                s += a_w[i * C + l] * k1[l * dk + c];
             }
             w[i * TILE_DK + c] = f16r(gam[i] * s);
             qg[i * TILE_DK + c] = f16r(gam[i] * x.q[i * dk + c]);
@@ -390,7 +446,7 @@ pub(crate) fn record_fast(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::{CpuBackend, RecordInputs, Recorded};
 

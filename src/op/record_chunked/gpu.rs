@@ -2,7 +2,7 @@
 //! portable ones, or four on the fast path), and the host call.
 
 use super::{
-    ChunkOutCoopOperands, ChunkPackOperands, ChunkShape, ChunkSize, ChunkStateOperands,
+    ChunkOutCoopOperands, ChunkPrepOperands, ChunkShape, ChunkSize, ChunkStateOperands,
     ChunkWalkCoopOperands, ChunkWyOperands, COOP_CHUNK, COOP_MAX_KEY_DIM, OP,
 };
 use crate::dtype::{DType, GdnDtypes};
@@ -36,12 +36,14 @@ impl GpuBackend {
     /// dispatches, chunks of `chunk` steps: y, delta and (when given) `state_out` as
     /// record writes them. The tape's copies of k and g are not written by this form:
     /// giving them is an error. The scratch between the passes is allocated here and
-    /// kept by the dispatch: `4 * B * Hv * ceil(T / C) * C * (Dk + Dv + C + 3)` bytes
-    /// (W, U, the decayed `Q K^T` and the decays, in f32), and on the fast path
-    /// ([`GpuBackend::chunked_on_matrix_units`], C = 64)
-    /// `2 * B * Hv * ceil(T / C) * (C * (384 + C) + (128 + C) * P)` bytes more, P being
-    /// Dv rounded up to 64 (its f16 tiles, and the walk's states at each chunk's start
-    /// and delta for the output pass).
+    /// kept by the dispatch: on the portable passes
+    /// `4 * B * Hv * ceil(T / C) * C * (Dk + Dv + C + 3)` bytes (W, U, the decayed
+    /// `Q K^T` and the decays, in f32); on the fast path
+    /// ([`GpuBackend::chunked_on_matrix_units`], C = 64, Dk <= 128)
+    /// `B * Hv * ceil(T / 64) * (4 * 64 * (Dv + 3) + 2 * (64 * (384 + 64) + (128 + 64) * P))`
+    /// bytes, P being Dv rounded up to 64 (U and the decays in f32; the f16 tiles of
+    /// W, gam Q, (G_end K)^T and M; the walk's states at each chunk's start and delta
+    /// for the output pass): at Dk = Dv = 128, 2188 bytes a token and value head.
     pub fn prepare_record_chunked(
         &self,
         shape: &GdnShape,
@@ -55,27 +57,22 @@ impl GpuBackend {
         check_pairs(shape, &dtypes)?;
         check_first_pass_reads_unwritten(buffers)?;
         let cshape = ChunkShape::new(*shape, chunk);
-        let coop = self.chunked_on_matrix_units(shape, chunk);
         let masked = buffers.mask.is_some();
         let state_out = buffers.state_out.is_some();
-        let state_key = if coop {
-            KernelKey::chunk_walk_coop(dtypes, self.options().chunk_walk_rows, state_out)
-        } else {
-            KernelKey::chunk_state(shape, dtypes, chunk, masked, state_out)
-        };
+        if self.chunked_on_matrix_units(shape, chunk) {
+            let walk_key =
+                KernelKey::chunk_walk_coop(dtypes, self.options().chunk_walk_rows, state_out);
+            let passes = Passes::new(&cshape, layout, &walk_key);
+            return self.prepare_fast_passes(&passes, dtypes, walk_key, buffers);
+        }
+        let state_key = KernelKey::chunk_state(shape, dtypes, chunk, masked, state_out);
         let passes = Passes::new(&cshape, layout, &state_key);
-        let mut lens = vec![
+        let scratch = self.chunk_scratch(&[
             ("w", cshape.w_len(), 4),
             ("u", cshape.u_len(), 4),
             ("m", cshape.m_len(), 4),
             ("decay", cshape.decay_len(), 4),
-        ];
-        if coop {
-            lens.push(("tiles", cshape.tiles_len(), 2));
-            lens.push(("starts", cshape.starts_len(), 2));
-            lens.push(("deltas16", cshape.deltas16_len(), 2));
-        }
-        let scratch = self.chunk_scratch(&lens)?;
+        ])?;
         let [w, u, m, decay] = [&scratch[0], &scratch[1], &scratch[2], &scratch[3]];
         let wy_key = KernelKey::chunk_wy(shape, dtypes, chunk, masked);
         let wy_buffers = ChunkWyOperands {
@@ -95,10 +92,6 @@ impl GpuBackend {
                 .first(wy_key, ChunkWyOperands::<()>::SPECS)?
                 .bind(wy_buffers.slots()),
         )?;
-        if coop {
-            return self
-                .prepare_fast_passes(&passes, dtypes, masked, state_key, buffers, wy, scratch);
-        }
         let state_buffers = ChunkStateOperands {
             q: buffers.q,
             k: buffers.k,
@@ -120,39 +113,26 @@ impl GpuBackend {
         Ok(wy.then(state, scratch))
     }
 
-    /// The fast path after the first pass: the pack pass (the walk's and the output
-    /// pass's operands as f16 tiles), the walk and the output pass on the matrix units.
-    /// `scratch`: the first pass's W, U, M and decays, then the tiles, the states at
-    /// each chunk's start and delta in f16.
-    #[allow(clippy::too_many_arguments)]
+    /// The fast path: `chunk_prep_coop` (each chunk's decay-free solve, W and U, and
+    /// the walk's and the output pass's operands as f16 tiles), the walk and the output
+    /// pass, all on the matrix units.
     fn prepare_fast_passes(
         &self,
         passes: &Passes<'_>,
         dtypes: GdnDtypes,
-        masked: bool,
         walk_key: KernelKey,
         buffers: &RecordBuffers<'_>,
-        wy: Prepared,
-        scratch: Vec<wgpu::Buffer>,
     ) -> Result<Prepared> {
-        let [w, u, m, decay, tiles, starts, deltas16] = [0, 1, 2, 3, 4, 5, 6].map(|i| &scratch[i]);
-        let pack_buffers = ChunkPackOperands {
-            q: buffers.q,
-            k: buffers.k,
-            mask: buffers.mask,
-            w,
-            m,
-            decay,
-            tiles,
-        };
-        let pack = self.runtime.prepare(
-            passes
-                .first(
-                    KernelKey::chunk_pack(dtypes, masked),
-                    ChunkPackOperands::<()>::SPECS,
-                )?
-                .bind(pack_buffers.slots()),
-        )?;
+        let cshape = passes.cshape;
+        let scratch = self.chunk_scratch(&[
+            ("u", cshape.u_len(), 4),
+            ("decay", cshape.decay_len(), 4),
+            ("tiles", cshape.tiles_len(), 2),
+            ("starts", cshape.starts_len(), 2),
+            ("deltas16", cshape.deltas16_len(), 2),
+        ])?;
+        let [u, decay, tiles, starts, deltas16] = [0, 1, 2, 3, 4].map(|i| &scratch[i]);
+        let prep = self.prepare_chunk_prep(passes, dtypes, true, buffers, [u, decay, tiles])?;
         // Masked steps are zero in the tiles and U: the walk needs no mask.
         let walk_buffers = ChunkWalkCoopOperands {
             state_in: buffers.state_in,
@@ -183,10 +163,37 @@ impl GpuBackend {
                 )?
                 .bind(out_buffers.slots()),
         )?;
-        Ok(wy
-            .then(pack, Vec::new())
-            .then(walk, Vec::new())
-            .then(out, scratch))
+        Ok(prep.then(walk, Vec::new()).then(out, scratch))
+    }
+
+    /// The fast path's first pass (`coop`: on cooperative matrices, else its portable
+    /// twin) from `buffers`' q, k, v, gates and mask into `[u, decay, tiles]`.
+    fn prepare_chunk_prep(
+        &self,
+        passes: &Passes<'_>,
+        dtypes: GdnDtypes,
+        coop: bool,
+        buffers: &RecordBuffers<'_>,
+        [u, decay, tiles]: [&wgpu::Buffer; 3],
+    ) -> Result<Prepared> {
+        let vec4 = passes.cshape.gdn().key_dim().is_multiple_of(4);
+        let key = KernelKey::chunk_prep(dtypes, buffers.mask.is_some(), vec4, coop);
+        let prep_buffers = ChunkPrepOperands {
+            q: buffers.q,
+            k: buffers.k,
+            v: buffers.v,
+            g: buffers.g,
+            beta: buffers.beta,
+            mask: buffers.mask,
+            u,
+            decay,
+            tiles,
+        };
+        self.runtime.prepare(
+            passes
+                .first(key, ChunkPrepOperands::<()>::SPECS)?
+                .bind(prep_buffers.slots()),
+        )
     }
 
     /// The scratch between the passes, `(name, elements, bytes each)`: each within the
@@ -345,4 +352,294 @@ fn check_pairs(shape: &GdnShape, dtypes: &GdnDtypes) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// The fast path's first pass in portable WGSL (`chunk_prep`: `chunk_prep_coop` with its
+/// tile products as lane loops) on whatever adapter the tests have (lavapipe), against
+/// its CPU twin: every tile, U and the decays, at T around the chunk, masks, both
+/// layouts, f32 and bf16 activations (one and two f16 parts), f32 gates beside bf16,
+/// zero, vanishing and unit gates, odd shapes.
+#[cfg(test)]
+mod tests {
+    use super::super::cpu_fast::tests::{draw, mask, Draw};
+    use super::super::cpu_fast::{self, Inputs, C, TILE_DK};
+    use super::*;
+    use crate::gpu::options::GpuOptions;
+    use wgpu::util::DeviceExt;
+
+    fn gpu() -> Option<GpuBackend> {
+        let g = GpuBackend::new(GpuOptions::from_env().ok()?).ok()?;
+        let room = g.limits().max_compute_workgroup_storage_size;
+        if !g.features().contains(wgpu::Features::SHADER_F16) || room < 32000 {
+            eprintln!("SKIPPED: chunk_prep needs SHADER_F16 and 32000 bytes of workgroup memory");
+            return None;
+        }
+        Some(g)
+    }
+
+    /// `x` rounded to `dtype`, and its bytes as the GPU holds them (padded to a word).
+    fn typed(x: &[f32], dtype: DType) -> (Vec<f32>, Vec<u8>) {
+        let mut bytes: Vec<u8> = match dtype {
+            DType::F32 => bytemuck::cast_slice(x).to_vec(),
+            DType::F16 => x
+                .iter()
+                .flat_map(|&v| half::f16::from_f32(v).to_bits().to_le_bytes())
+                .collect(),
+            DType::BF16 => x
+                .iter()
+                .flat_map(|&v| half::bf16::from_f32(v).to_bits().to_le_bytes())
+                .collect(),
+        };
+        bytes.resize(bytes.len().div_ceil(4).max(1) * 4, 0);
+        let rounded = match dtype {
+            DType::F32 => x.to_vec(),
+            DType::F16 => x.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect(),
+            DType::BF16 => x
+                .iter()
+                .map(|&v| half::bf16::from_f32(v).to_f32())
+                .collect(),
+        };
+        (rounded, bytes)
+    }
+
+    /// Largest difference of `got` from `want` over the allowance: two f16 steps of
+    /// each value, or 1e-5 of the matrix's largest (sums in another order); NaN where
+    /// finiteness differs. Below 1 passes.
+    fn excess(got: &[f32], want: &[f32], rel: f32) -> f32 {
+        let scale = want.iter().fold(0f32, |m, x| m.max(x.abs()));
+        let mut worst = 0f32;
+        for (&g, &w) in got.iter().zip(want) {
+            if g.is_finite() != w.is_finite() {
+                return f32::NAN;
+            }
+            if w.is_finite() {
+                worst = worst.max((g - w).abs() / (rel * w.abs() + 1e-5 * scale + 1e-30));
+            }
+        }
+        worst
+    }
+
+    /// Run the portable first pass on `d` and compare with the twin; the largest excess
+    /// of each of W, gam Q, (G_end K)^T, M, U and the decays.
+    fn case(
+        gpu: &GpuBackend,
+        shape: &GdnShape,
+        layout: GqaLayout,
+        dtypes: GdnDtypes,
+        d: &Draw,
+        mask: Option<&[u32]>,
+    ) -> [f32; 6] {
+        let dev = gpu.device();
+        let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
+        let up = |bytes: &[u8]| {
+            dev.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: None,
+                contents: bytes,
+                usage,
+            })
+        };
+        let (q, qb) = typed(&d.q, dtypes.act);
+        let (k, kb) = typed(&d.k, dtypes.act);
+        let (v, vb) = typed(&d.v, dtypes.act);
+        let (g, gb) = typed(&d.g, dtypes.gate);
+        let (beta, bb) = typed(&d.beta, dtypes.gate);
+        let mb: Vec<u8> = mask.map_or(vec![0; 4], |m| bytemuck::cast_slice(m).to_vec());
+        let (qb, kb, vb, gb, bb, mbuf) = (up(&qb), up(&kb), up(&vb), up(&gb), up(&bb), up(&mb));
+        let unused = up(&[0; 16]);
+        let cshape = ChunkShape::new(*shape, ChunkSize::C64);
+        let scratch = [
+            cshape.u_len() * 4,
+            cshape.decay_len() * 4,
+            cshape.tiles_len() * 2,
+        ]
+        .map(|bytes| {
+            dev.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size: bytes.max(16) as u64,
+                usage,
+                mapped_at_creation: false,
+            })
+        });
+        let buffers = RecordBuffers {
+            q: &qb,
+            k: &kb,
+            v: &vb,
+            g: &gb,
+            beta: &bb,
+            state_in: &unused,
+            y: &unused,
+            state_out: None,
+            delta: &unused,
+            mask: mask.map(|_| &mbuf),
+            tape_k_grouped: None,
+            tape_g: None,
+        };
+        let walk_key = KernelKey::chunk_walk_coop(dtypes, 16, false);
+        let passes = Passes::new(&cshape, layout, &walk_key);
+        let [u, decay, tiles] = [0, 1, 2].map(|i| &scratch[i]);
+        let prep = gpu
+            .prepare_chunk_prep(&passes, dtypes, false, &buffers, [u, decay, tiles])
+            .unwrap();
+        assert_eq!(prep.keys()[0].op, super::super::CHUNK_PREP);
+        let read = |b: &wgpu::Buffer, len: usize| -> Vec<u32> { gpu.read_buffer(b, len).unwrap() };
+        let mut encoder = gpu.encoder();
+        prep.encode(&mut encoder);
+        gpu.queue().submit([encoder.finish()]);
+        let u_got: Vec<f32> = read(u, cshape.u_len())
+            .into_iter()
+            .map(f32::from_bits)
+            .collect();
+        let decay_got: Vec<f32> = read(decay, cshape.decay_len())
+            .into_iter()
+            .map(f32::from_bits)
+            .collect();
+        let tile_words = read(tiles, cshape.tiles_len() / 2);
+        let tiles_got: Vec<f32> = tile_words
+            .iter()
+            .flat_map(|w| [*w as u16, (*w >> 16) as u16])
+            .map(|b| half::f16::from_bits(b).to_f32())
+            .collect();
+
+        let x = Inputs {
+            q: &q,
+            k: &k,
+            v: &v,
+            g: &g,
+            beta: &beta,
+            mask,
+        };
+        let split = dtypes.act == DType::F32;
+        let (dv, per) = (
+            shape.value_dim(),
+            cshape.tiles_len() / cshape.head_chunks().max(1),
+        );
+        let mut worst = [0f32; 6];
+        for b in 0..shape.batch() {
+            for hv in 0..shape.value_heads() {
+                for n in 0..cshape.chunks() {
+                    let ch = (b * shape.value_heads() + hv) * cshape.chunks() + n;
+                    let p = cpu_fast::prep(
+                        &cpu_fast::chunk_in(shape, layout, &x, (b, hv, n * C)),
+                        split,
+                    );
+                    let t = &tiles_got[ch * per..][..per];
+                    let at = |r: usize, c: usize, cols: usize| {
+                        (r / 16 * (cols / 16) + c / 16) * 256 + r % 16 * 16 + c % 16
+                    };
+                    let (dk4, c2) = (C * TILE_DK, C * C);
+                    let w: Vec<f32> = (0..dk4)
+                        .map(|e| t[at(e / TILE_DK, e % TILE_DK, TILE_DK)])
+                        .collect();
+                    let qg: Vec<f32> = (0..dk4)
+                        .map(|e| t[dk4 + at(e / TILE_DK, e % TILE_DK, TILE_DK)])
+                        .collect();
+                    let kt: Vec<f32> = (0..dk4).map(|e| t[2 * dk4 + at(e / C, e % C, C)]).collect();
+                    let m: Vec<f32> = (0..c2).map(|e| t[3 * dk4 + at(e / C, e % C, C)]).collect();
+                    let ug = &u_got[ch * C * dv..][..C * dv];
+                    let dg = &decay_got[ch * 3 * C..][..2 * C + 1];
+                    let got = [
+                        excess(&w, &p.w, 2f32.powi(-9)),
+                        excess(&qg, &p.qg, 2f32.powi(-9)),
+                        excess(&kt, &p.kt, 2f32.powi(-9)),
+                        excess(&m, &p.m, 2f32.powi(-9)),
+                        excess(ug, &p.u, 1e-5),
+                        excess(dg, &p.decay[..2 * C + 1], 1e-6),
+                    ];
+                    for (o, e) in worst.iter_mut().zip(got) {
+                        *o = if e.is_nan() || o.is_nan() {
+                            f32::NAN
+                        } else {
+                            o.max(e)
+                        };
+                    }
+                }
+            }
+        }
+        worst
+    }
+
+    fn check(what: &str, worst: [f32; 6]) {
+        eprintln!(
+            "chunk_prep {what}: W {:.2} gamQ {:.2} KT {:.2} M {:.2} U {:.2} decay {:.2}",
+            worst[0], worst[1], worst[2], worst[3], worst[4], worst[5]
+        );
+        for (name, e) in ["W", "gam Q", "(G_end K)^T", "M", "U", "decay"]
+            .iter()
+            .zip(worst)
+        {
+            assert!(
+                e < 1.0,
+                "chunk_prep {what}: {name} off the twin by {e} allowances"
+            );
+        }
+    }
+
+    #[test]
+    fn portable_prep_writes_the_twins_tiles() {
+        let Some(gpu) = gpu() else { return };
+        let bf16 = GdnDtypes {
+            act: DType::BF16,
+            ..GdnDtypes::F32
+        };
+        let bf16_all = GdnDtypes {
+            act: DType::BF16,
+            gate: DType::BF16,
+            ..GdnDtypes::F32
+        };
+        for t in [1, 63, 64, 65, 197] {
+            for (layout, masked) in [(GqaLayout::Blocked, false), (GqaLayout::Tiled, true)] {
+                let shape = GdnShape::new(1, t, 1, 2, 128, 128).unwrap();
+                let d = draw(&shape, t as u64, 1.0, (0.5, 1.0));
+                let m = mask(&shape);
+                let mask = masked.then_some(&m[..]);
+                for (name, dtypes) in [
+                    ("f32", GdnDtypes::F32),
+                    ("bf16, f32 gates", bf16),
+                    ("bf16", bf16_all),
+                ] {
+                    let e = case(&gpu, &shape, layout, dtypes, &d, mask);
+                    check(&format!("T {t} {layout:?} mask {masked} {name}"), e);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn portable_prep_takes_odd_shapes_and_gates() {
+        let Some(gpu) = gpu() else { return };
+        for (b, t, hk, hv, dk, dv) in [
+            (2, 37, 1, 3, 13, 7),
+            (1, 150, 2, 6, 94, 46),
+            (3, 70, 1, 2, 128, 20),
+            (1, 129, 1, 1, 128, 80),
+        ] {
+            let shape = GdnShape::new(b, t, hk, hv, dk, dv).unwrap();
+            let d = draw(&shape, dk as u64, 1.0, (0.5, 1.0));
+            let m = mask(&shape);
+            for layout in [GqaLayout::Blocked, GqaLayout::Tiled] {
+                let e = case(&gpu, &shape, layout, GdnDtypes::F32, &d, Some(&m));
+                check(&format!("{shape:?} {layout:?}"), e);
+            }
+        }
+        let shape = GdnShape::new(1, 150, 1, 2, 128, 128).unwrap();
+        for (what, range) in [("strong", (0.05, 0.3)), ("one", (1.0, 1.0))] {
+            let d = draw(&shape, 3, 1.0, range);
+            check(
+                &format!("{what} gates"),
+                case(&gpu, &shape, GqaLayout::Blocked, GdnDtypes::F32, &d, None),
+            );
+        }
+        let mut d = draw(&shape, 4, 1.0, (0.5, 1.0));
+        for (i, g) in d.g.iter_mut().enumerate() {
+            if i % 5 == 2 {
+                *g = 0.0;
+            } else if i % 7 == 3 {
+                *g = 1e-30;
+            }
+        }
+        check(
+            "zero and vanishing gates",
+            case(&gpu, &shape, GqaLayout::Blocked, GdnDtypes::F32, &d, None),
+        );
+    }
 }

@@ -10,18 +10,24 @@
 //!    delta and final state.
 //!
 //! On a device with cooperative matrices (16 x 16 x 16, f16 into f32) and with
-//! [`ChunkPrecision::FastF16`], the first pass is followed by `chunk_pack` (its W and
-//! M, and the decayed q and k, rounded to f16 as 16 x 16 tiles), `chunk_walk_coop` (the
-//! state through the chunks on the matrix units: the tape's delta, the final state, and
-//! for the next pass the state at each chunk's start and delta as f16 tiles) and
-//! `chunk_out_coop` (y, every chunk at once).
+//! [`ChunkPrecision::FastF16`], the fast path runs three passes at C = 64, all on the
+//! matrix units: `chunk_prep_coop` (each chunk's decay-free solve, `A0 = (I + tril(
+//! diag(beta) K K^T, -1))^-1` from k and beta alone, masked by the decays afterwards,
+//! and W and U; it writes the next passes' operands as f16 16 x 16 tiles, U and the
+//! decays: `chunk_prep.wgsl`, its twin `cpu_fast.rs`), `chunk_walk_coop` (the state
+//! through the chunks: the tape's delta, the final state, and for the next pass the
+//! state at each chunk's start and delta as f16 tiles) and `chunk_out_coop` (y, every
+//! chunk at once). `chunk_pack`, which rounded `chunk_wy`'s factors to those tiles
+//! before, no longer runs (it is still registered: its removal touches the crate's
+//! re-exports).
 //!
-//! Both kernels declare at most `WORKGROUP_MEMORY_BUDGET` bytes of workgroup memory
+//! Both portable kernels declare at most `WORKGROUP_MEMORY_BUDGET` bytes of workgroup
+//! memory.
 
 use super::gdn::WORKGROUP_MEMORY_BUDGET;
 use super::plain::{Plain, PlainClass};
 use crate::dtype::{DType, GdnDtypes};
-use crate::engine::key::{KernelKey, KeyAt, Op, OpInfo, OpKernel};
+use crate::engine::key::{KernelKey, KeyAt, Op, OpInfo, OpKernel, Value};
 use crate::engine::operand::operand_table;
 pub(crate) use crate::gpu::options::WALK_ROWS;
 use crate::shape::GdnShape;
@@ -68,6 +74,33 @@ pub const CHUNK_PACK: Op = Op(&OpInfo {
     )
 });
 const PACK_ROOT: (&str, &str) = ("chunk_pack", include_str!("chunk_pack.wgsl"));
+/// The fast path's first pass on cooperative matrices: each chunk's decay-free solve and
+/// its W and U products, writing the walk's and the output pass's operands (the f16
+/// tiles, U and the decays).
+pub const CHUNK_PREP_COOP: Op = Op(&OpInfo {
+    coop: true,
+    mask_bit: ChunkPrepRow::Mask.bit(),
+    ..OpInfo::new(
+        "chunk_prep_coop",
+        PREP_ROOT,
+        ChunkPrepOperands::<()>::ROWS,
+        (&ChunkPrep { coop: true }, &PREP_COOP_FAMILY),
+    )
+});
+/// [`CHUNK_PREP_COOP`] with its tile products as lane loops (portable WGSL): the test of
+/// the pass's structure where no adapter has cooperative matrices (the unit tests run
+/// it on lavapipe). Not among [`Op::ALL`]: its 32000 bytes of workgroup memory are past
+/// the 16 KiB every adapter offers.
+pub(crate) const CHUNK_PREP: Op = Op(&OpInfo {
+    mask_bit: ChunkPrepRow::Mask.bit(),
+    ..OpInfo::new(
+        "chunk_prep",
+        PREP_ROOT,
+        ChunkPrepOperands::<()>::ROWS,
+        (&ChunkPrep { coop: false }, &PREP_FAMILY),
+    )
+});
+const PREP_ROOT: (&str, &str) = ("chunk_prep", include_str!("chunk_prep.wgsl"));
 /// The fast path's walk: the state through the chunks on cooperative matrices, storing
 /// the tape's delta, and for the output pass delta and the state at each chunk's start.
 pub const CHUNK_WALK_COOP: Op = Op(&OpInfo {
@@ -231,6 +264,51 @@ fn state_bytes(rows: u32, groups: u32, c: u32) -> u32 {
     (rows * row + 2 * c * (STATE_TILE + 1) + c * rows + c) * 4
 }
 
+/// The first pass's families: [`CHUNK_WG`] invocations, its switch between cooperative
+/// matrices and lane loops (`COOP`) and the bounds of its unrolled loops: a lane's
+/// elements of a 16 x 16 tile, and a tile's side.
+const PREP_FAMILY: Plain = Plain {
+    workgroup: Some(CHUNK_WG),
+    extra: |_| prep_defines(false),
+};
+const PREP_COOP_FAMILY: Plain = Plain {
+    workgroup: Some(CHUNK_WG),
+    extra: |_| prep_defines(true),
+};
+
+fn prep_defines(coop: bool) -> Vec<(&'static str, Value)> {
+    vec![
+        ("COOP", Value::Bool(coop)),
+        ("LANE_ELEMS", Value::U32(PREP_LANE_ELEMS)),
+        ("TILE16", Value::U32(16)),
+    ]
+}
+
+/// A lane's elements of a 16 x 16 tile (32 lanes a subgroup).
+const PREP_LANE_ELEMS: u32 = 8;
+
+/// The first pass's workgroup memory (`chunk_prep.wgsl`): its f16 array in two lives
+/// (the staged blocks of k and q, in two parts at f32, and of (G_end K)^T; then A in
+/// two parts, [C][C + 8] each, and a block of k or v), `fs` ([C][36] f32) and five [C]
+/// arrays of gates and decays: 32000 bytes.
+fn prep_bytes(groups: u32) -> u32 {
+    let (c, parts, kb) = (COOP_CHUNK.steps() as u32, 3 - groups, 16 * groups);
+    let (ks, hs, bss, fs) = (kb + 8, c + 8, 24, 36);
+    let gram = 2 * parts * c * ks + kb * hs;
+    let solve = 2 * c * hs + c * bss;
+    gram.max(solve) * 2 + c * fs * 4 + 5 * c * 4
+}
+
+/// The first pass's Gram blocks in 16 key columns: 1 where k and q enter in two f16
+/// parts (f32 activations), else 2 (`GROUPS` in its WGSL).
+fn prep_groups(dtypes: GdnDtypes) -> u32 {
+    if dtypes.act == DType::F32 {
+        1
+    } else {
+        2
+    }
+}
+
 /// Steps per chunk of the chunked record (the tile of the WY form: its `K K^T` is
 /// `C x C`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -313,6 +391,16 @@ impl KernelKey {
         key.with_bound(if masked { ChunkPackRow::Mask.bit() } else { 0 })
     }
 
+    /// The fast path's first pass: on cooperative matrices (`coop`) or its portable
+    /// twin; `vec4`: k and q rows of whole vec4s (`Dk` a multiple of 4).
+    pub fn chunk_prep(dtypes: GdnDtypes, masked: bool, vec4: bool, coop: bool) -> Self {
+        let op = if coop { CHUNK_PREP_COOP } else { CHUNK_PREP };
+        let c = COOP_CHUNK.steps() as u32;
+        let groups = prep_groups(dtypes);
+        let key = KernelKey::plain(op, dtypes, (1, groups, 1), c, vec4);
+        key.with_bound(if masked { ChunkPrepRow::Mask.bit() } else { 0 })
+    }
+
     /// The fast path's walk, `rows` value rows a workgroup (one of [`WALK_ROWS`]),
     /// writing the final state when `state_out`.
     pub fn chunk_walk_coop(dtypes: GdnDtypes, rows: u32, state_out: bool) -> Self {
@@ -392,6 +480,33 @@ operand_table! {
     }
 }
 
+/// The first pass's table in a module of its own: the crate does not re-export it (the
+/// other tables' tools, `bound`, `as_ref` and `map`, are the workshop's), and the
+/// fast path calls only its `slots`.
+#[allow(dead_code)]
+mod prep_table {
+    use super::ChunkShape;
+    use crate::engine::operand::operand_table;
+
+    operand_table! {
+        /// The fast path's first pass (`chunk_prep_coop` and its portable twin
+        /// `chunk_prep`, this folder), in binding order: the walk's and the output pass's
+        /// operands from q, k, v and the gates.
+        pub struct ChunkPrepOperands, rows ChunkPrepRow, op "chunk_prep", for ChunkShape {
+            use activations;
+            /// `[B, T]` u32, non-zero = live; `None`: every step is live.
+            [Mask] mask: Option<T>, Control U32 Read Words = mask_len, optional;
+            /// `U = T diag(beta) V` per chunk, f32 bits, `[B, Hv, chunks, C, Dv]`.
+            [U] u: T, Scratch U32 Write Words = u_len;
+            /// The decays, `[B, Hv, chunks, 3C]` (f32 bits): `gam[i]`, `G(C-1, j)`, `gam[C-1]`.
+            [Decay] decay: T, Scratch U32 Write Words = decay_len;
+            /// W, gam Q, (G_end K)^T and M as f16 tiles (`wgsl/chunk_tiles.wgsl`).
+            [Tiles] tiles: T, Scratch F16 Write Scalars = tiles_len;
+        }
+    }
+}
+pub use prep_table::{ChunkPrepOperands, ChunkPrepRow};
+
 operand_table! {
     /// The fast path's walk (`chunk_walk_coop`, this folder), in binding order.
     pub struct ChunkWalkCoopOperands, rows ChunkWalkCoopRow, op "chunk_walk_coop", for ChunkShape {
@@ -467,6 +582,30 @@ impl OpKernel for ChunkOutCoop {
     }
 }
 
+/// The fast path's first pass, on cooperative matrices or not.
+struct ChunkPrep {
+    coop: bool,
+}
+
+impl OpKernel for ChunkPrep {
+    /// See [`prep_bytes`].
+    fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
+        prep_bytes(key.plain_class().groups)
+    }
+    fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
+        let vec4 = at.shape.key_dim().is_multiple_of(4);
+        KernelKey::chunk_prep(at.dtypes, at.masked, vec4, self.coop)
+    }
+    /// f32 gates beside bf16 activations.
+    fn extra_keys(&self) -> Vec<KernelKey> {
+        let gated = GdnDtypes {
+            act: DType::BF16,
+            ..GdnDtypes::F32
+        };
+        vec![KernelKey::chunk_prep(gated, true, true, self.coop)]
+    }
+}
+
 struct ChunkWy;
 struct ChunkState;
 struct ChunkPack;
@@ -522,5 +661,37 @@ impl OpKernel for ChunkState {
     /// The final state left out.
     fn rollback_variants(&self) -> Vec<u16> {
         vec![0]
+    }
+}
+
+#[cfg(all(test, feature = "translate"))]
+mod tests {
+    use super::*;
+
+    /// The first pass's workgroup memory (what the encoder checks against the device's
+    /// limit) is what its WGSL declares as naga lays it out, on cooperative matrices and
+    /// not, at every dtype triple's Gram blocks; within the 32 KiB lavapipe offers.
+    #[test]
+    fn prep_workgroup_bytes_match_the_declared_arrays() {
+        for coop in [false, true] {
+            for act in DType::ALL {
+                let dtypes = GdnDtypes {
+                    act,
+                    ..GdnDtypes::F32
+                };
+                let key = KernelKey::chunk_prep(dtypes, true, act != DType::F16, coop);
+                let (module, _) = crate::engine::translate::validate(&key).unwrap();
+                let mut layouter = naga::proc::Layouter::default();
+                layouter.update(module.to_ctx()).unwrap();
+                let declared: u32 = module
+                    .global_variables
+                    .iter()
+                    .filter(|(_, v)| v.space == naga::AddressSpace::WorkGroup)
+                    .map(|(_, v)| layouter[v.ty].size)
+                    .sum();
+                assert_eq!(declared, key.workgroup_bytes(), "{}", key.label());
+                assert!(declared <= 32 << 10, "{}", key.label());
+            }
+        }
     }
 }

@@ -1,0 +1,2674 @@
+enable f16;
+enable wgpu_cooperative_matrix;
+
+// deltatape kernel chunk_prep_coop.f32.f32.f32.workgroup.l1r1g1t1c64.v4
+const HAS_Q: bool = true;
+const HAS_K: bool = true;
+const HAS_V: bool = true;
+const HAS_G: bool = true;
+const HAS_BETA: bool = true;
+const HAS_MASK: bool = false;
+const HAS_U: bool = true;
+const HAS_DECAY: bool = true;
+const HAS_TILES: bool = true;
+const WG_SIZE: u32 = 256u;
+const VEC4: bool = true;
+const HAS_BF16: bool = false;
+const SUBGROUP: bool = false;
+const ACT_BF16: bool = false;
+const ACT_F16: bool = false;
+const STATE_BF16: bool = false;
+const STATE_F16: bool = false;
+const TAPE_BF16: bool = false;
+const GATE_BF16: bool = false;
+const GATE_F16: bool = false;
+const HAS_OFFSETS: bool = false;
+const LANES: u32 = 1u;
+const ROWS: u32 = 1u;
+const GROUPS: u32 = 1u;
+const RPT: u32 = 1u;
+const CHUNK: u32 = 64u;
+const COOP: bool = true;
+const LANE_ELEMS: u32 = 8u;
+const TILE16: u32 = 16u;
+
+@group(0) @binding(1) var<storage, read> q_buf: array<vec4<f32>>;
+fn load1_q(i: u32) -> f32 {
+    let x = q_buf[i >> 2u][i & 3u];
+    return x;
+}
+fn load_q(base: u32, i: u32, n: u32) -> vec4<f32> {
+    let x = q_buf[(base + i) >> 2u];
+    return select(vec4<f32>(0.0), x, i < n);
+}
+
+@group(0) @binding(2) var<storage, read> k_buf: array<vec4<f32>>;
+fn load1_k(i: u32) -> f32 {
+    let x = k_buf[i >> 2u][i & 3u];
+    return x;
+}
+fn load_k(base: u32, i: u32, n: u32) -> vec4<f32> {
+    let x = k_buf[(base + i) >> 2u];
+    return select(vec4<f32>(0.0), x, i < n);
+}
+
+@group(0) @binding(3) var<storage, read> v_buf: array<f32>;
+fn load1_v(i: u32) -> f32 {
+    let x = v_buf[i];
+    return x;
+}
+
+@group(0) @binding(4) var<storage, read> g_buf: array<f32>;
+fn load1_g(i: u32) -> f32 {
+    let x = g_buf[i];
+    return x;
+}
+
+@group(0) @binding(5) var<storage, read> beta_buf: array<f32>;
+fn load1_beta(i: u32) -> f32 {
+    let x = beta_buf[i];
+    return x;
+}
+
+@group(0) @binding(6) var<storage, read_write> u_buf: array<u32>;
+fn load_u(i: u32) -> u32 {
+    return u_buf[i];
+}
+fn store_u(i: u32, v: u32) {
+    u_buf[i] = v;
+}
+
+@group(0) @binding(7) var<storage, read_write> decay_buf: array<u32>;
+fn load_decay(i: u32) -> u32 {
+    return decay_buf[i];
+}
+fn store_decay(i: u32, v: u32) {
+    decay_buf[i] = v;
+}
+
+@group(0) @binding(8) var<storage, read_write> tiles_buf: array<f16>;
+fn load1_tiles(i: u32) -> f32 {
+    let x = tiles_buf[i];
+    return f32(x);
+}
+fn store1_tiles(i: u32, v: f32) {
+    tiles_buf[i] = f16(v);
+}
+fn store2_tiles(i: u32, a: f32, b: f32) {
+    tiles_buf[i] = f16(a);
+    tiles_buf[i + 1u] = f16(b);
+}
+
+
+// Index formulas of SPEC.md: the WGSL twin of src/shape.rs (row-major, last index
+// contiguous). The GPU tests against the CPU reference keep the two in step.
+
+struct GdnDims {
+    batch: u32,
+    steps: u32,
+    key_heads: u32,
+    value_heads: u32,
+    key_dim: u32,
+    value_dim: u32,
+    // record_varlen: the sequence's first packed token (wgsl/packed_sequences.wgsl
+    // sets it per workgroup); 0 in the parameters.
+    first_token: u32,
+    // record_layer: the conv's taps K (wgsl/layer_staging.wgsl); 0 for the other ops.
+    conv_taps: u32,
+}
+
+// Parameters of record and replay. One workgroup serves ROWS rows (dv) of one
+// (b, hv) head; `row_blocks` workgroups cover a head's Dv rows.
+struct GdnParams {
+    dims: GdnDims,
+    gqa_layout: u32,  // 0 = blocked, 1 = tiled
+    row_blocks: u32,  // ceil(Dv / ROWS)
+    workgroups: u32,  // batch * value_heads * row_blocks
+    _pad: u32,
+}
+
+// The key head serving value head `hv`: blocked hv / (Hv / Hk), tiled hv % Hk.
+fn key_head(gqa_layout: u32, hv: u32, key_heads: u32, value_heads: u32) -> u32 {
+    return select(hv / (value_heads / key_heads), hv % key_heads, gqa_layout == 1u);
+}
+
+// The first value head that key head `hk` serves (the inverse of key_head's grouping):
+// blocked hk * (Hv / Hk), tiled hk.
+fn first_value_head(gqa_layout: u32, hk: u32, key_heads: u32, value_heads: u32) -> u32 {
+    return select(hk * (value_heads / key_heads), hk, gqa_layout == 1u);
+}
+
+// The token of step t of sequence b: b * T + t, or with packed sequences of their own
+// lengths (record_varlen, HAS_OFFSETS) the sequence's first token plus t.
+fn token(d: GdnDims, b: u32, t: u32) -> u32 {
+    return b * d.steps + t;
+}
+
+// Start of q[b, t, hk, :] and k[b, t, hk, :] (and of the tape's k at key heads).
+fn qk_row(d: GdnDims, b: u32, t: u32, hk: u32) -> u32 {
+    return (token(d, b, t) * d.key_heads + hk) * d.key_dim;
+}
+
+// Index of v[b, t, hv, dv], y[...] and the tape's delta[...].
+fn v_index(d: GdnDims, b: u32, t: u32, hv: u32, dv: u32) -> u32 {
+    return (token(d, b, t) * d.value_heads + hv) * d.value_dim + dv;
+}
+
+// Index of g[b, t, hv], beta[...] and the tape's g[...].
+fn gate_index(d: GdnDims, b: u32, t: u32, hv: u32) -> u32 {
+    return token(d, b, t) * d.value_heads + hv;
+}
+
+// Index of mask[b, t].
+fn mask_index(d: GdnDims, b: u32, t: u32) -> u32 {
+    return token(d, b, t);
+}
+
+// Start of state[b, hv, dv, :].
+fn state_row(d: GdnDims, b: u32, hv: u32, dv: u32) -> u32 {
+    return ((b * d.value_heads + hv) * d.value_dim + dv) * d.key_dim;
+}
+
+// Start of the tape's k[b, t, hv, :].
+fn tape_k_row(d: GdnDims, b: u32, t: u32, hv: u32) -> u32 {
+    return (token(d, b, t) * d.value_heads + hv) * d.key_dim;
+}
+
+// The state rows one invocation of record / replay holds. Workgroup wg serves ROWS rows
+// of head (b, hv), from dv = row_base; LANES lanes share a row and an invocation holds
+// the local rows first_row + rr, rr < RPT. Lane `lane` keeps the columns
+// lane_col(m, lane) .. + 4 of each, m < GROUPS.
+struct RowTile {
+    b: u32,
+    hv: u32,
+    lane: u32,
+    row_base: u32,
+    first_row: u32,
+}
+
+fn row_tile(d: GdnDims, row_blocks: u32, wg: u32, li: u32) -> RowTile {
+    let head = wg / row_blocks;
+    return RowTile(head / d.value_heads, head % d.value_heads, li % LANES, (wg % row_blocks) * ROWS, (li / LANES) * RPT);
+}
+
+fn lane_col(m: u32, lane: u32) -> u32 {
+    return (m * LANES + lane) * 4u;
+}
+
+// Entry point for kernels that use no subgroup operations (and for devices without
+// Features::SUBGROUP). Large grids are folded into two dimensions; `wg` is the linear
+// workgroup index.
+
+@compute @workgroup_size(WG_SIZE)
+fn main(
+    @builtin(local_invocation_index) li: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    kernel_main(li, wid.x + wid.y * nwg.x, 0u);
+}
+
+// The head (b, hv) a flat index head = b * Hv + hv names, and the key head serving hv
+// (record_chunked's two passes number their workgroups by it).
+
+struct Head {
+    b: u32,
+    hv: u32,
+    hk: u32,
+}
+
+fn head_at(d: GdnDims, gqa_layout: u32, head: u32) -> Head {
+    let hv = head % d.value_heads;
+    return Head(head / d.value_heads, hv, key_head(gqa_layout, hv, d.key_heads, d.value_heads));
+}
+
+// The parameters of record_chunked's passes: record's dimensions, the state pass's row
+// blocks and the chunks.
+
+struct ChunkParams {
+    dims: GdnDims,
+    gqa_layout: u32,  // 0 = blocked, 1 = tiled
+    row_blocks: u32,  // the state pass's row blocks per head
+    workgroups: u32,
+    chunks: u32,      // ceil(T / CHUNK)
+}
+
+@group(0) @binding(0) var<uniform> params: ChunkParams;
+
+// The f16 operands of record_chunked's walk and output pass, as the pack pass
+// writes them: per (b, hv, chunk), four matrices of 16 x 16 tiles, each tile 256
+// contiguous values, row-major within the tile (a tile loads with stride 16; rows of a
+// wider stride load three times slower on the H200, docs/PERFORMANCE.md). Key columns
+// are padded with zeros to TILE_DK.
+//   W   [C][TILE_DK]   the first pass's W                       at W_AT
+//   QG  [C][TILE_DK]   gam[i] q[i]                              at QG_AT
+//   KT  [TILE_DK][C]   G(C-1, j) k[j], transposed               at KT_AT
+//   M   [C][C]         the first pass's decayed Q K^T           at M_AT
+
+const TILE_DK: u32 = 128u;
+const W_AT: u32 = 0u;
+const QG_AT: u32 = CHUNK * TILE_DK;
+const KT_AT: u32 = 2u * CHUNK * TILE_DK;
+const M_AT: u32 = 3u * CHUNK * TILE_DK;
+const TILES_PER_CHUNK: u32 = 3u * CHUNK * TILE_DK + CHUNK * CHUNK;
+
+// Element (r, c) of a matrix `cols` wide stored as 16 x 16 tiles.
+fn tile_at(r: u32, c: u32, cols: u32) -> u32 {
+    return ((r / 16u) * (cols / 16u) + c / 16u) * 256u + (r % 16u) * 16u + c % 16u;
+}
+
+// What the walk hands the output pass, per (b, hv, chunk), as f16 tiles of value
+// columns padded with zeros to `padded_value_dim` (a whole number of every block
+// width either pass takes, so no tile of theirs is out of range):
+//   S^T at the chunk's start  [TILE_DK][pad]   at start_at
+//   delta                     [CHUNK][pad]     at delta16_at
+fn padded_value_dim(dv: u32) -> u32 {
+    return (dv + 63u) / 64u * 64u;
+}
+
+fn start_at(ch: u32, pad: u32, r: u32, c: u32) -> u32 {
+    return ch * TILE_DK * pad + tile_at(r, c, pad);
+}
+
+fn delta16_at(ch: u32, pad: u32, r: u32, c: u32) -> u32 {
+    return ch * CHUNK * pad + tile_at(r, c, pad);
+}
+
+// x clamped to f16's finite range when it is finite and beyond it, so rounding to f16
+// never makes an infinity of a finite value; infinities and NaN pass through.
+fn to_f16_range(x: f32) -> f32 {
+    let big = abs(x) > 65504.0 && abs(x) <= 0x1.fffffep+127f;
+    return select(x, clamp(x, -65504.0, 65504.0), big);
+}
+
+// record_chunked's first pass on the fast path (`chunk_prep_coop`; `chunk_prep` is the
+// same pass with its tile products as lane loops, the test of its structure where no
+// adapter has cooperative matrices): one workgroup of 8 subgroups of 32 per (b, hv,
+// chunk of CHUNK = 64 steps), independent of every other. cpu_fast.rs beside it is its
+// twin (and has the decay-free solve's identity). From q, k, v, g and beta it writes
+// what the walk and the output pass read:
+//   tiles   W = diag(gam) A0 diag(beta) K, gam Q, (G_end K)^T and M = Gam o (Q K^T),
+//           as the f16 16 x 16 tiles of chunk_tiles.wgsl
+//   u       U = (Gam o A0) diag(beta) V, f32                         [C][Dv]
+//   decay   gam[i], G(C-1, j), gam[C-1]                              [3C]
+// with A0 = (I + tril(diag(beta) K K^T, -1))^-1 from k and beta alone, and Gam[i][j] =
+// g[j+1] ... g[i] by running products (no ratio): T = Gam o A0 is the gated solve's
+// inverse. Phases, barriers between:
+//   1. the gates; gam and G_end by running products
+//   2. K K^T and Q K^T over blocks of KB key columns staged in f16 (the next block's
+//      loads in flight through each block's products); gam Q's and (G_end K)^T's
+//      tiles on the way
+//   3. the Gram products through `fs` in three rounds of 8 tiles: M out, L0 = beta K K^T
+//      (strictly lower) into A in two f16 parts
+//   4. A0's four 16 x 16 diagonal blocks by forward substitution (an invocation a
+//      column)
+//   5. the merges 16 -> 32 -> 64 as tile products, X = L0_21 A0_11, A0_21 = -A0_22 X
+//      (X in A's upper right block, zero again after); A = A0 diag(beta)
+//   6. W over 8 blocks of 16 key columns, then (A masked by Gam) U over the value
+//      columns, 16 at a time: subgroup sg makes row tile sg % 4 over half sg / 4 of
+//      the inner tiles, its lanes sum the halves, scale, round and store
+// Precision: A and the merges' operands in two f16 parts (hi + lo, about 22 bits); k
+// and q in the Gram products in two parts where the activations are f32 (GROUPS = 1:
+// blocks of 16 columns), else in one (GROUPS = 2: f16 holds bf16 and f16 exactly within
+// its range); k and v in W's and U's products in one; f32 sums. Each stored tile is
+// rounded to f16 once, clamped into its range (to_f16_range). naga wants every
+// cooperative op in workgroup-uniform control flow: no early return, each subgroup does
+// the same fixed sequence of products, its role read only in addresses; a workgroup
+// past the grid's end (a folded grid) redoes the last one and writes nothing.
+
+const SG_WIDTH: u32 = 32u;
+const SG_COUNT: u32 = WG_SIZE / SG_WIDTH;
+// The Gram products' blocks: KB key columns, row stride KS in f16 (padded: a tile's
+// rows fall in different banks); k and q in PARTS parts.
+const KB: u32 = 16u * GROUPS;
+const KS: u32 = KB + 8u;
+const KBLOCKS: u32 = TILE_DK / KB;
+const PARTS: u32 = 3u - GROUPS;
+// A's row stride in f16; W's and U's blocks of BW columns, row stride BSS; `fs`'s row
+// stride in f32 (8 slots of 16 x 16 as a [C][32] block).
+const HS: u32 = CHUNK + 8u;
+const BW: u32 = 16u;
+const BSS: u32 = BW + 8u;
+const FS: u32 = 32u + 4u;
+const KW_BLOCKS: u32 = TILE_DK / BW;
+// The f16 array, in two lives. Phases 1-2: the staged blocks, K's then Q's parts
+// ([C][KS] each, the low part GLO on), then (G_end K)^T's block ([KB][HS]).
+const GK: u32 = 0u;
+const GLO: u32 = CHUNK * KS;
+const GQ: u32 = PARTS * CHUNK * KS;
+const GT: u32 = 2u * PARTS * CHUNK * KS;
+const GRAM_LEN: u32 = GT + KB * HS;
+// Phases 3-6: A in two parts ([C][HS] each, the low part AL on), then a block of k or
+// v ([C][BSS]).
+const AL: u32 = CHUNK * HS;
+const BS: u32 = 2u * CHUNK * HS;
+const SOLVE_LEN: u32 = BS + CHUNK * BSS;
+// Where the merges' right operand X is: A's upper right block (rows 0..31, columns
+// 32..63), zero again when they end.
+const XS: u32 = 32u;
+
+var<workgroup> h16: array<f16, max(GRAM_LEN, SOLVE_LEN)>;
+var<workgroup> fs: array<f32, CHUNK * FS>;
+var<workgroup> gate_sh: array<f32, CHUNK>;
+var<workgroup> beta_sh: array<f32, CHUNK>;
+var<workgroup> gam_sh: array<f32, CHUNK>;
+var<workgroup> end_sh: array<f32, CHUNK>;
+var<workgroup> live_sh: array<u32, CHUNK>;
+
+fn half16(x: f32) -> f16 {
+    return f16(to_f16_range(x));
+}
+
+// x into the f16 array at `at` in two parts, the low one `low` further on.
+fn put2(at: u32, low: u32, x: f32) {
+    let hi = half16(x);
+    h16[at] = hi;
+    h16[at + low] = half16(x - f32(hi));
+}
+
+fn get2(at: u32, low: u32) -> f32 {
+    return f32(h16[at]) + f32(h16[at + low]);
+}
+
+// Where slot s is in `fs`: row tile s % 4, column tile s / 4.
+fn slot_at(s: u32) -> u32 {
+    return (s % 4u) * 16u * FS + (s / 4u) * 16u;
+}
+
+// ---- Tile products: acc + A B, f16 operands in `h16` (A row-major at a_at, row
+// stride sa; B row-major at b_at, or for `mma_t` the transpose of the row-major block
+// at b_at), f32 sums; `acc_store` puts a subgroup's tile into `fs` row-major. ----
+alias Acc = coop_mat16x16<f32, C>;
+
+fn acc_zero() -> Acc {
+    return coop_mat16x16<f32, C>();
+}
+
+fn mma(acc: Acc, lane: u32, a_at: u32, sa: u32, b_at: u32, sb: u32) -> Acc {
+    let a = coopLoadT<coop_mat16x16<f16, A>>(&h16[a_at], sa);
+    let b = coopLoadT<coop_mat16x16<f16, B>>(&h16[b_at], sb);
+    return coopMultiplyAdd(a, b, acc);
+}
+
+// B^T of a row-major block: a column-major load.
+fn mma_t(acc: Acc, lane: u32, a_at: u32, sa: u32, b_at: u32, sb: u32) -> Acc {
+    let a = coopLoadT<coop_mat16x16<f16, A>>(&h16[a_at], sa);
+    let b = coopLoad<coop_mat16x16<f16, B>>(&h16[b_at], sb);
+    return coopMultiplyAdd(a, b, acc);
+}
+
+fn acc_store(acc: Acc, lane: u32, at: u32) {
+    coopStoreT(acc, &fs[at], FS);
+}
+
+// acc + A B with both in two parts (hi hi + lo hi + hi lo), the low parts `alo` and
+// `blo` further on.
+fn mma2(acc: Acc, lane: u32, a_at: u32, sa: u32, alo: u32, b_at: u32, sb: u32, blo: u32) -> Acc {
+    var r = mma(acc, lane, a_at, sa, b_at, sb);
+    r = mma(r, lane, a_at + alo, sa, b_at, sb);
+    return mma(r, lane, a_at, sa, b_at + blo, sb);
+}
+
+// ---- Loads ----
+
+// A lane's share of a [C][KB] block of q or k from key column c0: GROUPS vec4s, for
+// e = li + m WG_SIZE row e / (KB / 4), columns (e % (KB / 4)) * 4 on (0 past T and
+// past Dk; a dead step is zeroed where the block is staged).
+struct Quads {
+    a: vec4<f32>,
+    b: vec4<f32>,
+}
+
+fn quad_row(li: u32, m: u32) -> u32 {
+    return (li + m * WG_SIZE) / (KB / 4u);
+}
+
+fn quad_col(li: u32, m: u32) -> u32 {
+    return ((li + m * WG_SIZE) % (KB / 4u)) * 4u;
+}
+
+fn load_quads(d: GdnDims, h: Head, t0: u32, li: u32, c0: u32, is_q: bool) -> Quads {
+    var r = Quads(vec4(0.0), vec4(0.0));
+    for (var m = 0u; m < GROUPS; m++) {
+        let t = t0 + quad_row(li, m);
+        var x = vec4(0.0);
+        if t < d.steps {
+            let row = qk_row(d, h.b, t, h.hk);
+            let c = c0 + quad_col(li, m);
+            if is_q {
+                x = load_q(row, c, d.key_dim);
+            } else {
+                x = load_k(row, c, d.key_dim);
+            }
+        }
+        if m == 0u {
+            r.a = x;
+        } else {
+            r.b = x;
+        }
+    }
+    return r;
+}
+
+// Quad m of a lane's share, zero at a dead step.
+fn live_quad(x: Quads, li: u32, m: u32) -> vec4<f32> {
+    return select(vec4(0.0), select(x.a, x.b, m == 1u), live_sh[quad_row(li, m)] != 0u);
+}
+
+// A lane's vec4 of W's [C][BW] block of k from key column c0: row li / 4, columns
+// (li % 4) * 4 on (0 past T and past Dk).
+fn load_k_vec(d: GdnDims, h: Head, t0: u32, li: u32, c0: u32) -> vec4<f32> {
+    let t = t0 + li / 4u;
+    if t < d.steps {
+        return load_k(qk_row(d, h.b, t, h.hk), c0 + (li % 4u) * 4u, d.key_dim);
+    }
+    return vec4(0.0);
+}
+
+// A lane's values of U's [C][BW] block of v from value column c0: row e / BW, column
+// e % BW for e = li + m WG_SIZE (0 past T and past Dv).
+fn load_v_vec(d: GdnDims, h: Head, t0: u32, li: u32, c0: u32) -> vec4<f32> {
+    var r = vec4(0.0);
+    for (var m = 0u; m < 4u; m++) {
+        let e = li + m * WG_SIZE;
+        let t = t0 + e / BW;
+        let dv = c0 + e % BW;
+        if t < d.steps && dv < d.value_dim {
+            r[m] = load1_v(v_index(d, h.b, t, h.hv, dv));
+        }
+    }
+    return r;
+}
+
+// Gam[i0 + y][j] = g[j+1] ... g[i0+y] for y = 0..7 (0 where i0 + y < j): running
+// products down column j (no ratio: a zero gate stays exact).
+fn gam_col8(i0: u32, j: u32) -> array<f32, LANE_ELEMS> {
+    var r = 1.0;
+    for (var l = j + 1u; l < i0 + 1u; l++) {
+        r *= gate_sh[l];
+    }
+    var out: array<f32, LANE_ELEMS>;
+    {
+        let y = 0u;
+        let i = i0 + y;
+        out[y] = select(0.0, r, i >= j);
+        r = select(r, r * gate_sh[min(i + 1u, CHUNK - 1u)], i >= j);
+    }
+    {
+        let y = 1u;
+        let i = i0 + y;
+        out[y] = select(0.0, r, i >= j);
+        r = select(r, r * gate_sh[min(i + 1u, CHUNK - 1u)], i >= j);
+    }
+    {
+        let y = 2u;
+        let i = i0 + y;
+        out[y] = select(0.0, r, i >= j);
+        r = select(r, r * gate_sh[min(i + 1u, CHUNK - 1u)], i >= j);
+    }
+    {
+        let y = 3u;
+        let i = i0 + y;
+        out[y] = select(0.0, r, i >= j);
+        r = select(r, r * gate_sh[min(i + 1u, CHUNK - 1u)], i >= j);
+    }
+    {
+        let y = 4u;
+        let i = i0 + y;
+        out[y] = select(0.0, r, i >= j);
+        r = select(r, r * gate_sh[min(i + 1u, CHUNK - 1u)], i >= j);
+    }
+    {
+        let y = 5u;
+        let i = i0 + y;
+        out[y] = select(0.0, r, i >= j);
+        r = select(r, r * gate_sh[min(i + 1u, CHUNK - 1u)], i >= j);
+    }
+    {
+        let y = 6u;
+        let i = i0 + y;
+        out[y] = select(0.0, r, i >= j);
+        r = select(r, r * gate_sh[min(i + 1u, CHUNK - 1u)], i >= j);
+    }
+    {
+        let y = 7u;
+        let i = i0 + y;
+        out[y] = select(0.0, r, i >= j);
+        r = select(r, r * gate_sh[min(i + 1u, CHUNK - 1u)], i >= j);
+    }
+    return out;
+}
+
+// The Gram products' output tiles, three a subgroup (slot s = sg + 8 u): K K^T's 10
+// tiles on and below the diagonal, Q K^T's 10, and 4 spare (Q K^T above the diagonal,
+// unused). Each: row tile (bits 0-3), column tile (4-7), 1 for Q K^T (8), 1 if spare (9).
+const SLOTS = array<u32, 24>(
+    0x000u, 0x001u, 0x011u, 0x002u, 0x012u, 0x022u, 0x003u, 0x013u,
+    0x023u, 0x033u, 0x100u, 0x101u, 0x111u, 0x102u, 0x112u, 0x122u,
+    0x103u, 0x113u, 0x123u, 0x133u, 0x310u, 0x320u, 0x330u, 0x321u,
+);
+
+fn gram_products(acc: Acc, s: u32, lane: u32, ks: u32) -> Acc {
+    let w = SLOTS[s];
+    let a = select(GK, GQ, (w & 0x100u) != 0u) + (w & 15u) * 16u * KS + ks * 16u;
+    let b = GK + ((w >> 4u) & 15u) * 16u * KS + ks * 16u;
+    var r = mma_t(acc, lane, a, KS, b, KS);
+    if PARTS == 2u {
+        r = mma_t(r, lane, a + GLO, KS, b, KS);
+        r = mma_t(r, lane, a, KS, b + GLO, KS);
+    }
+    return r;
+}
+
+// Round u of the Gram products' tiles, in `fs`'s slots: M = Gam o (Q K^T) out (rows i
+// of Q K^T's tiles), L0 = beta K K^T's strictly lower elements into A in two parts.
+// Invocation li: slot li / 32, its column li % 16, rows 8 ((li / 16) % 2) on.
+fn gram_round(u: u32, li: u32, tiles: u32, in_grid: bool) {
+    let s = li / SG_WIDTH;
+    let w = SLOTS[s + SG_COUNT * u];
+    let c = li % 16u;
+    let r0 = ((li / 16u) % 2u) * 8u;
+    let i0 = (w & 15u) * 16u + r0;
+    let j = ((w >> 4u) & 15u) * 16u + c;
+    if (w & 0x200u) != 0u {
+        return;
+    }
+    if (w & 0x100u) != 0u {
+        let gm = gam_col8(i0, j);
+        {
+            let y = 0u;
+            let i = i0 + y;
+            let v = select(0.0, gm[y] * fs[slot_at(s) + (r0 + y) * FS + c], j <= i);
+            if in_grid {
+                store1_tiles(tiles + M_AT + tile_at(i, j, CHUNK), to_f16_range(v));
+            }
+        }
+        {
+            let y = 1u;
+            let i = i0 + y;
+            let v = select(0.0, gm[y] * fs[slot_at(s) + (r0 + y) * FS + c], j <= i);
+            if in_grid {
+                store1_tiles(tiles + M_AT + tile_at(i, j, CHUNK), to_f16_range(v));
+            }
+        }
+        {
+            let y = 2u;
+            let i = i0 + y;
+            let v = select(0.0, gm[y] * fs[slot_at(s) + (r0 + y) * FS + c], j <= i);
+            if in_grid {
+                store1_tiles(tiles + M_AT + tile_at(i, j, CHUNK), to_f16_range(v));
+            }
+        }
+        {
+            let y = 3u;
+            let i = i0 + y;
+            let v = select(0.0, gm[y] * fs[slot_at(s) + (r0 + y) * FS + c], j <= i);
+            if in_grid {
+                store1_tiles(tiles + M_AT + tile_at(i, j, CHUNK), to_f16_range(v));
+            }
+        }
+        {
+            let y = 4u;
+            let i = i0 + y;
+            let v = select(0.0, gm[y] * fs[slot_at(s) + (r0 + y) * FS + c], j <= i);
+            if in_grid {
+                store1_tiles(tiles + M_AT + tile_at(i, j, CHUNK), to_f16_range(v));
+            }
+        }
+        {
+            let y = 5u;
+            let i = i0 + y;
+            let v = select(0.0, gm[y] * fs[slot_at(s) + (r0 + y) * FS + c], j <= i);
+            if in_grid {
+                store1_tiles(tiles + M_AT + tile_at(i, j, CHUNK), to_f16_range(v));
+            }
+        }
+        {
+            let y = 6u;
+            let i = i0 + y;
+            let v = select(0.0, gm[y] * fs[slot_at(s) + (r0 + y) * FS + c], j <= i);
+            if in_grid {
+                store1_tiles(tiles + M_AT + tile_at(i, j, CHUNK), to_f16_range(v));
+            }
+        }
+        {
+            let y = 7u;
+            let i = i0 + y;
+            let v = select(0.0, gm[y] * fs[slot_at(s) + (r0 + y) * FS + c], j <= i);
+            if in_grid {
+                store1_tiles(tiles + M_AT + tile_at(i, j, CHUNK), to_f16_range(v));
+            }
+        }
+    } else {
+        for (var y = 0u; y < LANE_ELEMS; y++) {
+            let i = i0 + y;
+            if j < i {
+                put2(i * HS + j, AL, beta_sh[i] * fs[slot_at(s) + (r0 + y) * FS + c]);
+            }
+        }
+    }
+}
+
+fn kernel_main(li: u32, wg_in: u32, unused: u32) {
+    // No early return (naga then takes the products as outside uniform control flow).
+    let in_grid = wg_in < params.workgroups;
+    let ch = min(wg_in, params.workgroups - 1u); // (b * Hv + hv) * chunks + n
+    let d = params.dims;
+    let n = ch % params.chunks;
+    let h = head_at(d, params.gqa_layout, ch / params.chunks);
+    let t0 = n * CHUNK;
+    let sg = li / SG_WIDTH;
+    let lane = li % SG_WIDTH;
+    let tiles = ch * TILES_PER_CHUNK;
+
+    // 1. The gates; a masked step, and a step past T, is g = 1, beta = 0,
+    // k = q = v = 0. The first block's loads in flight meanwhile.
+    if li < CHUNK {
+        let t = t0 + li;
+        var live = t < d.steps;
+        var gv = 1.0;
+        var bv = 0.0;
+        if live {
+            let gi = gate_index(d, h.b, t, h.hv);
+            gv = load1_g(gi);
+            bv = load1_beta(gi);
+        }
+        gate_sh[li] = gv;
+        beta_sh[li] = bv;
+        live_sh[li] = select(0u, 1u, live);
+    }
+    var kx = load_quads(d, h, t0, li, 0u, false);
+    var qx = load_quads(d, h, t0, li, 0u, true);
+    workgroupBarrier();
+    // gam[i] = g[0] ... g[i] and G(C-1, j) = g[j+1] ... g[C-1], in order.
+    if li < CHUNK {
+        var r = 1.0;
+        for (var l = 0u; l < li + 1u; l++) {
+            r *= gate_sh[l];
+        }
+        gam_sh[li] = r;
+    } else if li < 2u * CHUNK {
+        let j = li - CHUNK;
+        var r = 1.0;
+        for (var l = j + 1u; l < CHUNK; l++) {
+            r *= gate_sh[l];
+        }
+        end_sh[j] = r;
+    }
+    workgroupBarrier();
+    let dbase = ch * 3u * CHUNK;
+    if in_grid && li < CHUNK {
+        store_decay(dbase + li, bitcast<u32>(gam_sh[li]));
+        store_decay(dbase + CHUNK + li, bitcast<u32>(end_sh[li]));
+        if li == CHUNK - 1u {
+            store_decay(dbase + 2u * CHUNK, bitcast<u32>(gam_sh[li]));
+        }
+    }
+
+    // 2. K K^T and Q K^T, KB key columns a block.
+    var acc0 = acc_zero();
+    var acc1 = acc_zero();
+    var acc2 = acc_zero();
+    for (var blk = 0u; blk < KBLOCKS; blk++) {
+        let c0 = blk * KB;
+        for (var m = 0u; m < GROUPS; m++) {
+            let i = quad_row(li, m);
+            let c = quad_col(li, m);
+            let kv = live_quad(kx, li, m);
+            let qv = live_quad(qx, li, m);
+            // (G_end K)^T's block, transposed here from the lanes' k (one rounding); a
+            // zero decay adds nothing, whatever k is.
+            let e = end_sh[i];
+            for (var x = 0u; x < 4u; x++) {
+                let hk = half16(kv[x]);
+                let hq = half16(qv[x]);
+                h16[GK + i * KS + c + x] = hk;
+                h16[GQ + i * KS + c + x] = hq;
+                if PARTS == 2u {
+                    h16[GK + GLO + i * KS + c + x] = half16(kv[x] - f32(hk));
+                    h16[GQ + GLO + i * KS + c + x] = half16(qv[x] - f32(hq));
+                }
+                h16[GT + (c + x) * HS + i] = half16(select(0.0, e * kv[x], e != 0.0));
+            }
+        }
+        // The next block's loads in flight through this block's products.
+        if blk + 1u < KBLOCKS {
+            kx = load_quads(d, h, t0, li, c0 + KB, false);
+            qx = load_quads(d, h, t0, li, c0 + KB, true);
+        }
+        workgroupBarrier(); // the block is staged
+        for (var ks = 0u; ks < GROUPS; ks++) {
+            acc0 = gram_products(acc0, sg, lane, ks);
+            acc1 = gram_products(acc1, sg + SG_COUNT, lane, ks);
+            acc2 = gram_products(acc2, sg + 2u * SG_COUNT, lane, ks);
+        }
+        // gam Q's and (G_end K)^T's tiles of the block out, neighbouring invocations at
+        // neighbouring columns (q from its staged parts).
+        for (var m = 0u; m < 4u * GROUPS; m++) {
+            let e = li + m * WG_SIZE;
+            let i = e / KB;
+            let c = e % KB;
+            var qv = f32(h16[GQ + i * KS + c]);
+            if PARTS == 2u {
+                qv += f32(h16[GQ + GLO + i * KS + c]);
+            }
+            let r = e / CHUNK;
+            let j = e % CHUNK;
+            if in_grid {
+                store1_tiles(tiles + QG_AT + tile_at(i, c0 + c, TILE_DK), to_f16_range(gam_sh[i] * qv));
+                store1_tiles(tiles + KT_AT + tile_at(c0 + r, j, CHUNK), f32(h16[GT + r * HS + j]));
+            }
+        }
+        workgroupBarrier(); // the block is read
+    }
+    // W's first block of k (again: from L2), in flight through phases 3 to 5.
+    var kw = load_k_vec(d, h, t0, li, 0u);
+
+    // 3. The Gram tiles through `fs`, 8 a round. Round 0 also zeroes A's blocks above
+    // the diagonal blocks (both parts) and M's tiles above the diagonal.
+    acc_store(acc0, lane, slot_at(sg));
+    workgroupBarrier();
+    gram_round(0u, li, tiles, in_grid);
+    for (var m = 0u; m < 6u; m++) {
+        let e = li + m * WG_SIZE; // 6 tiles: (0,1) (0,2) (0,3) (1,2) (1,3) (2,3)
+        let tb = e / 256u;
+        let rt = select(0u, select(1u, 2u, tb >= 5u), tb >= 3u);
+        let ct = tb + 1u - select(0u, select(2u, 3u, tb >= 5u), tb >= 3u);
+        let i = rt * 16u + (e % 256u) / 16u;
+        let j = ct * 16u + e % 16u;
+        h16[i * HS + j] = f16(0.0);
+        h16[AL + i * HS + j] = f16(0.0);
+        if in_grid {
+            store1_tiles(tiles + M_AT + tile_at(i, j, CHUNK), 0.0);
+        }
+    }
+    workgroupBarrier();
+    acc_store(acc1, lane, slot_at(sg));
+    workgroupBarrier();
+    gram_round(1u, li, tiles, in_grid);
+    workgroupBarrier();
+    acc_store(acc2, lane, slot_at(sg));
+    workgroupBarrier();
+    gram_round(2u, li, tiles, in_grid);
+    workgroupBarrier();
+
+    // 4. A0's diagonal blocks, an invocation a column c of block b0 / 16:
+    // X[r][c] = -sum_{s<r} L0[r][s] X[s][c], X[c][c] = 1, 0 above; in place of L0's
+    // block after a barrier.
+    var x: array<f32, TILE16>;
+    let b0 = (li % CHUNK) - li % 16u;
+    let col = li % 16u;
+    if li < CHUNK {
+        {
+            let r = 0u;
+            var acc = 0.0;
+            {
+                let s = 0u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 1u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 2u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 3u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 4u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 5u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 6u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 7u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 8u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 9u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 10u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 11u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 12u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 13u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 14u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 15u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
+        }
+        {
+            let r = 1u;
+            var acc = 0.0;
+            {
+                let s = 0u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 1u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 2u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 3u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 4u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 5u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 6u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 7u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 8u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 9u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 10u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 11u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 12u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 13u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 14u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 15u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
+        }
+        {
+            let r = 2u;
+            var acc = 0.0;
+            {
+                let s = 0u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 1u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 2u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 3u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 4u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 5u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 6u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 7u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 8u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 9u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 10u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 11u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 12u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 13u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 14u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 15u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
+        }
+        {
+            let r = 3u;
+            var acc = 0.0;
+            {
+                let s = 0u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 1u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 2u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 3u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 4u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 5u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 6u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 7u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 8u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 9u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 10u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 11u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 12u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 13u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 14u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 15u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
+        }
+        {
+            let r = 4u;
+            var acc = 0.0;
+            {
+                let s = 0u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 1u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 2u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 3u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 4u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 5u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 6u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 7u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 8u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 9u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 10u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 11u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 12u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 13u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 14u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 15u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
+        }
+        {
+            let r = 5u;
+            var acc = 0.0;
+            {
+                let s = 0u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 1u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 2u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 3u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 4u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 5u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 6u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 7u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 8u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 9u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 10u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 11u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 12u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 13u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 14u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 15u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
+        }
+        {
+            let r = 6u;
+            var acc = 0.0;
+            {
+                let s = 0u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 1u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 2u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 3u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 4u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 5u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 6u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 7u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 8u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 9u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 10u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 11u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 12u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 13u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 14u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 15u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
+        }
+        {
+            let r = 7u;
+            var acc = 0.0;
+            {
+                let s = 0u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 1u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 2u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 3u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 4u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 5u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 6u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 7u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 8u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 9u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 10u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 11u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 12u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 13u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 14u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 15u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
+        }
+        {
+            let r = 8u;
+            var acc = 0.0;
+            {
+                let s = 0u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 1u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 2u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 3u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 4u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 5u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 6u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 7u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 8u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 9u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 10u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 11u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 12u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 13u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 14u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 15u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
+        }
+        {
+            let r = 9u;
+            var acc = 0.0;
+            {
+                let s = 0u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 1u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 2u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 3u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 4u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 5u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 6u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 7u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 8u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 9u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 10u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 11u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 12u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 13u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 14u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 15u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
+        }
+        {
+            let r = 10u;
+            var acc = 0.0;
+            {
+                let s = 0u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 1u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 2u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 3u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 4u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 5u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 6u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 7u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 8u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 9u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 10u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 11u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 12u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 13u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 14u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 15u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
+        }
+        {
+            let r = 11u;
+            var acc = 0.0;
+            {
+                let s = 0u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 1u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 2u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 3u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 4u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 5u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 6u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 7u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 8u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 9u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 10u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 11u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 12u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 13u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 14u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 15u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
+        }
+        {
+            let r = 12u;
+            var acc = 0.0;
+            {
+                let s = 0u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 1u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 2u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 3u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 4u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 5u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 6u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 7u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 8u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 9u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 10u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 11u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 12u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 13u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 14u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 15u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
+        }
+        {
+            let r = 13u;
+            var acc = 0.0;
+            {
+                let s = 0u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 1u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 2u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 3u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 4u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 5u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 6u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 7u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 8u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 9u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 10u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 11u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 12u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 13u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 14u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 15u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
+        }
+        {
+            let r = 14u;
+            var acc = 0.0;
+            {
+                let s = 0u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 1u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 2u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 3u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 4u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 5u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 6u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 7u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 8u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 9u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 10u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 11u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 12u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 13u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 14u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 15u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
+        }
+        {
+            let r = 15u;
+            var acc = 0.0;
+            {
+                let s = 0u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 1u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 2u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 3u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 4u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 5u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 6u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 7u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 8u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 9u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 10u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 11u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 12u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 13u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 14u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            {
+                let s = 15u;
+                if s < r {
+                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                }
+            }
+            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
+        }
+    }
+    workgroupBarrier();
+    if li < CHUNK {
+        {
+            let r = 0u;
+            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+        }
+        {
+            let r = 1u;
+            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+        }
+        {
+            let r = 2u;
+            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+        }
+        {
+            let r = 3u;
+            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+        }
+        {
+            let r = 4u;
+            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+        }
+        {
+            let r = 5u;
+            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+        }
+        {
+            let r = 6u;
+            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+        }
+        {
+            let r = 7u;
+            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+        }
+        {
+            let r = 8u;
+            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+        }
+        {
+            let r = 9u;
+            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+        }
+        {
+            let r = 10u;
+            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+        }
+        {
+            let r = 11u;
+            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+        }
+        {
+            let r = 12u;
+            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+        }
+        {
+            let r = 13u;
+            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+        }
+        {
+            let r = 14u;
+            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+        }
+        {
+            let r = 15u;
+            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+        }
+    }
+    workgroupBarrier();
+
+    // 5a. The merge 16 -> 32 of diagonal blocks (2p, 2p + 1), p = sg % 2:
+    // X = L0[2p+1][2p] A0[2p][2p] (X's two tiles side by side at XS), then
+    // A0[2p+1][2p] = -A0[2p+1][2p+1] X.
+    let p = sg % 2u;
+    let d0 = 32u * p * HS + 32u * p;
+    var y = mma2(acc_zero(), lane, d0 + 16u * HS, HS, AL, d0, HS, AL);
+    acc_store(y, lane, slot_at(sg));
+    workgroupBarrier();
+    for (var m = 0u; m < 2u; m++) {
+        let e = li + m * WG_SIZE;
+        let q = e / 256u;
+        let r = (e % 256u) / 16u;
+        let c = e % 16u;
+        put2(XS + r * HS + 16u * q + c, AL, fs[slot_at(q) + r * FS + c]);
+    }
+    workgroupBarrier();
+    y = mma2(acc_zero(), lane, d0 + 16u * HS + 16u, HS, AL, XS + 16u * p, HS, AL);
+    acc_store(y, lane, slot_at(sg));
+    workgroupBarrier();
+    for (var m = 0u; m < 2u; m++) {
+        let e = li + m * WG_SIZE;
+        let q = e / 256u;
+        let r = (e % 256u) / 16u;
+        let c = e % 16u;
+        put2((32u * q + 16u + r) * HS + 32u * q + c, AL, -fs[slot_at(q) + r * FS + c]);
+    }
+    workgroupBarrier();
+
+    // 5b. The merge 32 -> 64, A the first 32 steps, B the last:
+    // X2 = L0[B][A] A0[A][A] (at XS), A0[B][A] = -A0[B][B] X2. Subgroup sg: output tile
+    // o = sg % 4 (row tile 2 + o / 2, column tile o % 2) over half kh = sg / 4 of the
+    // inner tiles; the lanes sum the halves.
+    let o = sg % 4u;
+    let kh = sg / 4u;
+    let ro = 2u + o / 2u;
+    let co = o % 2u;
+    y = mma2(acc_zero(), lane, ro * 16u * HS + kh * 16u, HS, AL, kh * 16u * HS + co * 16u, HS, AL);
+    acc_store(y, lane, slot_at(sg));
+    workgroupBarrier();
+    for (var m = 0u; m < 4u; m++) {
+        let e = li + m * WG_SIZE;
+        let q = e / 256u;
+        let r = (e % 256u) / 16u;
+        let c = e % 16u;
+        let v = fs[slot_at(q) + r * FS + c] + fs[slot_at(q + 4u) + r * FS + c];
+        put2(XS + ((q / 2u) * 16u + r) * HS + (q % 2u) * 16u + c, AL, v);
+    }
+    workgroupBarrier();
+    y = mma2(acc_zero(), lane, ro * 16u * HS + (2u + kh) * 16u, HS, AL, XS + kh * 16u * HS + co * 16u, HS, AL);
+    acc_store(y, lane, slot_at(sg));
+    workgroupBarrier();
+
+    // 5c. A0 complete (its last blocks from the halves), XS zero again; A = A0 diag(beta),
+    // W's left operand.
+    for (var m = 0u; m < CHUNK * CHUNK / WG_SIZE; m++) {
+        let e = li + m * WG_SIZE;
+        let i = e / CHUNK;
+        let j = e % CHUNK;
+        if j <= i {
+            var a0 = get2(i * HS + j, AL);
+            if i >= 32u && j < 32u {
+                let q = (i / 16u - 2u) * 2u + j / 16u;
+                let at = (i % 16u) * FS + j % 16u;
+                a0 = -(fs[slot_at(q) + at] + fs[slot_at(q + 4u) + at]);
+            }
+            put2(i * HS + j, AL, a0 * beta_sh[j]);
+        } else if i < 32u && j >= 32u {
+            put2(i * HS + j, AL, 0.0);
+        }
+    }
+
+    // 6. W = diag(gam) A K over KW_BLOCKS blocks of BW key columns, then U = (Gam o A) V
+    // over the value columns; block `blk`'s output tiles leave through `fs` after the
+    // next barrier.
+    let ublocks = (d.value_dim + BW - 1u) / BW;
+    let rt = sg % 4u;
+    var vw = vec4(0.0);
+    for (var blk = 0u; blk < KW_BLOCKS + ublocks; blk++) {
+        if blk > 0u {
+            out_block(d, ch, tiles, in_grid, li, blk - 1u);
+        }
+        if blk == KW_BLOCKS {
+            // A becomes Gam o A, U's left operand: columns j in eights of rows.
+            for (var m = 0u; m < CHUNK * CHUNK / (LANE_ELEMS * WG_SIZE); m++) {
+                let grp = li + m * WG_SIZE;
+                let j = grp % CHUNK;
+                let i0 = (grp / CHUNK) * LANE_ELEMS;
+                let gm = gam_col8(i0, j);
+                {
+                    let yy = 0u;
+                    let at = (i0 + yy) * HS + j;
+                    put2(at, AL, gm[yy] * get2(at, AL));
+                }
+                {
+                    let yy = 1u;
+                    let at = (i0 + yy) * HS + j;
+                    put2(at, AL, gm[yy] * get2(at, AL));
+                }
+                {
+                    let yy = 2u;
+                    let at = (i0 + yy) * HS + j;
+                    put2(at, AL, gm[yy] * get2(at, AL));
+                }
+                {
+                    let yy = 3u;
+                    let at = (i0 + yy) * HS + j;
+                    put2(at, AL, gm[yy] * get2(at, AL));
+                }
+                {
+                    let yy = 4u;
+                    let at = (i0 + yy) * HS + j;
+                    put2(at, AL, gm[yy] * get2(at, AL));
+                }
+                {
+                    let yy = 5u;
+                    let at = (i0 + yy) * HS + j;
+                    put2(at, AL, gm[yy] * get2(at, AL));
+                }
+                {
+                    let yy = 6u;
+                    let at = (i0 + yy) * HS + j;
+                    put2(at, AL, gm[yy] * get2(at, AL));
+                }
+                {
+                    let yy = 7u;
+                    let at = (i0 + yy) * HS + j;
+                    put2(at, AL, gm[yy] * get2(at, AL));
+                }
+            }
+        }
+        // The block, zero at dead steps: k's (W), or v's (U).
+        if blk < KW_BLOCKS {
+            let r = li / 4u;
+            let kv = select(vec4(0.0), kw, live_sh[r] != 0u);
+            for (var c = 0u; c < 4u; c++) {
+                h16[BS + r * BSS + (li % 4u) * 4u + c] = half16(kv[c]);
+            }
+        } else {
+            for (var m = 0u; m < 4u; m++) {
+                let e = li + m * WG_SIZE;
+                let r = e / BW;
+                h16[BS + r * BSS + e % BW] = half16(select(0.0, vw[m], live_sh[r] != 0u));
+            }
+        }
+        // The next block's loads in flight through this block's products.
+        if blk + 1u < KW_BLOCKS {
+            kw = load_k_vec(d, h, t0, li, (blk + 1u) * BW);
+        } else if blk + 1u < KW_BLOCKS + ublocks {
+            vw = load_v_vec(d, h, t0, li, (blk + 1u - KW_BLOCKS) * BW);
+        }
+        workgroupBarrier(); // the block and A are staged; `fs` is read
+        var out = acc_zero();
+        for (var q = 0u; q < 2u; q++) {
+            let kt = 2u * kh + q;
+            let a = rt * 16u * HS + kt * 16u;
+            let b = BS + kt * 16u * BSS;
+            out = mma(out, lane, a, HS, b, BSS);
+            out = mma(out, lane, a + AL, HS, b, BSS);
+        }
+        acc_store(out, lane, slot_at(sg));
+        workgroupBarrier(); // the products are in `fs`; the block is read
+    }
+    out_block(d, ch, tiles, in_grid, li, KW_BLOCKS + ublocks - 1u);
+}
+
+// Block `blk`'s [C][BW] output from `fs` (row tile rt: slots rt and rt + 4, the two
+// halves of the inner tiles): W's rows scaled by gam and rounded to f16 into its tiles,
+// or U's in f32.
+fn out_block(d: GdnDims, ch: u32, tiles: u32, in_grid: bool, li: u32, blk: u32) {
+    for (var m = 0u; m < CHUNK * BW / WG_SIZE; m++) {
+        let e = li + m * WG_SIZE;
+        let i = e / BW;
+        let c = e % BW;
+        let at = (i % 16u) * FS + c;
+        let v = fs[slot_at(i / 16u) + at] + fs[slot_at(i / 16u + 4u) + at];
+        if blk < KW_BLOCKS {
+            if in_grid {
+                store1_tiles(tiles + W_AT + tile_at(i, blk * BW + c, TILE_DK), to_f16_range(gam_sh[i] * v));
+            }
+        } else {
+            let dv = (blk - KW_BLOCKS) * BW + c;
+            if in_grid && dv < d.value_dim {
+                store_u((ch * CHUNK + i) * d.value_dim + dv, bitcast<u32>(v));
+            }
+        }
+    }
+}
