@@ -781,6 +781,16 @@ fn gpu_fast_path_matches_record_within_its_bound() {
     );
     let ran = gpu.compiled_kernels().iter().any(|k| k.op.coop());
     assert!(ran, "no cooperative-matrix kernel was compiled");
+    // The first pass is chunk_prep_coop (the decay-free solve, W and U on the matrix
+    // units, the walk's tiles written directly), not chunk_wy + chunk_pack.
+    let names: Vec<&str> = gpu.compiled_kernels().iter().map(|k| k.op.name()).collect();
+    report!("fast path kernels compiled: {names:?}");
+    for want in ["chunk_prep_coop", "chunk_walk_coop", "chunk_out_coop"] {
+        assert!(names.contains(&want), "{want} was not compiled: {names:?}");
+    }
+    for old in ["chunk_wy", "chunk_pack"] {
+        assert!(!names.contains(&old), "the fast path ran {old}: {names:?}");
+    }
 
     // An empty draft: the state passes through the walk.
     let shape = GdnShape::new(1, 0, 1, 2, 128, 128).unwrap();
@@ -851,6 +861,55 @@ fn gpu_fast_path_matches_record_in_every_dtype_and_odd_shape() {
     for (what, d) in gate_draws(&shape, 13) {
         let e = fast_case::<f32, f32, f32, f32>(&gpu, &shape, GqaLayout::Blocked, &d, None);
         report!("gpu fast path {what} gates: {e:.2e}");
+        let eb = fast_case::<bf16, f32, f32, bf16>(&gpu, &shape, GqaLayout::Tiled, &d, None);
+        report!("gpu fast path {what} gates, bf16: {eb:.2e}");
+    }
+    // Strong decays (0.05 to 0.3 a step: the chunk's gam underflows f16's range).
+    let mut d = draw(&shape, 14);
+    for (i, g) in d.g.iter_mut().enumerate() {
+        *g = 0.05 + 0.25 * ((i * 7919) % 100) as f32 / 100.0;
+    }
+    let e = fast_case::<f32, f32, f32, f32>(&gpu, &shape, GqaLayout::Blocked, &d, None);
+    report!("gpu fast path strong gates: {e:.2e}");
+}
+
+/// The fast path's domain (docs/SPEC.md "record_chunked"): its decay-free solve's A0 is
+/// not damped by the decays, so keys of larger norm make it grow. Within the bound at
+/// key norms up to 3; at norm 5 with gates near 1 (A0 about 1e9, past f16's range) its
+/// results leave the bound and stay finite.
+#[test]
+fn gpu_fast_path_domain_by_key_norm() {
+    let Some(gpu) = coop_gpu() else { return };
+    let shape = GdnShape::new(1, 256, 1, 2, 128, 128).unwrap();
+    let base = draw(&shape, 40);
+    for norm in [2.0f32, 3.0, 5.0] {
+        let mut d = base.clone();
+        d.k.iter_mut().for_each(|x| *x *= norm);
+        let t = d.typed::<f32>();
+        let want: Recorded<f32, f32, f32> = cpu()
+            .record(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state)
+            .unwrap();
+        let got: Recorded<f32, f32, f32> = gpu
+            .record_chunked(
+                &shape,
+                GqaLayout::Blocked,
+                ChunkSize::C64,
+                &t.inputs(None),
+                &d.state,
+            )
+            .unwrap();
+        let finite = |v: &[f32]| v.iter().all(|x| x.is_finite());
+        assert!(
+            finite(&got.y) && finite(&got.state) && finite(&got.delta),
+            "norm {norm}"
+        );
+        if want.y.iter().all(|x| x.is_finite()) {
+            let e = worst(&got, &want);
+            report!("gpu fast path, keys of norm {norm}: {e:.2e}");
+            if norm <= 3.0 {
+                assert!(e <= FAST_TOL, "norm {norm}: {e:e}");
+            }
+        }
     }
 }
 
