@@ -354,6 +354,9 @@ var<workgroup> beta_sh: array<f32, CHUNK>;
 var<workgroup> gam_sh: array<f32, CHUNK>;
 var<workgroup> end_sh: array<f32, CHUNK>;
 var<workgroup> live_sh: array<u32, CHUNK>;
+// g[j+1] ... g[8 (j / 8) + 7] (1 at a eight's last step), and each eight's whole product.
+var<workgroup> suf_sh: array<f32, CHUNK>;
+var<workgroup> eight_sh: array<f32, CHUNK / 8u>;
 
 fn half16(x: f32) -> f16 {
     return f16(to_f16_range(x));
@@ -480,12 +483,20 @@ fn load_v_vec(d: GdnDims, h: Head, t0: u32, li: u32, c0: u32) -> vec4<f32> {
     return r;
 }
 
-// Gam[i0 + y][j] = g[j+1] ... g[i0+y] for y = 0..7 (0 where i0 + y < j): running
-// products down column j (no ratio: a zero gate stays exact).
+// Gam[i0 + y][j] = g[j+1] ... g[i0+y] for y = 0..7 (0 where i0 + y < j), i0 a multiple
+// of 8: products of the gates over (j, i0] from j's suffix in its eight steps and the
+// whole eights after it, then running products down column j (no ratio anywhere: a
+// zero gate stays exact).
 fn gam_col8(i0: u32, j: u32) -> array<f32, LANE_ELEMS> {
     var r = 1.0;
-    for (var l = j + 1u; l < i0 + 1u; l++) {
-        r *= gate_sh[l];
+    if i0 > j {
+        r = suf_sh[j];
+        for (var b = j / 8u + 1u; b < i0 / 8u; b++) {
+            r *= eight_sh[b];
+        }
+        if i0 >= (j / 8u + 1u) * 8u {
+            r *= gate_sh[i0];
+        }
     }
     var out: array<f32, LANE_ELEMS>;
     {
@@ -694,6 +705,20 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             r *= gate_sh[l];
         }
         end_sh[j] = r;
+    } else if li < 3u * CHUNK {
+        let j = li - 2u * CHUNK;
+        var r = 1.0;
+        for (var l = j + 1u; l < (j / 8u + 1u) * 8u; l++) {
+            r *= gate_sh[l];
+        }
+        suf_sh[j] = r;
+    } else if li < 3u * CHUNK + CHUNK / 8u {
+        let b = li - 3u * CHUNK;
+        var r = 1.0;
+        for (var l = 8u * b; l < 8u * b + 8u; l++) {
+            r *= gate_sh[l];
+        }
+        eight_sh[b] = r;
     }
     workgroupBarrier();
     let dbase = ch * 3u * CHUNK;

@@ -89,7 +89,7 @@ pub const CHUNK_PREP_COOP: Op = Op(&OpInfo {
 });
 /// [`CHUNK_PREP_COOP`] with its tile products as lane loops (portable WGSL): the test of
 /// the pass's structure where no adapter has cooperative matrices (the unit tests run
-/// it on lavapipe). Not among [`Op::ALL`]: its 32000 bytes of workgroup memory are past
+/// it on lavapipe). Not among [`Op::ALL`]: its 32288 bytes of workgroup memory are past
 /// the 16 KiB every adapter offers.
 pub(crate) const CHUNK_PREP: Op = Op(&OpInfo {
     mask_bit: ChunkPrepRow::Mask.bit(),
@@ -289,14 +289,14 @@ const PREP_LANE_ELEMS: u32 = 8;
 
 /// The first pass's workgroup memory (`chunk_prep.wgsl`): its f16 array in two lives
 /// (the staged blocks of k and q, in two parts at f32, and of (G_end K)^T; then A in
-/// two parts, [C][C + 8] each, and a block of k or v), `fs` ([C][36] f32) and five [C]
-/// arrays of gates and decays: 32000 bytes.
+/// two parts, [C][C + 8] each, and a block of k or v), `fs` ([C][36] f32), six [C]
+/// arrays of gates and decays and the eights' products: 32288 bytes.
 fn prep_bytes(groups: u32) -> u32 {
     let (c, parts, kb) = (COOP_CHUNK.steps() as u32, 3 - groups, 16 * groups);
     let (ks, hs, bss, fs) = (kb + 8, c + 8, 24, 36);
     let gram = 2 * parts * c * ks + kb * hs;
     let solve = 2 * c * hs + c * bss;
-    gram.max(solve) * 2 + c * fs * 4 + 5 * c * 4
+    gram.max(solve) * 2 + c * fs * 4 + (6 * c + c / 8) * 4
 }
 
 /// The first pass's Gram blocks in 16 key columns: 1 where k and q enter in two f16
