@@ -367,14 +367,19 @@ mod tests {
     use crate::gpu::options::GpuOptions;
     use wgpu::util::DeviceExt;
 
-    fn gpu() -> Option<GpuBackend> {
+    /// One test on the GPU at a time: two lavapipe devices in one process share its
+    /// threads, and each then runs 15 to 25 times slower.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn gpu() -> Option<(GpuBackend, std::sync::MutexGuard<'static, ()>)> {
+        let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
         let g = GpuBackend::new(GpuOptions::from_env().ok()?).ok()?;
         let room = g.limits().max_compute_workgroup_storage_size;
-        if !g.features().contains(wgpu::Features::SHADER_F16) || room < 32000 {
-            eprintln!("SKIPPED: chunk_prep needs SHADER_F16 and 32000 bytes of workgroup memory");
+        if !g.features().contains(wgpu::Features::SHADER_F16) || room < 32288 {
+            eprintln!("SKIPPED: chunk_prep needs SHADER_F16 and 32288 bytes of workgroup memory");
             return None;
         }
-        Some(g)
+        Some((g, turn))
     }
 
     /// `x` rounded to `dtype`, and its bytes as the GPU holds them (padded to a word).
@@ -576,7 +581,7 @@ mod tests {
 
     #[test]
     fn portable_prep_writes_the_twins_tiles() {
-        let Some(gpu) = gpu() else { return };
+        let Some((gpu, _turn)) = gpu() else { return };
         let bf16 = GdnDtypes {
             act: DType::BF16,
             ..GdnDtypes::F32
@@ -606,7 +611,7 @@ mod tests {
 
     #[test]
     fn portable_prep_takes_odd_shapes_and_gates() {
-        let Some(gpu) = gpu() else { return };
+        let Some((gpu, _turn)) = gpu() else { return };
         for (b, t, hk, hv, dk, dv) in [
             (2, 37, 1, 3, 13, 7),
             (1, 150, 2, 6, 94, 46),
