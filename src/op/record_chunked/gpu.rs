@@ -357,7 +357,7 @@ fn check_pairs(shape: &GdnShape, dtypes: &GdnDtypes) -> Result<()> {
 /// The fast path's first pass in portable WGSL (`chunk_prep`: `chunk_prep_coop` with its
 /// tile products as lane loops) on whatever adapter the tests have (lavapipe), against
 /// its CPU twin: every tile, U and the decays, at T around the chunk, masks, both
-/// layouts, f32 and bf16 activations (one and two f16 parts), f32 gates beside bf16,
+/// layouts, f32, bf16 and f16 activations (two f16 parts and one), f32 gates beside bf16,
 /// zero, vanishing and unit gates, odd shapes.
 #[cfg(test)]
 mod tests {
@@ -591,6 +591,11 @@ mod tests {
             gate: DType::BF16,
             ..GdnDtypes::F32
         };
+        let f16_all = GdnDtypes {
+            act: DType::F16,
+            gate: DType::F16,
+            ..GdnDtypes::F32
+        };
         for t in [1, 63, 64, 65, 197] {
             for (layout, masked) in [(GqaLayout::Blocked, false), (GqaLayout::Tiled, true)] {
                 let shape = GdnShape::new(1, t, 1, 2, 128, 128).unwrap();
@@ -601,6 +606,7 @@ mod tests {
                     ("f32", GdnDtypes::F32),
                     ("bf16, f32 gates", bf16),
                     ("bf16", bf16_all),
+                    ("f16", f16_all),
                 ] {
                     let e = case(&gpu, &shape, layout, dtypes, &d, mask);
                     check(&format!("T {t} {layout:?} mask {masked} {name}"), e);
