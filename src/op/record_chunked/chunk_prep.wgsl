@@ -45,8 +45,8 @@
 // the same fixed sequence of products, its role read only in addresses; a workgroup
 // past the grid's end (a folded grid) redoes the last one and writes nothing.
 
-const SG_WIDTH: u32 = 32u;
-const SG_COUNT: u32 = WG_SIZE / SG_WIDTH;
+const SUBGROUP_WIDTH: u32 = 32u;
+const SG_COUNT: u32 = WG_SIZE / SUBGROUP_WIDTH;
 // The Gram products' blocks: KB key columns, row stride KS in f16 (padded: a tile's
 // rows fall in different banks); k and q in PARTS parts.
 const KB: u32 = 16u * GROUPS;
@@ -312,7 +312,7 @@ fn gram_products(acc: Acc, s: u32, lane: u32, ks: u32) -> Acc {
 // of Q K^T's tiles), L0 = beta K K^T's strictly lower elements into A in two parts.
 // Invocation li: slot li / 32, its column li % 16, rows 8 ((li / 16) % 2) on.
 fn gram_round(u: u32, li: u32, tiles: u32, in_grid: bool) {
-    let s = li / SG_WIDTH;
+    let s = li / SUBGROUP_WIDTH;
     let w = SLOTS[s + SG_COUNT * u];
     let c = li % 16u;
     let r0 = ((li / 16u) % 2u) * 8u;
@@ -349,8 +349,8 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     let n = ch % params.chunks;
     let h = head_at(d, params.gqa_layout, ch / params.chunks);
     let t0 = n * CHUNK;
-    let sg = li / SG_WIDTH;
-    let lane = li % SG_WIDTH;
+    let sg = li / SUBGROUP_WIDTH;
+    let lane = li % SUBGROUP_WIDTH;
     let tiles = ch * TILES_PER_CHUNK;
 
     // 1. The gates; a masked step, and a step past T, is g = 1, beta = 0,
