@@ -1,5 +1,5 @@
 #provides fetch_chunk, stage_chunk
-#requires k_stage, q_stage, row_stage, gate_stage, STAGED, params, GdnDims
+#requires k_stage, q_stage, row_stage, gate_stage, row_partials, STAGED, params, GdnDims
 #requires load1_x, load1_window, load_layer, load1_a, load1_b, token, qk_row, gate_index, first_value_head
 #if HAS_MASK
 #requires load_mask, mask_index
@@ -33,13 +33,16 @@
 // registers), as record_staging.wgsl fetches q and k.
 
 const NORM_EPS: f32 = 1e-6;
-// The most conv taps the kernel holds (src/shape.rs's MAX_LAYER_TAPS): weights and
-// inputs are kept right-aligned in arrays of this many, zero weights in front, so every
-// index is a constant.
-const TAPS: u32 = 4u;
+// TAPS (a define: src/shape.rs's MAX_LAYER_TAPS) is the most conv taps the kernel
+// holds: weights and inputs are kept right-aligned in arrays of this many, zero weights
+// in front, and every loop over them is unrolled, so every index is a constant and the
+// arrays stay in registers.
 // q's and k's channel groups; an invocation owns QK_OWNED of them and V_OWNED of v's
 // rows (defines: KernelKey::defines).
 const QK_GROUPS: u32 = 2u * STAGED;
+// Invocations that sum one staged step's norms (CHUNK and WG_SIZE are powers of two,
+// CHUNK at most WG_SIZE).
+const NORM_LANES: u32 = WG_SIZE / CHUNK;
 
 // Each staged step's inverse norms of k and of q (q's times its scale).
 var<workgroup> norm_stage: array<vec2<f32>, CHUNK>;
@@ -104,22 +107,49 @@ fn x_at(d: GdnDims, b: u32, t: u32, ch: u32) -> f32 {
     return load1_x(token(d, b, t) * conv_channels(d) + ch);
 }
 
-// The owned channels' weights and window, and the head's gate constants: once.
+// The 4 channels of q/k group g of key head hk, and which of them exist.
+fn qk_group(d: GdnDims, hk: u32, g: u32) -> array<vec2<u32>, 4> {
+    return array<vec2<u32>, 4>(
+        qk_channel(d, hk, g, 0u),
+        qk_channel(d, hk, g, 1u),
+        qk_channel(d, hk, g, 2u),
+        qk_channel(d, hk, g, 3u),
+    );
+}
+
+// The owned channels' weights and window, and the head's gate constants: once. Every
+// load is issued before any is used.
 fn load_layer_constants(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, li: u32) {
     let taps = d.conv_taps;
+    let bias_at = conv_channels(d) * taps;
     #unroll
     for (var o = 0u; o < QK_OWNED; o++) {
         let g = li + o * WG_SIZE;
         if g < QK_GROUPS {
-            for (var e = 0u; e < 4u; e++) {
-                let ch = qk_channel(d, hk, g, e);
-                let on = ch.y != 0u;
-                qk_bias[o][e] = select(0.0, layer_f32(conv_channels(d) * taps + ch.x), on);
-                for (var j = 0u; j < TAPS; j++) {
-                    qk_weights[o][j][e] = select(0.0, weight_at(d, ch.x, j), on);
-                    if j + 1u < TAPS {
-                        qk_inputs[o][j][e] = window_at(d, b, ch.x, j);
-                    }
+            let chs = qk_group(d, hk, g);
+            let on = vec4<f32>(f32(chs[0].y), f32(chs[1].y), f32(chs[2].y), f32(chs[3].y));
+            let first = vec4<u32>(chs[0].x, chs[1].x, chs[2].x, chs[3].x);
+            qk_bias[o] = on * vec4<f32>(
+                layer_f32(bias_at + first.x),
+                layer_f32(bias_at + first.y),
+                layer_f32(bias_at + first.z),
+                layer_f32(bias_at + first.w),
+            );
+            #unroll
+            for (var j = 0u; j < TAPS; j++) {
+                qk_weights[o][j] = on * vec4<f32>(
+                    weight_at(d, first.x, j),
+                    weight_at(d, first.y, j),
+                    weight_at(d, first.z, j),
+                    weight_at(d, first.w, j),
+                );
+                if j + 1u < TAPS {
+                    qk_inputs[o][j] = vec4<f32>(
+                        window_at(d, b, first.x, j),
+                        window_at(d, b, first.y, j),
+                        window_at(d, b, first.z, j),
+                        window_at(d, b, first.w, j),
+                    );
                 }
             }
         }
@@ -129,7 +159,8 @@ fn load_layer_constants(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, li:
         let r = li + o * WG_SIZE;
         if r < ROWS {
             let ch = v_channel(d, hv, row_base, r);
-            v_bias[o] = layer_f32(conv_channels(d) * taps + ch);
+            v_bias[o] = layer_f32(bias_at + ch);
+            #unroll
             for (var j = 0u; j < TAPS; j++) {
                 v_weights[o][j] = weight_at(d, ch, j);
                 if j + 1u < TAPS {
@@ -153,12 +184,17 @@ fn fetch_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
     for (var o = 0u; o < QK_OWNED; o++) {
         let g = li + o * WG_SIZE;
         if g < QK_GROUPS {
+            let chs = qk_group(d, hk, g);
             #unroll
             for (var c = 0u; c < CHUNK; c++) {
                 if c < n {
-                    for (var e = 0u; e < 4u; e++) {
-                        next_qk[o][c][e] = x_at(d, b, t0 + c, qk_channel(d, hk, g, e).x);
-                    }
+                    let t = t0 + c;
+                    next_qk[o][c] = vec4<f32>(
+                        x_at(d, b, t, chs[0].x),
+                        x_at(d, b, t, chs[1].x),
+                        x_at(d, b, t, chs[2].x),
+                        x_at(d, b, t, chs[3].x),
+                    );
                 }
             }
         }
@@ -242,7 +278,7 @@ fn gate_at(d: GdnDims, gi: u32) -> f32 {
 // The prologue of the fetched chunk t0 .. t0 + CHUNK into the stages, and the tape's
 // copies of k and g (one writer each, as record_staging.wgsl's). Slots past the
 // draft's last step hold values nobody reads.
-fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li: u32) {
+fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li: u32, sg: u32) {
     let n = min(CHUNK, d.steps - t0);
     // q and k after the conv and SiLU, not yet normalised; each owned group's inputs
     // move on by the chunk's steps.
@@ -254,12 +290,18 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
             for (var c = 0u; c < CHUNK; c++) {
                 let x = next_qk[o][c];
                 var u = qk_bias[o] + qk_weights[o][TAPS - 1u] * x;
-                for (var j = 0u; j < TAPS - 1u; j++) {
-                    u += qk_weights[o][j] * qk_inputs[o][j];
+                #unroll
+                for (var j = 0u; j < TAPS; j++) {
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
                 }
                 if c < n {
-                    for (var j = 0u; j < TAPS - 2u; j++) {
-                        qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                    #unroll
+                    for (var j = 0u; j < TAPS; j++) {
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
                     }
                     qk_inputs[o][TAPS - 2u] = x;
                 }
@@ -280,12 +322,18 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
             for (var c = 0u; c < CHUNK; c++) {
                 let x = next_v[o][c];
                 var u = v_bias[o] + v_weights[o][TAPS - 1u] * x;
-                for (var j = 0u; j < TAPS - 1u; j++) {
-                    u += v_weights[o][j] * v_inputs[o][j];
+                #unroll
+                for (var j = 0u; j < TAPS; j++) {
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
                 }
                 if c < n {
-                    for (var j = 0u; j < TAPS - 2u; j++) {
-                        v_inputs[o][j] = v_inputs[o][j + 1u];
+                    #unroll
+                    for (var j = 0u; j < TAPS; j++) {
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
                     }
                     v_inputs[o][TAPS - 2u] = x;
                 }
@@ -317,18 +365,41 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
 #endif
     }
     workgroupBarrier();
-    // Each step's norms, by one invocation a step.
-    let base = gates_base(d) + 2u * d.value_heads;
-    if li < CHUNK {
-        var sums = vec2<f32>(0.0);
-        for (var m = 0u; m < STAGED; m++) {
-            let kk = k_stage[li * STAGED + m];
-            let qq = q_stage[li * STAGED + m];
-            sums += vec2<f32>(dot(kk, kk), dot(qq, qq));
+    // Each step's norms: NORM_LANES invocations a step, each summing every
+    // NORM_LANES-th vec4 of the step's k and q, their sums added by a butterfly where
+    // the step's lanes lie in one subgroup, else through workgroup memory (row_sum3's,
+    // idle while a chunk is staged).
+    let c = li / NORM_LANES;
+    let p = li % NORM_LANES;
+    var sums = vec2<f32>(0.0);
+    for (var m = p; m < STAGED; m += NORM_LANES) {
+        let kk = k_stage[c * STAGED + m];
+        let qq = q_stage[c * STAGED + m];
+        sums += vec2<f32>(dot(kk, kk), dot(qq, qq));
+    }
+    var in_subgroup = false;
+#if SUBGROUP
+    in_subgroup = NORM_LANES <= sg;
+    if in_subgroup {
+        for (var o = 1u; o < NORM_LANES; o = o << 1u) {
+            sums += subgroupShuffleXor(sums, o);
         }
+    }
+#endif
+    if !in_subgroup {
+        row_partials[li] = vec3<f32>(sums, 0.0);
+        workgroupBarrier();
+        var total = vec2<f32>(0.0);
+        for (var j = 0u; j < NORM_LANES; j++) {
+            total += row_partials[li - p + j].xy;
+        }
+        sums = total;
+    }
+    if p == 0u {
+        let base = gates_base(d) + 2u * d.value_heads;
         let norm = load_layer(base + 1u) != 0u;
         let inv = select(vec2<f32>(1.0), inverseSqrt(sums + NORM_EPS), norm);
-        norm_stage[li] = inv * vec2<f32>(1.0, layer_f32(base));
+        norm_stage[c] = inv * vec2<f32>(1.0, layer_f32(base));
     }
     workgroupBarrier();
 #if HAS_TAPE_K_GROUPED

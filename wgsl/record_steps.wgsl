@@ -82,7 +82,11 @@ fn record_steps(s: ptr<function, StateTile>, d: GdnDims, tile: RowTile, hk: u32,
     for (var ci = 0u; ci < strides(0u, d.steps, CHUNK); ci++) {
         let t0 = ci * CHUNK;
         workgroupBarrier(); // the previous chunk has been read
+#if HAS_LAYER
+        stage_chunk(d, b, hv, hk, row_base, t0, li, sg);
+#else
         stage_chunk(d, b, hv, hk, row_base, t0, li);
+#endif
         workgroupBarrier();
         if t0 + CHUNK < d.steps {
             fetch_chunk(d, b, hv, hk, row_base, t0 + CHUNK, li);

@@ -42,6 +42,7 @@ const EARLY_FOLD: bool = true;
 const SCALED_STATE: bool = false;
 const QK_OWNED: u32 = 1u;
 const V_OWNED: u32 = 1u;
+const TAPS: u32 = 4u;
 
 @group(0) @binding(1) var<storage, read> x_buf: array<f32>;
 fn load1_x(i: u32) -> f32 {
@@ -476,13 +477,16 @@ fn strides(begin: u32, end: u32, stride: u32) -> u32 {
 // registers), as record_staging.wgsl fetches q and k.
 
 const NORM_EPS: f32 = 1e-6;
-// The most conv taps the kernel holds (src/shape.rs's MAX_LAYER_TAPS): weights and
-// inputs are kept right-aligned in arrays of this many, zero weights in front, so every
-// index is a constant.
-const TAPS: u32 = 4u;
+// TAPS (a define: src/shape.rs's MAX_LAYER_TAPS) is the most conv taps the kernel
+// holds: weights and inputs are kept right-aligned in arrays of this many, zero weights
+// in front, and every loop over them is unrolled, so every index is a constant and the
+// arrays stay in registers.
 // q's and k's channel groups; an invocation owns QK_OWNED of them and V_OWNED of v's
 // rows (defines: KernelKey::defines).
 const QK_GROUPS: u32 = 2u * STAGED;
+// Invocations that sum one staged step's norms (CHUNK and WG_SIZE are powers of two,
+// CHUNK at most WG_SIZE).
+const NORM_LANES: u32 = WG_SIZE / CHUNK;
 
 // Each staged step's inverse norms of k and of q (q's times its scale).
 var<workgroup> norm_stage: array<vec2<f32>, CHUNK>;
@@ -544,22 +548,100 @@ fn x_at(d: GdnDims, b: u32, t: u32, ch: u32) -> f32 {
     return load1_x(token(d, b, t) * conv_channels(d) + ch);
 }
 
-// The owned channels' weights and window, and the head's gate constants: once.
+// The 4 channels of q/k group g of key head hk, and which of them exist.
+fn qk_group(d: GdnDims, hk: u32, g: u32) -> array<vec2<u32>, 4> {
+    return array<vec2<u32>, 4>(
+        qk_channel(d, hk, g, 0u),
+        qk_channel(d, hk, g, 1u),
+        qk_channel(d, hk, g, 2u),
+        qk_channel(d, hk, g, 3u),
+    );
+}
+
+// The owned channels' weights and window, and the head's gate constants: once. Every
+// load is issued before any is used.
 fn load_layer_constants(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, li: u32) {
     let taps = d.conv_taps;
+    let bias_at = conv_channels(d) * taps;
     {
         let o = 0u;
         let g = li + o * WG_SIZE;
         if g < QK_GROUPS {
-            for (var e = 0u; e < 4u; e++) {
-                let ch = qk_channel(d, hk, g, e);
-                let on = ch.y != 0u;
-                qk_bias[o][e] = select(0.0, layer_f32(conv_channels(d) * taps + ch.x), on);
-                for (var j = 0u; j < TAPS; j++) {
-                    qk_weights[o][j][e] = select(0.0, weight_at(d, ch.x, j), on);
-                    if j + 1u < TAPS {
-                        qk_inputs[o][j][e] = window_at(d, b, ch.x, j);
-                    }
+            let chs = qk_group(d, hk, g);
+            let on = vec4<f32>(f32(chs[0].y), f32(chs[1].y), f32(chs[2].y), f32(chs[3].y));
+            let first = vec4<u32>(chs[0].x, chs[1].x, chs[2].x, chs[3].x);
+            qk_bias[o] = on * vec4<f32>(
+                layer_f32(bias_at + first.x),
+                layer_f32(bias_at + first.y),
+                layer_f32(bias_at + first.z),
+                layer_f32(bias_at + first.w),
+            );
+            {
+                let j = 0u;
+                qk_weights[o][j] = on * vec4<f32>(
+                    weight_at(d, first.x, j),
+                    weight_at(d, first.y, j),
+                    weight_at(d, first.z, j),
+                    weight_at(d, first.w, j),
+                );
+                if j + 1u < TAPS {
+                    qk_inputs[o][j] = vec4<f32>(
+                        window_at(d, b, first.x, j),
+                        window_at(d, b, first.y, j),
+                        window_at(d, b, first.z, j),
+                        window_at(d, b, first.w, j),
+                    );
+                }
+            }
+            {
+                let j = 1u;
+                qk_weights[o][j] = on * vec4<f32>(
+                    weight_at(d, first.x, j),
+                    weight_at(d, first.y, j),
+                    weight_at(d, first.z, j),
+                    weight_at(d, first.w, j),
+                );
+                if j + 1u < TAPS {
+                    qk_inputs[o][j] = vec4<f32>(
+                        window_at(d, b, first.x, j),
+                        window_at(d, b, first.y, j),
+                        window_at(d, b, first.z, j),
+                        window_at(d, b, first.w, j),
+                    );
+                }
+            }
+            {
+                let j = 2u;
+                qk_weights[o][j] = on * vec4<f32>(
+                    weight_at(d, first.x, j),
+                    weight_at(d, first.y, j),
+                    weight_at(d, first.z, j),
+                    weight_at(d, first.w, j),
+                );
+                if j + 1u < TAPS {
+                    qk_inputs[o][j] = vec4<f32>(
+                        window_at(d, b, first.x, j),
+                        window_at(d, b, first.y, j),
+                        window_at(d, b, first.z, j),
+                        window_at(d, b, first.w, j),
+                    );
+                }
+            }
+            {
+                let j = 3u;
+                qk_weights[o][j] = on * vec4<f32>(
+                    weight_at(d, first.x, j),
+                    weight_at(d, first.y, j),
+                    weight_at(d, first.z, j),
+                    weight_at(d, first.w, j),
+                );
+                if j + 1u < TAPS {
+                    qk_inputs[o][j] = vec4<f32>(
+                        window_at(d, b, first.x, j),
+                        window_at(d, b, first.y, j),
+                        window_at(d, b, first.z, j),
+                        window_at(d, b, first.w, j),
+                    );
                 }
             }
         }
@@ -569,8 +651,30 @@ fn load_layer_constants(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, li:
         let r = li + o * WG_SIZE;
         if r < ROWS {
             let ch = v_channel(d, hv, row_base, r);
-            v_bias[o] = layer_f32(conv_channels(d) * taps + ch);
-            for (var j = 0u; j < TAPS; j++) {
+            v_bias[o] = layer_f32(bias_at + ch);
+            {
+                let j = 0u;
+                v_weights[o][j] = weight_at(d, ch, j);
+                if j + 1u < TAPS {
+                    v_inputs[o][j] = window_at(d, b, ch, j);
+                }
+            }
+            {
+                let j = 1u;
+                v_weights[o][j] = weight_at(d, ch, j);
+                if j + 1u < TAPS {
+                    v_inputs[o][j] = window_at(d, b, ch, j);
+                }
+            }
+            {
+                let j = 2u;
+                v_weights[o][j] = weight_at(d, ch, j);
+                if j + 1u < TAPS {
+                    v_inputs[o][j] = window_at(d, b, ch, j);
+                }
+            }
+            {
+                let j = 3u;
                 v_weights[o][j] = weight_at(d, ch, j);
                 if j + 1u < TAPS {
                     v_inputs[o][j] = window_at(d, b, ch, j);
@@ -593,68 +697,101 @@ fn fetch_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
         let o = 0u;
         let g = li + o * WG_SIZE;
         if g < QK_GROUPS {
+            let chs = qk_group(d, hk, g);
             {
                 let c = 0u;
                 if c < n {
-                    for (var e = 0u; e < 4u; e++) {
-                        next_qk[o][c][e] = x_at(d, b, t0 + c, qk_channel(d, hk, g, e).x);
-                    }
+                    let t = t0 + c;
+                    next_qk[o][c] = vec4<f32>(
+                        x_at(d, b, t, chs[0].x),
+                        x_at(d, b, t, chs[1].x),
+                        x_at(d, b, t, chs[2].x),
+                        x_at(d, b, t, chs[3].x),
+                    );
                 }
             }
             {
                 let c = 1u;
                 if c < n {
-                    for (var e = 0u; e < 4u; e++) {
-                        next_qk[o][c][e] = x_at(d, b, t0 + c, qk_channel(d, hk, g, e).x);
-                    }
+                    let t = t0 + c;
+                    next_qk[o][c] = vec4<f32>(
+                        x_at(d, b, t, chs[0].x),
+                        x_at(d, b, t, chs[1].x),
+                        x_at(d, b, t, chs[2].x),
+                        x_at(d, b, t, chs[3].x),
+                    );
                 }
             }
             {
                 let c = 2u;
                 if c < n {
-                    for (var e = 0u; e < 4u; e++) {
-                        next_qk[o][c][e] = x_at(d, b, t0 + c, qk_channel(d, hk, g, e).x);
-                    }
+                    let t = t0 + c;
+                    next_qk[o][c] = vec4<f32>(
+                        x_at(d, b, t, chs[0].x),
+                        x_at(d, b, t, chs[1].x),
+                        x_at(d, b, t, chs[2].x),
+                        x_at(d, b, t, chs[3].x),
+                    );
                 }
             }
             {
                 let c = 3u;
                 if c < n {
-                    for (var e = 0u; e < 4u; e++) {
-                        next_qk[o][c][e] = x_at(d, b, t0 + c, qk_channel(d, hk, g, e).x);
-                    }
+                    let t = t0 + c;
+                    next_qk[o][c] = vec4<f32>(
+                        x_at(d, b, t, chs[0].x),
+                        x_at(d, b, t, chs[1].x),
+                        x_at(d, b, t, chs[2].x),
+                        x_at(d, b, t, chs[3].x),
+                    );
                 }
             }
             {
                 let c = 4u;
                 if c < n {
-                    for (var e = 0u; e < 4u; e++) {
-                        next_qk[o][c][e] = x_at(d, b, t0 + c, qk_channel(d, hk, g, e).x);
-                    }
+                    let t = t0 + c;
+                    next_qk[o][c] = vec4<f32>(
+                        x_at(d, b, t, chs[0].x),
+                        x_at(d, b, t, chs[1].x),
+                        x_at(d, b, t, chs[2].x),
+                        x_at(d, b, t, chs[3].x),
+                    );
                 }
             }
             {
                 let c = 5u;
                 if c < n {
-                    for (var e = 0u; e < 4u; e++) {
-                        next_qk[o][c][e] = x_at(d, b, t0 + c, qk_channel(d, hk, g, e).x);
-                    }
+                    let t = t0 + c;
+                    next_qk[o][c] = vec4<f32>(
+                        x_at(d, b, t, chs[0].x),
+                        x_at(d, b, t, chs[1].x),
+                        x_at(d, b, t, chs[2].x),
+                        x_at(d, b, t, chs[3].x),
+                    );
                 }
             }
             {
                 let c = 6u;
                 if c < n {
-                    for (var e = 0u; e < 4u; e++) {
-                        next_qk[o][c][e] = x_at(d, b, t0 + c, qk_channel(d, hk, g, e).x);
-                    }
+                    let t = t0 + c;
+                    next_qk[o][c] = vec4<f32>(
+                        x_at(d, b, t, chs[0].x),
+                        x_at(d, b, t, chs[1].x),
+                        x_at(d, b, t, chs[2].x),
+                        x_at(d, b, t, chs[3].x),
+                    );
                 }
             }
             {
                 let c = 7u;
                 if c < n {
-                    for (var e = 0u; e < 4u; e++) {
-                        next_qk[o][c][e] = x_at(d, b, t0 + c, qk_channel(d, hk, g, e).x);
-                    }
+                    let t = t0 + c;
+                    next_qk[o][c] = vec4<f32>(
+                        x_at(d, b, t, chs[0].x),
+                        x_at(d, b, t, chs[1].x),
+                        x_at(d, b, t, chs[2].x),
+                        x_at(d, b, t, chs[3].x),
+                    );
                 }
             }
         }
@@ -749,7 +886,7 @@ fn gates_of(ab: vec2<f32>, head: vec2<f32>) -> vec2<f32> {
 // The prologue of the fetched chunk t0 .. t0 + CHUNK into the stages, and the tape's
 // copies of k and g (one writer each, as record_staging.wgsl's). Slots past the
 // draft's last step hold values nobody reads.
-fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li: u32) {
+fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li: u32, sg: u32) {
     let n = min(CHUNK, d.steps - t0);
     // q and k after the conv and SiLU, not yet normalised; each owned group's inputs
     // move on by the chunk's steps.
@@ -761,12 +898,54 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 0u;
                 let x = next_qk[o][c];
                 var u = qk_bias[o] + qk_weights[o][TAPS - 1u] * x;
-                for (var j = 0u; j < TAPS - 1u; j++) {
-                    u += qk_weights[o][j] * qk_inputs[o][j];
+                {
+                    let j = 0u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 1u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 2u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 3u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
                 }
                 if c < n {
-                    for (var j = 0u; j < TAPS - 2u; j++) {
-                        qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                    {
+                        let j = 0u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 1u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 2u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 3u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
                     }
                     qk_inputs[o][TAPS - 2u] = x;
                 }
@@ -781,12 +960,54 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 1u;
                 let x = next_qk[o][c];
                 var u = qk_bias[o] + qk_weights[o][TAPS - 1u] * x;
-                for (var j = 0u; j < TAPS - 1u; j++) {
-                    u += qk_weights[o][j] * qk_inputs[o][j];
+                {
+                    let j = 0u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 1u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 2u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 3u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
                 }
                 if c < n {
-                    for (var j = 0u; j < TAPS - 2u; j++) {
-                        qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                    {
+                        let j = 0u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 1u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 2u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 3u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
                     }
                     qk_inputs[o][TAPS - 2u] = x;
                 }
@@ -801,12 +1022,54 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 2u;
                 let x = next_qk[o][c];
                 var u = qk_bias[o] + qk_weights[o][TAPS - 1u] * x;
-                for (var j = 0u; j < TAPS - 1u; j++) {
-                    u += qk_weights[o][j] * qk_inputs[o][j];
+                {
+                    let j = 0u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 1u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 2u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 3u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
                 }
                 if c < n {
-                    for (var j = 0u; j < TAPS - 2u; j++) {
-                        qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                    {
+                        let j = 0u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 1u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 2u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 3u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
                     }
                     qk_inputs[o][TAPS - 2u] = x;
                 }
@@ -821,12 +1084,54 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 3u;
                 let x = next_qk[o][c];
                 var u = qk_bias[o] + qk_weights[o][TAPS - 1u] * x;
-                for (var j = 0u; j < TAPS - 1u; j++) {
-                    u += qk_weights[o][j] * qk_inputs[o][j];
+                {
+                    let j = 0u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 1u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 2u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 3u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
                 }
                 if c < n {
-                    for (var j = 0u; j < TAPS - 2u; j++) {
-                        qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                    {
+                        let j = 0u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 1u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 2u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 3u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
                     }
                     qk_inputs[o][TAPS - 2u] = x;
                 }
@@ -841,12 +1146,54 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 4u;
                 let x = next_qk[o][c];
                 var u = qk_bias[o] + qk_weights[o][TAPS - 1u] * x;
-                for (var j = 0u; j < TAPS - 1u; j++) {
-                    u += qk_weights[o][j] * qk_inputs[o][j];
+                {
+                    let j = 0u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 1u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 2u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 3u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
                 }
                 if c < n {
-                    for (var j = 0u; j < TAPS - 2u; j++) {
-                        qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                    {
+                        let j = 0u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 1u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 2u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 3u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
                     }
                     qk_inputs[o][TAPS - 2u] = x;
                 }
@@ -861,12 +1208,54 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 5u;
                 let x = next_qk[o][c];
                 var u = qk_bias[o] + qk_weights[o][TAPS - 1u] * x;
-                for (var j = 0u; j < TAPS - 1u; j++) {
-                    u += qk_weights[o][j] * qk_inputs[o][j];
+                {
+                    let j = 0u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 1u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 2u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 3u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
                 }
                 if c < n {
-                    for (var j = 0u; j < TAPS - 2u; j++) {
-                        qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                    {
+                        let j = 0u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 1u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 2u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 3u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
                     }
                     qk_inputs[o][TAPS - 2u] = x;
                 }
@@ -881,12 +1270,54 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 6u;
                 let x = next_qk[o][c];
                 var u = qk_bias[o] + qk_weights[o][TAPS - 1u] * x;
-                for (var j = 0u; j < TAPS - 1u; j++) {
-                    u += qk_weights[o][j] * qk_inputs[o][j];
+                {
+                    let j = 0u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 1u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 2u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 3u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
                 }
                 if c < n {
-                    for (var j = 0u; j < TAPS - 2u; j++) {
-                        qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                    {
+                        let j = 0u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 1u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 2u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 3u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
                     }
                     qk_inputs[o][TAPS - 2u] = x;
                 }
@@ -901,12 +1332,54 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 7u;
                 let x = next_qk[o][c];
                 var u = qk_bias[o] + qk_weights[o][TAPS - 1u] * x;
-                for (var j = 0u; j < TAPS - 1u; j++) {
-                    u += qk_weights[o][j] * qk_inputs[o][j];
+                {
+                    let j = 0u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 1u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 2u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 3u;
+                    if j + 1u < TAPS {
+                        u += qk_weights[o][j] * qk_inputs[o][j];
+                    }
                 }
                 if c < n {
-                    for (var j = 0u; j < TAPS - 2u; j++) {
-                        qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                    {
+                        let j = 0u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 1u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 2u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 3u;
+                        if j + 2u < TAPS {
+                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
+                        }
                     }
                     qk_inputs[o][TAPS - 2u] = x;
                 }
@@ -927,12 +1400,54 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 0u;
                 let x = next_v[o][c];
                 var u = v_bias[o] + v_weights[o][TAPS - 1u] * x;
-                for (var j = 0u; j < TAPS - 1u; j++) {
-                    u += v_weights[o][j] * v_inputs[o][j];
+                {
+                    let j = 0u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 1u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 2u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 3u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
                 }
                 if c < n {
-                    for (var j = 0u; j < TAPS - 2u; j++) {
-                        v_inputs[o][j] = v_inputs[o][j + 1u];
+                    {
+                        let j = 0u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 1u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 2u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 3u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
                     }
                     v_inputs[o][TAPS - 2u] = x;
                 }
@@ -942,12 +1457,54 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 1u;
                 let x = next_v[o][c];
                 var u = v_bias[o] + v_weights[o][TAPS - 1u] * x;
-                for (var j = 0u; j < TAPS - 1u; j++) {
-                    u += v_weights[o][j] * v_inputs[o][j];
+                {
+                    let j = 0u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 1u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 2u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 3u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
                 }
                 if c < n {
-                    for (var j = 0u; j < TAPS - 2u; j++) {
-                        v_inputs[o][j] = v_inputs[o][j + 1u];
+                    {
+                        let j = 0u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 1u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 2u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 3u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
                     }
                     v_inputs[o][TAPS - 2u] = x;
                 }
@@ -957,12 +1514,54 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 2u;
                 let x = next_v[o][c];
                 var u = v_bias[o] + v_weights[o][TAPS - 1u] * x;
-                for (var j = 0u; j < TAPS - 1u; j++) {
-                    u += v_weights[o][j] * v_inputs[o][j];
+                {
+                    let j = 0u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 1u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 2u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 3u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
                 }
                 if c < n {
-                    for (var j = 0u; j < TAPS - 2u; j++) {
-                        v_inputs[o][j] = v_inputs[o][j + 1u];
+                    {
+                        let j = 0u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 1u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 2u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 3u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
                     }
                     v_inputs[o][TAPS - 2u] = x;
                 }
@@ -972,12 +1571,54 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 3u;
                 let x = next_v[o][c];
                 var u = v_bias[o] + v_weights[o][TAPS - 1u] * x;
-                for (var j = 0u; j < TAPS - 1u; j++) {
-                    u += v_weights[o][j] * v_inputs[o][j];
+                {
+                    let j = 0u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 1u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 2u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 3u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
                 }
                 if c < n {
-                    for (var j = 0u; j < TAPS - 2u; j++) {
-                        v_inputs[o][j] = v_inputs[o][j + 1u];
+                    {
+                        let j = 0u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 1u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 2u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 3u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
                     }
                     v_inputs[o][TAPS - 2u] = x;
                 }
@@ -987,12 +1628,54 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 4u;
                 let x = next_v[o][c];
                 var u = v_bias[o] + v_weights[o][TAPS - 1u] * x;
-                for (var j = 0u; j < TAPS - 1u; j++) {
-                    u += v_weights[o][j] * v_inputs[o][j];
+                {
+                    let j = 0u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 1u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 2u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 3u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
                 }
                 if c < n {
-                    for (var j = 0u; j < TAPS - 2u; j++) {
-                        v_inputs[o][j] = v_inputs[o][j + 1u];
+                    {
+                        let j = 0u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 1u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 2u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 3u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
                     }
                     v_inputs[o][TAPS - 2u] = x;
                 }
@@ -1002,12 +1685,54 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 5u;
                 let x = next_v[o][c];
                 var u = v_bias[o] + v_weights[o][TAPS - 1u] * x;
-                for (var j = 0u; j < TAPS - 1u; j++) {
-                    u += v_weights[o][j] * v_inputs[o][j];
+                {
+                    let j = 0u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 1u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 2u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 3u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
                 }
                 if c < n {
-                    for (var j = 0u; j < TAPS - 2u; j++) {
-                        v_inputs[o][j] = v_inputs[o][j + 1u];
+                    {
+                        let j = 0u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 1u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 2u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 3u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
                     }
                     v_inputs[o][TAPS - 2u] = x;
                 }
@@ -1017,12 +1742,54 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 6u;
                 let x = next_v[o][c];
                 var u = v_bias[o] + v_weights[o][TAPS - 1u] * x;
-                for (var j = 0u; j < TAPS - 1u; j++) {
-                    u += v_weights[o][j] * v_inputs[o][j];
+                {
+                    let j = 0u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 1u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 2u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 3u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
                 }
                 if c < n {
-                    for (var j = 0u; j < TAPS - 2u; j++) {
-                        v_inputs[o][j] = v_inputs[o][j + 1u];
+                    {
+                        let j = 0u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 1u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 2u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 3u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
                     }
                     v_inputs[o][TAPS - 2u] = x;
                 }
@@ -1032,12 +1799,54 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 7u;
                 let x = next_v[o][c];
                 var u = v_bias[o] + v_weights[o][TAPS - 1u] * x;
-                for (var j = 0u; j < TAPS - 1u; j++) {
-                    u += v_weights[o][j] * v_inputs[o][j];
+                {
+                    let j = 0u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 1u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 2u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
+                }
+                {
+                    let j = 3u;
+                    if j + 1u < TAPS {
+                        u += v_weights[o][j] * v_inputs[o][j];
+                    }
                 }
                 if c < n {
-                    for (var j = 0u; j < TAPS - 2u; j++) {
-                        v_inputs[o][j] = v_inputs[o][j + 1u];
+                    {
+                        let j = 0u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 1u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 2u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
+                    }
+                    {
+                        let j = 3u;
+                        if j + 2u < TAPS {
+                            v_inputs[o][j] = v_inputs[o][j + 1u];
+                        }
                     }
                     v_inputs[o][TAPS - 2u] = x;
                 }
@@ -1055,18 +1864,39 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
         }
     }
     workgroupBarrier();
-    // Each step's norms, by one invocation a step.
-    let base = gates_base(d) + 2u * d.value_heads;
-    if li < CHUNK {
-        var sums = vec2<f32>(0.0);
-        for (var m = 0u; m < STAGED; m++) {
-            let kk = k_stage[li * STAGED + m];
-            let qq = q_stage[li * STAGED + m];
-            sums += vec2<f32>(dot(kk, kk), dot(qq, qq));
+    // Each step's norms: NORM_LANES invocations a step, each summing every
+    // NORM_LANES-th vec4 of the step's k and q, their sums added by a butterfly where
+    // the step's lanes lie in one subgroup, else through workgroup memory (row_sum3's,
+    // idle while a chunk is staged).
+    let c = li / NORM_LANES;
+    let p = li % NORM_LANES;
+    var sums = vec2<f32>(0.0);
+    for (var m = p; m < STAGED; m += NORM_LANES) {
+        let kk = k_stage[c * STAGED + m];
+        let qq = q_stage[c * STAGED + m];
+        sums += vec2<f32>(dot(kk, kk), dot(qq, qq));
+    }
+    var in_subgroup = false;
+    in_subgroup = NORM_LANES <= sg;
+    if in_subgroup {
+        for (var o = 1u; o < NORM_LANES; o = o << 1u) {
+            sums += subgroupShuffleXor(sums, o);
         }
+    }
+    if !in_subgroup {
+        row_partials[li] = vec3<f32>(sums, 0.0);
+        workgroupBarrier();
+        var total = vec2<f32>(0.0);
+        for (var j = 0u; j < NORM_LANES; j++) {
+            total += row_partials[li - p + j].xy;
+        }
+        sums = total;
+    }
+    if p == 0u {
+        let base = gates_base(d) + 2u * d.value_heads;
         let norm = load_layer(base + 1u) != 0u;
         let inv = select(vec2<f32>(1.0), inverseSqrt(sums + NORM_EPS), norm);
-        norm_stage[li] = inv * vec2<f32>(1.0, layer_f32(base));
+        norm_stage[c] = inv * vec2<f32>(1.0, layer_f32(base));
     }
     workgroupBarrier();
     let k_writer = row_base == 0u && hv == first_value_head(params.gqa_layout, hk, d.key_heads, d.value_heads);
@@ -1191,7 +2021,7 @@ fn record_steps(s: ptr<function, StateTile>, d: GdnDims, tile: RowTile, hk: u32,
     for (var ci = 0u; ci < strides(0u, d.steps, CHUNK); ci++) {
         let t0 = ci * CHUNK;
         workgroupBarrier(); // the previous chunk has been read
-        stage_chunk(d, b, hv, hk, row_base, t0, li);
+        stage_chunk(d, b, hv, hk, row_base, t0, li, sg);
         workgroupBarrier();
         if t0 + CHUNK < d.steps {
             fetch_chunk(d, b, hv, hk, row_base, t0 + CHUNK, li);
