@@ -236,6 +236,8 @@ fn as_refs<'s, 'b>(sides: &'s [Option<HostSide<'b>>]) -> Vec<Option<&'s HostSide
 
 impl<'a, F: HostForm, A: Element, S: Element, P: Element, G: Element>
     RecordCall<'a, F, A, S, P, G>
+where
+    F::Source<'a, A, G>: SourceRows,
 {
     /// The call's name in errors.
     fn op(&self) -> &'static str {
@@ -308,6 +310,8 @@ impl<'a, F: HostForm, A: Element, S: Element, P: Element, G: Element>
 
 impl<'a, F: HostForm, A: Element, S: Element, P: Element, G: Element> HostCall<'a>
     for RecordCall<'a, F, A, S, P, G>
+where
+    F::Source<'a, A, G>: SourceRows,
 {
     type Output = LayerRecorded<A, S, P, G>;
 

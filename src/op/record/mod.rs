@@ -286,7 +286,7 @@ pub(crate) trait Form: Sized + Sync + 'static {
     /// Its operand table.
     const SPECS: &'static [OperandSpec<Self>];
     /// What its host call reads besides the state.
-    type Source<'a, A: Element, G: Element>: host::SourceRows;
+    type Source<'a, A: Element, G: Element>: Copy;
     /// The record shape of the kernel's grid and parameters (packed: S sequences of
     /// the longest one's length).
     fn grid(&self) -> Result<GdnShape>;
