@@ -75,9 +75,8 @@ pub mod internals {
             RecordOperands, RecordRow, RecordVarlenOperands, RecordVarlenRow,
         };
         pub use crate::op::record_chunked::{
-            ChunkOutCoopOperands, ChunkOutCoopRow, ChunkPackOperands, ChunkPackRow, ChunkShape,
-            ChunkStateOperands, ChunkStateRow, ChunkWalkCoopOperands, ChunkWalkCoopRow,
-            ChunkWyOperands, ChunkWyRow,
+            ChunkOutCoopOperands, ChunkOutCoopRow, ChunkShape, ChunkStateOperands, ChunkStateRow,
+            ChunkWalkCoopOperands, ChunkWalkCoopRow, ChunkWyOperands, ChunkWyRow,
         };
         pub use crate::op::repeat::{RepeatOperands, RepeatRow};
         pub use crate::op::replay::{ReplayOperands, ReplayRow};

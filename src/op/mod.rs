@@ -77,8 +77,6 @@ impl Op {
     pub const ChunkWy: Op = record_chunked::CHUNK_WY;
     /// record_chunked's second pass: the state through the chunks.
     pub const ChunkState: Op = record_chunked::CHUNK_STATE;
-    /// record_chunked's fast path: its operands rounded to f16 tiles.
-    pub const ChunkPack: Op = record_chunked::CHUNK_PACK;
     /// record_chunked's fast path: its first pass on cooperative matrices.
     pub const ChunkPrepCoop: Op = record_chunked::CHUNK_PREP_COOP;
     /// record_chunked's fast path: the walk through the chunks on cooperative matrices.
@@ -100,7 +98,6 @@ impl Op {
         Op::Gates,
         Op::ChunkWy,
         Op::ChunkState,
-        Op::ChunkPack,
     ];
     /// The ops on cooperative matrices: only naga's validation and SPIR-V writer check
     /// them without such a device (see [`OpInfo::coop`]).

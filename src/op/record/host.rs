@@ -234,8 +234,7 @@ fn as_refs<'s, 'b>(sides: &'s [Option<HostSide<'b>>]) -> Vec<Option<&'s HostSide
     sides.iter().map(Option::as_ref).collect()
 }
 
-impl<'a, F: HostForm, A: Element, S: Element, P: Element, G: Element>
-    RecordCall<'a, F, A, S, P, G>
+impl<'a, F: HostForm, A: Element, S: Element, P: Element, G: Element> RecordCall<'a, F, A, S, P, G>
 where
     F::Source<'a, A, G>: SourceRows,
 {

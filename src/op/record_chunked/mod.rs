@@ -17,9 +17,7 @@
 //! decays: `chunk_prep.wgsl`, its twin `cpu_fast.rs`), `chunk_walk_coop` (the state
 //! through the chunks: the tape's delta, the final state, and for the next pass the
 //! state at each chunk's start and delta as f16 tiles) and `chunk_out_coop` (y, every
-//! chunk at once). `chunk_pack`, which rounded `chunk_wy`'s factors to those tiles
-//! before, no longer runs (it is still registered: its removal touches the crate's
-//! re-exports).
+//! chunk at once).
 //!
 //! Both portable kernels declare at most `WORKGROUP_MEMORY_BUDGET` bytes of workgroup
 //! memory.
@@ -63,17 +61,6 @@ pub const CHUNK_STATE: Op = Op(&OpInfo {
 });
 const STATE_ROOT: (&str, &str) = ("chunk_state", include_str!("chunk_state.wgsl"));
 type StateTable = ChunkStateOperands<()>;
-/// The fast path's pack pass (portable WGSL: f16 stores only).
-pub const CHUNK_PACK: Op = Op(&OpInfo {
-    mask_bit: ChunkPackRow::Mask.bit(),
-    ..OpInfo::new(
-        "chunk_pack",
-        PACK_ROOT,
-        ChunkPackOperands::<()>::ROWS,
-        (&ChunkPack, &FAMILY),
-    )
-});
-const PACK_ROOT: (&str, &str) = ("chunk_pack", include_str!("chunk_pack.wgsl"));
 /// The fast path's first pass on cooperative matrices: each chunk's decay-free solve and
 /// its W and U products, writing the walk's and the output pass's operands (the f16
 /// tiles, U and the decays).
@@ -379,18 +366,6 @@ impl KernelKey {
 }
 
 impl KernelKey {
-    /// The fast path's pack pass.
-    pub fn chunk_pack(dtypes: GdnDtypes, masked: bool) -> Self {
-        let key = KernelKey::plain(
-            CHUNK_PACK,
-            dtypes,
-            (1, 1, 1),
-            COOP_CHUNK.steps() as u32,
-            false,
-        );
-        key.with_bound(if masked { ChunkPackRow::Mask.bit() } else { 0 })
-    }
-
     /// The fast path's first pass: on cooperative matrices (`coop`) or its portable
     /// twin; `vec4`: k and q rows of whole vec4s (`Dk` a multiple of 4).
     pub fn chunk_prep(dtypes: GdnDtypes, masked: bool, vec4: bool, coop: bool) -> Self {
@@ -459,24 +434,6 @@ operand_table! {
         use query_key;
         use record_outputs;
         use chunk_scratch(Read);
-    }
-}
-
-operand_table! {
-    /// The fast path's pack pass (`chunk_pack`, this folder), in binding order: the
-    /// state pass's operands rounded to f16 tiles.
-    pub struct ChunkPackOperands, rows ChunkPackRow, op "chunk_pack", for ChunkShape {
-        use query_key;
-        /// `[B, T]` u32, non-zero = live; `None`: every step is live.
-        [Mask] mask: Option<T>, Control U32 Read Words = mask_len, optional;
-        /// The first pass's W.
-        [W] w: T, Scratch U32 Read Words = w_len;
-        /// The first pass's decayed `Q K^T`.
-        [M] m: T, Scratch U32 Read Words = m_len;
-        /// The first pass's decays.
-        [Decay] decay: T, Scratch U32 Read Words = decay_len;
-        /// W, gam Q, (G_end K)^T and M as f16 tiles (`wgsl/chunk_tiles.wgsl`).
-        [Tiles] tiles: T, Scratch F16 Write Scalars = tiles_len;
     }
 }
 
@@ -608,14 +565,6 @@ impl OpKernel for ChunkPrep {
 
 struct ChunkWy;
 struct ChunkState;
-struct ChunkPack;
-
-impl OpKernel for ChunkPack {
-    fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
-        KernelKey::chunk_pack(at.dtypes, at.masked)
-    }
-}
-
 impl OpKernel for ChunkWy {
     /// Gates, betas, decays and live flags (`4C`), the stage its phases share (a vec4
     /// per invocation: `4 CHUNK_WG`) and L's strict lower triangle, then T's
