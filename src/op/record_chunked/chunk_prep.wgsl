@@ -91,11 +91,32 @@ fn half16(x: f32) -> f16 {
     return f16(to_f16_range(x));
 }
 
+// x in two f16 parts, hi = x rounded to f16 (to nearest even, into f16's range) and lo =
+// the rest rounded: (hi, lo). hi's value in f32 comes from x's bits, not from the round
+// trip f32(f16(x)): NVIDIA's Vulkan compiler folds that trip into x, so x - f32(f16(x))
+// was 0 and every low part vanished on the H100 (the portable twin off its CPU twin by
+// exactly what zero low parts give, and the cooperative path's A and f32 q and k in one
+// part).
+fn split2(x: f32) -> vec2<f16> {
+    let y = to_f16_range(x);
+    let a = abs(y);
+    var hi = y; // infinities and NaN (the low part 0)
+    if a < 0x1p-14f {
+        // f16's subnormals: multiples of 2^-24 (the scalings are exact)
+        hi = round(y * 0x1p24f) * 0x1p-24f;
+    } else if a <= 65504.0 {
+        // 11 significant bits, the 13 dropped rounded to nearest even
+        let b = bitcast<u32>(y);
+        hi = bitcast<f32>((b + 0xfffu + ((b >> 13u) & 1u)) & 0xffffe000u);
+    }
+    return vec2(f16(hi), f16(select(0.0, y - hi, a <= 65504.0)));
+}
+
 // x into the f16 array at `at` in two parts, the low one `low` further on.
 fn put2(at: u32, low: u32, x: f32) {
-    let hi = half16(x);
-    h16[at] = hi;
-    h16[at + low] = half16(x - f32(hi));
+    let p = split2(x);
+    h16[at] = p.x;
+    h16[at + low] = p.y;
 }
 
 fn get2(at: u32, low: u32) -> f32 {
@@ -431,13 +452,12 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             // zero decay adds nothing, whatever k is.
             let e = end_sh[i];
             for (var x = 0u; x < 4u; x++) {
-                let hk = half16(kv[x]);
-                let hq = half16(qv[x]);
-                h16[GK + i * KS + c + x] = hk;
-                h16[GQ + i * KS + c + x] = hq;
                 if PARTS == 2u {
-                    h16[GK + GLO + i * KS + c + x] = half16(kv[x] - f32(hk));
-                    h16[GQ + GLO + i * KS + c + x] = half16(qv[x] - f32(hq));
+                    put2(GK + i * KS + c + x, GLO, kv[x]);
+                    put2(GQ + i * KS + c + x, GLO, qv[x]);
+                } else {
+                    h16[GK + i * KS + c + x] = half16(kv[x]);
+                    h16[GQ + i * KS + c + x] = half16(qv[x]);
                 }
                 h16[GT + (c + x) * HS + i] = half16(select(0.0, e * kv[x], e != 0.0));
             }
