@@ -362,11 +362,32 @@ fn half16(x: f32) -> f16 {
     return f16(to_f16_range(x));
 }
 
+// x in two f16 parts, hi = x rounded to f16 (to nearest even, into f16's range) and lo =
+// the rest rounded: (hi, lo). hi's value in f32 comes from x's bits, not from the round
+// trip f32(f16(x)): NVIDIA's Vulkan compiler folds that trip into x, so x - f32(f16(x))
+// was 0 and every low part vanished on the H100 (the portable twin off its CPU twin by
+// exactly what zero low parts give, and the cooperative path's A and f32 q and k in one
+// part).
+fn split2(x: f32) -> vec2<f16> {
+    let y = to_f16_range(x);
+    let a = abs(y);
+    var hi = y; // infinities and NaN (the low part 0)
+    if a < 0x1p-14f {
+        // f16's subnormals: multiples of 2^-24 (the scalings are exact)
+        hi = round(y * 0x1p24f) * 0x1p-24f;
+    } else if a <= 65504.0 {
+        // 11 significant bits, the 13 dropped rounded to nearest even
+        let b = bitcast<u32>(y);
+        hi = bitcast<f32>((b + 0xfffu + ((b >> 13u) & 1u)) & 0xffffe000u);
+    }
+    return vec2(f16(hi), f16(select(0.0, y - hi, a <= 65504.0)));
+}
+
 // x into the f16 array at `at` in two parts, the low one `low` further on.
 fn put2(at: u32, low: u32, x: f32) {
-    let hi = half16(x);
-    h16[at] = hi;
-    h16[at + low] = half16(x - f32(hi));
+    let p = split2(x);
+    h16[at] = p.x;
+    h16[at + low] = p.y;
 }
 
 fn get2(at: u32, low: u32) -> f32 {
@@ -559,8 +580,21 @@ const SLOTS = array<u32, 24>(
     0x103u, 0x113u, 0x123u, 0x133u, 0x310u, 0x320u, 0x330u, 0x321u,
 );
 
+// SLOTS[s] by arithmetic: naga writes a const array indexed at run time as a copy in a
+// function-local variable at each use, which a driver may keep in local memory. Rows of
+// a triangle: slot t % 10 is tile (r, c) with t = r (r + 1) / 2 + c.
+fn slot_word(s: u32) -> u32 {
+    let t = s % 10u;
+    let r = select(0u, 1u, t >= 1u) + select(0u, 1u, t >= 3u) + select(0u, 1u, t >= 6u);
+    let c = t - r * (r + 1u) / 2u;
+    // the spare slots 20..23: Q K^T's tiles (0, 1), (0, 2), (0, 3), (1, 2)
+    let u = s - 20u;
+    let spare = 0x300u | select(0u, 1u, u == 3u) | (select(u + 1u, 2u, u == 3u) << 4u);
+    return select(r | (c << 4u) | select(0u, 0x100u, s >= 10u), spare, s >= 20u);
+}
+
 fn gram_products(acc: Acc, s: u32, lane: u32, ks: u32) -> Acc {
-    let w = SLOTS[s];
+    let w = slot_word(s);
     let a = select(GK, GQ, (w & 0x100u) != 0u) + (w & 15u) * 16u * KS + ks * 16u;
     let b = GK + ((w >> 4u) & 15u) * 16u * KS + ks * 16u;
     var r = mma_t(acc, lane, a, KS, b, KS);
@@ -576,7 +610,7 @@ fn gram_products(acc: Acc, s: u32, lane: u32, ks: u32) -> Acc {
 // Invocation li: slot li / 32, its column li % 16, rows 8 ((li / 16) % 2) on.
 fn gram_round(u: u32, li: u32, tiles: u32, in_grid: bool) {
     let s = li / SUBGROUP_WIDTH;
-    let w = SLOTS[s + SG_COUNT * u];
+    let w = slot_word(s + SG_COUNT * u);
     let c = li % 16u;
     let r0 = ((li / 16u) % 2u) * 8u;
     let i0 = (w & 15u) * 16u + r0;
@@ -745,13 +779,12 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             // zero decay adds nothing, whatever k is.
             let e = end_sh[i];
             for (var x = 0u; x < 4u; x++) {
-                let hk = half16(kv[x]);
-                let hq = half16(qv[x]);
-                h16[GK + i * KS + c + x] = hk;
-                h16[GQ + i * KS + c + x] = hq;
                 if PARTS == 2u {
-                    h16[GK + GLO + i * KS + c + x] = half16(kv[x] - f32(hk));
-                    h16[GQ + GLO + i * KS + c + x] = half16(qv[x] - f32(hq));
+                    put2(GK + i * KS + c + x, GLO, kv[x]);
+                    put2(GQ + i * KS + c + x, GLO, qv[x]);
+                } else {
+                    h16[GK + i * KS + c + x] = half16(kv[x]);
+                    h16[GQ + i * KS + c + x] = half16(qv[x]);
                 }
                 h16[GT + (c + x) * HS + i] = half16(select(0.0, e * kv[x], e != 0.0));
             }
