@@ -580,21 +580,8 @@ const SLOTS = array<u32, 24>(
     0x103u, 0x113u, 0x123u, 0x133u, 0x310u, 0x320u, 0x330u, 0x321u,
 );
 
-// SLOTS[s] by arithmetic: naga writes a const array indexed at run time as a copy in a
-// function-local variable at each use, which a driver may keep in local memory. Rows of
-// a triangle: slot t % 10 is tile (r, c) with t = r (r + 1) / 2 + c.
-fn slot_word(s: u32) -> u32 {
-    let t = s % 10u;
-    let r = select(0u, 1u, t >= 1u) + select(0u, 1u, t >= 3u) + select(0u, 1u, t >= 6u);
-    let c = t - r * (r + 1u) / 2u;
-    // the spare slots 20..23: Q K^T's tiles (0, 1), (0, 2), (0, 3), (1, 2)
-    let u = s - 20u;
-    let spare = 0x300u | select(0u, 1u, u == 3u) | (select(u + 1u, 2u, u == 3u) << 4u);
-    return select(r | (c << 4u) | select(0u, 0x100u, s >= 10u), spare, s >= 20u);
-}
-
 fn gram_products(acc: Acc, s: u32, lane: u32, ks: u32) -> Acc {
-    let w = slot_word(s);
+    let w = SLOTS[s];
     let a = select(GK, GQ, (w & 0x100u) != 0u) + (w & 15u) * 16u * KS + ks * 16u;
     let b = GK + ((w >> 4u) & 15u) * 16u * KS + ks * 16u;
     var r = mma_t(acc, lane, a, KS, b, KS);
@@ -610,7 +597,7 @@ fn gram_products(acc: Acc, s: u32, lane: u32, ks: u32) -> Acc {
 // Invocation li: slot li / 32, its column li % 16, rows 8 ((li / 16) % 2) on.
 fn gram_round(u: u32, li: u32, tiles: u32, in_grid: bool) {
     let s = li / SUBGROUP_WIDTH;
-    let w = slot_word(s + SG_COUNT * u);
+    let w = SLOTS[s + SG_COUNT * u];
     let c = li % 16u;
     let r0 = ((li / 16u) % 2u) * 8u;
     let i0 = (w & 15u) * 16u + r0;

@@ -43,7 +43,6 @@ const EARLY_FOLD: bool = true;
 const SCALED_STATE: bool = false;
 const QK_OWNED: u32 = 1u;
 const V_OWNED: u32 = 1u;
-const TAPS: u32 = 4u;
 
 @group(0) @binding(1) var<storage, read> q_buf: array<vec4<f32>>;
 fn load1_q(i: u32) -> f32 {

@@ -39,7 +39,6 @@ const EARLY_FOLD: bool = false;
 const SCALED_STATE: bool = false;
 const QK_OWNED: u32 = 1u;
 const V_OWNED: u32 = 1u;
-const TAPS: u32 = 4u;
 
 @group(0) @binding(1) var<storage, read> x_buf: array<f32>;
 fn load1_x(i: u32) -> f32 {
@@ -395,10 +394,10 @@ fn strides(begin: u32, end: u32, stride: u32) -> u32 {
 // registers), as record_staging.wgsl fetches q and k.
 
 const NORM_EPS: f32 = 1e-6;
-// TAPS (a define: src/shape.rs's MAX_LAYER_TAPS) is the most conv taps the kernel
-// holds: weights and inputs are kept right-aligned in arrays of this many, zero weights
-// in front, and every loop over them is unrolled, so every index is a constant and the
-// arrays stay in registers.
+// The most conv taps the kernel holds (src/shape.rs's MAX_LAYER_TAPS): weights and
+// inputs are kept right-aligned in arrays of this many, zero weights in front, so every
+// index is a constant.
+const TAPS: u32 = 4u;
 // q's and k's channel groups; an invocation owns QK_OWNED of them and V_OWNED of v's
 // rows (defines: KernelKey::defines).
 const QK_GROUPS: u32 = 2u * STAGED;
@@ -466,100 +465,22 @@ fn x_at(d: GdnDims, b: u32, t: u32, ch: u32) -> f32 {
     return load1_x(token(d, b, t) * conv_channels(d) + ch);
 }
 
-// The 4 channels of q/k group g of key head hk, and which of them exist.
-fn qk_group(d: GdnDims, hk: u32, g: u32) -> array<vec2<u32>, 4> {
-    return array<vec2<u32>, 4>(
-        qk_channel(d, hk, g, 0u),
-        qk_channel(d, hk, g, 1u),
-        qk_channel(d, hk, g, 2u),
-        qk_channel(d, hk, g, 3u),
-    );
-}
-
-// The owned channels' weights and window, and the head's gate constants: once. Every
-// load is issued before any is used.
+// The owned channels' weights and window, and the head's gate constants: once.
 fn load_layer_constants(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, li: u32) {
     let taps = d.conv_taps;
-    let bias_at = conv_channels(d) * taps;
     {
         let o = 0u;
         let g = li + o * WG_SIZE;
         if g < QK_GROUPS {
-            let chs = qk_group(d, hk, g);
-            let on = vec4<f32>(f32(chs[0].y), f32(chs[1].y), f32(chs[2].y), f32(chs[3].y));
-            let first = vec4<u32>(chs[0].x, chs[1].x, chs[2].x, chs[3].x);
-            qk_bias[o] = on * vec4<f32>(
-                layer_f32(bias_at + first.x),
-                layer_f32(bias_at + first.y),
-                layer_f32(bias_at + first.z),
-                layer_f32(bias_at + first.w),
-            );
-            {
-                let j = 0u;
-                qk_weights[o][j] = on * vec4<f32>(
-                    weight_at(d, first.x, j),
-                    weight_at(d, first.y, j),
-                    weight_at(d, first.z, j),
-                    weight_at(d, first.w, j),
-                );
-                if j + 1u < TAPS {
-                    qk_inputs[o][j] = vec4<f32>(
-                        window_at(d, b, first.x, j),
-                        window_at(d, b, first.y, j),
-                        window_at(d, b, first.z, j),
-                        window_at(d, b, first.w, j),
-                    );
-                }
-            }
-            {
-                let j = 1u;
-                qk_weights[o][j] = on * vec4<f32>(
-                    weight_at(d, first.x, j),
-                    weight_at(d, first.y, j),
-                    weight_at(d, first.z, j),
-                    weight_at(d, first.w, j),
-                );
-                if j + 1u < TAPS {
-                    qk_inputs[o][j] = vec4<f32>(
-                        window_at(d, b, first.x, j),
-                        window_at(d, b, first.y, j),
-                        window_at(d, b, first.z, j),
-                        window_at(d, b, first.w, j),
-                    );
-                }
-            }
-            {
-                let j = 2u;
-                qk_weights[o][j] = on * vec4<f32>(
-                    weight_at(d, first.x, j),
-                    weight_at(d, first.y, j),
-                    weight_at(d, first.z, j),
-                    weight_at(d, first.w, j),
-                );
-                if j + 1u < TAPS {
-                    qk_inputs[o][j] = vec4<f32>(
-                        window_at(d, b, first.x, j),
-                        window_at(d, b, first.y, j),
-                        window_at(d, b, first.z, j),
-                        window_at(d, b, first.w, j),
-                    );
-                }
-            }
-            {
-                let j = 3u;
-                qk_weights[o][j] = on * vec4<f32>(
-                    weight_at(d, first.x, j),
-                    weight_at(d, first.y, j),
-                    weight_at(d, first.z, j),
-                    weight_at(d, first.w, j),
-                );
-                if j + 1u < TAPS {
-                    qk_inputs[o][j] = vec4<f32>(
-                        window_at(d, b, first.x, j),
-                        window_at(d, b, first.y, j),
-                        window_at(d, b, first.z, j),
-                        window_at(d, b, first.w, j),
-                    );
+            for (var e = 0u; e < 4u; e++) {
+                let ch = qk_channel(d, hk, g, e);
+                let on = ch.y != 0u;
+                qk_bias[o][e] = select(0.0, layer_f32(conv_channels(d) * taps + ch.x), on);
+                for (var j = 0u; j < TAPS; j++) {
+                    qk_weights[o][j][e] = select(0.0, weight_at(d, ch.x, j), on);
+                    if j + 1u < TAPS {
+                        qk_inputs[o][j][e] = window_at(d, b, ch.x, j);
+                    }
                 }
             }
         }
@@ -569,30 +490,8 @@ fn load_layer_constants(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, li:
         let r = li + o * WG_SIZE;
         if r < ROWS {
             let ch = v_channel(d, hv, row_base, r);
-            v_bias[o] = layer_f32(bias_at + ch);
-            {
-                let j = 0u;
-                v_weights[o][j] = weight_at(d, ch, j);
-                if j + 1u < TAPS {
-                    v_inputs[o][j] = window_at(d, b, ch, j);
-                }
-            }
-            {
-                let j = 1u;
-                v_weights[o][j] = weight_at(d, ch, j);
-                if j + 1u < TAPS {
-                    v_inputs[o][j] = window_at(d, b, ch, j);
-                }
-            }
-            {
-                let j = 2u;
-                v_weights[o][j] = weight_at(d, ch, j);
-                if j + 1u < TAPS {
-                    v_inputs[o][j] = window_at(d, b, ch, j);
-                }
-            }
-            {
-                let j = 3u;
+            v_bias[o] = layer_f32(conv_channels(d) * taps + ch);
+            for (var j = 0u; j < TAPS; j++) {
                 v_weights[o][j] = weight_at(d, ch, j);
                 if j + 1u < TAPS {
                     v_inputs[o][j] = window_at(d, b, ch, j);
@@ -615,101 +514,68 @@ fn fetch_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
         let o = 0u;
         let g = li + o * WG_SIZE;
         if g < QK_GROUPS {
-            let chs = qk_group(d, hk, g);
             {
                 let c = 0u;
                 if c < n {
-                    let t = t0 + c;
-                    next_qk[o][c] = vec4<f32>(
-                        x_at(d, b, t, chs[0].x),
-                        x_at(d, b, t, chs[1].x),
-                        x_at(d, b, t, chs[2].x),
-                        x_at(d, b, t, chs[3].x),
-                    );
+                    for (var e = 0u; e < 4u; e++) {
+                        next_qk[o][c][e] = x_at(d, b, t0 + c, qk_channel(d, hk, g, e).x);
+                    }
                 }
             }
             {
                 let c = 1u;
                 if c < n {
-                    let t = t0 + c;
-                    next_qk[o][c] = vec4<f32>(
-                        x_at(d, b, t, chs[0].x),
-                        x_at(d, b, t, chs[1].x),
-                        x_at(d, b, t, chs[2].x),
-                        x_at(d, b, t, chs[3].x),
-                    );
+                    for (var e = 0u; e < 4u; e++) {
+                        next_qk[o][c][e] = x_at(d, b, t0 + c, qk_channel(d, hk, g, e).x);
+                    }
                 }
             }
             {
                 let c = 2u;
                 if c < n {
-                    let t = t0 + c;
-                    next_qk[o][c] = vec4<f32>(
-                        x_at(d, b, t, chs[0].x),
-                        x_at(d, b, t, chs[1].x),
-                        x_at(d, b, t, chs[2].x),
-                        x_at(d, b, t, chs[3].x),
-                    );
+                    for (var e = 0u; e < 4u; e++) {
+                        next_qk[o][c][e] = x_at(d, b, t0 + c, qk_channel(d, hk, g, e).x);
+                    }
                 }
             }
             {
                 let c = 3u;
                 if c < n {
-                    let t = t0 + c;
-                    next_qk[o][c] = vec4<f32>(
-                        x_at(d, b, t, chs[0].x),
-                        x_at(d, b, t, chs[1].x),
-                        x_at(d, b, t, chs[2].x),
-                        x_at(d, b, t, chs[3].x),
-                    );
+                    for (var e = 0u; e < 4u; e++) {
+                        next_qk[o][c][e] = x_at(d, b, t0 + c, qk_channel(d, hk, g, e).x);
+                    }
                 }
             }
             {
                 let c = 4u;
                 if c < n {
-                    let t = t0 + c;
-                    next_qk[o][c] = vec4<f32>(
-                        x_at(d, b, t, chs[0].x),
-                        x_at(d, b, t, chs[1].x),
-                        x_at(d, b, t, chs[2].x),
-                        x_at(d, b, t, chs[3].x),
-                    );
+                    for (var e = 0u; e < 4u; e++) {
+                        next_qk[o][c][e] = x_at(d, b, t0 + c, qk_channel(d, hk, g, e).x);
+                    }
                 }
             }
             {
                 let c = 5u;
                 if c < n {
-                    let t = t0 + c;
-                    next_qk[o][c] = vec4<f32>(
-                        x_at(d, b, t, chs[0].x),
-                        x_at(d, b, t, chs[1].x),
-                        x_at(d, b, t, chs[2].x),
-                        x_at(d, b, t, chs[3].x),
-                    );
+                    for (var e = 0u; e < 4u; e++) {
+                        next_qk[o][c][e] = x_at(d, b, t0 + c, qk_channel(d, hk, g, e).x);
+                    }
                 }
             }
             {
                 let c = 6u;
                 if c < n {
-                    let t = t0 + c;
-                    next_qk[o][c] = vec4<f32>(
-                        x_at(d, b, t, chs[0].x),
-                        x_at(d, b, t, chs[1].x),
-                        x_at(d, b, t, chs[2].x),
-                        x_at(d, b, t, chs[3].x),
-                    );
+                    for (var e = 0u; e < 4u; e++) {
+                        next_qk[o][c][e] = x_at(d, b, t0 + c, qk_channel(d, hk, g, e).x);
+                    }
                 }
             }
             {
                 let c = 7u;
                 if c < n {
-                    let t = t0 + c;
-                    next_qk[o][c] = vec4<f32>(
-                        x_at(d, b, t, chs[0].x),
-                        x_at(d, b, t, chs[1].x),
-                        x_at(d, b, t, chs[2].x),
-                        x_at(d, b, t, chs[3].x),
-                    );
+                    for (var e = 0u; e < 4u; e++) {
+                        next_qk[o][c][e] = x_at(d, b, t0 + c, qk_channel(d, hk, g, e).x);
+                    }
                 }
             }
         }
@@ -816,54 +682,12 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 0u;
                 let x = next_qk[o][c];
                 var u = qk_bias[o] + qk_weights[o][TAPS - 1u] * x;
-                {
-                    let j = 0u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 1u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 2u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 3u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += qk_weights[o][j] * qk_inputs[o][j];
                 }
                 if c < n {
-                    {
-                        let j = 0u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 1u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 2u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 3u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        qk_inputs[o][j] = qk_inputs[o][j + 1u];
                     }
                     qk_inputs[o][TAPS - 2u] = x;
                 }
@@ -878,54 +702,12 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 1u;
                 let x = next_qk[o][c];
                 var u = qk_bias[o] + qk_weights[o][TAPS - 1u] * x;
-                {
-                    let j = 0u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 1u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 2u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 3u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += qk_weights[o][j] * qk_inputs[o][j];
                 }
                 if c < n {
-                    {
-                        let j = 0u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 1u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 2u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 3u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        qk_inputs[o][j] = qk_inputs[o][j + 1u];
                     }
                     qk_inputs[o][TAPS - 2u] = x;
                 }
@@ -940,54 +722,12 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 2u;
                 let x = next_qk[o][c];
                 var u = qk_bias[o] + qk_weights[o][TAPS - 1u] * x;
-                {
-                    let j = 0u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 1u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 2u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 3u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += qk_weights[o][j] * qk_inputs[o][j];
                 }
                 if c < n {
-                    {
-                        let j = 0u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 1u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 2u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 3u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        qk_inputs[o][j] = qk_inputs[o][j + 1u];
                     }
                     qk_inputs[o][TAPS - 2u] = x;
                 }
@@ -1002,54 +742,12 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 3u;
                 let x = next_qk[o][c];
                 var u = qk_bias[o] + qk_weights[o][TAPS - 1u] * x;
-                {
-                    let j = 0u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 1u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 2u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 3u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += qk_weights[o][j] * qk_inputs[o][j];
                 }
                 if c < n {
-                    {
-                        let j = 0u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 1u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 2u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 3u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        qk_inputs[o][j] = qk_inputs[o][j + 1u];
                     }
                     qk_inputs[o][TAPS - 2u] = x;
                 }
@@ -1064,54 +762,12 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 4u;
                 let x = next_qk[o][c];
                 var u = qk_bias[o] + qk_weights[o][TAPS - 1u] * x;
-                {
-                    let j = 0u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 1u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 2u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 3u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += qk_weights[o][j] * qk_inputs[o][j];
                 }
                 if c < n {
-                    {
-                        let j = 0u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 1u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 2u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 3u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        qk_inputs[o][j] = qk_inputs[o][j + 1u];
                     }
                     qk_inputs[o][TAPS - 2u] = x;
                 }
@@ -1126,54 +782,12 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 5u;
                 let x = next_qk[o][c];
                 var u = qk_bias[o] + qk_weights[o][TAPS - 1u] * x;
-                {
-                    let j = 0u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 1u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 2u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 3u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += qk_weights[o][j] * qk_inputs[o][j];
                 }
                 if c < n {
-                    {
-                        let j = 0u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 1u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 2u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 3u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        qk_inputs[o][j] = qk_inputs[o][j + 1u];
                     }
                     qk_inputs[o][TAPS - 2u] = x;
                 }
@@ -1188,54 +802,12 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 6u;
                 let x = next_qk[o][c];
                 var u = qk_bias[o] + qk_weights[o][TAPS - 1u] * x;
-                {
-                    let j = 0u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 1u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 2u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 3u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += qk_weights[o][j] * qk_inputs[o][j];
                 }
                 if c < n {
-                    {
-                        let j = 0u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 1u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 2u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 3u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        qk_inputs[o][j] = qk_inputs[o][j + 1u];
                     }
                     qk_inputs[o][TAPS - 2u] = x;
                 }
@@ -1250,54 +822,12 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 7u;
                 let x = next_qk[o][c];
                 var u = qk_bias[o] + qk_weights[o][TAPS - 1u] * x;
-                {
-                    let j = 0u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 1u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 2u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 3u;
-                    if j + 1u < TAPS {
-                        u += qk_weights[o][j] * qk_inputs[o][j];
-                    }
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += qk_weights[o][j] * qk_inputs[o][j];
                 }
                 if c < n {
-                    {
-                        let j = 0u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 1u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 2u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 3u;
-                        if j + 2u < TAPS {
-                            qk_inputs[o][j] = qk_inputs[o][j + 1u];
-                        }
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        qk_inputs[o][j] = qk_inputs[o][j + 1u];
                     }
                     qk_inputs[o][TAPS - 2u] = x;
                 }
@@ -1318,54 +848,12 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 0u;
                 let x = next_v[o][c];
                 var u = v_bias[o] + v_weights[o][TAPS - 1u] * x;
-                {
-                    let j = 0u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 1u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 2u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 3u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += v_weights[o][j] * v_inputs[o][j];
                 }
                 if c < n {
-                    {
-                        let j = 0u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 1u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 2u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 3u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        v_inputs[o][j] = v_inputs[o][j + 1u];
                     }
                     v_inputs[o][TAPS - 2u] = x;
                 }
@@ -1375,54 +863,12 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 1u;
                 let x = next_v[o][c];
                 var u = v_bias[o] + v_weights[o][TAPS - 1u] * x;
-                {
-                    let j = 0u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 1u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 2u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 3u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += v_weights[o][j] * v_inputs[o][j];
                 }
                 if c < n {
-                    {
-                        let j = 0u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 1u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 2u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 3u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        v_inputs[o][j] = v_inputs[o][j + 1u];
                     }
                     v_inputs[o][TAPS - 2u] = x;
                 }
@@ -1432,54 +878,12 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 2u;
                 let x = next_v[o][c];
                 var u = v_bias[o] + v_weights[o][TAPS - 1u] * x;
-                {
-                    let j = 0u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 1u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 2u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 3u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += v_weights[o][j] * v_inputs[o][j];
                 }
                 if c < n {
-                    {
-                        let j = 0u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 1u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 2u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 3u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        v_inputs[o][j] = v_inputs[o][j + 1u];
                     }
                     v_inputs[o][TAPS - 2u] = x;
                 }
@@ -1489,54 +893,12 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 3u;
                 let x = next_v[o][c];
                 var u = v_bias[o] + v_weights[o][TAPS - 1u] * x;
-                {
-                    let j = 0u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 1u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 2u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 3u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += v_weights[o][j] * v_inputs[o][j];
                 }
                 if c < n {
-                    {
-                        let j = 0u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 1u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 2u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 3u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        v_inputs[o][j] = v_inputs[o][j + 1u];
                     }
                     v_inputs[o][TAPS - 2u] = x;
                 }
@@ -1546,54 +908,12 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 4u;
                 let x = next_v[o][c];
                 var u = v_bias[o] + v_weights[o][TAPS - 1u] * x;
-                {
-                    let j = 0u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 1u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 2u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 3u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += v_weights[o][j] * v_inputs[o][j];
                 }
                 if c < n {
-                    {
-                        let j = 0u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 1u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 2u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 3u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        v_inputs[o][j] = v_inputs[o][j + 1u];
                     }
                     v_inputs[o][TAPS - 2u] = x;
                 }
@@ -1603,54 +923,12 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 5u;
                 let x = next_v[o][c];
                 var u = v_bias[o] + v_weights[o][TAPS - 1u] * x;
-                {
-                    let j = 0u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 1u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 2u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 3u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += v_weights[o][j] * v_inputs[o][j];
                 }
                 if c < n {
-                    {
-                        let j = 0u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 1u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 2u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 3u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        v_inputs[o][j] = v_inputs[o][j + 1u];
                     }
                     v_inputs[o][TAPS - 2u] = x;
                 }
@@ -1660,54 +938,12 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 6u;
                 let x = next_v[o][c];
                 var u = v_bias[o] + v_weights[o][TAPS - 1u] * x;
-                {
-                    let j = 0u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 1u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 2u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 3u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += v_weights[o][j] * v_inputs[o][j];
                 }
                 if c < n {
-                    {
-                        let j = 0u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 1u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 2u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 3u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        v_inputs[o][j] = v_inputs[o][j + 1u];
                     }
                     v_inputs[o][TAPS - 2u] = x;
                 }
@@ -1717,54 +953,12 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
                 let c = 7u;
                 let x = next_v[o][c];
                 var u = v_bias[o] + v_weights[o][TAPS - 1u] * x;
-                {
-                    let j = 0u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 1u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 2u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
-                }
-                {
-                    let j = 3u;
-                    if j + 1u < TAPS {
-                        u += v_weights[o][j] * v_inputs[o][j];
-                    }
+                for (var j = 0u; j < TAPS - 1u; j++) {
+                    u += v_weights[o][j] * v_inputs[o][j];
                 }
                 if c < n {
-                    {
-                        let j = 0u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 1u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 2u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
-                    }
-                    {
-                        let j = 3u;
-                        if j + 2u < TAPS {
-                            v_inputs[o][j] = v_inputs[o][j + 1u];
-                        }
+                    for (var j = 0u; j < TAPS - 2u; j++) {
+                        v_inputs[o][j] = v_inputs[o][j + 1u];
                     }
                     v_inputs[o][TAPS - 2u] = x;
                 }

@@ -35,7 +35,6 @@ const EARLY_FOLD: bool = false;
 const SCALED_STATE: bool = false;
 const QK_OWNED: u32 = 1u;
 const V_OWNED: u32 = 1u;
-const TAPS: u32 = 4u;
 
 @group(0) @binding(1) var<storage, read> tape_delta_buf: array<f32>;
 fn load1_tape_delta(i: u32) -> f32 {

@@ -401,8 +401,8 @@ mod tests {
     }
 
     /// The WGSL constants that mirror Rust constants hold their values (the kernels keep
-    /// them as literals): the layer's norm epsilon, the cooperative path's tile width and
-    /// subgroup width. (The layer's most taps, a loop bound, is a define.)
+    /// them as literals, so that each variant's source stays what it is): the layer's
+    /// taps and norm epsilon, the cooperative path's tile width and subgroup width.
     #[test]
     fn wgsl_constants_mirror_rust_constants() {
         use crate::engine::wgsl::SOURCES;
@@ -414,6 +414,8 @@ mod tests {
             literal.trim().trim_end_matches(';').to_string()
         };
         let staging = fragment("layer_staging");
+        let taps = crate::shape::MAX_LAYER_TAPS;
+        assert_eq!(value(staging, "TAPS"), format!("{taps}u"));
         let eps: f32 = value(staging, "NORM_EPS").parse().unwrap();
         assert_eq!(eps, super::record::prologue::NORM_EPS);
         let tile = super::record_chunked::COOP_MAX_KEY_DIM;

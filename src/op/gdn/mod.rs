@@ -14,7 +14,7 @@ use crate::engine::key::{Class, Family, KernelKey, Op, Reduction, Value};
 use crate::engine::operand::OperandSpec;
 use crate::error::{Error, Result};
 use crate::gpu::backend::GpuBackend;
-use crate::shape::{GdnShape, GqaLayout, MAX_LAYER_TAPS};
+use crate::shape::{GdnShape, GqaLayout};
 use crate::tuning::{ShapeClass, Threshold as Th};
 
 /// Largest key dimension (Dk) the record and replay kernels take.
@@ -410,8 +410,6 @@ impl Family for Gdn {
             // invocation owns (wgsl/layer_staging.wgsl).
             ("QK_OWNED", Value::U32((2 * key.staged_row()).div_ceil(wg))),
             ("V_OWNED", Value::U32(c.rows.div_ceil(wg))),
-            // The most conv taps it holds in registers.
-            ("TAPS", Value::U32(MAX_LAYER_TAPS as u32)),
         ]
     }
 
