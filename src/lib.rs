@@ -70,6 +70,7 @@ pub mod internals {
         pub use crate::op::fold_record::{
             FoldRecordLayerOperands, FoldRecordLayerRow, FoldRecordOperands, FoldRecordRow,
         };
+        pub use crate::op::prologue::{PrologueOperands, PrologueRow};
         pub use crate::op::record::{
             RecordLayerOperands, RecordLayerRow, RecordLayerVarlenOperands, RecordLayerVarlenRow,
             RecordOperands, RecordRow, RecordVarlenOperands, RecordVarlenRow,
@@ -90,6 +91,7 @@ pub use error::{Error, Result};
 pub use gpu::options::ChunkPrecision;
 pub use gpu::{CooperativeMatrices, GpuBackend, GpuOptions, GpuRollback, TuneOptions};
 pub use models::ModelPreset;
+pub use op::prologue::PrologueOutputs;
 pub use op::record::{LayerInputs, LayerParams, LayerRecorded, RecordInputs, Recorded};
 pub use op::record_chunked::ChunkSize;
 pub use op::replay::{Tape, TapeRef};

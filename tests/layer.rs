@@ -1158,3 +1158,249 @@ fn gpu_gates<G: Element>(gpu: &GpuBackend, cpu: &Backend, shape: &LayerShape, d:
     assert_close(&format!("{what}: g"), &g, &want_g, tol(G::DTYPE));
     assert_close(&format!("{what}: beta"), &beta, &want_beta, tol(G::DTYPE));
 }
+
+/// The prologue (record_layer's prologue as a pass of its own): the CPU against the rule
+/// in f64, record on its outputs against record_layer, the GPU against the CPU in every
+/// dtype set (an odd Dk and Dv in 32-bit floats and f16, odd gate counts in bf16, every
+/// K, T = 0), the resident dispatch against the host call, and a bf16 odd Dk refused.
+#[test]
+fn prologue_is_record_layers_prologue() {
+    let cpu = cpu();
+    let shapes = [
+        (layer_shape(3, 3, [1, 3, 4, 4], 4), true, false),
+        (layer_shape(2, 5, [2, 4, 6, 8], 3), false, true),
+        (layer_shape(1, 9, [2, 2, 130, 66], 2), true, true),
+        (layer_shape(2, 3, [1, 1, 5, 3], 4), true, true),
+        (layer_shape(2, 0, [1, 1, 4, 4], 2), true, false),
+    ];
+    for (i, (shape, norm, bias)) in shapes.iter().enumerate() {
+        let d = LayerDraw::new(shape, 300 + i as u64, *norm, *bias);
+        let want = prologue64(shape, &d);
+        let t = TypedLayer::<f32, f32>::of(&d);
+        let p = cpu
+            .prologue(shape, &d.params(), &t.inputs(None), &d.window)
+            .unwrap();
+        let what = format!("{shape:?} cpu prologue");
+        assert_close64(&format!("{what}: q"), &p.q, &want.q, 1e-5);
+        assert_close64(&format!("{what}: k"), &p.k, &want.k, 1e-5);
+        assert_close64(&format!("{what}: v"), &p.v, &want.v, 1e-5);
+        assert_close64(&format!("{what}: g"), &p.g, &want.g, 1e-5);
+        assert_close64(&format!("{what}: beta"), &p.beta, &want.beta, 1e-5);
+        // record on the prologue's outputs is record_layer.
+        let layer: LayerRecorded<f32, f32, f32, f32> = cpu
+            .record_layer(
+                shape,
+                GqaLayout::Blocked,
+                &d.params(),
+                &t.inputs(None),
+                &d.window,
+                &d.state,
+            )
+            .unwrap();
+        let rec = cpu
+            .record::<f32, f32, f32>(shape.gdn(), GqaLayout::Blocked, &p.inputs(None), &d.state)
+            .unwrap();
+        assert_eq!(
+            rec.y, layer.y,
+            "{what}: y of record on the prologue's outputs"
+        );
+        assert_eq!(rec.state, layer.state, "{what}: state");
+        assert_eq!(p.g, layer.g, "{what}: record_layer's tape g");
+        let short = cpu.prologue(shape, &d.params(), &t.inputs(None), &d.window[1..]);
+        assert!(
+            matches!(short, Err(Error::Length { arg: "window", .. })),
+            "{short:?}"
+        );
+    }
+    let Some(gpu) = gpu() else { return };
+    for (i, (shape, norm, bias)) in shapes.iter().enumerate() {
+        let d = LayerDraw::new(shape, 300 + i as u64, *norm, *bias);
+        gpu_prologue::<f32, f32>(&gpu, &cpu, shape, &d);
+        gpu_prologue::<f16, f16>(&gpu, &cpu, shape, &d);
+        let g = shape.gdn();
+        if g.key_dim() % 2 == 0 && g.value_dim() % 2 == 0 {
+            gpu_prologue::<bf16, f32>(&gpu, &cpu, shape, &d);
+            gpu_prologue::<bf16, bf16>(&gpu, &cpu, shape, &d);
+        } else {
+            let t = TypedLayer::<bf16, bf16>::of(&d);
+            let r = gpu.prologue(shape, &d.params(), &t.inputs(None), &t.window);
+            assert!(
+                matches!(r, Err(Error::Unsupported { op: "prologue", .. })),
+                "{shape:?}: {r:?}"
+            );
+        }
+    }
+    // The resident dispatch over the caller's buffers writes the host call's values.
+    let shape = &shapes[1].0;
+    let d = LayerDraw::new(shape, 301, false, true);
+    let t = TypedLayer::<f32, f32>::of(&d);
+    let want = gpu
+        .prologue(shape, &d.params(), &t.inputs(None), &d.window)
+        .unwrap();
+    let layer = gpu.upload_layer(shape, &d.params()).unwrap();
+    let input = |x: &[f32]| storage_buffer(&gpu, x, wgpu::BufferUsages::empty());
+    let output = |n: usize| storage_buffer(&gpu, &vec![f32::NAN; n], wgpu::BufferUsages::COPY_SRC);
+    let gdn = shape.gdn();
+    let (qk, v, gates) = (gdn.qk_len(), gdn.v_len(), gdn.gate_len());
+    let (q, k, out_v, out_g, out_beta) = (
+        output(qk),
+        output(qk),
+        output(v),
+        output(gates),
+        output(gates),
+    );
+    let (x, window, a, b) = (input(&d.x), input(&d.window), input(&d.a), input(&d.b));
+    let buffers = deltatape::gpu::PrologueBuffers {
+        x: &x,
+        window: &window,
+        layer: &layer,
+        a: &a,
+        b: &b,
+        q: &q,
+        k: &k,
+        v: &out_v,
+        g: &out_g,
+        beta: &out_beta,
+    };
+    let p = gpu
+        .prepare_prologue(shape, GdnDtypes::uniform(deltatape::DType::F32), &buffers)
+        .unwrap();
+    let mut enc = gpu.encoder();
+    p.encode(&mut enc);
+    gpu.queue().submit([enc.finish()]);
+    assert_eq!(gpu.read_buffer::<f32>(&q, qk).unwrap(), want.q);
+    assert_eq!(gpu.read_buffer::<f32>(&k, qk).unwrap(), want.k);
+    assert_eq!(gpu.read_buffer::<f32>(&out_v, v).unwrap(), want.v);
+    assert_eq!(gpu.read_buffer::<f32>(&out_g, gates).unwrap(), want.g);
+    assert_eq!(gpu.read_buffer::<f32>(&out_beta, gates).unwrap(), want.beta);
+}
+
+/// The prologue on the GPU against the CPU, x in `A` and the gates in `G`.
+fn gpu_prologue<A: Element, G: Element>(
+    gpu: &GpuBackend,
+    cpu: &Backend,
+    shape: &LayerShape,
+    d: &LayerDraw,
+) {
+    let t = TypedLayer::<A, G>::of(d);
+    let want = cpu
+        .prologue(shape, &d.params(), &t.inputs(None), &t.window)
+        .unwrap();
+    let got = gpu
+        .prologue(shape, &d.params(), &t.inputs(None), &t.window)
+        .unwrap();
+    let what = format!(
+        "{shape:?} gpu prologue {}/{}",
+        A::DTYPE.name(),
+        G::DTYPE.name()
+    );
+    assert_close(&format!("{what}: q"), &got.q, &want.q, tol(A::DTYPE));
+    assert_close(&format!("{what}: k"), &got.k, &want.k, tol(A::DTYPE));
+    assert_close(&format!("{what}: v"), &got.v, &want.v, tol(A::DTYPE));
+    assert_close(&format!("{what}: g"), &got.g, &want.g, tol(G::DTYPE));
+    assert_close(
+        &format!("{what}: beta"),
+        &got.beta,
+        &want.beta,
+        tol(G::DTYPE),
+    );
+}
+
+/// `got` within `tol` of the f64 `want`, relative to `want`'s largest magnitude.
+fn assert_close64(what: &str, got: &[f32], want: &[f64], tol: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let scale = want.iter().fold(1e-30f64, |m, w| m.max(w.abs()));
+    let err = (got.iter().zip(want))
+        .map(|(&x, &w)| (x as f64 - w).abs())
+        .fold(0.0, f64::max);
+    assert!(
+        err <= tol * scale,
+        "{what}: error {err:.3e} > {tol:.1e} x {scale:.3e}"
+    );
+}
+
+/// record_layer in both of its forms, chosen by the class (`ShapeClass::split`): the
+/// fused kernel and the prologue pass then record, each against the CPU twin (both
+/// layouts, masks, 16-bit sets, an odd Dk in f32); the resident dispatch runs the
+/// prologue's kernel only in the split form, and a bf16 layer with an odd Dk stays fused.
+#[test]
+fn gpu_layer_split_and_fused_forms_agree() {
+    let Some(g) = gpu() else { return };
+    let cpu = cpu();
+    let with_split = |on: bool| {
+        let class = deltatape::internals::ShapeClass {
+            split: Some(on),
+            ..g.tuning().record_class()
+        };
+        g.with_tuning(g.tuning().clone().with_record_class(class))
+            .unwrap()
+    };
+    let (split, fused) = (with_split(true), with_split(false));
+    let shapes = [
+        (layer_shape(2, 9, [2, 4, 8, 6], 4), true, true),
+        (layer_shape(1, 5, [1, 2, 5, 4], 3), false, true),
+    ];
+    for (i, (shape, norm, bias)) in shapes.into_iter().enumerate() {
+        let d = LayerDraw::new(&shape, 400 + i as u64, norm, bias);
+        let m = mask(shape.gdn(), 410 + i as u64);
+        for gpu in [&split, &fused] {
+            gpu_case::<f32, f32, f32, f32>(gpu, &cpu, &shape, &d, GqaLayout::Tiled, Some(&m));
+            gpu_case::<f16, f32, f16, f32>(gpu, &cpu, &shape, &d, GqaLayout::Blocked, None);
+            if shape.gdn().key_dim() % 2 == 0 {
+                gpu_case::<bf16, bf16, bf16, bf16>(
+                    gpu,
+                    &cpu,
+                    &shape,
+                    &d,
+                    GqaLayout::Blocked,
+                    Some(&m),
+                );
+            }
+        }
+    }
+    // Which kernels each form's dispatch runs.
+    let ops = |gpu: &GpuBackend, shape: &LayerShape, dtypes: GdnDtypes| -> Vec<&'static str> {
+        let d = LayerDraw::new(shape, 7, true, false);
+        let layer = gpu.upload_layer(shape, &d.params()).unwrap();
+        let gdn = shape.gdn();
+        let buf = |n: usize| {
+            // Room for every dtype.
+            let bytes = (n * 4).max(4);
+            storage_buffer(gpu, &vec![0u8; bytes], wgpu::BufferUsages::empty())
+        };
+        let (x, window, a, b) = (
+            buf(shape.x_len()),
+            buf(shape.window_len()),
+            buf(gdn.gate_len()),
+            buf(gdn.gate_len()),
+        );
+        let (state, y, delta) = (buf(gdn.state_len()), buf(gdn.v_len()), buf(gdn.v_len()));
+        let buffers = RecordLayerBuffers {
+            x: &x,
+            window: &window,
+            layer: &layer,
+            a: &a,
+            b: &b,
+            state_in: &state,
+            y: &y,
+            state_out: None,
+            delta: &delta,
+            mask: None,
+            tape_k_grouped: None,
+            tape_g: None,
+        };
+        let p = gpu
+            .prepare_record_layer(shape, GqaLayout::Blocked, dtypes, &buffers)
+            .unwrap();
+        p.keys().iter().map(|k| k.op.name()).collect()
+    };
+    let even = layer_shape(1, 4, [1, 2, 8, 4], 4);
+    assert_eq!(ops(&split, &even, GdnDtypes::F32), ["prologue", "record"]);
+    assert_eq!(ops(&fused, &even, GdnDtypes::F32), ["record_layer"]);
+    let odd = layer_shape(1, 4, [1, 2, 5, 4], 4);
+    let bf16_act = GdnDtypes {
+        act: deltatape::DType::BF16,
+        ..GdnDtypes::F32
+    };
+    assert_eq!(ops(&split, &odd, bf16_act), ["record_layer"]);
+}

@@ -378,6 +378,41 @@ fn strides(begin: u32, end: u32, stride: u32) -> u32 {
     return span / stride + select(0u, 1u, span % stride != 0u);
 }
 
+// A layer's raw inputs and packed parameters (docs/SPEC.md "record_layer"): the WGSL
+// twin of src/shape.rs's LayerShape formulas and of the gates' rule, shared by
+// record_layer's staging (layer_staging.wgsl) and the prologue pass.
+
+// The L2 norm's epsilon (src/op/prologue/cpu.rs's NORM_EPS).
+const NORM_EPS: f32 = 1e-6;
+
+fn layer_f32(i: u32) -> f32 {
+    return bitcast<f32>(load_layer(i));
+}
+
+// C: q's, k's, then v's channels.
+fn conv_channels(d: GdnDims) -> u32 {
+    return 2u * d.key_heads * d.key_dim + d.value_heads * d.value_dim;
+}
+
+// Where A_log starts in the parameters, after the conv's weight [C, K] and bias [C];
+// dt_bias follows it, then q's scale and the norm switch.
+fn gates_base(d: GdnDims) -> u32 {
+    return conv_channels(d) * (d.conv_taps + 1u);
+}
+
+// Index of window[b, ch, s] (s = 0 the oldest of K - 1).
+fn window_index(d: GdnDims, b: u32, ch: u32, s: u32) -> u32 {
+    return (b * conv_channels(d) + ch) * (d.conv_taps - 1u) + s;
+}
+
+// (g, beta) from a, b and the head's exp(A_log), dt_bias: g = exp(-exp(A_log)
+// softplus(a + dt_bias)) with softplus(x) = x above 20, beta = sigmoid(b).
+fn gate_rule(ab: vec2<f32>, head: vec2<f32>) -> vec2<f32> {
+    let x = ab.x + head.y;
+    let softplus = select(log(1.0 + exp(x)), x, x > 20.0);
+    return vec2<f32>(exp(-head.x * softplus), 1.0 / (1.0 + exp(-ab.y)));
+}
+
 // record_layer's staging (docs/SPEC.md "record_layer"): each chunk of CHUNK steps'
 // q, k, v and gates computed from the raw inputs into record's workgroup stages
 // (record_steps.wgsl), in place of record_staging.wgsl's loads. The prologue, per step:
@@ -393,7 +428,6 @@ fn strides(begin: u32, end: u32, stride: u32) -> u32 {
 // conv reads one new input a channel, and those are fetched a chunk ahead (the next_*
 // registers), as record_staging.wgsl fetches q and k.
 
-const NORM_EPS: f32 = 1e-6;
 // The most conv taps the kernel holds (src/shape.rs's MAX_LAYER_TAPS): weights and
 // inputs are kept right-aligned in arrays of this many, zero weights in front, so every
 // index is a constant.
@@ -420,21 +454,6 @@ var<private> next_v: array<array<f32, CHUNK>, V_OWNED>;
 var<private> head_gate: vec2<f32>;
 var<private> next_ab: vec2<f32>;
 
-fn layer_f32(i: u32) -> f32 {
-    return bitcast<f32>(load_layer(i));
-}
-
-// C: q's, k's, then v's channels.
-fn conv_channels(d: GdnDims) -> u32 {
-    return 2u * d.key_heads * d.key_dim + d.value_heads * d.value_dim;
-}
-
-// Where A_log starts in the parameters, after the conv's weight [C, K] and bias [C];
-// dt_bias follows it, then q's scale and the norm switch.
-fn gates_base(d: GdnDims) -> u32 {
-    return conv_channels(d) * (d.conv_taps + 1u);
-}
-
 // Channel e of q/k group g of key head hk (q's groups first), and whether it exists.
 fn qk_channel(d: GdnDims, hk: u32, g: u32, e: u32) -> vec2<u32> {
     let col = (g % STAGED) * 4u + e;
@@ -458,7 +477,7 @@ fn weight_at(d: GdnDims, ch: u32, j: u32) -> f32 {
 fn window_at(d: GdnDims, b: u32, ch: u32, j: u32) -> f32 {
     let first = TAPS - d.conv_taps;
     let s = select(0u, j - first, j >= first);
-    return select(0.0, load1_window((b * conv_channels(d) + ch) * (d.conv_taps - 1u) + s), j >= first);
+    return select(0.0, load1_window(window_index(d, b, ch, s)), j >= first);
 }
 
 fn x_at(d: GdnDims, b: u32, t: u32, ch: u32) -> f32 {
@@ -660,11 +679,8 @@ fn silu4(u: vec4<f32>) -> vec4<f32> {
 // g and beta from a, b and the head's exp(A_log), dt_bias, rounded as the gates' dtype
 // stores them.
 fn gates_of(ab: vec2<f32>, head: vec2<f32>) -> vec2<f32> {
-    let x = ab.x + head.y;
-    let softplus = select(log(1.0 + exp(x)), x, x > 20.0);
-    let g = exp(-head.x * softplus);
-    let beta = 1.0 / (1.0 + exp(-ab.y));
-    return vec2<f32>(round_gate(g), round_gate(beta));
+    let gates = gate_rule(ab, head);
+    return vec2<f32>(round_gate(gates.x), round_gate(gates.y));
 }
 
 // The prologue of the fetched chunk t0 .. t0 + CHUNK into the stages, and the tape's

@@ -42,6 +42,40 @@ pub(super) struct Inner {
 }
 
 impl Runtime {
+    /// Scratch buffers an op allocates for its own passes, `(name, elements, bytes
+    /// each)` each, rounded up to whole words; each within the device's binding limit,
+    /// else `Error::DeviceLimit` with `hint`.
+    pub(crate) fn scratch(
+        &self,
+        (op, hint): (&'static str, &'static str),
+        lens: &[(&'static str, usize, u64)],
+    ) -> Result<Vec<wgpu::Buffer>> {
+        let mut scratch = Vec::with_capacity(lens.len());
+        for &(arg, len, size) in lens {
+            let bytes = (len as u64)
+                .checked_mul(size)
+                .and_then(|b| b.checked_next_multiple_of(4))
+                .ok_or(Error::Overflow { op, arg })?;
+            let max = self.limits().max_storage_buffer_binding_size;
+            if bytes > max {
+                return Err(Error::DeviceLimit {
+                    op,
+                    limit: "max_storage_buffer_binding_size",
+                    needed: bytes,
+                    available: max,
+                    hint,
+                });
+            }
+            scratch.push(self.device().create_buffer(&wgpu::BufferDescriptor {
+                label: Some(arg),
+                size: bytes.max(16),
+                usage: wgpu::BufferUsages::STORAGE,
+                mapped_at_creation: false,
+            }));
+        }
+        Ok(scratch)
+    }
+
     /// A runtime on `device` and `queue`; `reason` says why this adapter, `lost` is
     /// where the device's callbacks leave what went wrong.
     pub(crate) fn new(

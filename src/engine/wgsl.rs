@@ -49,6 +49,7 @@ pub const SOURCES: &[(&str, &str)] = sources![
     "entry_subgroup",
     "fold_steps",
     "head_at",
+    "layer_params",
     "layer_staging",
     "packed_sequences",
     "record_emit_direct",

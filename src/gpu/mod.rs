@@ -23,6 +23,7 @@ pub use crate::op::conv::ConvBuffers;
 pub use crate::op::fold_record::FoldRecordBuffers;
 pub use crate::op::gates::GatesBuffers;
 pub use crate::op::gdn::tune::TuneOptions;
+pub use crate::op::prologue::PrologueBuffers;
 pub use crate::op::record::{LayerParamsBuffer, RecordBuffers, RecordLayerBuffers};
 pub use crate::op::repeat::RepeatBuffers;
 pub use crate::op::replay::ReplayBuffers;

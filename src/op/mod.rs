@@ -45,6 +45,7 @@ pub mod fold_record;
 pub mod gates;
 pub(crate) mod gdn;
 pub(crate) mod plain;
+pub mod prologue;
 pub mod record;
 pub mod record_chunked;
 pub mod repeat;
@@ -73,6 +74,8 @@ impl Op {
     /// fold_record from a layer's raw inputs.
     pub const FoldRecordLayer: Op = fold_record::LAYER;
     pub const Gates: Op = gates::OP;
+    /// record_layer's prologue as a pass of its own: q, k, v, g and beta.
+    pub const Prologue: Op = prologue::OP;
     /// record_chunked's first pass: each chunk's WY factors.
     pub const ChunkWy: Op = record_chunked::CHUNK_WY;
     /// record_chunked's second pass: the state through the chunks.
@@ -96,6 +99,7 @@ impl Op {
         Op::FoldRecord,
         Op::FoldRecordLayer,
         Op::Gates,
+        Op::Prologue,
         Op::ChunkWy,
         Op::ChunkState,
     ];
@@ -414,10 +418,11 @@ mod tests {
             literal.trim().trim_end_matches(';').to_string()
         };
         let staging = fragment("layer_staging");
+        let params = fragment("layer_params");
         let taps = crate::shape::MAX_LAYER_TAPS;
         assert_eq!(value(staging, "TAPS"), format!("{taps}u"));
-        let eps: f32 = value(staging, "NORM_EPS").parse().unwrap();
-        assert_eq!(eps, super::record::prologue::NORM_EPS);
+        let eps: f32 = value(params, "NORM_EPS").parse().unwrap();
+        assert_eq!(eps, super::prologue::cpu::NORM_EPS);
         let tile = super::record_chunked::COOP_MAX_KEY_DIM;
         assert_eq!(
             value(fragment("chunk_tiles"), "TILE_DK"),

@@ -3,7 +3,7 @@
 //! ```text
 //! deltatape-tuning 1
 //! adapter  name=...  backend=...  vendor=...  device=...  driver=...  driver_info=...
-//! choice  op=record  shape=B,T,Hk,Hv,Dk,Dv  dtypes=act,state,tape,gate  lanes=4  rows=-  rpt=1  chunk=8  early=-  scaled=0  chunked=-  us=..  default_us=..  clock=gpu
+//! choice  op=record  shape=B,T,Hk,Hv,Dk,Dv  dtypes=act,state,tape,gate  lanes=4  rows=-  rpt=1  chunk=8  early=-  scaled=0  chunked=-  split=-  us=..  default_us=..  clock=gpu
 //! ```
 //! (`-`: the table's default for that parameter.)
 
@@ -33,7 +33,7 @@ fn to_text(tuning: &Tuning, adapter: &AdapterKey) -> String {
         let (s, d) = (&c.shape, &c.dtypes);
         let _ = writeln!(
             out,
-            "choice\top={}\tshape={},{},{},{},{},{}\tdtypes={},{},{},{}\tlanes={}\trows={}\trpt={}\tchunk={}\tearly={}\tscaled={}\tchunked={}\tus={:.3}\tdefault_us={:.3}\tclock={}",
+            "choice\top={}\tshape={},{},{},{},{},{}\tdtypes={},{},{},{}\tlanes={}\trows={}\trpt={}\tchunk={}\tearly={}\tscaled={}\tchunked={}\tsplit={}\tus={:.3}\tdefault_us={:.3}\tclock={}",
             c.op.name(),
             s.batch(),
             s.steps(),
@@ -52,6 +52,7 @@ fn to_text(tuning: &Tuning, adapter: &AdapterKey) -> String {
             flag(c.class.early_fold),
             flag(c.class.scaled_state),
             flag(c.class.chunked),
+            flag(c.class.split),
             c.micros,
             c.default_micros,
             if c.gpu_clock { "gpu" } else { "wall" },
@@ -151,6 +152,11 @@ fn parse(text: &str) -> std::result::Result<Tuning, ParseError> {
             // Files written before the field was: the default.
             chunked: if f.has("chunked") {
                 f.flag("chunked")?
+            } else {
+                None
+            },
+            split: if f.has("split") {
+                f.flag("split")?
             } else {
                 None
             },

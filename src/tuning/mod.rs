@@ -57,6 +57,9 @@ pub enum Threshold {
     ChunkedFromSteps,
     /// ... and the batch has at most this many (sequence, value head) pairs.
     ChunkedMaxHeads,
+    /// record_layer runs as the prologue pass then record from this many tokens (B T)
+    /// on (see `ShapeClass::split`).
+    LayerSplitFromTokens,
 }
 
 /// One row of the table: a threshold's value, why it has it, and where that was measured.
@@ -70,7 +73,7 @@ pub struct ThresholdRow {
 }
 
 impl Threshold {
-    pub const ALL: [Threshold; 16] = [
+    pub const ALL: [Threshold; 17] = [
         Threshold::RecordElementsPerLane,
         Threshold::ReplayElementsPerLane,
         Threshold::ReplayElementsPerLaneLong,
@@ -87,6 +90,7 @@ impl Threshold {
         Threshold::SpinMicros,
         Threshold::ChunkedFromSteps,
         Threshold::ChunkedMaxHeads,
+        Threshold::LayerSplitFromTokens,
     ];
 
     /// The threshold's value.
@@ -103,7 +107,7 @@ impl Threshold {
 /// [`Threshold::row`]'s table, in the enum's order (a test checks it): one row a line,
 /// so that it reads as the table it is.
 #[rustfmt::skip]
-const TABLE: [ThresholdRow; 16] = [
+const TABLE: [ThresholdRow; 17] = [
     ThresholdRow { name: "record_elements_per_lane", value: 32, reason: "4 lanes a row at Dk = 128: two shuffle levels per reduction; 8 lanes lost 5-32% on large grids", source: "h200-2026-12-01-class-sweep.txt" },
     ThresholdRow { name: "replay_elements_per_lane", value: 8, reason: "16 lanes a row up to T = 8 (B = 64, T = 8: 78 us against 82 with 8 lanes; the round 0.4-1% faster)", source: "h200-2026-11-30-replay-lanes-ab.txt" },
     ThresholdRow { name: "replay_elements_per_lane_long", value: 16, reason: "8 lanes a row past T = 8 (B = 256, T = 16: 369 us against 381); 16 lanes, 16-step chunks and 2 rows per invocation tie or lose", source: "h200-2026-11-30-replay-lanes-ab.txt, h200-2026-12-01-class-sweep.txt" },
@@ -120,6 +124,7 @@ const TABLE: [ThresholdRow; 16] = [
     ThresholdRow { name: "spin_micros", value: 2000, reason: "a blocking wait sleeps until the driver wakes the thread, which added 35-100 us to a resident round; waits longer than this block", source: "h200-2026-12-01-spin-ab.txt" },
     ThresholdRow { name: "chunked_from_steps", value: 2048, reason: "from here on the four-pass fast path beats record at B = 1 (32 value heads): bf16 746 against 976 us at T = 2048, 2741 against 3876 at T = 8192; f32 758 against 776, 2787 against 3077; at T = 1024 it wins at bf16 (426 against 489) but loses at f32 (461 against 393), at T = 512 it loses at both", source: "h200-2026-12-05-walk-gate.txt" },
     ThresholdRow { name: "chunked_max_heads", value: 32, reason: "B = 1 at Qwen3-Next's 32 value heads: at B = 2 (64 heads) record wins at every T measured (bf16 1245 against 1448 us at T = 2048, 4951 against 5322 at T = 8192); the walk's workgroups no longer fit one wave", source: "h200-2026-12-05-walk-gate.txt" },
+    ThresholdRow { name: "layer_split_from_tokens", value: 1, reason: "PROVISIONAL", source: "PROVISIONAL" },
 ];
 
 /// Overrides of the shape class a kernel key picks for record or replay (`None`: the
@@ -147,6 +152,11 @@ pub struct ShapeClass {
     /// from [`Threshold::ChunkedFromSteps`] steps on, up to
     /// [`Threshold::ChunkedMaxHeads`] (sequence, value head) pairs.
     pub chunked: Option<bool>,
+    /// record_layer (padded) only: run as two dispatches, the prologue pass writing q,
+    /// k, v, g and beta, then record on them (which may then take its chunked form),
+    /// where the prologue can (bf16 activations need an even Dk and Dv). `None`: from
+    /// [`Threshold::LayerSplitFromTokens`] tokens (B T) on.
+    pub split: Option<bool>,
 }
 
 impl ShapeClass {
@@ -191,6 +201,12 @@ impl ShapeClass {
                 "replay has no chunked form: the value would do nothing",
             );
         }
+        if replay && self.split.is_some() {
+            return bad(
+                "split",
+                "replay has no prologue: the value would do nothing",
+            );
+        }
         if replay && self.scaled_state.is_some() {
             return bad(
                 "scaled_state",
@@ -201,7 +217,7 @@ impl ShapeClass {
     }
 
     /// Read `DELTATAPE_<OP>_{LANES,ROWS,RPT,CHUNK}` and, for record,
-    /// `DELTATAPE_RECORD_{EARLY,SCALED}` (0 or 1). `replay`: the knobs replay has no
+    /// `DELTATAPE_RECORD_{EARLY,SCALED,CHUNKED,SPLIT}` (0 or 1). `replay`: the knobs replay has no
     /// use for (`EARLY`, `SCALED`) are an error when set.
     pub(crate) fn from_env(op: &str, replay: bool) -> Result<Self> {
         let read = |what: &str| -> Result<Option<u32>> {
@@ -245,6 +261,7 @@ impl ShapeClass {
             early_fold: flag("EARLY")?,
             scaled_state: flag("SCALED")?,
             chunked: flag("CHUNKED")?,
+            split: flag("SPLIT")?,
         })
     }
 }
@@ -333,8 +350,6 @@ impl Tuning {
                 .all(|c| c.class == ShapeClass::default())
     }
 
-    /// This tuning with `class` for record (and fold_record) at every shape without a
-    /// measured class.
     /// record's class at every shape without a choice of its own.
     #[cfg(feature = "workshop")]
     #[doc(hidden)]
@@ -349,6 +364,8 @@ impl Tuning {
         self.replay
     }
 
+    /// This tuning with `class` for record (and fold_record) at every shape without a
+    /// measured class.
     #[cfg(feature = "workshop")]
     #[doc(hidden)]
     pub fn with_record_class(self, class: ShapeClass) -> Self {

@@ -2,7 +2,7 @@
 //! ([`GpuBackend::prepare_form`]), and the forms' public names.
 
 use super::{Form, RecordBuffers, RecordLayerBuffers, RecordLayerRow};
-use crate::dtype::GdnDtypes;
+use crate::dtype::{DType, GdnDtypes};
 use crate::engine::cache::small_buffer;
 use crate::engine::encode::Prepared;
 use crate::engine::key::Op;
@@ -10,9 +10,10 @@ use crate::engine::operand::rows_bound;
 use crate::error::Result;
 use crate::gpu::backend::GpuBackend;
 use crate::op::gdn;
+use crate::op::prologue::PrologueOperands;
 use crate::op::record_chunked::{chunked_by_default, COOP_CHUNK};
 use crate::shape::{GdnShape, GqaLayout, LayerShape, VarlenLayerShape, VarlenShape};
-use crate::tuning::ShapeClass;
+use crate::tuning::{ShapeClass, Threshold};
 
 impl GpuBackend {
     /// Validate record's buffers (docs/SPEC.md "record") and build its dispatch. The
@@ -86,10 +87,105 @@ impl GpuBackend {
         (window_offset, x_offset): (u64, u64),
     ) -> Result<Prepared> {
         let slots = raw_slots(super::LAYER.name(), shape, buffers)?;
+        self.prepare_raw_padded(shape, layout, dtypes, slots, (window_offset, x_offset))
+    }
+
+    /// record_layer's dispatch over buffers in table order whose `layer` holds
+    /// parameters packed for `shape`: the fused kernel, or where the class says so
+    /// (`ShapeClass::split`) the prologue pass into scratch of its own, then record on
+    /// its outputs (which may take the chunked form, as record does).
+    pub(crate) fn prepare_raw_padded(
+        &self,
+        shape: &LayerShape,
+        layout: GqaLayout,
+        dtypes: GdnDtypes,
+        slots: Vec<Option<&wgpu::Buffer>>,
+        (window_offset, x_offset): (u64, u64),
+    ) -> Result<Prepared> {
         let mut offsets = vec![0; slots.len()];
         offsets[RecordLayerRow::Window as usize] = window_offset;
         offsets[RecordLayerRow::X as usize] = x_offset;
+        if self.layer_runs_split(shape, dtypes)? {
+            return self.prepare_layer_split(shape, layout, dtypes, &slots, &offsets);
+        }
         self.prepare_form(shape, layout, dtypes, slots, offsets)
+    }
+
+    /// Whether record_layer at `shape` runs as the prologue pass then record: see
+    /// `ShapeClass::split`.
+    fn layer_runs_split(&self, shape: &LayerShape, dtypes: GdnDtypes) -> Result<bool> {
+        let gdn = shape.gdn();
+        let class = self
+            .tuning()
+            .class(Op::Record, &shape.class_shape()?, dtypes);
+        let odd = gdn.key_dim() % 2 == 1 || gdn.value_dim() % 2 == 1;
+        let tokens = (gdn.batch() * gdn.steps()) as u64;
+        let by_default = tokens >= Threshold::LayerSplitFromTokens.value();
+        Ok(!(odd && dtypes.act == DType::BF16) && class.split.unwrap_or(by_default))
+    }
+
+    /// The prologue into scratch q, k, v, g and beta, then record on them with
+    /// record_layer's state, outputs and mask.
+    fn prepare_layer_split(
+        &self,
+        shape: &LayerShape,
+        layout: GqaLayout,
+        dtypes: GdnDtypes,
+        slots: &[Option<&wgpu::Buffer>],
+        offsets: &[u64],
+    ) -> Result<Prepared> {
+        let gdn = shape.gdn();
+        let (act, gate) = (
+            dtypes.act.size_bytes() as u64,
+            dtypes.gate.size_bytes() as u64,
+        );
+        let hint = " (record_layer's split form holds q, k, v, g and beta; split the batch)";
+        let scratch = self.runtime.scratch(
+            (super::LAYER.name(), hint),
+            &[
+                ("q", gdn.qk_len(), act),
+                ("k", gdn.qk_len(), act),
+                ("v", gdn.v_len(), act),
+                ("g", gdn.gate_len(), gate),
+                ("beta", gdn.gate_len(), gate),
+            ],
+        )?;
+        let slot = |row: RecordLayerRow| slots[row as usize].expect("a required row");
+        let prologue = PrologueOperands {
+            x: slot(RecordLayerRow::X),
+            window: slot(RecordLayerRow::Window),
+            layer: slot(RecordLayerRow::Layer),
+            a: slot(RecordLayerRow::A),
+            b: slot(RecordLayerRow::B),
+            q: &scratch[0],
+            k: &scratch[1],
+            v: &scratch[2],
+            g: &scratch[3],
+            beta: &scratch[4],
+        };
+        let at = |row: RecordLayerRow| offsets[row as usize];
+        let first = self.prepare_prologue_at(
+            shape,
+            dtypes,
+            &prologue,
+            (at(RecordLayerRow::Window), at(RecordLayerRow::X)),
+        )?;
+        let record = RecordBuffers {
+            q: &scratch[0],
+            k: &scratch[1],
+            v: &scratch[2],
+            g: &scratch[3],
+            beta: &scratch[4],
+            state_in: slot(RecordLayerRow::StateIn),
+            y: slot(RecordLayerRow::Y),
+            state_out: slots[RecordLayerRow::StateOut as usize],
+            delta: slot(RecordLayerRow::Delta),
+            mask: slots[RecordLayerRow::Mask as usize],
+            tape_k_grouped: slots[RecordLayerRow::TapeKGrouped as usize],
+            tape_g: slots[RecordLayerRow::TapeG as usize],
+        };
+        let second = self.prepare_record(gdn, layout, dtypes, &record)?;
+        Ok(first.then(second, scratch))
     }
 
     /// Validate record_layer_varlen's buffers and build its dispatch: record_layer's

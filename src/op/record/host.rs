@@ -3,7 +3,6 @@
 //! shares.
 
 use super::cpu::{record, record_varlen, RecordArgs};
-use super::prologue::{prologue, prologue_varlen};
 use super::{
     Form, Inputs, LayerInputs, LayerParams, LayerRecorded, RawSource, RecordBuffers, RecordInputs,
     Recorded,
@@ -16,6 +15,7 @@ use crate::engine::operand::{check_sides, HostSide};
 use crate::error::{alloc_vec, Result};
 use crate::gpu::backend::GpuBackend;
 use crate::host::HostCall;
+use crate::op::prologue::cpu::{prologue, prologue_varlen};
 use crate::op::record_chunked::{cpu::record_chunked, ChunkSize};
 use crate::shape::{GdnShape, GqaLayout, LayerShape, VarlenLayerShape, VarlenShape};
 use std::marker::PhantomData;
@@ -190,6 +190,16 @@ impl HostForm for LayerShape {
         let args = out.args(prepared.inputs(source.inputs.mask));
         record((threads, self.gdn(), layout), args);
         Ok(())
+    }
+    /// record_layer's dispatch: fused, or the prologue pass then record.
+    fn prepare(
+        &self,
+        gpu: &GpuBackend,
+        (layout, dtypes, chunk): (GqaLayout, GdnDtypes, Option<ChunkSize>),
+        slots: Vec<Option<&wgpu::Buffer>>,
+    ) -> Result<Prepared> {
+        debug_assert!(chunk.is_none(), "only record takes the chunked form");
+        gpu.prepare_raw_padded(self, layout, dtypes, slots, (0, 0))
     }
 }
 

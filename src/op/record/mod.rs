@@ -34,7 +34,6 @@ pub(crate) mod cpu;
 mod gpu;
 pub(crate) mod host;
 mod params;
-pub(crate) mod prologue;
 
 pub use params::{LayerParams, LayerParamsBuffer};
 

@@ -16,6 +16,12 @@ use crate::op::gdn::{check_key_dim, gdn_params};
 use crate::op::record::RecordBuffers;
 use crate::shape::{GdnShape, GqaLayout};
 
+/// The scratch's op and what a call too large for it should do.
+const SCRATCH: (&str, &str) = (
+    OP,
+    " (the chunked record's scratch; split the batch into smaller calls)",
+);
+
 impl GpuBackend {
     /// Whether the chunked record of `shape` in chunks of `chunk` runs its fast path on
     /// cooperative matrices: the options ask for [`crate::ChunkPrecision::FastF16`],
@@ -67,12 +73,15 @@ impl GpuBackend {
         }
         let state_key = KernelKey::chunk_state(shape, dtypes, chunk, masked, state_out);
         let passes = Passes::new(&cshape, layout, &state_key);
-        let scratch = self.chunk_scratch(&[
-            ("w", cshape.w_len(), 4),
-            ("u", cshape.u_len(), 4),
-            ("m", cshape.m_len(), 4),
-            ("decay", cshape.decay_len(), 4),
-        ])?;
+        let scratch = self.runtime.scratch(
+            SCRATCH,
+            &[
+                ("w", cshape.w_len(), 4),
+                ("u", cshape.u_len(), 4),
+                ("m", cshape.m_len(), 4),
+                ("decay", cshape.decay_len(), 4),
+            ],
+        )?;
         let [w, u, m, decay] = [&scratch[0], &scratch[1], &scratch[2], &scratch[3]];
         let wy_key = KernelKey::chunk_wy(shape, dtypes, chunk, masked);
         let wy_buffers = ChunkWyOperands {
@@ -124,13 +133,16 @@ impl GpuBackend {
         buffers: &RecordBuffers<'_>,
     ) -> Result<Prepared> {
         let cshape = passes.cshape;
-        let scratch = self.chunk_scratch(&[
-            ("u", cshape.u_len(), 4),
-            ("decay", cshape.decay_len(), 4),
-            ("tiles", cshape.tiles_len(), 2),
-            ("starts", cshape.starts_len(), 2),
-            ("deltas16", cshape.deltas16_len(), 2),
-        ])?;
+        let scratch = self.runtime.scratch(
+            SCRATCH,
+            &[
+                ("u", cshape.u_len(), 4),
+                ("decay", cshape.decay_len(), 4),
+                ("tiles", cshape.tiles_len(), 2),
+                ("starts", cshape.starts_len(), 2),
+                ("deltas16", cshape.deltas16_len(), 2),
+            ],
+        )?;
         let [u, decay, tiles, starts, deltas16] = [0, 1, 2, 3, 4].map(|i| &scratch[i]);
         let prep = self.prepare_chunk_prep(passes, dtypes, true, buffers, [u, decay, tiles])?;
         // Masked steps are zero in the tiles and U: the walk needs no mask.
@@ -194,35 +206,6 @@ impl GpuBackend {
                 .first(key, ChunkPrepOperands::<()>::SPECS)?
                 .bind(prep_buffers.slots()),
         )
-    }
-
-    /// The scratch between the passes, `(name, elements, bytes each)`: each within the
-    /// device's binding limit.
-    fn chunk_scratch(&self, lens: &[(&'static str, usize, u64)]) -> Result<Vec<wgpu::Buffer>> {
-        let device = self.device();
-        let mut scratch = Vec::with_capacity(lens.len());
-        for &(arg, len, size) in lens {
-            let bytes = (len as u64)
-                .checked_mul(size)
-                .ok_or(Error::Overflow { op: OP, arg })?;
-            let max = self.limits().max_storage_buffer_binding_size;
-            if bytes > max {
-                return Err(Error::DeviceLimit {
-                    op: OP,
-                    limit: "max_storage_buffer_binding_size",
-                    needed: bytes,
-                    available: max,
-                    hint: " (the chunked record's scratch; split the batch into smaller calls)",
-                });
-            }
-            scratch.push(device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some(arg),
-                size: bytes.max(16),
-                usage: wgpu::BufferUsages::STORAGE,
-                mapped_at_creation: false,
-            }));
-        }
-        Ok(scratch)
     }
 }
 

@@ -1,25 +1,17 @@
-//! The CPU twin of record's raw forms' prologue (docs/SPEC.md "record_layer"): in f32,
-//! each of q, k, v rounded to the activation dtype and g, beta to the gates' once (as an
-//! engine that hands them to record stores them); record's own twin follows. It
-//! validates nothing: the host call checks lengths first.
+//! The prologue's CPU twin (docs/SPEC.md "record_layer", "prologue"), which record's
+//! raw forms' twins run first: in f32, each of q, k, v rounded to the activation dtype
+//! and g, beta to the gates' once (as an engine that hands them to record stores them).
+//! It validates nothing: the host calls check lengths first.
 
-use super::{LayerInputs, RecordInputs};
+use super::PrologueOutputs;
 use crate::dtype::Element;
 use crate::error::Result;
 use crate::op::gates::cpu::gate_values;
-use crate::shape::{GdnShape, LayerField, LayerShape, VarlenLayerShape};
+use crate::op::record::LayerInputs;
+use crate::shape::{LayerField, LayerShape, VarlenLayerShape};
 
 /// The L2 norm's epsilon (Hugging Face's and fla's `l2norm`: `x * rsqrt(sum(x^2) + eps)`).
 pub(crate) const NORM_EPS: f32 = 1e-6;
-
-/// q, k, v, g and beta of every step, as record takes them.
-pub(crate) struct Prepared<A, G> {
-    pub q: Vec<A>,
-    pub k: Vec<A>,
-    pub v: Vec<A>,
-    pub g: Vec<G>,
-    pub beta: Vec<G>,
-}
 
 /// `x * sigmoid(x)`.
 pub(crate) fn silu(x: f32) -> f32 {
@@ -33,7 +25,7 @@ pub(crate) fn prologue<A: Element, G: Element>(
     layer: &[f32],
     inputs: &LayerInputs<'_, A, G>,
     window: &[A],
-) -> Prepared<A, G> {
+) -> PrologueOutputs<A, G> {
     let gdn = shape.gdn();
     let (b_n, t_n) = (gdn.batch(), gdn.steps());
     let (hk_n, hv_n, dk, dv) = (
@@ -62,7 +54,7 @@ pub(crate) fn prologue<A: Element, G: Element>(
         }
         silu(u)
     };
-    let mut out = Prepared::zeroed(gdn);
+    let mut out = PrologueOutputs::zeroed(gdn);
     let mut row = vec![0f32; dk];
     for b in 0..b_n {
         for t in 0..t_n {
@@ -113,10 +105,10 @@ pub(crate) fn prologue_varlen<A: Element, G: Element>(
     layer: &[f32],
     inputs: &LayerInputs<'_, A, G>,
     window: &[A],
-) -> Result<Prepared<A, G>> {
+) -> Result<PrologueOutputs<A, G>> {
     let packed = shape.packed();
     let gdn = packed.gdn();
-    let mut out = Prepared::zeroed(gdn);
+    let mut out = PrologueOutputs::zeroed(gdn);
     let (c, hv) = (packed.channels(), gdn.value_heads());
     let (qk_n, v_n) = (gdn.key_heads() * gdn.key_dim(), hv * gdn.value_dim());
     let win = c * (packed.kernel() - 1);
@@ -138,29 +130,4 @@ pub(crate) fn prologue_varlen<A: Element, G: Element>(
         out.beta[part(hv)].copy_from_slice(&p.beta);
     }
     Ok(out)
-}
-
-impl<A: Element, G: Element> Prepared<A, G> {
-    /// Zeros at `gdn`'s lengths.
-    pub(crate) fn zeroed(gdn: &GdnShape) -> Self {
-        Prepared {
-            q: vec![A::default(); gdn.qk_len()],
-            k: vec![A::default(); gdn.qk_len()],
-            v: vec![A::default(); gdn.v_len()],
-            g: vec![G::default(); gdn.gate_len()],
-            beta: vec![G::default(); gdn.gate_len()],
-        }
-    }
-
-    /// record's inputs: these, with the step mask `mask`.
-    pub(crate) fn inputs<'a>(&'a self, mask: Option<&'a [u32]>) -> RecordInputs<'a, A, G> {
-        RecordInputs {
-            q: &self.q,
-            k: &self.k,
-            v: &self.v,
-            g: &self.g,
-            beta: &self.beta,
-            mask,
-        }
-    }
 }

@@ -1,0 +1,120 @@
+//! prologue: a GatedDeltaNet layer's q, k, v, g and beta from its raw inputs
+//! (docs/SPEC.md "prologue"), record_layer's prologue as a pass of its own: what
+//! `record` (or its chunked form) then reads as prepared inputs. record_layer runs it
+//! this way where the split beats the fused kernel (`Threshold::LayerSplitFromTokens`);
+//! an engine may call it directly.
+
+use super::plain::PLAIN;
+use crate::dtype::{Element, GdnDtypes};
+use crate::engine::key::{KernelKey, KeyAt, Op, OpInfo, OpKernel};
+use crate::engine::operand::operand_table;
+use crate::op::record::LayerParamsBuffer;
+use crate::op::record::RecordInputs;
+use crate::shape::GdnShape;
+use crate::shape::LayerShape;
+
+pub(crate) mod cpu;
+mod gpu;
+mod host;
+
+/// Buffers of one prologue call: `layer` is the layer's parameters as
+/// [`crate::GpuBackend::upload_layer`] made them, for this layer's dims.
+pub type PrologueBuffers<'a> = PrologueOperands<&'a wgpu::Buffer, &'a LayerParamsBuffer>;
+
+/// The op.
+pub const OP: Op = Op(&OpInfo {
+    attached: Some(&gpu::BENCH),
+    ..OpInfo::new(
+        "prologue",
+        ROOT,
+        PrologueOperands::<()>::ROWS,
+        (&Prologue, &PLAIN),
+    )
+});
+const ROOT: (&str, &str) = ("prologue", include_str!("prologue.wgsl"));
+
+/// Invocations a workgroup: a head of Dk = 128 is one channel pair each.
+const PROLOGUE_WG: u32 = 64;
+
+operand_table! {
+    /// The prologue's operands (docs/SPEC.md "prologue"), in binding order: record_layer's
+    /// raw inputs, and record's prepared inputs as outputs.
+    pub struct PrologueOperands, rows PrologueRow, op "prologue", for LayerShape, params P {
+        use raw_inputs;
+        /// `[B, T, Hk, Dk]`: q after the conv, SiLU, its norm and scale.
+        [Q] q: T, Output Act Write Scalars = qk_len;
+        /// `[B, T, Hk, Dk]`: k after the conv, SiLU and its norm.
+        [K] k: T, Output Act Write Scalars = qk_len;
+        /// `[B, T, Hv, Dv]`: v after the conv and SiLU.
+        [V] v: T, Output Act Write Scalars = v_len;
+        /// `[B, T, Hv]`: `exp(-exp(A_log) softplus(a + dt_bias))`.
+        [G] g: T, Output Gate Write Scalars = gate_len;
+        /// `[B, T, Hv]`: `sigmoid(b)`.
+        [Beta] beta: T, Output Gate Write Scalars = gate_len;
+    }
+}
+
+/// q, k, v, g and beta of every step, as record takes them (`PrologueOutputs::inputs`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PrologueOutputs<A, G = A> {
+    /// `[B, T, Hk, Dk]`.
+    pub q: Vec<A>,
+    /// `[B, T, Hk, Dk]`.
+    pub k: Vec<A>,
+    /// `[B, T, Hv, Dv]`.
+    pub v: Vec<A>,
+    /// `[B, T, Hv]`.
+    pub g: Vec<G>,
+    /// `[B, T, Hv]`.
+    pub beta: Vec<G>,
+}
+
+impl<A: Element, G: Element> PrologueOutputs<A, G> {
+    /// Zeros at `gdn`'s lengths.
+    pub(crate) fn zeroed(gdn: &GdnShape) -> Self {
+        PrologueOutputs {
+            q: vec![A::default(); gdn.qk_len()],
+            k: vec![A::default(); gdn.qk_len()],
+            v: vec![A::default(); gdn.v_len()],
+            g: vec![G::default(); gdn.gate_len()],
+            beta: vec![G::default(); gdn.gate_len()],
+        }
+    }
+
+    /// record's inputs: these, with the step mask `mask`.
+    pub fn inputs<'a>(&'a self, mask: Option<&'a [u32]>) -> RecordInputs<'a, A, G> {
+        RecordInputs {
+            q: &self.q,
+            k: &self.k,
+            v: &self.v,
+            g: &self.g,
+            beta: &self.beta,
+            mask,
+        }
+    }
+}
+
+struct Prologue;
+
+impl OpKernel for Prologue {
+    /// `sums`: a norm's partial sum an invocation.
+    fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
+        4 * key.workgroup_size()
+    }
+
+    fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
+        KernelKey::prologue(at.dtypes)
+    }
+}
+
+impl KernelKey {
+    /// The prologue's kernel for activations and gates of `dtypes` (any shape).
+    pub fn prologue(dtypes: GdnDtypes) -> Self {
+        let dtypes = GdnDtypes {
+            state: dtypes.act,
+            tape: dtypes.act,
+            ..dtypes
+        };
+        KernelKey::plain(OP, dtypes, (PROLOGUE_WG, 1, 1), 1, false)
+    }
+}
