@@ -1345,7 +1345,7 @@ fn gpu_layer_split_and_fused_forms_agree() {
         let m = mask(shape.gdn(), 410 + i as u64);
         for gpu in [&split, &fused] {
             gpu_case::<f32, f32, f32, f32>(gpu, &cpu, &shape, &d, GqaLayout::Tiled, Some(&m));
-            gpu_case::<f16, f32, f16, f32>(gpu, &cpu, &shape, &d, GqaLayout::Blocked, None);
+            gpu_case::<f16, f16, f16, f16>(gpu, &cpu, &shape, &d, GqaLayout::Blocked, None);
             if shape.gdn().key_dim() % 2 == 0 {
                 gpu_case::<bf16, bf16, bf16, bf16>(
                     gpu,
@@ -1403,4 +1403,87 @@ fn gpu_layer_split_and_fused_forms_agree() {
         ..GdnDtypes::F32
     };
     assert_eq!(ops(&split, &odd, bf16_act), ["record_layer"]);
+}
+
+/// Split record_layer dispatches share the backend's scratch: the larger prepared first,
+/// the smaller then fits in its buffers; both encoded back to back (the second's
+/// prologue overwrites what the first's record read) write what their host calls return.
+#[test]
+fn gpu_split_dispatches_share_their_scratch() {
+    let Some(g) = gpu() else { return };
+    let class = deltatape::internals::ShapeClass {
+        split: Some(true),
+        ..g.tuning().record_class()
+    };
+    let g = g
+        .with_tuning(g.tuning().clone().with_record_class(class))
+        .unwrap();
+    let shapes = [
+        layer_shape(2, 6, [1, 2, 8, 4], 4),
+        layer_shape(1, 3, [1, 2, 8, 4], 4),
+    ];
+    let draws: Vec<LayerDraw> = (0..2)
+        .map(|i| LayerDraw::new(&shapes[i], 500 + i as u64, true, true))
+        .collect();
+    let input = |x: &[f32]| storage_buffer(&g, x, wgpu::BufferUsages::empty());
+    let output = |n: usize| storage_buffer(&g, &vec![f32::NAN; n], wgpu::BufferUsages::COPY_SRC);
+    let mut kept = Vec::new();
+    let mut enc = g.encoder();
+    for (shape, d) in shapes.iter().zip(&draws) {
+        let gdn = shape.gdn();
+        let layer = g.upload_layer(shape, &d.params()).unwrap();
+        let (x, window, a, b, state) = (
+            input(&d.x),
+            input(&d.window),
+            input(&d.a),
+            input(&d.b),
+            input(&d.state),
+        );
+        let (y, delta) = (output(gdn.v_len()), output(gdn.v_len()));
+        let buffers = RecordLayerBuffers {
+            x: &x,
+            window: &window,
+            layer: &layer,
+            a: &a,
+            b: &b,
+            state_in: &state,
+            y: &y,
+            state_out: None,
+            delta: &delta,
+            mask: None,
+            tape_k_grouped: None,
+            tape_g: None,
+        };
+        let p = g
+            .prepare_record_layer(shape, GqaLayout::Blocked, GdnDtypes::F32, &buffers)
+            .unwrap();
+        p.encode(&mut enc);
+        kept.push((p, y, delta, x, window, a, b, state, layer));
+    }
+    g.queue().submit([enc.finish()]);
+    for ((shape, d), (_, y, delta, ..)) in shapes.iter().zip(&draws).zip(&kept) {
+        let host: LayerRecorded<f32, f32, f32, f32> = g
+            .record_layer(
+                shape,
+                GqaLayout::Blocked,
+                &d.params(),
+                &TypedLayer::<f32, f32>::of(d).inputs(None),
+                &d.window,
+                &d.state,
+            )
+            .unwrap();
+        let n = shape.gdn().v_len();
+        assert_close(
+            &format!("{shape:?} y"),
+            &g.read_buffer::<f32>(y, n).unwrap(),
+            &host.y,
+            1e-6,
+        );
+        assert_close(
+            &format!("{shape:?} delta"),
+            &g.read_buffer::<f32>(delta, n).unwrap(),
+            &host.delta,
+            1e-6,
+        );
+    }
 }

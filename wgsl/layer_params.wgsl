@@ -1,4 +1,4 @@
-#provides NORM_EPS, layer_f32, conv_channels, gates_base, window_index, gate_rule
+#provides NORM_EPS, TAPS, layer_f32, conv_channels, gates_base, window_index, gate_rule
 #requires GdnDims, load_layer
 // A layer's raw inputs and packed parameters (docs/SPEC.md "record_layer"): the WGSL
 // twin of src/shape.rs's LayerShape formulas and of the gates' rule, shared by
@@ -6,6 +6,10 @@
 
 // The L2 norm's epsilon (src/op/prologue/cpu.rs's NORM_EPS).
 const NORM_EPS: f32 = 1e-6;
+// The most conv taps a kernel holds (src/shape.rs's MAX_LAYER_TAPS): a kernel keeps a
+// channel's weights and inputs right-aligned in arrays of this many, zero weights in
+// front of the layer's K, so that every index is a constant.
+const TAPS: u32 = 4u;
 
 fn layer_f32(i: u32) -> f32 {
     return bitcast<f32>(load_layer(i));

@@ -31,12 +31,10 @@
 // workgroup's key head: 2 STAGED groups) and one of v's (a row of the workgroup's).
 // It keeps their conv weights and their last K - 1 inputs in registers, so a step's
 // conv reads one new input a channel, and those are fetched a chunk ahead (the next_*
-// registers), as record_staging.wgsl fetches q and k.
-
-// The most conv taps the kernel holds (src/shape.rs's MAX_LAYER_TAPS): weights and
-// inputs are kept right-aligned in arrays of this many, zero weights in front, so every
+// registers), as record_staging.wgsl fetches q and k. Weights and inputs are kept
+// right-aligned in arrays of TAPS (layer_params.wgsl), zero weights in front, so every
 // index is a constant.
-const TAPS: u32 = 4u;
+
 // q's and k's channel groups; an invocation owns QK_OWNED of them and V_OWNED of v's
 // rows (defines: KernelKey::defines).
 const QK_GROUPS: u32 = 2u * STAGED;

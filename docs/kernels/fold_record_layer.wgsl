@@ -466,6 +466,10 @@ fn strides(begin: u32, end: u32, stride: u32) -> u32 {
 
 // The L2 norm's epsilon (src/op/prologue/cpu.rs's NORM_EPS).
 const NORM_EPS: f32 = 1e-6;
+// The most conv taps a kernel holds (src/shape.rs's MAX_LAYER_TAPS): a kernel keeps a
+// channel's weights and inputs right-aligned in arrays of this many, zero weights in
+// front of the layer's K, so that every index is a constant.
+const TAPS: u32 = 4u;
 
 fn layer_f32(i: u32) -> f32 {
     return bitcast<f32>(load_layer(i));
@@ -508,12 +512,10 @@ fn gate_rule(ab: vec2<f32>, head: vec2<f32>) -> vec2<f32> {
 // workgroup's key head: 2 STAGED groups) and one of v's (a row of the workgroup's).
 // It keeps their conv weights and their last K - 1 inputs in registers, so a step's
 // conv reads one new input a channel, and those are fetched a chunk ahead (the next_*
-// registers), as record_staging.wgsl fetches q and k.
-
-// The most conv taps the kernel holds (src/shape.rs's MAX_LAYER_TAPS): weights and
-// inputs are kept right-aligned in arrays of this many, zero weights in front, so every
+// registers), as record_staging.wgsl fetches q and k. Weights and inputs are kept
+// right-aligned in arrays of TAPS (layer_params.wgsl), zero weights in front, so every
 // index is a constant.
-const TAPS: u32 = 4u;
+
 // q's and k's channel groups; an invocation owns QK_OWNED of them and V_OWNED of v's
 // rows (defines: KernelKey::defines).
 const QK_GROUPS: u32 = 2u * STAGED;

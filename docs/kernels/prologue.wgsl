@@ -26,6 +26,8 @@ const ROWS: u32 = 64u;
 const GROUPS: u32 = 1u;
 const RPT: u32 = 1u;
 const CHUNK: u32 = 1u;
+const TOKENS: u32 = 8u;
+const QK_PAIRS: u32 = 2u;
 
 @group(0) @binding(1) var<storage, read> x_buf: array<f32>;
 fn load1_x(i: u32) -> f32 {
@@ -236,6 +238,10 @@ fn lane_col(m: u32, lane: u32) -> u32 {
 
 // The L2 norm's epsilon (src/op/prologue/cpu.rs's NORM_EPS).
 const NORM_EPS: f32 = 1e-6;
+// The most conv taps a kernel holds (src/shape.rs's MAX_LAYER_TAPS): a kernel keeps a
+// channel's weights and inputs right-aligned in arrays of this many, zero weights in
+// front of the layer's K, so that every index is a constant.
+const TAPS: u32 = 4u;
 
 fn layer_f32(i: u32) -> f32 {
     return bitcast<f32>(load_layer(i));
@@ -270,44 +276,109 @@ fn gate_rule(ab: vec2<f32>, head: vec2<f32>) -> vec2<f32> {
 // q's and k's heads normalised (q's scaled); the gates from a and b. q, k, v rounded to
 // the activation dtype and g, beta to the gates' by their stores, once.
 //
-// Workgroup wg serves one (token, slot): slots 0 .. Hk are q's heads, Hk .. 2 Hk k's
-// (a head's channels are the slot's Dk from slot * Dk), then one a value head (its Dv
-// channels and that (token, head)'s g and beta). Each invocation owns channel pairs
-// (2 p, 2 p + 1), p = li, li + WG_SIZE, ...: a 16-bit pair is one word, and with an even
-// Dk and Dv (the host checks it for bf16) no word holds two slots' values. A head's
-// norm sums its squares through workgroup memory, then each invocation computes its
-// channels again (cheaper than keeping up to MAX_KEY_DIM / WG_SIZE pairs in registers,
-// and the same bits) and stores them scaled.
+// Workgroup wg serves one slot of TOKENS consecutive tokens of one sequence: slots
+// 0 .. Hk are q's heads, Hk .. 2 Hk k's (a head's channels are the slot's Dk from
+// slot * Dk), then one a value head (its Dv channels, and the tokens' g and beta). Each
+// invocation owns channel pairs (2 p, 2 p + 1), p = li, li + WG_SIZE, ...: a 16-bit
+// pair is one word, and with an even Dk and Dv (the host checks it for bf16) no word
+// holds two slots' values. It keeps a pair's weights and last K - 1 inputs in
+// registers, so each token's conv reads one new input a channel. A head's norms (one a
+// token) are summed through workgroup memory while its values wait in registers
+// (QK_PAIRS pairs an invocation cover MAX_KEY_DIM).
 
 struct PrologueParams {
     dims: GdnDims,    // first_token 0; conv_taps K
     slots: u32,       // 2 Hk + Hv
-    workgroups: u32,  // tokens * slots
-    _pad0: u32,
-    _pad1: u32,
+    blocks: u32,      // ceil(T / TOKENS): token blocks a sequence
+    workgroups: u32,  // slots * B * blocks
+    _pad: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: PrologueParams;
 
-var<workgroup> sums: array<f32, WG_SIZE>;
+// Invocations that add up one token's partial norms.
+const NORM_LANES: u32 = WG_SIZE / TOKENS;
 
-// SiLU of the conv of channel ch at step t of sequence b.
-fn conv_silu(d: GdnDims, b: u32, t: u32, ch: u32) -> f32 {
-    let taps = d.conv_taps;
-    let c_n = conv_channels(d);
-    var u = layer_f32(c_n * taps + ch);
-    for (var j = 0u; j < taps; j++) {
-        // seq[t + j]: the window's below K - 1, x's from there.
-        let s = t + j;
-        var input: f32;
-        if s + 1u < taps {
-            input = load1_window(window_index(d, b, ch, s));
-        } else {
-            input = load1_x(token(d, b, s + 1u - taps) * c_n + ch);
-        }
-        u += layer_f32(ch * taps + j) * input;
+// Each token's partial sums of squares, one an invocation; then NORM_LANES sums a token.
+var<workgroup> partial: array<f32, TOKENS * WG_SIZE>;
+// Each token's scale: its inverse norm times q's scale.
+var<workgroup> token_scale: array<f32, TOKENS>;
+
+// One channel pair's conv: weights and inputs right-aligned in TAPS, the second channel
+// all zeros where the slot's width is odd and the pair is its last.
+struct PairConv {
+    weights: array<vec2<f32>, TAPS>,
+    bias: vec2<f32>,
+    // The pair's inputs before the next token, [TAPS - 1] unused.
+    inputs: array<vec2<f32>, TAPS>,
+}
+
+// Input `pos` of channel ch's sequence: x's step pos where pos >= 0, else the window's
+// value pos from its end (-1 the newest); 0 before the window.
+fn seq_at(d: GdnDims, b: u32, pos: i32, ch: u32) -> f32 {
+    if pos >= 0 {
+        return load1_x(token(d, b, u32(pos)) * conv_channels(d) + ch);
     }
+    let s = i32(d.conv_taps) - 1 + pos;
+    if s < 0 {
+        return 0.0;
+    }
+    return load1_window(window_index(d, b, ch, u32(s)));
+}
+
+// The conv of channels ch, ch + 1 (`two`: the second exists) from step t0 of sequence b.
+fn pair_conv(d: GdnDims, b: u32, t0: u32, ch: u32, two: bool) -> PairConv {
+    var pc: PairConv;
+    let c_n = conv_channels(d);
+    let first = TAPS - d.conv_taps;
+    pc.bias = vec2<f32>(layer_f32(c_n * d.conv_taps + ch), 0.0);
+    if two {
+        pc.bias.y = layer_f32(c_n * d.conv_taps + ch + 1u);
+    }
+    for (var j = 0u; j < TAPS; j++) {
+        if j >= first {
+            let tap = j - first;
+            pc.weights[j] = vec2<f32>(layer_f32(ch * d.conv_taps + tap), 0.0);
+            if two {
+                pc.weights[j].y = layer_f32((ch + 1u) * d.conv_taps + tap);
+            }
+        }
+        if j + 1u < TAPS {
+            // The input j of the first token's taps: step t0 - (TAPS - 1) + j.
+            let pos = i32(t0) + i32(j) - i32(TAPS - 1u);
+            pc.inputs[j] = vec2<f32>(seq_at(d, b, pos, ch), 0.0);
+            if two {
+                pc.inputs[j].y = seq_at(d, b, pos, ch + 1u);
+            }
+        }
+    }
+    return pc;
+}
+
+// SiLU of the pair's conv at the next token, whose input is x; the inputs move on.
+fn conv_step(pc: ptr<function, PairConv>, x: vec2<f32>) -> vec2<f32> {
+    var u = (*pc).bias + (*pc).weights[TAPS - 1u] * x;
+    for (var j = 0u; j < TAPS - 1u; j++) {
+        u += (*pc).weights[j] * (*pc).inputs[j];
+    }
+    for (var j = 0u; j < TAPS - 2u; j++) {
+        (*pc).inputs[j] = (*pc).inputs[j + 1u];
+    }
+    (*pc).inputs[TAPS - 2u] = x;
     return u / (1.0 + exp(-u));
+}
+
+// The pair's input at step t (0 past the sequence's end).
+fn x_pair(d: GdnDims, b: u32, t: u32, ch: u32, two: bool) -> vec2<f32> {
+    var x = vec2<f32>(0.0);
+    if t < d.steps {
+        let row = token(d, b, t) * conv_channels(d) + ch;
+        x.x = load1_x(row);
+        if two {
+            x.y = load1_x(row + 1u);
+        }
+    }
+    return x;
 }
 
 // g and beta of gate element gi (its head gi % Hv), unrounded.
@@ -326,21 +397,10 @@ fn store_gates(d: GdnDims, gi: u32) {
     store1_beta(gi, first.y);
 }
 
-// Channels 2 p and 2 p + 1 of a slot of `width` channels from `first`: their values,
-// the second 0 past the slot's end.
-fn pair_at(d: GdnDims, b: u32, t: u32, first: u32, width: u32, p: u32) -> vec2<f32> {
-    let e = 2u * p;
-    var pair = vec2<f32>(conv_silu(d, b, t, first + e), 0.0);
-    if e + 1u < width {
-        pair.y = conv_silu(d, b, t, first + e + 1u);
-    }
-    return pair;
-}
-
-// Store a pair at index i of q, k or v (`which` 0, 1, 2); a lone last value (odd
-// width, 32- or 16-bit floats only) alone.
-fn store_pair(which: u32, i: u32, pair: vec2<f32>, lone: bool) {
-    if lone {
+// Store a pair at index i of q, k or v (`which` 0, 1, 2); the second value only where
+// it exists (`two`: bf16 never has a lone value, the host refuses odd widths).
+fn store_pair(which: u32, i: u32, pair: vec2<f32>, two: bool) {
+    if !two {
         switch which {
             case 0u: { store1_q(i, pair.x); }
             case 1u: { store1_k(i, pair.x); }
@@ -355,59 +415,410 @@ fn store_pair(which: u32, i: u32, pair: vec2<f32>, lone: bool) {
     }
 }
 
+// q's or k's head `slot` over the block's tokens: conv and SiLU into registers, each
+// token's norm through workgroup memory, then the scaled values stored.
+fn qk_head(d: GdnDims, b: u32, t0: u32, slot: u32, li: u32) {
+    let first = slot * d.key_dim;
+    let pairs = (d.key_dim + 1u) / 2u;
+    let row_of = qk_row(d, b, t0, slot % d.key_heads);
+    let row_stride = d.key_heads * d.key_dim;  // from one token's q (k) to the next's
+    var values: array<array<vec2<f32>, TOKENS>, QK_PAIRS>;
+    var own: array<f32, TOKENS>;
+    {
+        let o = 0u;
+        let p = li + o * WG_SIZE;
+        if p < pairs {
+            let two = 2u * p + 1u < d.key_dim;
+            var pc = pair_conv(d, b, t0, first + 2u * p, two);
+            {
+                let c = 0u;
+                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                values[o][c] = s;
+                own[c] += dot(s, s);
+            }
+            {
+                let c = 1u;
+                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                values[o][c] = s;
+                own[c] += dot(s, s);
+            }
+            {
+                let c = 2u;
+                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                values[o][c] = s;
+                own[c] += dot(s, s);
+            }
+            {
+                let c = 3u;
+                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                values[o][c] = s;
+                own[c] += dot(s, s);
+            }
+            {
+                let c = 4u;
+                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                values[o][c] = s;
+                own[c] += dot(s, s);
+            }
+            {
+                let c = 5u;
+                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                values[o][c] = s;
+                own[c] += dot(s, s);
+            }
+            {
+                let c = 6u;
+                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                values[o][c] = s;
+                own[c] += dot(s, s);
+            }
+            {
+                let c = 7u;
+                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                values[o][c] = s;
+                own[c] += dot(s, s);
+            }
+        }
+    }
+    {
+        let o = 1u;
+        let p = li + o * WG_SIZE;
+        if p < pairs {
+            let two = 2u * p + 1u < d.key_dim;
+            var pc = pair_conv(d, b, t0, first + 2u * p, two);
+            {
+                let c = 0u;
+                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                values[o][c] = s;
+                own[c] += dot(s, s);
+            }
+            {
+                let c = 1u;
+                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                values[o][c] = s;
+                own[c] += dot(s, s);
+            }
+            {
+                let c = 2u;
+                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                values[o][c] = s;
+                own[c] += dot(s, s);
+            }
+            {
+                let c = 3u;
+                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                values[o][c] = s;
+                own[c] += dot(s, s);
+            }
+            {
+                let c = 4u;
+                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                values[o][c] = s;
+                own[c] += dot(s, s);
+            }
+            {
+                let c = 5u;
+                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                values[o][c] = s;
+                own[c] += dot(s, s);
+            }
+            {
+                let c = 6u;
+                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                values[o][c] = s;
+                own[c] += dot(s, s);
+            }
+            {
+                let c = 7u;
+                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                values[o][c] = s;
+                own[c] += dot(s, s);
+            }
+        }
+    }
+    {
+        let c = 0u;
+        partial[c * WG_SIZE + li] = own[c];
+    }
+    {
+        let c = 1u;
+        partial[c * WG_SIZE + li] = own[c];
+    }
+    {
+        let c = 2u;
+        partial[c * WG_SIZE + li] = own[c];
+    }
+    {
+        let c = 3u;
+        partial[c * WG_SIZE + li] = own[c];
+    }
+    {
+        let c = 4u;
+        partial[c * WG_SIZE + li] = own[c];
+    }
+    {
+        let c = 5u;
+        partial[c * WG_SIZE + li] = own[c];
+    }
+    {
+        let c = 6u;
+        partial[c * WG_SIZE + li] = own[c];
+    }
+    {
+        let c = 7u;
+        partial[c * WG_SIZE + li] = own[c];
+    }
+    workgroupBarrier();
+    // Lane li adds up part li % NORM_LANES of token li / NORM_LANES's partials.
+    let token_of = li / NORM_LANES;
+    var sum = 0.0;
+    for (var m = li % NORM_LANES; m < WG_SIZE; m += NORM_LANES) {
+        sum += partial[token_of * WG_SIZE + m];
+    }
+    workgroupBarrier();
+    partial[li] = sum;
+    workgroupBarrier();
+    if li < TOKENS {
+        var total = 0.0;
+        for (var m = 0u; m < NORM_LANES; m++) {
+            total += partial[li * NORM_LANES + m];
+        }
+        let base = gates_base(d) + 2u * d.value_heads;
+        let norm = load_layer(base + 1u) != 0u;
+        let q_scale = select(1.0, layer_f32(base), slot < d.key_heads);
+        token_scale[li] = select(1.0, inverseSqrt(total + NORM_EPS), norm) * q_scale;
+    }
+    workgroupBarrier();
+    let which = select(1u, 0u, slot < d.key_heads);
+    {
+        let o = 0u;
+        let p = li + o * WG_SIZE;
+        if p < pairs {
+            {
+                let c = 0u;
+                if t0 + c < d.steps {
+                    let two = 2u * p + 1u < d.key_dim;
+                    let i = row_of + c * row_stride + 2u * p;
+                    store_pair(which, i, values[o][c] * token_scale[c], two);
+                }
+            }
+            {
+                let c = 1u;
+                if t0 + c < d.steps {
+                    let two = 2u * p + 1u < d.key_dim;
+                    let i = row_of + c * row_stride + 2u * p;
+                    store_pair(which, i, values[o][c] * token_scale[c], two);
+                }
+            }
+            {
+                let c = 2u;
+                if t0 + c < d.steps {
+                    let two = 2u * p + 1u < d.key_dim;
+                    let i = row_of + c * row_stride + 2u * p;
+                    store_pair(which, i, values[o][c] * token_scale[c], two);
+                }
+            }
+            {
+                let c = 3u;
+                if t0 + c < d.steps {
+                    let two = 2u * p + 1u < d.key_dim;
+                    let i = row_of + c * row_stride + 2u * p;
+                    store_pair(which, i, values[o][c] * token_scale[c], two);
+                }
+            }
+            {
+                let c = 4u;
+                if t0 + c < d.steps {
+                    let two = 2u * p + 1u < d.key_dim;
+                    let i = row_of + c * row_stride + 2u * p;
+                    store_pair(which, i, values[o][c] * token_scale[c], two);
+                }
+            }
+            {
+                let c = 5u;
+                if t0 + c < d.steps {
+                    let two = 2u * p + 1u < d.key_dim;
+                    let i = row_of + c * row_stride + 2u * p;
+                    store_pair(which, i, values[o][c] * token_scale[c], two);
+                }
+            }
+            {
+                let c = 6u;
+                if t0 + c < d.steps {
+                    let two = 2u * p + 1u < d.key_dim;
+                    let i = row_of + c * row_stride + 2u * p;
+                    store_pair(which, i, values[o][c] * token_scale[c], two);
+                }
+            }
+            {
+                let c = 7u;
+                if t0 + c < d.steps {
+                    let two = 2u * p + 1u < d.key_dim;
+                    let i = row_of + c * row_stride + 2u * p;
+                    store_pair(which, i, values[o][c] * token_scale[c], two);
+                }
+            }
+        }
+    }
+    {
+        let o = 1u;
+        let p = li + o * WG_SIZE;
+        if p < pairs {
+            {
+                let c = 0u;
+                if t0 + c < d.steps {
+                    let two = 2u * p + 1u < d.key_dim;
+                    let i = row_of + c * row_stride + 2u * p;
+                    store_pair(which, i, values[o][c] * token_scale[c], two);
+                }
+            }
+            {
+                let c = 1u;
+                if t0 + c < d.steps {
+                    let two = 2u * p + 1u < d.key_dim;
+                    let i = row_of + c * row_stride + 2u * p;
+                    store_pair(which, i, values[o][c] * token_scale[c], two);
+                }
+            }
+            {
+                let c = 2u;
+                if t0 + c < d.steps {
+                    let two = 2u * p + 1u < d.key_dim;
+                    let i = row_of + c * row_stride + 2u * p;
+                    store_pair(which, i, values[o][c] * token_scale[c], two);
+                }
+            }
+            {
+                let c = 3u;
+                if t0 + c < d.steps {
+                    let two = 2u * p + 1u < d.key_dim;
+                    let i = row_of + c * row_stride + 2u * p;
+                    store_pair(which, i, values[o][c] * token_scale[c], two);
+                }
+            }
+            {
+                let c = 4u;
+                if t0 + c < d.steps {
+                    let two = 2u * p + 1u < d.key_dim;
+                    let i = row_of + c * row_stride + 2u * p;
+                    store_pair(which, i, values[o][c] * token_scale[c], two);
+                }
+            }
+            {
+                let c = 5u;
+                if t0 + c < d.steps {
+                    let two = 2u * p + 1u < d.key_dim;
+                    let i = row_of + c * row_stride + 2u * p;
+                    store_pair(which, i, values[o][c] * token_scale[c], two);
+                }
+            }
+            {
+                let c = 6u;
+                if t0 + c < d.steps {
+                    let two = 2u * p + 1u < d.key_dim;
+                    let i = row_of + c * row_stride + 2u * p;
+                    store_pair(which, i, values[o][c] * token_scale[c], two);
+                }
+            }
+            {
+                let c = 7u;
+                if t0 + c < d.steps {
+                    let two = 2u * p + 1u < d.key_dim;
+                    let i = row_of + c * row_stride + 2u * p;
+                    store_pair(which, i, values[o][c] * token_scale[c], two);
+                }
+            }
+        }
+    }
+}
+
+// v's head hv over the block's tokens, and their gates.
+fn v_head(d: GdnDims, b: u32, t0: u32, hv: u32, li: u32) {
+    let first = 2u * d.key_heads * d.key_dim + hv * d.value_dim;
+    let pairs = (d.value_dim + 1u) / 2u;
+    let row_of = v_index(d, b, t0, hv, 0u);
+    let row_stride = d.value_heads * d.value_dim;
+    let trips = (pairs + WG_SIZE - 1u) / WG_SIZE;
+    for (var j = 0u; j < trips; j++) {
+        let p = li + j * WG_SIZE;
+        if p < pairs {
+            let two = 2u * p + 1u < d.value_dim;
+            var pc = pair_conv(d, b, t0, first + 2u * p, two);
+            {
+                let c = 0u;
+                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                if t0 + c < d.steps {
+                    store_pair(2u, row_of + c * row_stride + 2u * p, s, two);
+                }
+            }
+            {
+                let c = 1u;
+                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                if t0 + c < d.steps {
+                    store_pair(2u, row_of + c * row_stride + 2u * p, s, two);
+                }
+            }
+            {
+                let c = 2u;
+                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                if t0 + c < d.steps {
+                    store_pair(2u, row_of + c * row_stride + 2u * p, s, two);
+                }
+            }
+            {
+                let c = 3u;
+                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                if t0 + c < d.steps {
+                    store_pair(2u, row_of + c * row_stride + 2u * p, s, two);
+                }
+            }
+            {
+                let c = 4u;
+                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                if t0 + c < d.steps {
+                    store_pair(2u, row_of + c * row_stride + 2u * p, s, two);
+                }
+            }
+            {
+                let c = 5u;
+                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                if t0 + c < d.steps {
+                    store_pair(2u, row_of + c * row_stride + 2u * p, s, two);
+                }
+            }
+            {
+                let c = 6u;
+                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                if t0 + c < d.steps {
+                    store_pair(2u, row_of + c * row_stride + 2u * p, s, two);
+                }
+            }
+            {
+                let c = 7u;
+                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                if t0 + c < d.steps {
+                    store_pair(2u, row_of + c * row_stride + 2u * p, s, two);
+                }
+            }
+        }
+    }
+    if li < TOKENS && t0 + li < d.steps {
+        store_gates(d, gate_index(d, b, t0 + li, hv));
+    }
+}
+
 fn kernel_main(li: u32, wg: u32, sg: u32) {
     if wg >= params.workgroups {
         return;
     }
     let d = params.dims;
-    let token_at = wg / params.slots;
     let slot = wg % params.slots;
-    let b = token_at / d.steps;
-    let t = token_at % d.steps;
-    let qk_slots = 2u * d.key_heads;
-    let is_qk = slot < qk_slots;
-    let width = select(d.value_dim, d.key_dim, is_qk);
-    let first = select(qk_slots * d.key_dim + (slot - qk_slots) * d.value_dim, slot * d.key_dim, is_qk);
-    let pairs = (width + 1u) / 2u;
-    let trips = (pairs + WG_SIZE - 1u) / WG_SIZE;
-    var scale = 1.0;
-    if is_qk {
-        // The norm: every invocation's sum of squares, then a halving tree.
-        var own = 0.0;
-        for (var j = 0u; j < trips; j++) {
-            let p = li + j * WG_SIZE;
-            if p < pairs {
-                let pair = pair_at(d, b, t, first, width, p);
-                own += dot(pair, pair);
-            }
-        }
-        sums[li] = own;
-        workgroupBarrier();
-        for (var half = WG_SIZE / 2u; half > 0u; half = half >> 1u) {
-            if li < half {
-                sums[li] += sums[li + half];
-            }
-            workgroupBarrier();
-        }
-        let base = gates_base(d) + 2u * d.value_heads;
-        let norm = load_layer(base + 1u) != 0u;
-        let q_scale = select(1.0, layer_f32(base), slot < d.key_heads);
-        let inv = select(1.0, inverseSqrt(sums[0] + NORM_EPS), norm);
-        scale = inv * q_scale;
-    }
-    let which = select(2u, select(1u, 0u, slot < d.key_heads), is_qk);
-    var row = v_index(d, b, t, slot - qk_slots, 0u);
-    if is_qk {
-        row = qk_row(d, b, t, slot % d.key_heads);
-    }
-    for (var j = 0u; j < trips; j++) {
-        let p = li + j * WG_SIZE;
-        if p < pairs {
-            let pair = pair_at(d, b, t, first, width, p) * scale;
-            store_pair(which, row + 2u * p, pair, 2u * p + 1u == width);
-        }
-    }
-    if !is_qk && li == 0u {
-        store_gates(d, gate_index(d, b, t, slot - qk_slots));
+    let block = wg / params.slots;
+    let b = block / params.blocks;
+    let t0 = (block % params.blocks) * TOKENS;
+    if slot < 2u * d.key_heads {
+        qk_head(d, b, t0, slot, li);
+    } else {
+        v_head(d, b, t0, slot - 2u * d.key_heads, li);
     }
 }

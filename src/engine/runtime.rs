@@ -7,6 +7,11 @@ use crate::error::{Error, Result};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+/// The largest scratch buffer [`Runtime::shared_scratch`] keeps: a 36-layer round's
+/// split drafts at B = 256, T = 16 (f32 v: 64 MiB) share theirs; a long prefill's are
+/// its own, freed with its dispatch.
+pub(crate) const SHARED_SCRATCH_MAX: u64 = 64 << 20;
+
 /// What the runtime itself is told (the backend's options hold it, among others).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct RuntimeOptions {
@@ -35,6 +40,9 @@ pub(super) struct Inner {
     /// 16-byte stand-ins for zero-length operands (a binding cannot be empty), one per
     /// binding slot so that no two writable bindings share a buffer.
     pub(super) placeholders: Mutex<Vec<wgpu::Buffer>>,
+    /// Scratch shared by every dispatch of one kind (`Runtime::shared_scratch`), by
+    /// (op, name): the largest asked for so far.
+    pub(super) shared_scratch: Mutex<Vec<((&'static str, &'static str), wgpu::Buffer)>>,
     /// Set by the device-lost callback of a device the crate created, or by an error
     /// that escaped the crate's error scopes: reported by the next call.
     pub(super) lost: Arc<Mutex<Option<String>>>,
@@ -52,28 +60,82 @@ impl Runtime {
     ) -> Result<Vec<wgpu::Buffer>> {
         let mut scratch = Vec::with_capacity(lens.len());
         for &(arg, len, size) in lens {
-            let bytes = (len as u64)
-                .checked_mul(size)
-                .and_then(|b| b.checked_next_multiple_of(4))
-                .ok_or(Error::Overflow { op, arg })?;
-            let max = self.limits().max_storage_buffer_binding_size;
-            if bytes > max {
-                return Err(Error::DeviceLimit {
-                    op,
-                    limit: "max_storage_buffer_binding_size",
-                    needed: bytes,
-                    available: max,
-                    hint,
-                });
-            }
-            scratch.push(self.device().create_buffer(&wgpu::BufferDescriptor {
-                label: Some(arg),
-                size: bytes.max(16),
-                usage: wgpu::BufferUsages::STORAGE,
-                mapped_at_creation: false,
-            }));
+            let bytes = self.scratch_bytes((op, hint), (arg, len, size))?;
+            scratch.push(self.scratch_buffer(arg, bytes));
         }
         Ok(scratch)
+    }
+
+    /// [`Runtime::scratch`] for a dispatch whose passes run back to back in one compute
+    /// pass, so that its scratch may be another such dispatch's too (one queue runs them
+    /// in order, and wgpu puts a barrier between two dispatches that touch one buffer):
+    /// each buffer of at most `SHARED_SCRATCH_MAX` bytes is kept and handed to every
+    /// later call that fits in it (else replaced by a larger one), so that a rollback
+    /// that prepares its drafts each round allocates nothing; larger ones are the
+    /// call's own.
+    pub(crate) fn shared_scratch(
+        &self,
+        (op, hint): (&'static str, &'static str),
+        lens: &[(&'static str, usize, u64)],
+    ) -> Result<Vec<wgpu::Buffer>> {
+        let mut kept = self
+            .inner
+            .shared_scratch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut scratch = Vec::with_capacity(lens.len());
+        for &(arg, len, size) in lens {
+            let bytes = self.scratch_bytes((op, hint), (arg, len, size))?;
+            if bytes > SHARED_SCRATCH_MAX {
+                scratch.push(self.scratch_buffer(arg, bytes));
+                continue;
+            }
+            let slot = kept.iter().position(|(key, _)| *key == (op, arg));
+            match slot {
+                Some(i) if kept[i].1.size() >= bytes => scratch.push(kept[i].1.clone()),
+                _ => {
+                    let buffer = self.scratch_buffer(arg, bytes);
+                    if let Some(i) = slot {
+                        kept.swap_remove(i);
+                    }
+                    kept.push(((op, arg), buffer.clone()));
+                    scratch.push(buffer);
+                }
+            }
+        }
+        Ok(scratch)
+    }
+
+    /// A scratch buffer's bytes: whole words, within the device's binding limit.
+    fn scratch_bytes(
+        &self,
+        (op, hint): (&'static str, &'static str),
+        (arg, len, size): (&'static str, usize, u64),
+    ) -> Result<u64> {
+        let bytes = (len as u64)
+            .checked_mul(size)
+            .and_then(|b| b.checked_next_multiple_of(4))
+            .ok_or(Error::Overflow { op, arg })?;
+        let max = self.limits().max_storage_buffer_binding_size;
+        if bytes > max {
+            return Err(Error::DeviceLimit {
+                op,
+                limit: "max_storage_buffer_binding_size",
+                needed: bytes,
+                available: max,
+                hint,
+            });
+        }
+        Ok(bytes)
+    }
+
+    fn scratch_buffer(&self, label: &'static str, bytes: u64) -> wgpu::Buffer {
+        self.device().create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: bytes.max(16),
+            usage: wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: false,
+        })
     }
 
     /// A runtime on `device` and `queue`; `reason` says why this adapter, `lost` is
@@ -95,6 +157,7 @@ impl Runtime {
                 params: ParamCache::default(),
                 pool: BufferPool::default(),
                 placeholders: Mutex::new(Vec::new()),
+                shared_scratch: Mutex::new(Vec::new()),
                 lost,
                 options,
             }),

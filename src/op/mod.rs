@@ -417,10 +417,9 @@ mod tests {
             let literal = line[decl.len()..].split('=').nth(1).expect(name);
             literal.trim().trim_end_matches(';').to_string()
         };
-        let staging = fragment("layer_staging");
         let params = fragment("layer_params");
         let taps = crate::shape::MAX_LAYER_TAPS;
-        assert_eq!(value(staging, "TAPS"), format!("{taps}u"));
+        assert_eq!(value(params, "TAPS"), format!("{taps}u"));
         let eps: f32 = value(params, "NORM_EPS").parse().unwrap();
         assert_eq!(eps, super::prologue::cpu::NORM_EPS);
         let tile = super::record_chunked::COOP_MAX_KEY_DIM;

@@ -124,7 +124,7 @@ const TABLE: [ThresholdRow; 17] = [
     ThresholdRow { name: "spin_micros", value: 2000, reason: "a blocking wait sleeps until the driver wakes the thread, which added 35-100 us to a resident round; waits longer than this block", source: "h200-2026-12-01-spin-ab.txt" },
     ThresholdRow { name: "chunked_from_steps", value: 2048, reason: "from here on the four-pass fast path beats record at B = 1 (32 value heads): bf16 746 against 976 us at T = 2048, 2741 against 3876 at T = 8192; f32 758 against 776, 2787 against 3077; at T = 1024 it wins at bf16 (426 against 489) but loses at f32 (461 against 393), at T = 512 it loses at both", source: "h200-2026-12-05-walk-gate.txt" },
     ThresholdRow { name: "chunked_max_heads", value: 32, reason: "B = 1 at Qwen3-Next's 32 value heads: at B = 2 (64 heads) record wins at every T measured (bf16 1245 against 1448 us at T = 2048, 4951 against 5322 at T = 8192); the walk's workgroups no longer fit one wave", source: "h200-2026-12-05-walk-gate.txt" },
-    ThresholdRow { name: "layer_split_from_tokens", value: 1, reason: "PROVISIONAL", source: "PROVISIONAL" },
+    ThresholdRow { name: "layer_split_from_tokens", value: 2, reason: "at one token (B = T = 1) the forms tie (bf16 8.3 us split against 8.6 fused, f32 7.9 against 7.4); from two tokens on the split form is 1.1-2.6x faster on the decode grid (bf16 B = 256, T = 16: 976 against 1753 us) but for f32 at B = 1, T = 4 and 8 (0.7-0.9 us slower), and 3.9-4.2x at B = 1, T = 2048 and 8192 through the fast path; the 36-layer round --raw 1.05-1.11x the plain round against 1.32-1.52x fused", source: "h100-2026-12-05-split.txt" },
 ];
 
 /// Overrides of the shape class a kernel key picks for record or replay (`None`: the

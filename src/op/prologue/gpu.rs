@@ -1,12 +1,13 @@
 //! The prologue's resident dispatch over the caller's buffers.
 
-use super::{PrologueBuffers, PrologueOperands, PrologueRow, OP};
+use super::{PrologueBuffers, PrologueOperands, PrologueRow, OP, PROLOGUE_TOKENS};
 use crate::dtype::{DType, GdnDtypes};
 use crate::engine::encode::{u32_dim, Plan, Prepared};
 use crate::engine::key::KernelKey;
 use crate::error::{Error, Result};
 use crate::gpu::backend::GpuBackend;
 use crate::op::bench::BenchCase;
+use crate::op::gdn::check_key_dim;
 use crate::op::record::LayerParams;
 use crate::shape::LayerShape;
 
@@ -51,8 +52,10 @@ impl GpuBackend {
         check_pairs(shape, dtypes)?;
         let gdn = shape.gdn();
         let key = KernelKey::prologue(dtypes);
+        check_key_dim(op, gdn)?;
         let slots = 2 * gdn.key_heads() + gdn.value_heads();
-        let workgroups = (gdn.batch() * gdn.steps()) as u64 * slots as u64;
+        let blocks = gdn.steps().div_ceil(PROLOGUE_TOKENS as usize);
+        let workgroups = (gdn.batch() * blocks) as u64 * slots as u64;
         let params = [
             u32_dim(op, "batch", gdn.batch())?,
             u32_dim(op, "steps", gdn.steps())?,
@@ -63,6 +66,7 @@ impl GpuBackend {
             0,
             u32_dim(op, "kernel", shape.kernel())?,
             u32_dim(op, "slots", slots)?,
+            u32_dim(op, "blocks", blocks)?,
             u32_dim(op, "workgroups", workgroups as usize)?,
         ];
         let specs = PrologueOperands::<()>::SPECS;

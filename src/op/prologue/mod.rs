@@ -4,9 +4,10 @@
 //! this way where the split beats the fused kernel (`Threshold::LayerSplitFromTokens`);
 //! an engine may call it directly.
 
-use super::plain::PLAIN;
+use super::gdn::MAX_KEY_DIM;
+use super::plain::Plain;
 use crate::dtype::{Element, GdnDtypes};
-use crate::engine::key::{KernelKey, KeyAt, Op, OpInfo, OpKernel};
+use crate::engine::key::{KernelKey, KeyAt, Op, OpInfo, OpKernel, Value};
 use crate::engine::operand::operand_table;
 use crate::op::record::LayerParamsBuffer;
 use crate::op::record::RecordInputs;
@@ -28,13 +29,30 @@ pub const OP: Op = Op(&OpInfo {
         "prologue",
         ROOT,
         PrologueOperands::<()>::ROWS,
-        (&Prologue, &PLAIN),
+        (&Prologue, &FAMILY),
     )
 });
 const ROOT: (&str, &str) = ("prologue", include_str!("prologue.wgsl"));
 
 /// Invocations a workgroup: a head of Dk = 128 is one channel pair each.
 const PROLOGUE_WG: u32 = 64;
+/// Consecutive tokens of one sequence a workgroup computes: each invocation keeps its
+/// channels' conv weights and inputs across them and reads each input once.
+pub(crate) const PROLOGUE_TOKENS: u32 = 8;
+/// Channel pairs of q's or k's head an invocation holds while the head's norms are
+/// summed: enough for `MAX_KEY_DIM`.
+const QK_PAIRS: u32 = (MAX_KEY_DIM as u32).div_ceil(2 * PROLOGUE_WG);
+
+/// The plain family, with the prologue's tokens a workgroup and pairs an invocation.
+const FAMILY: Plain = Plain {
+    workgroup: None,
+    extra: |_| {
+        vec![
+            ("TOKENS", Value::U32(PROLOGUE_TOKENS)),
+            ("QK_PAIRS", Value::U32(QK_PAIRS)),
+        ]
+    },
+};
 
 operand_table! {
     /// The prologue's operands (docs/SPEC.md "prologue"), in binding order: record_layer's
@@ -97,9 +115,9 @@ impl<A: Element, G: Element> PrologueOutputs<A, G> {
 struct Prologue;
 
 impl OpKernel for Prologue {
-    /// `sums`: a norm's partial sum an invocation.
+    /// `partial` (each token's partial norms, one an invocation) and `token_scale`.
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
-        4 * key.workgroup_size()
+        4 * PROLOGUE_TOKENS * (key.workgroup_size() + 1)
     }
 
     fn key_at(&self, at: KeyAt<'_>) -> KernelKey {

@@ -140,7 +140,7 @@ impl GpuBackend {
             dtypes.gate.size_bytes() as u64,
         );
         let hint = " (record_layer's split form holds q, k, v, g and beta; split the batch)";
-        let scratch = self.runtime.scratch(
+        let scratch = self.runtime.shared_scratch(
             (super::LAYER.name(), hint),
             &[
                 ("q", gdn.qk_len(), act),
