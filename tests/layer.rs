@@ -762,34 +762,55 @@ fn rollback_raw_drafts_roll_back_state_and_window() {
 }
 
 /// Raw drafts after deferred commits on the GPU: each draft folds its layer's pending
-/// commit into the state as it reads it (fold_record_layer, one pass), and gives the
-/// y, states and conv windows of a CPU rollback that commits at once, round by round
-/// (a masked round replays its commit first, then records), in both layouts and with
-/// f32 and bf16 activations.
+/// commit into the state as it reads it (fold_record_layer, one pass; in record_layer's
+/// split form the prologue pass, then fold_record), and gives the y, states and conv
+/// windows of a CPU rollback that commits at once, round by round (a masked round
+/// replays its commit first, then records), in both layouts and with f32 and bf16
+/// activations, in both forms.
 #[test]
 fn gpu_raw_drafts_fold_deferred_commits() {
     let Some(g) = gpu() else { return };
-    let backend = Backend::Gpu(g.clone());
-    deferred_raw_case::<f32>(
-        &backend,
-        layer_shape(2, 4, [2, 4, 8, 6], 4),
-        GqaLayout::Blocked,
+    let with_split = |on: bool| {
+        let class = deltatape::internals::ShapeClass {
+            split: Some(on),
+            ..g.tuning().record_class()
+        };
+        g.with_tuning(g.tuning().clone().with_record_class(class))
+            .unwrap()
+    };
+    let compiled = |name: &str| g.compiled_kernels().iter().any(|k| k.op.name() == name);
+    for split in [true, false] {
+        let backend = Backend::Gpu(with_split(split));
+        deferred_raw_case::<f32>(
+            &backend,
+            layer_shape(2, 4, [2, 4, 8, 6], 4),
+            GqaLayout::Blocked,
+        );
+        deferred_raw_case::<f32>(
+            &backend,
+            layer_shape(3, 5, [1, 2, 12, 4], 3),
+            GqaLayout::Tiled,
+        );
+        deferred_raw_case::<bf16>(
+            &backend,
+            layer_shape(2, 3, [2, 4, 8, 4], 4),
+            GqaLayout::Tiled,
+        );
+        if split {
+            assert!(
+                compiled("prologue") && compiled("fold_record"),
+                "split form"
+            );
+            assert!(
+                !compiled("fold_record_layer"),
+                "the split form ran the fused kernel"
+            );
+        }
+    }
+    assert!(
+        compiled("fold_record_layer"),
+        "no fold_record_layer kernel was compiled"
     );
-    deferred_raw_case::<f32>(
-        &backend,
-        layer_shape(3, 5, [1, 2, 12, 4], 3),
-        GqaLayout::Tiled,
-    );
-    deferred_raw_case::<bf16>(
-        &backend,
-        layer_shape(2, 3, [2, 4, 8, 4], 4),
-        GqaLayout::Tiled,
-    );
-    let ran = g
-        .compiled_kernels()
-        .iter()
-        .any(|k| k.op.name() == "fold_record_layer");
-    assert!(ran, "no fold_record_layer kernel was compiled");
 }
 
 fn deferred_raw_case<A: Element>(gpu: &Backend, shape: LayerShape, layout: GqaLayout) {

@@ -10,6 +10,7 @@ use crate::engine::key::KernelKey;
 use crate::error::Result;
 use crate::gpu::backend::GpuBackend;
 use crate::op::gdn;
+use crate::op::record::RawBuffers;
 use crate::shape::{GdnShape, GqaLayout, LayerShape};
 
 impl GpuBackend {
@@ -35,7 +36,8 @@ impl GpuBackend {
 
     /// fold_record from a layer's raw inputs (`fold_record_layer`): the deferred commit
     /// folded into `state` as [`GpuBackend::prepare_fold_record`] folds it, then
-    /// record_layer's prologue and steps from it; the window and x bound from these
+    /// record_layer's prologue and steps from it (in record_layer's split form, the
+    /// prologue pass first, then fold_record on its outputs); the window and x bound from these
     /// byte offsets of their buffers (a rollback's buffers of every layer's windows and
     /// conv inputs). `layer` must have been uploaded for `shape`'s dims.
     pub(crate) fn prepare_fold_record_layer_at(
@@ -47,6 +49,35 @@ impl GpuBackend {
         (window_offset, x_offset): (u64, u64),
     ) -> Result<Prepared> {
         let params = buffers.layer.for_shape(LAYER.name(), shape)?;
+        if self.layer_runs_split(shape, dtypes)? {
+            let raw = RawBuffers {
+                x: buffers.x,
+                window: buffers.window,
+                layer: params,
+                a: buffers.a,
+                b: buffers.b,
+                offsets: (window_offset, x_offset),
+            };
+            let (first, s) = self.prepare_layer_prologue(shape, dtypes, raw)?;
+            let fold = FoldRecordBuffers {
+                q: &s[0],
+                k: &s[1],
+                v: &s[2],
+                g: &s[3],
+                beta: &s[4],
+                state: buffers.state,
+                y: buffers.y,
+                delta: buffers.delta,
+                tape_k_grouped: buffers.tape_k_grouped,
+                tape_g: buffers.tape_g,
+                pending_k_grouped: buffers.pending_k_grouped,
+                pending_g: buffers.pending_g,
+                accepted: buffers.accepted,
+                status: buffers.status,
+            };
+            let second = self.prepare_fold_record(shape.gdn(), layout, dtypes, &fold)?;
+            return Ok(first.then(second, s));
+        }
         let table = buffers.map_params(|_| params);
         let grid = shape.gdn();
         let class = &self.tuning().class(LAYER, grid, dtypes);

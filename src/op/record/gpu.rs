@@ -111,9 +111,9 @@ impl GpuBackend {
         self.prepare_form(shape, layout, dtypes, slots, offsets)
     }
 
-    /// Whether record_layer at `shape` runs as the prologue pass then record: see
-    /// `ShapeClass::split`.
-    fn layer_runs_split(&self, shape: &LayerShape, dtypes: GdnDtypes) -> Result<bool> {
+    /// Whether record_layer (and fold_record_layer) at `shape` runs as the prologue
+    /// pass then record (fold_record): see `ShapeClass::split`.
+    pub(crate) fn layer_runs_split(&self, shape: &LayerShape, dtypes: GdnDtypes) -> Result<bool> {
         let gdn = shape.gdn();
         let class = self
             .tuning()
@@ -134,6 +134,44 @@ impl GpuBackend {
         slots: &[Option<&wgpu::Buffer>],
         offsets: &[u64],
     ) -> Result<Prepared> {
+        let slot = |row: RecordLayerRow| slots[row as usize].expect("a required row");
+        let at = |row: RecordLayerRow| offsets[row as usize];
+        let raw = RawBuffers {
+            x: slot(RecordLayerRow::X),
+            window: slot(RecordLayerRow::Window),
+            layer: slot(RecordLayerRow::Layer),
+            a: slot(RecordLayerRow::A),
+            b: slot(RecordLayerRow::B),
+            offsets: (at(RecordLayerRow::Window), at(RecordLayerRow::X)),
+        };
+        let (first, s) = self.prepare_layer_prologue(shape, dtypes, raw)?;
+        let record = RecordBuffers {
+            q: &s[0],
+            k: &s[1],
+            v: &s[2],
+            g: &s[3],
+            beta: &s[4],
+            state_in: slot(RecordLayerRow::StateIn),
+            y: slot(RecordLayerRow::Y),
+            state_out: slots[RecordLayerRow::StateOut as usize],
+            delta: slot(RecordLayerRow::Delta),
+            mask: slots[RecordLayerRow::Mask as usize],
+            tape_k_grouped: slots[RecordLayerRow::TapeKGrouped as usize],
+            tape_g: slots[RecordLayerRow::TapeG as usize],
+        };
+        let second = self.prepare_record(shape.gdn(), layout, dtypes, &record)?;
+        Ok(first.then(second, s))
+    }
+
+    /// The split form's first pass (record_layer's and fold_record_layer's): the
+    /// prologue of `raw` into the backend's shared scratch, which it returns as q, k,
+    /// v, g and beta.
+    pub(crate) fn prepare_layer_prologue(
+        &self,
+        shape: &LayerShape,
+        dtypes: GdnDtypes,
+        raw: RawBuffers<'_>,
+    ) -> Result<(Prepared, Vec<wgpu::Buffer>)> {
         let gdn = shape.gdn();
         let (act, gate) = (
             dtypes.act.size_bytes() as u64,
@@ -150,42 +188,20 @@ impl GpuBackend {
                 ("beta", gdn.gate_len(), gate),
             ],
         )?;
-        let slot = |row: RecordLayerRow| slots[row as usize].expect("a required row");
         let prologue = PrologueOperands {
-            x: slot(RecordLayerRow::X),
-            window: slot(RecordLayerRow::Window),
-            layer: slot(RecordLayerRow::Layer),
-            a: slot(RecordLayerRow::A),
-            b: slot(RecordLayerRow::B),
+            x: raw.x,
+            window: raw.window,
+            layer: raw.layer,
+            a: raw.a,
+            b: raw.b,
             q: &scratch[0],
             k: &scratch[1],
             v: &scratch[2],
             g: &scratch[3],
             beta: &scratch[4],
         };
-        let at = |row: RecordLayerRow| offsets[row as usize];
-        let first = self.prepare_prologue_at(
-            shape,
-            dtypes,
-            &prologue,
-            (at(RecordLayerRow::Window), at(RecordLayerRow::X)),
-        )?;
-        let record = RecordBuffers {
-            q: &scratch[0],
-            k: &scratch[1],
-            v: &scratch[2],
-            g: &scratch[3],
-            beta: &scratch[4],
-            state_in: slot(RecordLayerRow::StateIn),
-            y: slot(RecordLayerRow::Y),
-            state_out: slots[RecordLayerRow::StateOut as usize],
-            delta: slot(RecordLayerRow::Delta),
-            mask: slots[RecordLayerRow::Mask as usize],
-            tape_k_grouped: slots[RecordLayerRow::TapeKGrouped as usize],
-            tape_g: slots[RecordLayerRow::TapeG as usize],
-        };
-        let second = self.prepare_record(gdn, layout, dtypes, &record)?;
-        Ok(first.then(second, scratch))
+        let first = self.prepare_prologue_at(shape, dtypes, &prologue, raw.offsets)?;
+        Ok((first, scratch))
     }
 
     /// Validate record_layer_varlen's buffers and build its dispatch: record_layer's
@@ -274,4 +290,15 @@ fn raw_slots<'b>(
     let params = buffers.layer.for_shape(op, shape)?;
     let table = buffers.map_params(|_| params);
     Ok(table.slots().into_iter().map(|b| b.copied()).collect())
+}
+
+/// A raw form's inputs as the split form's prologue reads them: x, the window and a, b,
+/// the parameters (packed for the shape), and the window's and x's byte offsets.
+pub(crate) struct RawBuffers<'b> {
+    pub x: &'b wgpu::Buffer,
+    pub window: &'b wgpu::Buffer,
+    pub layer: &'b wgpu::Buffer,
+    pub a: &'b wgpu::Buffer,
+    pub b: &'b wgpu::Buffer,
+    pub offsets: (u64, u64),
 }

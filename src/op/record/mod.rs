@@ -35,6 +35,7 @@ mod gpu;
 pub(crate) mod host;
 mod params;
 
+pub(crate) use gpu::RawBuffers;
 pub use params::{LayerParams, LayerParamsBuffer};
 
 /// What a record kernel reads.
