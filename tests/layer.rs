@@ -1418,6 +1418,16 @@ fn gpu_layer_split_and_fused_forms_agree() {
     let even = layer_shape(1, 4, [1, 2, 8, 4], 4);
     assert_eq!(ops(&split, &even, GdnDtypes::F32), ["prologue", "record"]);
     assert_eq!(ops(&fused, &even, GdnDtypes::F32), ["record_layer"]);
+    // The default: one sequence's drafts below `layer_split_from_steps` fused, batches
+    // and longer drafts split.
+    if std::env::var_os("DELTATAPE_RECORD_SPLIT").is_none() {
+        let from = deltatape::internals::Threshold::LayerSplitFromSteps.value() as usize;
+        let one = |t: usize| layer_shape(1, t, [1, 2, 8, 4], 4);
+        assert_eq!(ops(&g, &one(from - 1), GdnDtypes::F32), ["record_layer"]);
+        assert_eq!(ops(&g, &one(from), GdnDtypes::F32), ["prologue", "record"]);
+        let batch = layer_shape(2, 1, [1, 2, 8, 4], 4);
+        assert_eq!(ops(&g, &batch, GdnDtypes::F32), ["prologue", "record"]);
+    }
     let odd = layer_shape(1, 4, [1, 2, 5, 4], 4);
     let bf16_act = GdnDtypes {
         act: deltatape::DType::BF16,

@@ -57,9 +57,9 @@ pub enum Threshold {
     ChunkedFromSteps,
     /// ... and the batch has at most this many (sequence, value head) pairs.
     ChunkedMaxHeads,
-    /// record_layer runs as the prologue pass then record from this many tokens (B T)
-    /// on (see `ShapeClass::split`).
-    LayerSplitFromTokens,
+    /// record_layer of one sequence (B = 1) runs as the prologue pass then record from
+    /// this many steps on; a batch always does (see `ShapeClass::split`).
+    LayerSplitFromSteps,
 }
 
 /// One row of the table: a threshold's value, why it has it, and where that was measured.
@@ -90,7 +90,7 @@ impl Threshold {
         Threshold::SpinMicros,
         Threshold::ChunkedFromSteps,
         Threshold::ChunkedMaxHeads,
-        Threshold::LayerSplitFromTokens,
+        Threshold::LayerSplitFromSteps,
     ];
 
     /// The threshold's value.
@@ -124,7 +124,7 @@ const TABLE: [ThresholdRow; 17] = [
     ThresholdRow { name: "spin_micros", value: 2000, reason: "a blocking wait sleeps until the driver wakes the thread, which added 35-100 us to a resident round; waits longer than this block", source: "h200-2026-12-01-spin-ab.txt" },
     ThresholdRow { name: "chunked_from_steps", value: 2048, reason: "from here on the four-pass fast path beats record at B = 1 (32 value heads): bf16 746 against 976 us at T = 2048, 2741 against 3876 at T = 8192; f32 758 against 776, 2787 against 3077; at T = 1024 it wins at bf16 (426 against 489) but loses at f32 (461 against 393), at T = 512 it loses at both", source: "h200-2026-12-05-walk-gate.txt" },
     ThresholdRow { name: "chunked_max_heads", value: 32, reason: "B = 1 at Qwen3-Next's 32 value heads: at B = 2 (64 heads) record wins at every T measured (bf16 1245 against 1448 us at T = 2048, 4951 against 5322 at T = 8192); the walk's workgroups no longer fit one wave", source: "h200-2026-12-05-walk-gate.txt" },
-    ThresholdRow { name: "layer_split_from_tokens", value: 2, reason: "at one token (B = T = 1) the forms tie (bf16 8.3 us split against 8.6 fused, f32 7.9 against 7.4); from two tokens on the split form is 1.1-2.6x faster on the decode grid (bf16 B = 256, T = 16: 976 against 1753 us) but for f32 at B = 1, T = 4 and 8 (0.7-0.9 us slower), and 3.9-4.2x at B = 1, T = 2048 and 8192 through the fast path; the 36-layer round --raw 1.05-1.11x the plain round against 1.32-1.52x fused", source: "h100-2026-12-05-split.txt" },
+    ThresholdRow { name: "layer_split_from_steps", value: 8, reason: "one sequence (B = 1) runs fused below 8 steps, where the split form's second dependent dispatch costs what its prologue saves (H100, f32: 7.4 fused against 7.9 us split at T = 1, 8.7 against 9.4 at T = 4; bf16 0.3-0.8 us the other way; the f32 36-layer round at B = 1, T = 4 on the H200: 509 against 554 us); at T = 8 the forms tie (bf16 13.7 / 12.3, f32 10.5 / 11.4), from T = 16 the split form wins (22.4 against 15.9), 3.9-4.2x at T = 2048 and 8192 through the fast path; a batch (B >= 2) always splits: B = 8, T = 1 24.0 against 15.4, B = 256, T = 16 1753 against 976", source: "h100-2026-12-05-split.txt, h200-2026-12-05-split-closing.txt" },
 ];
 
 /// Overrides of the shape class a kernel key picks for record or replay (`None`: the
@@ -155,7 +155,7 @@ pub struct ShapeClass {
     /// record_layer (padded) only: run as two dispatches, the prologue pass writing q,
     /// k, v, g and beta, then record on them (which may then take its chunked form),
     /// where the prologue can (bf16 activations need an even Dk and Dv). `None`: from
-    /// [`Threshold::LayerSplitFromTokens`] tokens (B T) on.
+    /// [`Threshold::LayerSplitFromSteps`] steps on at B = 1, and at every B >= 2.
     pub split: Option<bool>,
 }
 

@@ -1,7 +1,7 @@
 //! prologue: a GatedDeltaNet layer's q, k, v, g and beta from its raw inputs
 //! (docs/SPEC.md "prologue"), record_layer's prologue as a pass of its own: what
 //! `record` (or its chunked form) then reads as prepared inputs. record_layer runs it
-//! this way where the split beats the fused kernel (`Threshold::LayerSplitFromTokens`);
+//! this way where the split beats the fused kernel (`Threshold::LayerSplitFromSteps`);
 //! an engine may call it directly.
 
 use super::gdn::MAX_KEY_DIM;

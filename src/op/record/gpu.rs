@@ -119,8 +119,8 @@ impl GpuBackend {
             .tuning()
             .class(Op::Record, &shape.class_shape()?, dtypes);
         let odd = gdn.key_dim() % 2 == 1 || gdn.value_dim() % 2 == 1;
-        let tokens = (gdn.batch() * gdn.steps()) as u64;
-        let by_default = tokens >= Threshold::LayerSplitFromTokens.value();
+        let by_default =
+            gdn.batch() > 1 || gdn.steps() as u64 >= Threshold::LayerSplitFromSteps.value();
         Ok(!(odd && dtypes.act == DType::BF16) && class.split.unwrap_or(by_default))
     }
 
