@@ -70,7 +70,9 @@ pub mod internals {
         pub use crate::op::fold_record::{
             FoldRecordLayerOperands, FoldRecordLayerRow, FoldRecordOperands, FoldRecordRow,
         };
-        pub use crate::op::prologue::{PrologueOperands, PrologueRow};
+        pub use crate::op::prologue::{
+            PrologueOperands, PrologueRow, PrologueVarlenOperands, PrologueVarlenRow,
+        };
         pub use crate::op::record::{
             RecordLayerOperands, RecordLayerRow, RecordLayerVarlenOperands, RecordLayerVarlenRow,
             RecordOperands, RecordRow, RecordVarlenOperands, RecordVarlenRow,

@@ -813,6 +813,11 @@ impl VarlenLayerShape {
     pub fn gate_len(&self) -> usize {
         self.varlen.gate_len()
     }
+    /// The packed prologue's sequence table: the offsets `[S + 1]`, then each
+    /// sequence's first block of the prologue's tokens `[S + 1]`.
+    pub(crate) fn sequence_table_len(&self) -> usize {
+        2 * (self.varlen.sequences() + 1)
+    }
     /// y and the tape's delta: `[N, Hv, Dv]`.
     pub fn v_len(&self) -> usize {
         self.varlen.v_len()

@@ -988,15 +988,24 @@ fn tokens<E: Copy>(x: &[E], r: &std::ops::Range<usize>, per: usize) -> Vec<E> {
 
 /// record_layer_varlen: each packed sequence's results are record_layer's on that
 /// sequence alone (its tokens, its window, its state): bit for bit on the CPU, within
-/// the dtypes' tolerance on the GPU (empty and one-token sequences, lengths across the
-/// staging chunks, both layouts, a mask).
+/// the dtypes' tolerance on the GPU in both forms (split: the packed prologue, then
+/// record_varlen; fused) (empty and one-token sequences, lengths across the staging
+/// chunks and the prologue's blocks, both layouts, a mask).
 #[test]
 fn layer_varlen_is_record_layer_on_each_sequence() {
     use deltatape::{VarlenLayerShape, VarlenShape};
     let heads = [2, 4, 8, 6];
     let mut backends = vec![cpu()];
-    if let Some(g) = gpu() {
-        backends.push(Backend::Gpu(g));
+    let g = gpu();
+    if let Some(g) = &g {
+        for split in [true, false] {
+            let class = deltatape::internals::ShapeClass {
+                split: Some(split),
+                ..g.tuning().record_class()
+            };
+            let tuned = g.tuning().clone().with_record_class(class);
+            backends.push(Backend::Gpu(g.with_tuning(tuned).unwrap()));
+        }
     }
     let mixes: [&[usize]; 3] = [&[5, 0, 1, 9, 3], &[0], &[17, 1, 2]];
     for (i, lens) in mixes.iter().enumerate() {
@@ -1069,6 +1078,14 @@ fn layer_varlen_is_record_layer_on_each_sequence() {
                 }
             }
         }
+    }
+    if let Some(g) = g {
+        let compiled = |name: &str| g.compiled_kernels().iter().any(|k| k.op.name() == name);
+        assert!(
+            compiled("prologue_varlen") && compiled("record_varlen"),
+            "the split form"
+        );
+        assert!(compiled("record_layer_varlen"), "the fused form");
     }
 }
 

@@ -28,6 +28,7 @@ const RPT: u32 = 1u;
 const CHUNK: u32 = 1u;
 const TOKENS: u32 = 8u;
 const QK_PAIRS: u32 = 2u;
+const PACKED: bool = false;
 
 @group(0) @binding(1) var<storage, read> x_buf: array<f32>;
 fn load1_x(i: u32) -> f32 {
@@ -276,7 +277,9 @@ fn gate_rule(ab: vec2<f32>, head: vec2<f32>) -> vec2<f32> {
 // q's and k's heads normalised (q's scaled); the gates from a and b. q, k, v rounded to
 // the activation dtype and g, beta to the gates' by their stores, once.
 //
-// Workgroup wg serves one slot of TOKENS consecutive tokens of one sequence: slots
+// Workgroup wg serves one slot of a block, TOKENS consecutive tokens of one sequence
+// (PACKED: sequences of their own lengths, each from its own window; the sequence table
+// gives the offsets and each sequence's first block): slots
 // 0 .. Hk are q's heads, Hk .. 2 Hk k's (a head's channels are the slot's Dk from
 // slot * Dk), then one a value head (its Dv channels, and the tokens' g and beta). Each
 // invocation owns channel pairs (2 p, 2 p + 1), p = li, li + WG_SIZE, ...: a 16-bit
@@ -287,11 +290,31 @@ fn gate_rule(ab: vec2<f32>, head: vec2<f32>) -> vec2<f32> {
 // (QK_PAIRS pairs an invocation cover MAX_KEY_DIM).
 
 struct PrologueParams {
-    dims: GdnDims,    // first_token 0; conv_taps K
+    dims: GdnDims,    // PACKED: batch S, steps 0; first_token 0; conv_taps K
     slots: u32,       // 2 Hk + Hv
-    blocks: u32,      // ceil(T / TOKENS): token blocks a sequence
-    workgroups: u32,  // slots * B * blocks
-    _pad: u32,
+    blocks: u32,      // ceil(T / TOKENS): a sequence's blocks; PACKED: every sequence's
+    workgroups: u32,  // slots * blocks (* B padded)
+    gate_len: u32,    // g's elements: every token's Hv
+}
+
+// A block: its sequence (the window's index), the global token of the sequence's step 0,
+// the sequence's length and the block's first step.
+struct Block {
+    seq: u32,
+    first: u32,
+    len: u32,
+    t0: u32,
+}
+
+// Block `index` (padded: B blocks a sequence in order; PACKED: found in the table's
+// first blocks, the last sequence whose first block is at most `index`).
+fn block_at(d: GdnDims, index: u32) -> Block {
+    var blk: Block;
+    blk.seq = index / params.blocks;
+    blk.first = blk.seq * d.steps;
+    blk.len = d.steps;
+    blk.t0 = (index % params.blocks) * TOKENS;
+    return blk;
 }
 
 @group(0) @binding(0) var<uniform> params: PrologueParams;
@@ -313,21 +336,21 @@ struct PairConv {
     inputs: array<vec2<f32>, TAPS>,
 }
 
-// Input `pos` of channel ch's sequence: x's step pos where pos >= 0, else the window's
-// value pos from its end (-1 the newest); 0 before the window.
-fn seq_at(d: GdnDims, b: u32, pos: i32, ch: u32) -> f32 {
+// Input `pos` of channel ch's sequence in `blk`: x's step pos where pos >= 0, else the
+// window's value pos from its end (-1 the newest); 0 before the window.
+fn seq_at(d: GdnDims, blk: Block, pos: i32, ch: u32) -> f32 {
     if pos >= 0 {
-        return load1_x(token(d, b, u32(pos)) * conv_channels(d) + ch);
+        return load1_x((blk.first + u32(pos)) * conv_channels(d) + ch);
     }
     let s = i32(d.conv_taps) - 1 + pos;
     if s < 0 {
         return 0.0;
     }
-    return load1_window(window_index(d, b, ch, u32(s)));
+    return load1_window(window_index(d, blk.seq, ch, u32(s)));
 }
 
-// The conv of channels ch, ch + 1 (`two`: the second exists) from step t0 of sequence b.
-fn pair_conv(d: GdnDims, b: u32, t0: u32, ch: u32, two: bool) -> PairConv {
+// The conv of channels ch, ch + 1 (`two`: the second exists) from the block's first step.
+fn pair_conv(d: GdnDims, blk: Block, ch: u32, two: bool) -> PairConv {
     var pc: PairConv;
     let c_n = conv_channels(d);
     let first = TAPS - d.conv_taps;
@@ -345,10 +368,10 @@ fn pair_conv(d: GdnDims, b: u32, t0: u32, ch: u32, two: bool) -> PairConv {
         }
         if j + 1u < TAPS {
             // The input j of the first token's taps: step t0 - (TAPS - 1) + j.
-            let pos = i32(t0) + i32(j) - i32(TAPS - 1u);
-            pc.inputs[j] = vec2<f32>(seq_at(d, b, pos, ch), 0.0);
+            let pos = i32(blk.t0) + i32(j) - i32(TAPS - 1u);
+            pc.inputs[j] = vec2<f32>(seq_at(d, blk, pos, ch), 0.0);
             if two {
-                pc.inputs[j].y = seq_at(d, b, pos, ch + 1u);
+                pc.inputs[j].y = seq_at(d, blk, pos, ch + 1u);
             }
         }
     }
@@ -368,11 +391,11 @@ fn conv_step(pc: ptr<function, PairConv>, x: vec2<f32>) -> vec2<f32> {
     return u / (1.0 + exp(-u));
 }
 
-// The pair's input at step t (0 past the sequence's end).
-fn x_pair(d: GdnDims, b: u32, t: u32, ch: u32, two: bool) -> vec2<f32> {
+// The pair's input at step t of the block's sequence (0 past its end).
+fn x_pair(d: GdnDims, blk: Block, t: u32, ch: u32, two: bool) -> vec2<f32> {
     var x = vec2<f32>(0.0);
-    if t < d.steps {
-        let row = token(d, b, t) * conv_channels(d) + ch;
+    if t < blk.len {
+        let row = (blk.first + t) * conv_channels(d) + ch;
         x.x = load1_x(row);
         if two {
             x.y = load1_x(row + 1u);
@@ -417,10 +440,12 @@ fn store_pair(which: u32, i: u32, pair: vec2<f32>, two: bool) {
 
 // q's or k's head `slot` over the block's tokens: conv and SiLU into registers, each
 // token's norm through workgroup memory, then the scaled values stored.
-fn qk_head(d: GdnDims, b: u32, t0: u32, slot: u32, li: u32) {
+fn qk_head(d: GdnDims, blk: Block, slot: u32, li: u32) {
     let first = slot * d.key_dim;
     let pairs = (d.key_dim + 1u) / 2u;
-    let row_of = qk_row(d, b, t0, slot % d.key_heads);
+    // The index formulas of shape.wgsl at the block's global token (sequence 0 of a
+    // padded batch whose step is the token).
+    let row_of = qk_row(d, 0u, blk.first + blk.t0, slot % d.key_heads);
     let row_stride = d.key_heads * d.key_dim;  // from one token's q (k) to the next's
     var values: array<array<vec2<f32>, TOKENS>, QK_PAIRS>;
     var own: array<f32, TOKENS>;
@@ -429,52 +454,52 @@ fn qk_head(d: GdnDims, b: u32, t0: u32, slot: u32, li: u32) {
         let p = li + o * WG_SIZE;
         if p < pairs {
             let two = 2u * p + 1u < d.key_dim;
-            var pc = pair_conv(d, b, t0, first + 2u * p, two);
+            var pc = pair_conv(d, blk, first + 2u * p, two);
             {
                 let c = 0u;
-                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                let s = conv_step(&pc, x_pair(d, blk, blk.t0 + c, first + 2u * p, two));
                 values[o][c] = s;
                 own[c] += dot(s, s);
             }
             {
                 let c = 1u;
-                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                let s = conv_step(&pc, x_pair(d, blk, blk.t0 + c, first + 2u * p, two));
                 values[o][c] = s;
                 own[c] += dot(s, s);
             }
             {
                 let c = 2u;
-                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                let s = conv_step(&pc, x_pair(d, blk, blk.t0 + c, first + 2u * p, two));
                 values[o][c] = s;
                 own[c] += dot(s, s);
             }
             {
                 let c = 3u;
-                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                let s = conv_step(&pc, x_pair(d, blk, blk.t0 + c, first + 2u * p, two));
                 values[o][c] = s;
                 own[c] += dot(s, s);
             }
             {
                 let c = 4u;
-                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                let s = conv_step(&pc, x_pair(d, blk, blk.t0 + c, first + 2u * p, two));
                 values[o][c] = s;
                 own[c] += dot(s, s);
             }
             {
                 let c = 5u;
-                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                let s = conv_step(&pc, x_pair(d, blk, blk.t0 + c, first + 2u * p, two));
                 values[o][c] = s;
                 own[c] += dot(s, s);
             }
             {
                 let c = 6u;
-                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                let s = conv_step(&pc, x_pair(d, blk, blk.t0 + c, first + 2u * p, two));
                 values[o][c] = s;
                 own[c] += dot(s, s);
             }
             {
                 let c = 7u;
-                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                let s = conv_step(&pc, x_pair(d, blk, blk.t0 + c, first + 2u * p, two));
                 values[o][c] = s;
                 own[c] += dot(s, s);
             }
@@ -485,52 +510,52 @@ fn qk_head(d: GdnDims, b: u32, t0: u32, slot: u32, li: u32) {
         let p = li + o * WG_SIZE;
         if p < pairs {
             let two = 2u * p + 1u < d.key_dim;
-            var pc = pair_conv(d, b, t0, first + 2u * p, two);
+            var pc = pair_conv(d, blk, first + 2u * p, two);
             {
                 let c = 0u;
-                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                let s = conv_step(&pc, x_pair(d, blk, blk.t0 + c, first + 2u * p, two));
                 values[o][c] = s;
                 own[c] += dot(s, s);
             }
             {
                 let c = 1u;
-                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                let s = conv_step(&pc, x_pair(d, blk, blk.t0 + c, first + 2u * p, two));
                 values[o][c] = s;
                 own[c] += dot(s, s);
             }
             {
                 let c = 2u;
-                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                let s = conv_step(&pc, x_pair(d, blk, blk.t0 + c, first + 2u * p, two));
                 values[o][c] = s;
                 own[c] += dot(s, s);
             }
             {
                 let c = 3u;
-                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                let s = conv_step(&pc, x_pair(d, blk, blk.t0 + c, first + 2u * p, two));
                 values[o][c] = s;
                 own[c] += dot(s, s);
             }
             {
                 let c = 4u;
-                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                let s = conv_step(&pc, x_pair(d, blk, blk.t0 + c, first + 2u * p, two));
                 values[o][c] = s;
                 own[c] += dot(s, s);
             }
             {
                 let c = 5u;
-                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                let s = conv_step(&pc, x_pair(d, blk, blk.t0 + c, first + 2u * p, two));
                 values[o][c] = s;
                 own[c] += dot(s, s);
             }
             {
                 let c = 6u;
-                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                let s = conv_step(&pc, x_pair(d, blk, blk.t0 + c, first + 2u * p, two));
                 values[o][c] = s;
                 own[c] += dot(s, s);
             }
             {
                 let c = 7u;
-                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                let s = conv_step(&pc, x_pair(d, blk, blk.t0 + c, first + 2u * p, two));
                 values[o][c] = s;
                 own[c] += dot(s, s);
             }
@@ -596,7 +621,7 @@ fn qk_head(d: GdnDims, b: u32, t0: u32, slot: u32, li: u32) {
         if p < pairs {
             {
                 let c = 0u;
-                if t0 + c < d.steps {
+                if blk.t0 + c < blk.len {
                     let two = 2u * p + 1u < d.key_dim;
                     let i = row_of + c * row_stride + 2u * p;
                     store_pair(which, i, values[o][c] * token_scale[c], two);
@@ -604,7 +629,7 @@ fn qk_head(d: GdnDims, b: u32, t0: u32, slot: u32, li: u32) {
             }
             {
                 let c = 1u;
-                if t0 + c < d.steps {
+                if blk.t0 + c < blk.len {
                     let two = 2u * p + 1u < d.key_dim;
                     let i = row_of + c * row_stride + 2u * p;
                     store_pair(which, i, values[o][c] * token_scale[c], two);
@@ -612,7 +637,7 @@ fn qk_head(d: GdnDims, b: u32, t0: u32, slot: u32, li: u32) {
             }
             {
                 let c = 2u;
-                if t0 + c < d.steps {
+                if blk.t0 + c < blk.len {
                     let two = 2u * p + 1u < d.key_dim;
                     let i = row_of + c * row_stride + 2u * p;
                     store_pair(which, i, values[o][c] * token_scale[c], two);
@@ -620,7 +645,7 @@ fn qk_head(d: GdnDims, b: u32, t0: u32, slot: u32, li: u32) {
             }
             {
                 let c = 3u;
-                if t0 + c < d.steps {
+                if blk.t0 + c < blk.len {
                     let two = 2u * p + 1u < d.key_dim;
                     let i = row_of + c * row_stride + 2u * p;
                     store_pair(which, i, values[o][c] * token_scale[c], two);
@@ -628,7 +653,7 @@ fn qk_head(d: GdnDims, b: u32, t0: u32, slot: u32, li: u32) {
             }
             {
                 let c = 4u;
-                if t0 + c < d.steps {
+                if blk.t0 + c < blk.len {
                     let two = 2u * p + 1u < d.key_dim;
                     let i = row_of + c * row_stride + 2u * p;
                     store_pair(which, i, values[o][c] * token_scale[c], two);
@@ -636,7 +661,7 @@ fn qk_head(d: GdnDims, b: u32, t0: u32, slot: u32, li: u32) {
             }
             {
                 let c = 5u;
-                if t0 + c < d.steps {
+                if blk.t0 + c < blk.len {
                     let two = 2u * p + 1u < d.key_dim;
                     let i = row_of + c * row_stride + 2u * p;
                     store_pair(which, i, values[o][c] * token_scale[c], two);
@@ -644,7 +669,7 @@ fn qk_head(d: GdnDims, b: u32, t0: u32, slot: u32, li: u32) {
             }
             {
                 let c = 6u;
-                if t0 + c < d.steps {
+                if blk.t0 + c < blk.len {
                     let two = 2u * p + 1u < d.key_dim;
                     let i = row_of + c * row_stride + 2u * p;
                     store_pair(which, i, values[o][c] * token_scale[c], two);
@@ -652,7 +677,7 @@ fn qk_head(d: GdnDims, b: u32, t0: u32, slot: u32, li: u32) {
             }
             {
                 let c = 7u;
-                if t0 + c < d.steps {
+                if blk.t0 + c < blk.len {
                     let two = 2u * p + 1u < d.key_dim;
                     let i = row_of + c * row_stride + 2u * p;
                     store_pair(which, i, values[o][c] * token_scale[c], two);
@@ -666,7 +691,7 @@ fn qk_head(d: GdnDims, b: u32, t0: u32, slot: u32, li: u32) {
         if p < pairs {
             {
                 let c = 0u;
-                if t0 + c < d.steps {
+                if blk.t0 + c < blk.len {
                     let two = 2u * p + 1u < d.key_dim;
                     let i = row_of + c * row_stride + 2u * p;
                     store_pair(which, i, values[o][c] * token_scale[c], two);
@@ -674,7 +699,7 @@ fn qk_head(d: GdnDims, b: u32, t0: u32, slot: u32, li: u32) {
             }
             {
                 let c = 1u;
-                if t0 + c < d.steps {
+                if blk.t0 + c < blk.len {
                     let two = 2u * p + 1u < d.key_dim;
                     let i = row_of + c * row_stride + 2u * p;
                     store_pair(which, i, values[o][c] * token_scale[c], two);
@@ -682,7 +707,7 @@ fn qk_head(d: GdnDims, b: u32, t0: u32, slot: u32, li: u32) {
             }
             {
                 let c = 2u;
-                if t0 + c < d.steps {
+                if blk.t0 + c < blk.len {
                     let two = 2u * p + 1u < d.key_dim;
                     let i = row_of + c * row_stride + 2u * p;
                     store_pair(which, i, values[o][c] * token_scale[c], two);
@@ -690,7 +715,7 @@ fn qk_head(d: GdnDims, b: u32, t0: u32, slot: u32, li: u32) {
             }
             {
                 let c = 3u;
-                if t0 + c < d.steps {
+                if blk.t0 + c < blk.len {
                     let two = 2u * p + 1u < d.key_dim;
                     let i = row_of + c * row_stride + 2u * p;
                     store_pair(which, i, values[o][c] * token_scale[c], two);
@@ -698,7 +723,7 @@ fn qk_head(d: GdnDims, b: u32, t0: u32, slot: u32, li: u32) {
             }
             {
                 let c = 4u;
-                if t0 + c < d.steps {
+                if blk.t0 + c < blk.len {
                     let two = 2u * p + 1u < d.key_dim;
                     let i = row_of + c * row_stride + 2u * p;
                     store_pair(which, i, values[o][c] * token_scale[c], two);
@@ -706,7 +731,7 @@ fn qk_head(d: GdnDims, b: u32, t0: u32, slot: u32, li: u32) {
             }
             {
                 let c = 5u;
-                if t0 + c < d.steps {
+                if blk.t0 + c < blk.len {
                     let two = 2u * p + 1u < d.key_dim;
                     let i = row_of + c * row_stride + 2u * p;
                     store_pair(which, i, values[o][c] * token_scale[c], two);
@@ -714,7 +739,7 @@ fn qk_head(d: GdnDims, b: u32, t0: u32, slot: u32, li: u32) {
             }
             {
                 let c = 6u;
-                if t0 + c < d.steps {
+                if blk.t0 + c < blk.len {
                     let two = 2u * p + 1u < d.key_dim;
                     let i = row_of + c * row_stride + 2u * p;
                     store_pair(which, i, values[o][c] * token_scale[c], two);
@@ -722,7 +747,7 @@ fn qk_head(d: GdnDims, b: u32, t0: u32, slot: u32, li: u32) {
             }
             {
                 let c = 7u;
-                if t0 + c < d.steps {
+                if blk.t0 + c < blk.len {
                     let two = 2u * p + 1u < d.key_dim;
                     let i = row_of + c * row_stride + 2u * p;
                     store_pair(which, i, values[o][c] * token_scale[c], two);
@@ -733,77 +758,77 @@ fn qk_head(d: GdnDims, b: u32, t0: u32, slot: u32, li: u32) {
 }
 
 // v's head hv over the block's tokens, and their gates.
-fn v_head(d: GdnDims, b: u32, t0: u32, hv: u32, li: u32) {
+fn v_head(d: GdnDims, blk: Block, hv: u32, li: u32) {
     let first = 2u * d.key_heads * d.key_dim + hv * d.value_dim;
     let pairs = (d.value_dim + 1u) / 2u;
-    let row_of = v_index(d, b, t0, hv, 0u);
+    let row_of = v_index(d, 0u, blk.first + blk.t0, hv, 0u);
     let row_stride = d.value_heads * d.value_dim;
     let trips = (pairs + WG_SIZE - 1u) / WG_SIZE;
     for (var j = 0u; j < trips; j++) {
         let p = li + j * WG_SIZE;
         if p < pairs {
             let two = 2u * p + 1u < d.value_dim;
-            var pc = pair_conv(d, b, t0, first + 2u * p, two);
+            var pc = pair_conv(d, blk, first + 2u * p, two);
             {
                 let c = 0u;
-                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
-                if t0 + c < d.steps {
+                let s = conv_step(&pc, x_pair(d, blk, blk.t0 + c, first + 2u * p, two));
+                if blk.t0 + c < blk.len {
                     store_pair(2u, row_of + c * row_stride + 2u * p, s, two);
                 }
             }
             {
                 let c = 1u;
-                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
-                if t0 + c < d.steps {
+                let s = conv_step(&pc, x_pair(d, blk, blk.t0 + c, first + 2u * p, two));
+                if blk.t0 + c < blk.len {
                     store_pair(2u, row_of + c * row_stride + 2u * p, s, two);
                 }
             }
             {
                 let c = 2u;
-                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
-                if t0 + c < d.steps {
+                let s = conv_step(&pc, x_pair(d, blk, blk.t0 + c, first + 2u * p, two));
+                if blk.t0 + c < blk.len {
                     store_pair(2u, row_of + c * row_stride + 2u * p, s, two);
                 }
             }
             {
                 let c = 3u;
-                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
-                if t0 + c < d.steps {
+                let s = conv_step(&pc, x_pair(d, blk, blk.t0 + c, first + 2u * p, two));
+                if blk.t0 + c < blk.len {
                     store_pair(2u, row_of + c * row_stride + 2u * p, s, two);
                 }
             }
             {
                 let c = 4u;
-                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
-                if t0 + c < d.steps {
+                let s = conv_step(&pc, x_pair(d, blk, blk.t0 + c, first + 2u * p, two));
+                if blk.t0 + c < blk.len {
                     store_pair(2u, row_of + c * row_stride + 2u * p, s, two);
                 }
             }
             {
                 let c = 5u;
-                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
-                if t0 + c < d.steps {
+                let s = conv_step(&pc, x_pair(d, blk, blk.t0 + c, first + 2u * p, two));
+                if blk.t0 + c < blk.len {
                     store_pair(2u, row_of + c * row_stride + 2u * p, s, two);
                 }
             }
             {
                 let c = 6u;
-                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
-                if t0 + c < d.steps {
+                let s = conv_step(&pc, x_pair(d, blk, blk.t0 + c, first + 2u * p, two));
+                if blk.t0 + c < blk.len {
                     store_pair(2u, row_of + c * row_stride + 2u * p, s, two);
                 }
             }
             {
                 let c = 7u;
-                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
-                if t0 + c < d.steps {
+                let s = conv_step(&pc, x_pair(d, blk, blk.t0 + c, first + 2u * p, two));
+                if blk.t0 + c < blk.len {
                     store_pair(2u, row_of + c * row_stride + 2u * p, s, two);
                 }
             }
         }
     }
-    if li < TOKENS && t0 + li < d.steps {
-        store_gates(d, gate_index(d, b, t0 + li, hv));
+    if li < TOKENS && blk.t0 + li < blk.len {
+        store_gates(d, gate_index(d, 0u, blk.first + blk.t0 + li, hv));
     }
 }
 
@@ -813,12 +838,10 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
     }
     let d = params.dims;
     let slot = wg % params.slots;
-    let block = wg / params.slots;
-    let b = block / params.blocks;
-    let t0 = (block % params.blocks) * TOKENS;
+    let blk = block_at(d, wg / params.slots);
     if slot < 2u * d.key_heads {
-        qk_head(d, b, t0, slot, li);
+        qk_head(d, blk, slot, li);
     } else {
-        v_head(d, b, t0, slot - 2u * d.key_heads, li);
+        v_head(d, blk, slot - 2u * d.key_heads, li);
     }
 }

@@ -76,6 +76,8 @@ impl Op {
     pub const Gates: Op = gates::OP;
     /// record_layer's prologue as a pass of its own: q, k, v, g and beta.
     pub const Prologue: Op = prologue::OP;
+    /// The prologue over packed sequences.
+    pub const PrologueVarlen: Op = prologue::VARLEN;
     /// record_chunked's first pass: each chunk's WY factors.
     pub const ChunkWy: Op = record_chunked::CHUNK_WY;
     /// record_chunked's second pass: the state through the chunks.
@@ -100,6 +102,7 @@ impl Op {
         Op::FoldRecordLayer,
         Op::Gates,
         Op::Prologue,
+        Op::PrologueVarlen,
         Op::ChunkWy,
         Op::ChunkState,
     ];

@@ -1,7 +1,11 @@
 //! The prologue's resident dispatch over the caller's buffers.
 
-use super::{PrologueBuffers, PrologueOperands, PrologueRow, OP, PROLOGUE_TOKENS};
+use super::{
+    PrologueBuffers, PrologueOperands, PrologueRow, PrologueVarlenOperands, PrologueVarlenRow, OP,
+    PROLOGUE_TOKENS, VARLEN,
+};
 use crate::dtype::{DType, GdnDtypes};
+use crate::engine::cache::small_buffer;
 use crate::engine::encode::{u32_dim, Plan, Prepared};
 use crate::engine::key::KernelKey;
 use crate::error::{Error, Result};
@@ -9,7 +13,8 @@ use crate::gpu::backend::GpuBackend;
 use crate::op::bench::BenchCase;
 use crate::op::gdn::check_key_dim;
 use crate::op::record::LayerParams;
-use crate::shape::LayerShape;
+use crate::op::record::RawBuffers;
+use crate::shape::{LayerShape, VarlenLayerShape};
 
 impl GpuBackend {
     /// Validate the prologue's buffers (docs/SPEC.md "prologue") and build its dispatch:
@@ -68,12 +73,80 @@ impl GpuBackend {
             u32_dim(op, "slots", slots)?,
             u32_dim(op, "blocks", blocks)?,
             u32_dim(op, "workgroups", workgroups as usize)?,
+            u32_dim(op, "gates", gdn.gate_len())?,
         ];
         let specs = PrologueOperands::<()>::SPECS;
         let mut plan = Plan::new(op, key, &params, workgroups, shape, specs).bind(buffers.slots());
         plan.offsets[PrologueRow::Window as usize] = window_offset;
         plan.offsets[PrologueRow::X as usize] = x_offset;
         self.runtime.prepare(plan)
+    }
+
+    /// The packed prologue (record_layer_varlen's split form): `raw` at the packed
+    /// tokens with one window a sequence, into `outputs` (q, k, v, g, beta); the
+    /// sequence table is the dispatch's own small buffer, written once here.
+    pub(crate) fn prepare_prologue_varlen(
+        &self,
+        shape: &VarlenLayerShape,
+        dtypes: GdnDtypes,
+        raw: RawBuffers<'_>,
+        [q, k, v, g, beta]: [&wgpu::Buffer; 5],
+    ) -> Result<Prepared> {
+        let op = VARLEN.name();
+        let layer = shape.packed();
+        check_pairs(layer, dtypes)?;
+        let gdn = layer.gdn();
+        check_key_dim(op, gdn)?;
+        let varlen = shape.varlen();
+        // The offsets, then each sequence's first block.
+        let mut table = varlen.offsets().to_vec();
+        let mut blocks = 0usize;
+        table.push(0);
+        for s in 0..varlen.sequences() {
+            blocks += varlen.sequence(s).len().div_ceil(PROLOGUE_TOKENS as usize);
+            table.push(u32_dim(op, "blocks", blocks)?);
+        }
+        let words = small_buffer(
+            self.device(),
+            self.queue(),
+            bytemuck::cast_slice(&table),
+            wgpu::BufferUsages::STORAGE,
+        );
+        let key = KernelKey::prologue_varlen(dtypes);
+        let slots = 2 * gdn.key_heads() + gdn.value_heads();
+        let workgroups = blocks as u64 * slots as u64;
+        let params = [
+            u32_dim(op, "sequences", varlen.sequences())?,
+            0,
+            u32_dim(op, "key_heads", gdn.key_heads())?,
+            u32_dim(op, "value_heads", gdn.value_heads())?,
+            u32_dim(op, "key_dim", gdn.key_dim())?,
+            u32_dim(op, "value_dim", gdn.value_dim())?,
+            0,
+            u32_dim(op, "kernel", layer.kernel())?,
+            u32_dim(op, "slots", slots)?,
+            u32_dim(op, "blocks", blocks)?,
+            u32_dim(op, "workgroups", workgroups as usize)?,
+            u32_dim(op, "gates", gdn.gate_len())?,
+        ];
+        let buffers = PrologueVarlenOperands {
+            x: raw.x,
+            window: raw.window,
+            layer: raw.layer,
+            a: raw.a,
+            b: raw.b,
+            q,
+            k,
+            v,
+            g,
+            beta,
+            sequences: &words,
+        };
+        let specs = PrologueVarlenOperands::<()>::SPECS;
+        let mut plan = Plan::new(op, key, &params, workgroups, shape, specs).bind(buffers.slots());
+        plan.offsets[PrologueVarlenRow::Window as usize] = raw.offsets.0;
+        plan.offsets[PrologueVarlenRow::X as usize] = raw.offsets.1;
+        Ok(self.runtime.prepare(plan)?.keeping(vec![words]))
     }
 }
 

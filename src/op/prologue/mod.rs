@@ -11,8 +11,8 @@ use crate::engine::key::{KernelKey, KeyAt, Op, OpInfo, OpKernel, Value};
 use crate::engine::operand::operand_table;
 use crate::op::record::LayerParamsBuffer;
 use crate::op::record::RecordInputs;
-use crate::shape::GdnShape;
 use crate::shape::LayerShape;
+use crate::shape::{GdnShape, VarlenLayerShape};
 
 pub(crate) mod cpu;
 mod gpu;
@@ -29,9 +29,17 @@ pub const OP: Op = Op(&OpInfo {
         "prologue",
         ROOT,
         PrologueOperands::<()>::ROWS,
-        (&Prologue, &FAMILY),
+        (&Prologue { packed: false }, &PADDED),
     )
 });
+/// The prologue over packed sequences of their own lengths, each from its own window
+/// (record_layer_varlen's split form).
+pub const VARLEN: Op = Op(&OpInfo::new(
+    "prologue_varlen",
+    ROOT,
+    PrologueVarlenOperands::<()>::ROWS,
+    (&Prologue { packed: true }, &PACKED),
+));
 const ROOT: (&str, &str) = ("prologue", include_str!("prologue.wgsl"));
 
 /// Invocations a workgroup: a head of Dk = 128 is one channel pair each.
@@ -43,16 +51,24 @@ pub(crate) const PROLOGUE_TOKENS: u32 = 8;
 /// summed: enough for `MAX_KEY_DIM`.
 const QK_PAIRS: u32 = (MAX_KEY_DIM as u32).div_ceil(2 * PROLOGUE_WG);
 
-/// The plain family, with the prologue's tokens a workgroup and pairs an invocation.
-const FAMILY: Plain = Plain {
+/// The plain family, with the prologue's tokens a workgroup, pairs an invocation and
+/// how its sequences lie.
+const PADDED: Plain = Plain {
     workgroup: None,
-    extra: |_| {
-        vec![
-            ("TOKENS", Value::U32(PROLOGUE_TOKENS)),
-            ("QK_PAIRS", Value::U32(QK_PAIRS)),
-        ]
-    },
+    extra: |_| defines(false),
 };
+const PACKED: Plain = Plain {
+    workgroup: None,
+    extra: |_| defines(true),
+};
+
+fn defines(packed: bool) -> Vec<(&'static str, Value)> {
+    vec![
+        ("TOKENS", Value::U32(PROLOGUE_TOKENS)),
+        ("QK_PAIRS", Value::U32(QK_PAIRS)),
+        ("PACKED", Value::Bool(packed)),
+    ]
+}
 
 operand_table! {
     /// The prologue's operands (docs/SPEC.md "prologue"), in binding order: record_layer's
@@ -69,6 +85,27 @@ operand_table! {
         [G] g: T, Output Gate Write Scalars = gate_len;
         /// `[B, T, Hv]`: `sigmoid(b)`.
         [Beta] beta: T, Output Gate Write Scalars = gate_len;
+    }
+}
+
+operand_table! {
+    /// The packed prologue's operands: the prologue's at the packed tokens (`[N, ...]`),
+    /// one window a sequence (`[S, C, K-1]`), and the sequence table.
+    pub struct PrologueVarlenOperands, rows PrologueVarlenRow, op "prologue_varlen", for VarlenLayerShape, params P {
+        use raw_inputs;
+        /// `[N, Hk, Dk]`.
+        [Q] q: T, Output Act Write Scalars = qk_len;
+        /// `[N, Hk, Dk]`.
+        [K] k: T, Output Act Write Scalars = qk_len;
+        /// `[N, Hv, Dv]`.
+        [V] v: T, Output Act Write Scalars = v_len;
+        /// `[N, Hv]`.
+        [G] g: T, Output Gate Write Scalars = gate_len;
+        /// `[N, Hv]`.
+        [Beta] beta: T, Output Gate Write Scalars = gate_len;
+        /// `[2 (S + 1)]` u32: the offsets, then each sequence's first block of
+        /// `PROLOGUE_TOKENS` tokens (the last entry: every sequence's blocks).
+        [Sequences] sequences: T, Control U32 Read Words = sequence_table_len;
     }
 }
 
@@ -112,7 +149,10 @@ impl<A: Element, G: Element> PrologueOutputs<A, G> {
     }
 }
 
-struct Prologue;
+/// The kernel of both ops (`packed`: the varlen one's).
+struct Prologue {
+    packed: bool,
+}
 
 impl OpKernel for Prologue {
     /// `partial` (each token's partial norms, one an invocation) and `token_scale`.
@@ -121,18 +161,28 @@ impl OpKernel for Prologue {
     }
 
     fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
-        KernelKey::prologue(at.dtypes)
+        let op = if self.packed { VARLEN } else { OP };
+        KernelKey::prologue_of(op, at.dtypes)
     }
 }
 
 impl KernelKey {
     /// The prologue's kernel for activations and gates of `dtypes` (any shape).
     pub fn prologue(dtypes: GdnDtypes) -> Self {
+        Self::prologue_of(OP, dtypes)
+    }
+
+    /// The packed prologue's kernel.
+    pub fn prologue_varlen(dtypes: GdnDtypes) -> Self {
+        Self::prologue_of(VARLEN, dtypes)
+    }
+
+    fn prologue_of(op: Op, dtypes: GdnDtypes) -> Self {
         let dtypes = GdnDtypes {
             state: dtypes.act,
             tape: dtypes.act,
             ..dtypes
         };
-        KernelKey::plain(OP, dtypes, (PROLOGUE_WG, 1, 1), 1, false)
+        KernelKey::plain(op, dtypes, (PROLOGUE_WG, 1, 1), 1, false)
     }
 }

@@ -6,13 +6,18 @@
 #import layer_params
 #provides kernel_main, params, PrologueParams
 #requires load1_x, load1_window, load1_a, load1_b, store2_q, store2_k, store2_v, store2_g, store2_beta
-#requires TOKENS, QK_PAIRS
+#requires TOKENS, QK_PAIRS, PACKED
+#if PACKED
+#requires load_sequences
+#endif
 // prologue (SPEC.md "prologue"): record_layer's prologue as a pass of its own. For each
 // token and channel c, the causal conv over seq = window[b, c, :] ++ x[b, :, c], SiLU;
 // q's and k's heads normalised (q's scaled); the gates from a and b. q, k, v rounded to
 // the activation dtype and g, beta to the gates' by their stores, once.
 //
-// Workgroup wg serves one slot of TOKENS consecutive tokens of one sequence: slots
+// Workgroup wg serves one slot of a block, TOKENS consecutive tokens of one sequence
+// (PACKED: sequences of their own lengths, each from its own window; the sequence table
+// gives the offsets and each sequence's first block): slots
 // 0 .. Hk are q's heads, Hk .. 2 Hk k's (a head's channels are the slot's Dk from
 // slot * Dk), then one a value head (its Dv channels, and the tokens' g and beta). Each
 // invocation owns channel pairs (2 p, 2 p + 1), p = li, li + WG_SIZE, ...: a 16-bit
@@ -23,11 +28,51 @@
 // (QK_PAIRS pairs an invocation cover MAX_KEY_DIM).
 
 struct PrologueParams {
-    dims: GdnDims,    // first_token 0; conv_taps K
+    dims: GdnDims,    // PACKED: batch S, steps 0; first_token 0; conv_taps K
     slots: u32,       // 2 Hk + Hv
-    blocks: u32,      // ceil(T / TOKENS): token blocks a sequence
-    workgroups: u32,  // slots * B * blocks
-    _pad: u32,
+    blocks: u32,      // ceil(T / TOKENS): a sequence's blocks; PACKED: every sequence's
+    workgroups: u32,  // slots * blocks (* B padded)
+    gate_len: u32,    // g's elements: every token's Hv
+}
+
+// A block: its sequence (the window's index), the global token of the sequence's step 0,
+// the sequence's length and the block's first step.
+struct Block {
+    seq: u32,
+    first: u32,
+    len: u32,
+    t0: u32,
+}
+
+// Block `index` (padded: B blocks a sequence in order; PACKED: found in the table's
+// first blocks, the last sequence whose first block is at most `index`).
+fn block_at(d: GdnDims, index: u32) -> Block {
+    var blk: Block;
+#if PACKED
+    let s_n = d.batch;
+    var lo = 0u;
+    var hi = s_n;
+    for (var i = 0u; i < 32u; i++) {
+        if hi - lo > 1u {
+            let mid = (lo + hi) / 2u;
+            if load_sequences(s_n + 1u + mid) <= index {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+    }
+    blk.seq = lo;
+    blk.first = load_sequences(lo);
+    blk.len = load_sequences(lo + 1u) - blk.first;
+    blk.t0 = (index - load_sequences(s_n + 1u + lo)) * TOKENS;
+#else
+    blk.seq = index / params.blocks;
+    blk.first = blk.seq * d.steps;
+    blk.len = d.steps;
+    blk.t0 = (index % params.blocks) * TOKENS;
+#endif
+    return blk;
 }
 
 @group(0) @binding(0) var<uniform> params: PrologueParams;
@@ -49,21 +94,21 @@ struct PairConv {
     inputs: array<vec2<f32>, TAPS>,
 }
 
-// Input `pos` of channel ch's sequence: x's step pos where pos >= 0, else the window's
-// value pos from its end (-1 the newest); 0 before the window.
-fn seq_at(d: GdnDims, b: u32, pos: i32, ch: u32) -> f32 {
+// Input `pos` of channel ch's sequence in `blk`: x's step pos where pos >= 0, else the
+// window's value pos from its end (-1 the newest); 0 before the window.
+fn seq_at(d: GdnDims, blk: Block, pos: i32, ch: u32) -> f32 {
     if pos >= 0 {
-        return load1_x(token(d, b, u32(pos)) * conv_channels(d) + ch);
+        return load1_x((blk.first + u32(pos)) * conv_channels(d) + ch);
     }
     let s = i32(d.conv_taps) - 1 + pos;
     if s < 0 {
         return 0.0;
     }
-    return load1_window(window_index(d, b, ch, u32(s)));
+    return load1_window(window_index(d, blk.seq, ch, u32(s)));
 }
 
-// The conv of channels ch, ch + 1 (`two`: the second exists) from step t0 of sequence b.
-fn pair_conv(d: GdnDims, b: u32, t0: u32, ch: u32, two: bool) -> PairConv {
+// The conv of channels ch, ch + 1 (`two`: the second exists) from the block's first step.
+fn pair_conv(d: GdnDims, blk: Block, ch: u32, two: bool) -> PairConv {
     var pc: PairConv;
     let c_n = conv_channels(d);
     let first = TAPS - d.conv_taps;
@@ -81,10 +126,10 @@ fn pair_conv(d: GdnDims, b: u32, t0: u32, ch: u32, two: bool) -> PairConv {
         }
         if j + 1u < TAPS {
             // The input j of the first token's taps: step t0 - (TAPS - 1) + j.
-            let pos = i32(t0) + i32(j) - i32(TAPS - 1u);
-            pc.inputs[j] = vec2<f32>(seq_at(d, b, pos, ch), 0.0);
+            let pos = i32(blk.t0) + i32(j) - i32(TAPS - 1u);
+            pc.inputs[j] = vec2<f32>(seq_at(d, blk, pos, ch), 0.0);
             if two {
-                pc.inputs[j].y = seq_at(d, b, pos, ch + 1u);
+                pc.inputs[j].y = seq_at(d, blk, pos, ch + 1u);
             }
         }
     }
@@ -104,11 +149,11 @@ fn conv_step(pc: ptr<function, PairConv>, x: vec2<f32>) -> vec2<f32> {
     return u / (1.0 + exp(-u));
 }
 
-// The pair's input at step t (0 past the sequence's end).
-fn x_pair(d: GdnDims, b: u32, t: u32, ch: u32, two: bool) -> vec2<f32> {
+// The pair's input at step t of the block's sequence (0 past its end).
+fn x_pair(d: GdnDims, blk: Block, t: u32, ch: u32, two: bool) -> vec2<f32> {
     var x = vec2<f32>(0.0);
-    if t < d.steps {
-        let row = token(d, b, t) * conv_channels(d) + ch;
+    if t < blk.len {
+        let row = (blk.first + t) * conv_channels(d) + ch;
         x.x = load1_x(row);
         if two {
             x.y = load1_x(row + 1u);
@@ -131,9 +176,8 @@ fn store_gates(d: GdnDims, gi: u32) {
     let first = gates_at(d, gi);
 #if GATE_BF16
     if (gi & 1u) == 0u {
-        let len = d.batch * d.steps * d.value_heads;
         var second = vec2<f32>(0.0);
-        if gi + 1u < len {
+        if gi + 1u < params.gate_len {
             second = gates_at(d, gi + 1u);
         }
         store2_g(gi, first.x, second.x);
@@ -169,10 +213,12 @@ fn store_pair(which: u32, i: u32, pair: vec2<f32>, two: bool) {
 
 // q's or k's head `slot` over the block's tokens: conv and SiLU into registers, each
 // token's norm through workgroup memory, then the scaled values stored.
-fn qk_head(d: GdnDims, b: u32, t0: u32, slot: u32, li: u32) {
+fn qk_head(d: GdnDims, blk: Block, slot: u32, li: u32) {
     let first = slot * d.key_dim;
     let pairs = (d.key_dim + 1u) / 2u;
-    let row_of = qk_row(d, b, t0, slot % d.key_heads);
+    // The index formulas of shape.wgsl at the block's global token (sequence 0 of a
+    // padded batch whose step is the token).
+    let row_of = qk_row(d, 0u, blk.first + blk.t0, slot % d.key_heads);
     let row_stride = d.key_heads * d.key_dim;  // from one token's q (k) to the next's
     var values: array<array<vec2<f32>, TOKENS>, QK_PAIRS>;
     var own: array<f32, TOKENS>;
@@ -181,10 +227,10 @@ fn qk_head(d: GdnDims, b: u32, t0: u32, slot: u32, li: u32) {
         let p = li + o * WG_SIZE;
         if p < pairs {
             let two = 2u * p + 1u < d.key_dim;
-            var pc = pair_conv(d, b, t0, first + 2u * p, two);
+            var pc = pair_conv(d, blk, first + 2u * p, two);
             #unroll
             for (var c = 0u; c < TOKENS; c++) {
-                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
+                let s = conv_step(&pc, x_pair(d, blk, blk.t0 + c, first + 2u * p, two));
                 values[o][c] = s;
                 own[c] += dot(s, s);
             }
@@ -222,7 +268,7 @@ fn qk_head(d: GdnDims, b: u32, t0: u32, slot: u32, li: u32) {
         if p < pairs {
             #unroll
             for (var c = 0u; c < TOKENS; c++) {
-                if t0 + c < d.steps {
+                if blk.t0 + c < blk.len {
                     let two = 2u * p + 1u < d.key_dim;
                     let i = row_of + c * row_stride + 2u * p;
                     store_pair(which, i, values[o][c] * token_scale[c], two);
@@ -233,28 +279,28 @@ fn qk_head(d: GdnDims, b: u32, t0: u32, slot: u32, li: u32) {
 }
 
 // v's head hv over the block's tokens, and their gates.
-fn v_head(d: GdnDims, b: u32, t0: u32, hv: u32, li: u32) {
+fn v_head(d: GdnDims, blk: Block, hv: u32, li: u32) {
     let first = 2u * d.key_heads * d.key_dim + hv * d.value_dim;
     let pairs = (d.value_dim + 1u) / 2u;
-    let row_of = v_index(d, b, t0, hv, 0u);
+    let row_of = v_index(d, 0u, blk.first + blk.t0, hv, 0u);
     let row_stride = d.value_heads * d.value_dim;
     let trips = (pairs + WG_SIZE - 1u) / WG_SIZE;
     for (var j = 0u; j < trips; j++) {
         let p = li + j * WG_SIZE;
         if p < pairs {
             let two = 2u * p + 1u < d.value_dim;
-            var pc = pair_conv(d, b, t0, first + 2u * p, two);
+            var pc = pair_conv(d, blk, first + 2u * p, two);
             #unroll
             for (var c = 0u; c < TOKENS; c++) {
-                let s = conv_step(&pc, x_pair(d, b, t0 + c, first + 2u * p, two));
-                if t0 + c < d.steps {
+                let s = conv_step(&pc, x_pair(d, blk, blk.t0 + c, first + 2u * p, two));
+                if blk.t0 + c < blk.len {
                     store_pair(2u, row_of + c * row_stride + 2u * p, s, two);
                 }
             }
         }
     }
-    if li < TOKENS && t0 + li < d.steps {
-        store_gates(d, gate_index(d, b, t0 + li, hv));
+    if li < TOKENS && blk.t0 + li < blk.len {
+        store_gates(d, gate_index(d, 0u, blk.first + blk.t0 + li, hv));
     }
 }
 
@@ -264,12 +310,10 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
     }
     let d = params.dims;
     let slot = wg % params.slots;
-    let block = wg / params.slots;
-    let b = block / params.blocks;
-    let t0 = (block % params.blocks) * TOKENS;
+    let blk = block_at(d, wg / params.slots);
     if slot < 2u * d.key_heads {
-        qk_head(d, b, t0, slot, li);
+        qk_head(d, blk, slot, li);
     } else {
-        v_head(d, b, t0, slot - 2u * d.key_heads, li);
+        v_head(d, blk, slot - 2u * d.key_heads, li);
     }
 }

@@ -1,7 +1,7 @@
 //! record's resident dispatch over the caller's buffers, one for its four forms
 //! ([`GpuBackend::prepare_form`]), and the forms' public names.
 
-use super::{Form, RecordBuffers, RecordLayerBuffers, RecordLayerRow};
+use super::{Form, RecordBuffers, RecordLayerBuffers, RecordLayerRow, RecordLayerVarlenRow};
 use crate::dtype::{DType, GdnDtypes};
 use crate::engine::cache::small_buffer;
 use crate::engine::encode::Prepared;
@@ -111,16 +111,16 @@ impl GpuBackend {
         self.prepare_form(shape, layout, dtypes, slots, offsets)
     }
 
-    /// Whether record_layer (and fold_record_layer) at `shape` runs as the prologue
-    /// pass then record (fold_record): see `ShapeClass::split`.
-    pub(crate) fn layer_runs_split(&self, shape: &LayerShape, dtypes: GdnDtypes) -> Result<bool> {
-        let gdn = shape.gdn();
+    /// Whether record_layer (and its packed form, and fold_record_layer) at `shape`
+    /// runs as the prologue pass then record (fold_record): see `ShapeClass::split`.
+    pub(crate) fn layer_runs_split<F: Form>(&self, shape: &F, dtypes: GdnDtypes) -> Result<bool> {
+        let grid = shape.grid()?;
         let class = self
             .tuning()
             .class(Op::Record, &shape.class_shape()?, dtypes);
-        let odd = gdn.key_dim() % 2 == 1 || gdn.value_dim() % 2 == 1;
+        let odd = grid.key_dim() % 2 == 1 || grid.value_dim() % 2 == 1;
         let by_default =
-            gdn.batch() > 1 || gdn.steps() as u64 >= Threshold::LayerSplitFromSteps.value();
+            grid.batch() > 1 || grid.steps() as u64 >= Threshold::LayerSplitFromSteps.value();
         Ok(!(odd && dtypes.act == DType::BF16) && class.split.unwrap_or(by_default))
     }
 
@@ -163,6 +163,27 @@ impl GpuBackend {
         Ok(first.then(second, s))
     }
 
+    /// The split form's scratch for q, k, v, g and beta at `shape` (the packed form's:
+    /// at its packed tokens), from the backend's shared scratch.
+    fn prologue_scratch(&self, shape: &LayerShape, dtypes: GdnDtypes) -> Result<Vec<wgpu::Buffer>> {
+        let gdn = shape.gdn();
+        let (act, gate) = (
+            dtypes.act.size_bytes() as u64,
+            dtypes.gate.size_bytes() as u64,
+        );
+        let hint = " (record_layer's split form holds q, k, v, g and beta; split the batch)";
+        self.runtime.shared_scratch(
+            (super::LAYER.name(), hint),
+            &[
+                ("q", gdn.qk_len(), act),
+                ("k", gdn.qk_len(), act),
+                ("v", gdn.v_len(), act),
+                ("g", gdn.gate_len(), gate),
+                ("beta", gdn.gate_len(), gate),
+            ],
+        )
+    }
+
     /// The split form's first pass (record_layer's and fold_record_layer's): the
     /// prologue of `raw` into the backend's shared scratch, which it returns as q, k,
     /// v, g and beta.
@@ -172,22 +193,7 @@ impl GpuBackend {
         dtypes: GdnDtypes,
         raw: RawBuffers<'_>,
     ) -> Result<(Prepared, Vec<wgpu::Buffer>)> {
-        let gdn = shape.gdn();
-        let (act, gate) = (
-            dtypes.act.size_bytes() as u64,
-            dtypes.gate.size_bytes() as u64,
-        );
-        let hint = " (record_layer's split form holds q, k, v, g and beta; split the batch)";
-        let scratch = self.runtime.shared_scratch(
-            (super::LAYER.name(), hint),
-            &[
-                ("q", gdn.qk_len(), act),
-                ("k", gdn.qk_len(), act),
-                ("v", gdn.v_len(), act),
-                ("g", gdn.gate_len(), gate),
-                ("beta", gdn.gate_len(), gate),
-            ],
-        )?;
+        let scratch = self.prologue_scratch(shape, dtypes)?;
         let prologue = PrologueOperands {
             x: raw.x,
             window: raw.window,
@@ -216,7 +222,50 @@ impl GpuBackend {
         buffers: &RecordLayerBuffers<'_>,
     ) -> Result<Prepared> {
         let slots = raw_slots(super::LAYER_VARLEN.name(), shape.packed(), buffers)?;
-        self.prepare_packed(shape, layout, dtypes, slots)
+        self.prepare_raw_packed(shape, layout, dtypes, slots)
+    }
+
+    /// record_layer_varlen's dispatch over buffers in table order (but the offsets),
+    /// `layer` packed for `shape`: the fused kernel, or where the class says so the
+    /// packed prologue into the shared scratch, then record_varlen on its outputs.
+    pub(crate) fn prepare_raw_packed(
+        &self,
+        shape: &VarlenLayerShape,
+        layout: GqaLayout,
+        dtypes: GdnDtypes,
+        slots: Vec<Option<&wgpu::Buffer>>,
+    ) -> Result<Prepared> {
+        if !self.layer_runs_split(shape, dtypes)? {
+            return self.prepare_packed(shape, layout, dtypes, slots);
+        }
+        let slot = |row: RecordLayerVarlenRow| slots[row as usize].expect("a required row");
+        let raw = RawBuffers {
+            x: slot(RecordLayerVarlenRow::X),
+            window: slot(RecordLayerVarlenRow::Window),
+            layer: slot(RecordLayerVarlenRow::Layer),
+            a: slot(RecordLayerVarlenRow::A),
+            b: slot(RecordLayerVarlenRow::B),
+            offsets: (0, 0),
+        };
+        let s = self.prologue_scratch(shape.packed(), dtypes)?;
+        let outputs = [&s[0], &s[1], &s[2], &s[3], &s[4]];
+        let first = self.prepare_prologue_varlen(shape, dtypes, raw, outputs)?;
+        let record = RecordBuffers {
+            q: &s[0],
+            k: &s[1],
+            v: &s[2],
+            g: &s[3],
+            beta: &s[4],
+            state_in: slot(RecordLayerVarlenRow::StateIn),
+            y: slot(RecordLayerVarlenRow::Y),
+            state_out: slots[RecordLayerVarlenRow::StateOut as usize],
+            delta: slot(RecordLayerVarlenRow::Delta),
+            mask: slots[RecordLayerVarlenRow::Mask as usize],
+            tape_k_grouped: slots[RecordLayerVarlenRow::TapeKGrouped as usize],
+            tape_g: slots[RecordLayerVarlenRow::TapeG as usize],
+        };
+        let second = self.prepare_record_varlen(shape.varlen(), layout, dtypes, &record)?;
+        Ok(first.then(second, s))
     }
 
     /// A packed form's dispatch: `slots` the form's table but the offsets, which the

@@ -218,6 +218,21 @@ impl HostForm for VarlenLayerShape {
         let args = out.args(prepared.inputs(source.inputs.mask));
         record_varlen((threads, self.varlen(), layout), args)
     }
+    /// record_layer_varlen's dispatch: fused, or the packed prologue then record_varlen
+    /// (the offsets' slot, the host path's, is the dispatch's own there).
+    fn prepare(
+        &self,
+        gpu: &GpuBackend,
+        (layout, dtypes, chunk): (GqaLayout, GdnDtypes, Option<ChunkSize>),
+        mut slots: Vec<Option<&wgpu::Buffer>>,
+    ) -> Result<Prepared> {
+        debug_assert!(chunk.is_none(), "only record takes the chunked form");
+        if gpu.layer_runs_split(self, dtypes)? {
+            slots.truncate(super::RecordLayerVarlenRow::Offsets as usize);
+            return gpu.prepare_raw_packed(self, layout, dtypes, slots);
+        }
+        gpu.prepare_form(self, layout, dtypes, slots, Vec::new())
+    }
 }
 
 /// Check record's activations (every operand the caller gives but the state) against
