@@ -770,17 +770,9 @@ fn rollback_raw_drafts_roll_back_state_and_window() {
 #[test]
 fn gpu_raw_drafts_fold_deferred_commits() {
     let Some(g) = gpu() else { return };
-    let with_split = |on: bool| {
-        let class = deltatape::internals::ShapeClass {
-            split: Some(on),
-            ..g.tuning().record_class()
-        };
-        g.with_tuning(g.tuning().clone().with_record_class(class))
-            .unwrap()
-    };
     let compiled = |name: &str| g.compiled_kernels().iter().any(|k| k.op.name() == name);
     for split in [true, false] {
-        let backend = Backend::Gpu(with_split(split));
+        let backend = Backend::Gpu(with_split(&g, split));
         deferred_raw_case::<f32>(
             &backend,
             layer_shape(2, 4, [2, 4, 8, 6], 4),
@@ -999,12 +991,7 @@ fn layer_varlen_is_record_layer_on_each_sequence() {
     let g = gpu();
     if let Some(g) = &g {
         for split in [true, false] {
-            let class = deltatape::internals::ShapeClass {
-                split: Some(split),
-                ..g.tuning().record_class()
-            };
-            let tuned = g.tuning().clone().with_record_class(class);
-            backends.push(Backend::Gpu(g.with_tuning(tuned).unwrap()));
+            backends.push(Backend::Gpu(with_split(g, split)));
         }
     }
     let mixes: [&[usize]; 3] = [&[5, 0, 1, 9, 3], &[0], &[17, 1, 2]];
@@ -1534,4 +1521,14 @@ fn gpu_split_dispatches_share_their_scratch() {
             1e-6,
         );
     }
+}
+
+/// `g` with record_layer's form forced (`ShapeClass::split`).
+fn with_split(g: &GpuBackend, on: bool) -> GpuBackend {
+    let class = deltatape::internals::ShapeClass {
+        split: Some(on),
+        ..g.tuning().record_class()
+    };
+    g.with_tuning(g.tuning().clone().with_record_class(class))
+        .unwrap()
 }

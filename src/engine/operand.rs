@@ -381,6 +381,16 @@ macro_rules! row_group {
         #[doc = "`[B, T, Hv]`: beta's input, `beta = sigmoid(b)`."] [B] b: T, Activation Gate Read Scalars = gate_len;
         $($rest)*
     ); };
+    // What the prologue writes: record's prepared inputs (at the packed tokens in the
+    // packed form).
+    (prologue_outputs [] $head:tt $rows:tt $($rest:tt)*) => { $crate::engine::operand::operand_table!(@rows $head $rows
+        #[doc = "`[B, T, Hk, Dk]`: q after the conv, SiLU, its norm and scale."] [Q] q: T, Output Act Write Scalars = qk_len;
+        #[doc = "`[B, T, Hk, Dk]`: k after the conv, SiLU and its norm."] [K] k: T, Output Act Write Scalars = qk_len;
+        #[doc = "`[B, T, Hv, Dv]`: v after the conv and SiLU."] [V] v: T, Output Act Write Scalars = v_len;
+        #[doc = "`[B, T, Hv]`: `exp(-exp(A_log) softplus(a + dt_bias))`."] [G] g: T, Output Gate Write Scalars = gate_len;
+        #[doc = "`[B, T, Hv]`: `sigmoid(b)`."] [Beta] beta: T, Output Gate Write Scalars = gate_len;
+        $($rest)*
+    ); };
     // Packed sequences' offsets (record's packed forms).
     (sequence_offsets [] $head:tt $rows:tt $($rest:tt)*) => { $crate::engine::operand::operand_table!(@rows $head $rows
         #[doc = "`[S + 1]`: sequence s is the tokens `offsets[s] .. offsets[s + 1]`."] [Offsets] offsets: T, Control U32 Read Words = offsets_len;

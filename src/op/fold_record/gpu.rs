@@ -58,7 +58,8 @@ impl GpuBackend {
                 b: buffers.b,
                 offsets: (window_offset, x_offset),
             };
-            let (first, s) = self.prepare_layer_prologue(shape, dtypes, raw)?;
+            let s = self.prologue_scratch(shape, dtypes)?;
+            let first = self.prepare_layer_prologue(shape, dtypes, raw, &s)?;
             let fold = FoldRecordBuffers {
                 q: &s[0],
                 k: &s[1],

@@ -61,20 +61,7 @@ impl GpuBackend {
         let slots = 2 * gdn.key_heads() + gdn.value_heads();
         let blocks = gdn.steps().div_ceil(PROLOGUE_TOKENS as usize);
         let workgroups = (gdn.batch() * blocks) as u64 * slots as u64;
-        let params = [
-            u32_dim(op, "batch", gdn.batch())?,
-            u32_dim(op, "steps", gdn.steps())?,
-            u32_dim(op, "key_heads", gdn.key_heads())?,
-            u32_dim(op, "value_heads", gdn.value_heads())?,
-            u32_dim(op, "key_dim", gdn.key_dim())?,
-            u32_dim(op, "value_dim", gdn.value_dim())?,
-            0,
-            u32_dim(op, "kernel", shape.kernel())?,
-            u32_dim(op, "slots", slots)?,
-            u32_dim(op, "blocks", blocks)?,
-            u32_dim(op, "workgroups", workgroups as usize)?,
-            u32_dim(op, "gates", gdn.gate_len())?,
-        ];
+        let params = params(op, shape, (gdn.batch(), gdn.steps()), blocks, workgroups)?;
         let specs = PrologueOperands::<()>::SPECS;
         let mut plan = Plan::new(op, key, &params, workgroups, shape, specs).bind(buffers.slots());
         plan.offsets[PrologueRow::Window as usize] = window_offset;
@@ -115,20 +102,7 @@ impl GpuBackend {
         let key = KernelKey::prologue_varlen(dtypes);
         let slots = 2 * gdn.key_heads() + gdn.value_heads();
         let workgroups = blocks as u64 * slots as u64;
-        let params = [
-            u32_dim(op, "sequences", varlen.sequences())?,
-            0,
-            u32_dim(op, "key_heads", gdn.key_heads())?,
-            u32_dim(op, "value_heads", gdn.value_heads())?,
-            u32_dim(op, "key_dim", gdn.key_dim())?,
-            u32_dim(op, "value_dim", gdn.value_dim())?,
-            0,
-            u32_dim(op, "kernel", layer.kernel())?,
-            u32_dim(op, "slots", slots)?,
-            u32_dim(op, "blocks", blocks)?,
-            u32_dim(op, "workgroups", workgroups as usize)?,
-            u32_dim(op, "gates", gdn.gate_len())?,
-        ];
+        let params = params(op, layer, (varlen.sequences(), 0), blocks, workgroups)?;
         let buffers = PrologueVarlenOperands {
             x: raw.x,
             window: raw.window,
@@ -148,6 +122,33 @@ impl GpuBackend {
         plan.offsets[PrologueVarlenRow::X as usize] = raw.offsets.1;
         Ok(self.runtime.prepare(plan)?.keeping(vec![words]))
     }
+}
+
+/// The kernel's `PrologueParams`: the dims (`batch` and `steps` the padded grid's, or S
+/// and 0 packed), the slots, the blocks (a sequence's, or every sequence's packed), the
+/// workgroups and the gates' length.
+fn params(
+    op: &'static str,
+    shape: &LayerShape,
+    (batch, steps): (usize, usize),
+    blocks: usize,
+    workgroups: u64,
+) -> Result<[u32; 12]> {
+    let gdn = shape.gdn();
+    Ok([
+        u32_dim(op, "batch", batch)?,
+        u32_dim(op, "steps", steps)?,
+        u32_dim(op, "key_heads", gdn.key_heads())?,
+        u32_dim(op, "value_heads", gdn.value_heads())?,
+        u32_dim(op, "key_dim", gdn.key_dim())?,
+        u32_dim(op, "value_dim", gdn.value_dim())?,
+        0,
+        u32_dim(op, "kernel", shape.kernel())?,
+        u32_dim(op, "slots", 2 * gdn.key_heads() + gdn.value_heads())?,
+        u32_dim(op, "blocks", blocks)?,
+        u32_dim(op, "workgroups", workgroups as usize)?,
+        u32_dim(op, "gates", gdn.gate_len())?,
+    ])
 }
 
 /// A bf16 word holds two values: an odd Dk or Dv would put two workgroups' values in one.

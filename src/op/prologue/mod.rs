@@ -75,16 +75,7 @@ operand_table! {
     /// raw inputs, and record's prepared inputs as outputs.
     pub struct PrologueOperands, rows PrologueRow, op "prologue", for LayerShape, params P {
         use raw_inputs;
-        /// `[B, T, Hk, Dk]`: q after the conv, SiLU, its norm and scale.
-        [Q] q: T, Output Act Write Scalars = qk_len;
-        /// `[B, T, Hk, Dk]`: k after the conv, SiLU and its norm.
-        [K] k: T, Output Act Write Scalars = qk_len;
-        /// `[B, T, Hv, Dv]`: v after the conv and SiLU.
-        [V] v: T, Output Act Write Scalars = v_len;
-        /// `[B, T, Hv]`: `exp(-exp(A_log) softplus(a + dt_bias))`.
-        [G] g: T, Output Gate Write Scalars = gate_len;
-        /// `[B, T, Hv]`: `sigmoid(b)`.
-        [Beta] beta: T, Output Gate Write Scalars = gate_len;
+        use prologue_outputs;
     }
 }
 
@@ -93,16 +84,7 @@ operand_table! {
     /// one window a sequence (`[S, C, K-1]`), and the sequence table.
     pub struct PrologueVarlenOperands, rows PrologueVarlenRow, op "prologue_varlen", for VarlenLayerShape, params P {
         use raw_inputs;
-        /// `[N, Hk, Dk]`.
-        [Q] q: T, Output Act Write Scalars = qk_len;
-        /// `[N, Hk, Dk]`.
-        [K] k: T, Output Act Write Scalars = qk_len;
-        /// `[N, Hv, Dv]`.
-        [V] v: T, Output Act Write Scalars = v_len;
-        /// `[N, Hv]`.
-        [G] g: T, Output Gate Write Scalars = gate_len;
-        /// `[N, Hv]`.
-        [Beta] beta: T, Output Gate Write Scalars = gate_len;
+        use prologue_outputs;
         /// `[2 (S + 1)]` u32: the offsets, then each sequence's first block of
         /// `PROLOGUE_TOKENS` tokens (the last entry: every sequence's blocks).
         [Sequences] sequences: T, Control U32 Read Words = sequence_table_len;

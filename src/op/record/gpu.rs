@@ -1,7 +1,7 @@
 //! record's resident dispatch over the caller's buffers, one for its four forms
 //! ([`GpuBackend::prepare_form`]), and the forms' public names.
 
-use super::{Form, RecordBuffers, RecordLayerBuffers, RecordLayerRow, RecordLayerVarlenRow};
+use super::{Form, RecordBuffers, RecordLayerBuffers, RecordLayerRow};
 use crate::dtype::{DType, GdnDtypes};
 use crate::engine::cache::small_buffer;
 use crate::engine::encode::Prepared;
@@ -134,38 +134,22 @@ impl GpuBackend {
         slots: &[Option<&wgpu::Buffer>],
         offsets: &[u64],
     ) -> Result<Prepared> {
-        let slot = |row: RecordLayerRow| slots[row as usize].expect("a required row");
         let at = |row: RecordLayerRow| offsets[row as usize];
-        let raw = RawBuffers {
-            x: slot(RecordLayerRow::X),
-            window: slot(RecordLayerRow::Window),
-            layer: slot(RecordLayerRow::Layer),
-            a: slot(RecordLayerRow::A),
-            b: slot(RecordLayerRow::B),
-            offsets: (at(RecordLayerRow::Window), at(RecordLayerRow::X)),
-        };
-        let (first, s) = self.prepare_layer_prologue(shape, dtypes, raw)?;
-        let record = RecordBuffers {
-            q: &s[0],
-            k: &s[1],
-            v: &s[2],
-            g: &s[3],
-            beta: &s[4],
-            state_in: slot(RecordLayerRow::StateIn),
-            y: slot(RecordLayerRow::Y),
-            state_out: slots[RecordLayerRow::StateOut as usize],
-            delta: slot(RecordLayerRow::Delta),
-            mask: slots[RecordLayerRow::Mask as usize],
-            tape_k_grouped: slots[RecordLayerRow::TapeKGrouped as usize],
-            tape_g: slots[RecordLayerRow::TapeG as usize],
-        };
+        let s = self.prologue_scratch(shape, dtypes)?;
+        let raw_offsets = (at(RecordLayerRow::Window), at(RecordLayerRow::X));
+        let (raw, record) = split_slots(slots, raw_offsets, &s);
+        let first = self.prepare_layer_prologue(shape, dtypes, raw, &s)?;
         let second = self.prepare_record(shape.gdn(), layout, dtypes, &record)?;
         Ok(first.then(second, s))
     }
 
     /// The split form's scratch for q, k, v, g and beta at `shape` (the packed form's:
     /// at its packed tokens), from the backend's shared scratch.
-    fn prologue_scratch(&self, shape: &LayerShape, dtypes: GdnDtypes) -> Result<Vec<wgpu::Buffer>> {
+    pub(crate) fn prologue_scratch(
+        &self,
+        shape: &LayerShape,
+        dtypes: GdnDtypes,
+    ) -> Result<Vec<wgpu::Buffer>> {
         let gdn = shape.gdn();
         let (act, gate) = (
             dtypes.act.size_bytes() as u64,
@@ -185,15 +169,14 @@ impl GpuBackend {
     }
 
     /// The split form's first pass (record_layer's and fold_record_layer's): the
-    /// prologue of `raw` into the backend's shared scratch, which it returns as q, k,
-    /// v, g and beta.
+    /// prologue of `raw` into `scratch` (q, k, v, g, beta: `prologue_scratch`'s).
     pub(crate) fn prepare_layer_prologue(
         &self,
         shape: &LayerShape,
         dtypes: GdnDtypes,
         raw: RawBuffers<'_>,
-    ) -> Result<(Prepared, Vec<wgpu::Buffer>)> {
-        let scratch = self.prologue_scratch(shape, dtypes)?;
+        scratch: &[wgpu::Buffer],
+    ) -> Result<Prepared> {
         let prologue = PrologueOperands {
             x: raw.x,
             window: raw.window,
@@ -206,8 +189,7 @@ impl GpuBackend {
             g: &scratch[3],
             beta: &scratch[4],
         };
-        let first = self.prepare_prologue_at(shape, dtypes, &prologue, raw.offsets)?;
-        Ok((first, scratch))
+        self.prepare_prologue_at(shape, dtypes, &prologue, raw.offsets)
     }
 
     /// Validate record_layer_varlen's buffers and build its dispatch: record_layer's
@@ -238,32 +220,10 @@ impl GpuBackend {
         if !self.layer_runs_split(shape, dtypes)? {
             return self.prepare_packed(shape, layout, dtypes, slots);
         }
-        let slot = |row: RecordLayerVarlenRow| slots[row as usize].expect("a required row");
-        let raw = RawBuffers {
-            x: slot(RecordLayerVarlenRow::X),
-            window: slot(RecordLayerVarlenRow::Window),
-            layer: slot(RecordLayerVarlenRow::Layer),
-            a: slot(RecordLayerVarlenRow::A),
-            b: slot(RecordLayerVarlenRow::B),
-            offsets: (0, 0),
-        };
         let s = self.prologue_scratch(shape.packed(), dtypes)?;
+        let (raw, record) = split_slots(&slots, (0, 0), &s);
         let outputs = [&s[0], &s[1], &s[2], &s[3], &s[4]];
         let first = self.prepare_prologue_varlen(shape, dtypes, raw, outputs)?;
-        let record = RecordBuffers {
-            q: &s[0],
-            k: &s[1],
-            v: &s[2],
-            g: &s[3],
-            beta: &s[4],
-            state_in: slot(RecordLayerVarlenRow::StateIn),
-            y: slot(RecordLayerVarlenRow::Y),
-            state_out: slots[RecordLayerVarlenRow::StateOut as usize],
-            delta: slot(RecordLayerVarlenRow::Delta),
-            mask: slots[RecordLayerVarlenRow::Mask as usize],
-            tape_k_grouped: slots[RecordLayerVarlenRow::TapeKGrouped as usize],
-            tape_g: slots[RecordLayerVarlenRow::TapeG as usize],
-        };
         let second = self.prepare_record_varlen(shape.varlen(), layout, dtypes, &record)?;
         Ok(first.then(second, s))
     }
@@ -351,3 +311,57 @@ pub(crate) struct RawBuffers<'b> {
     pub b: &'b wgpu::Buffer,
     pub offsets: (u64, u64),
 }
+
+/// A raw form's slots (in table order; the padded and packed tables agree up to the
+/// packed one's offsets, checked below) as the split form reads them: the prologue's
+/// inputs, with the window's and x's byte offsets, and record's buffers on the
+/// prologue's outputs `scratch` (q, k, v, g, beta).
+fn split_slots<'b>(
+    slots: &[Option<&'b wgpu::Buffer>],
+    offsets: (u64, u64),
+    scratch: &'b [wgpu::Buffer],
+) -> (RawBuffers<'b>, RecordBuffers<'b>) {
+    let opt = |row: RecordLayerRow| slots[row as usize];
+    let slot = |row: RecordLayerRow| opt(row).expect("a required row");
+    let raw = RawBuffers {
+        x: slot(RecordLayerRow::X),
+        window: slot(RecordLayerRow::Window),
+        layer: slot(RecordLayerRow::Layer),
+        a: slot(RecordLayerRow::A),
+        b: slot(RecordLayerRow::B),
+        offsets,
+    };
+    let record = RecordBuffers {
+        q: &scratch[0],
+        k: &scratch[1],
+        v: &scratch[2],
+        g: &scratch[3],
+        beta: &scratch[4],
+        state_in: slot(RecordLayerRow::StateIn),
+        y: slot(RecordLayerRow::Y),
+        state_out: opt(RecordLayerRow::StateOut),
+        delta: slot(RecordLayerRow::Delta),
+        mask: opt(RecordLayerRow::Mask),
+        tape_k_grouped: opt(RecordLayerRow::TapeKGrouped),
+        tape_g: opt(RecordLayerRow::TapeG),
+    };
+    (raw, record)
+}
+
+// The packed raw table is the padded one's rows, then the offsets.
+const _: () = {
+    let packed = super::RecordLayerVarlenOperands::<()>::ROWS;
+    let padded = super::RecordLayerOperands::<()>::ROWS;
+    assert!(packed.len() == padded.len() + 1);
+    let mut i = 0;
+    while i < padded.len() {
+        let (a, b) = (padded[i].name.as_bytes(), packed[i].name.as_bytes());
+        assert!(a.len() == b.len() && padded[i].optional == packed[i].optional);
+        let mut j = 0;
+        while j < a.len() {
+            assert!(a[j] == b[j]);
+            j += 1;
+        }
+        i += 1;
+    }
+};
