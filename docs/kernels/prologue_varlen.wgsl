@@ -440,20 +440,25 @@ fn store_gates(d: GdnDims, gi: u32) {
 }
 
 // Store a pair at index i of q, k or v (`which` 0, 1, 2); the second value only where
-// it exists (`two`: bf16 never has a lone value, the host refuses odd widths).
+// it exists (`two`: bf16 never has a lone value, the host refuses odd widths). Ifs, not
+// a switch (tests/dawn.rs: no kernel uses one).
 fn store_pair(which: u32, i: u32, pair: vec2<f32>, two: bool) {
     if !two {
-        switch which {
-            case 0u: { store1_q(i, pair.x); }
-            case 1u: { store1_k(i, pair.x); }
-            default: { store1_v(i, pair.x); }
+        if which == 0u {
+            store1_q(i, pair.x);
+        } else if which == 1u {
+            store1_k(i, pair.x);
+        } else {
+            store1_v(i, pair.x);
         }
         return;
     }
-    switch which {
-        case 0u: { store2_q(i, pair.x, pair.y); }
-        case 1u: { store2_k(i, pair.x, pair.y); }
-        default: { store2_v(i, pair.x, pair.y); }
+    if which == 0u {
+        store2_q(i, pair.x, pair.y);
+    } else if which == 1u {
+        store2_k(i, pair.x, pair.y);
+    } else {
+        store2_v(i, pair.x, pair.y);
     }
 }
 
