@@ -22,8 +22,10 @@ pub struct Args {
     /// `--lens` lengths: one cell per dtype, B the sequences, T their tokens), conv
     /// (conv_commit over q, k and v's channels, kernel 4, all T accepted), fold_record (a
     /// deferred commit of all T pending steps folded into record), record_layer (record
-    /// from a layer's raw inputs: the conv, kernel 4, the norms and the gates in the same
-    /// dispatch; bound as record is), and every other op of the crate's list whose folder
+    /// from a layer's raw inputs: the conv, kernel 4, the norms and the gates, fused or
+    /// through the prologue pass as its class says; bound as record is),
+    /// record_layer_varlen (the same over the `--lens` sequences, as record_varlen), and
+    /// every other op of the crate's list whose folder
     /// gives the bench a case of its own (an unknown name lists them all: gates, for
     /// one). With --fast-f16, record itself takes the chunked form's fast path where the tuning table's
     /// thresholds say (`chunked_from_steps`, `chunked_max_heads`) or
@@ -38,7 +40,8 @@ pub struct Args {
     /// it (16x16x16 f16, 32-wide subgroups) at --chunk 64; each row says which form ran.
     #[arg(long)]
     fast_f16: bool,
-    /// record_varlen's sequence lengths (the prompts of a packed prefill).
+    /// record_varlen's and record_layer_varlen's sequence lengths (the prompts of a
+    /// packed prefill).
     #[arg(
         long,
         value_delimiter = ',',

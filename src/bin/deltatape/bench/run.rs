@@ -31,17 +31,17 @@
 
 use super::timestamps::{Clock, GpuTimer};
 use deltatape::gpu::{
-    ConvBuffers, FoldRecordBuffers, Prepared, RecordBuffers, RecordLayerBuffers, RepeatBuffers,
-    ReplayBuffers,
+    ConvBuffers, FoldRecordBuffers, LayerParamsBuffer, Prepared, RecordBuffers, RecordLayerBuffers,
+    RepeatBuffers, ReplayBuffers,
 };
 use deltatape::internals::Op;
 use deltatape::wgpu;
 use deltatape::ChunkSize;
-use deltatape::VarlenShape;
 use deltatape::{
     ConvShape, DType, Error, GdnDtypes, GdnShape, GpuBackend, GqaLayout, LayerParams, LayerShape,
     RepeatShape, Result,
 };
+use deltatape::{VarlenLayerShape, VarlenShape};
 use std::time::Instant;
 use wgpu::BufferUsages as U;
 
@@ -114,6 +114,8 @@ pub enum BenchOp {
     /// record from a layer's raw inputs (the conv's [`CONV_KERNEL`] taps, the norms and
     /// the gates in the same dispatch), bound as record's cell is.
     RecordLayer,
+    /// record_layer over packed sequences of the config's `lens`.
+    RecordLayerVarlen,
     /// Any other op of the crate's list, as its folder's bench case sets it up
     /// (`Op::bench_case`).
     Op(Op),
@@ -133,12 +135,13 @@ impl BenchOp {
             BenchOp::Conv => "conv",
             BenchOp::FoldRecord => "fold_record",
             BenchOp::RecordLayer => "record_layer",
+            BenchOp::RecordLayerVarlen => "record_layer_varlen",
             BenchOp::Op(op) => op.name(),
         }
     }
 
     /// The scenarios above, by name.
-    pub const SCENARIOS: [BenchOp; 8] = [
+    pub const SCENARIOS: [BenchOp; 9] = [
         BenchOp::Record,
         BenchOp::Replay,
         BenchOp::Repeat,
@@ -147,6 +150,7 @@ impl BenchOp {
         BenchOp::Conv,
         BenchOp::FoldRecord,
         BenchOp::RecordLayer,
+        BenchOp::RecordLayerVarlen,
     ];
 
     /// `name`: a scenario, or an op of `Op::ALL` with a bench case of its own; the error
@@ -247,6 +251,9 @@ pub fn moved_bytes(op: BenchOp, shape: &GdnShape, dtype: DType) -> u64 {
             let lens = [shape.qk_len(), shape.v_len(), shape.gate_len()];
             record_bytes(shape.state_len(), lens, a)
         }
+        // Counted as record_layer's at the padded shape (the cell reports the packed
+        // one's through `varlen_bytes`).
+        BenchOp::RecordLayerVarlen => moved_bytes(BenchOp::RecordLayer, shape, dtype),
         BenchOp::Replay => {
             2 * f32b(shape.state_len())
                 + f32b(shape.v_len())
@@ -522,7 +529,8 @@ pub fn run(
     let buffers = OpBuffers::new(gpu, &largest);
     // record_varlen's buffers, sized for its packed shape: allocated here with the
     // others, before the clocks are brought up and anything is timed.
-    let varlen = match cfg.ops.contains(&BenchOp::RecordVarlen) {
+    let packed = [BenchOp::RecordVarlen, BenchOp::RecordLayerVarlen];
+    let varlen = match packed.iter().any(|op| cfg.ops.contains(op)) {
         true => {
             let shape = cfg.varlen()?;
             let lens = [
@@ -543,12 +551,18 @@ pub fn run(
         pending_g: random_buffer(gpu, f32b(largest.gate_len()), 51),
         tape_g: random_buffer(gpu, f32b(largest.gate_len()), 52),
     });
-    let raw_conv = [BenchOp::Conv, BenchOp::RecordLayer];
+    let raw_conv = [
+        BenchOp::Conv,
+        BenchOp::RecordLayer,
+        BenchOp::RecordLayerVarlen,
+    ];
     let conv = raw_conv.iter().any(|op| cfg.ops.contains(op)).then(|| {
         let (b, t, c) = (largest.batch(), largest.steps(), conv_channels(&largest));
+        // Room for the packed sequences' tokens and windows too.
+        let (tokens, seqs) = (cfg.lens.iter().sum::<usize>(), cfg.lens.len());
         ConvBuffersOwned {
-            x: random_buffer(gpu, f32b(b * t * c), 60),
-            window: random_buffer(gpu, f32b(b * c * (CONV_KERNEL - 1)), 61),
+            x: random_buffer(gpu, f32b((b * t).max(tokens) * c), 60),
+            window: random_buffer(gpu, f32b(b.max(seqs) * c * (CONV_KERNEL - 1)), 61),
         }
     });
     let timer = Timer::new(gpu, cfg.runs)?;
@@ -619,7 +633,7 @@ impl BenchConfig {
     /// The (B, T) cells of `op`: the grid, or record_varlen's one (its sequences and
     /// their tokens).
     fn grid(&self, op: BenchOp) -> Vec<(usize, usize)> {
-        if op == BenchOp::RecordVarlen {
+        if matches!(op, BenchOp::RecordVarlen | BenchOp::RecordLayerVarlen) {
             return vec![(self.lens.len(), self.lens.iter().sum())];
         }
         let (b, t) = (&self.batches, &self.steps);
@@ -738,7 +752,9 @@ impl CopyBuffers {
                 cfg.dtypes.iter().map(move |dt| {
                     let a = dt.size_bytes() as u64;
                     match (op, cfg.varlen()) {
-                        (BenchOp::RecordVarlen, Ok(shape)) => varlen_bytes(&shape, a),
+                        (BenchOp::RecordVarlen | BenchOp::RecordLayerVarlen, Ok(shape)) => {
+                            varlen_bytes(&shape, a)
+                        }
                         _ => moved_bytes(op, largest, *dt),
                     }
                 })
@@ -821,6 +837,9 @@ impl Bench<'_> {
             (BenchOp::RecordVarlen, Some((_, shape))) => {
                 (varlen_bytes(shape, a), self.prepare_varlen(dtype)?)
             }
+            (BenchOp::RecordLayerVarlen, Some((_, shape))) => {
+                (varlen_bytes(shape, a), self.prepare_layer_varlen(dtype)?)
+            }
             _ => {
                 let shape = cfg.shape(batch, steps)?;
                 let bytes = moved_bytes(op, &shape, dtype);
@@ -901,6 +920,44 @@ impl Bench<'_> {
         })
     }
 
+    /// record_layer_varlen over the config's packed sequences (the conv's
+    /// [`CONV_KERNEL`] taps), bound as record_varlen's cell.
+    fn prepare_layer_varlen(&self, dtype: DType) -> Result<CellOp> {
+        let (gpu, (buffers, shape)) = match &self.varlen {
+            Some(varlen) => (self.gpu, varlen),
+            None => return Err(not_allocated("record_layer_varlen")),
+        };
+        let conv = self
+            .conv
+            .as_ref()
+            .ok_or_else(|| not_allocated("record_layer_varlen"))?;
+        let ls = VarlenLayerShape::new(shape.clone(), CONV_KERNEL)?;
+        let layer = upload_bench_layer(gpu, ls.packed())?;
+        let dispatch = gpu.prepare_record_layer_varlen(
+            &ls,
+            GqaLayout::Blocked,
+            cell_dtypes(dtype),
+            &RecordLayerBuffers {
+                x: &conv.x,
+                window: &conv.window,
+                layer: &layer,
+                a: &buffers.g,
+                b: &buffers.beta,
+                state_in: &buffers.state,
+                y: &buffers.y,
+                state_out: Some(&buffers.state_out),
+                delta: &buffers.delta,
+                mask: None,
+                tape_k_grouped: None,
+                tape_g: None,
+            },
+        )?;
+        Ok(CellOp {
+            dispatch,
+            rotating: Vec::new(),
+        })
+    }
+
     /// record_layer at `shape` (the conv's [`CONV_KERNEL`] taps), bound as record's cell.
     fn prepare_layer(&self, dt: GdnDtypes, shape: &GdnShape) -> Result<Prepared> {
         let (gpu, buffers) = (self.gpu, &self.buffers);
@@ -909,19 +966,7 @@ impl Bench<'_> {
             .as_ref()
             .ok_or_else(|| not_allocated("record_layer"))?;
         let ls = LayerShape::new(*shape, CONV_KERNEL)?;
-        // Small finite parameters (in random_buffer's range), the norm switch on.
-        let (c, hv) = (ls.channels(), shape.value_heads());
-        let values = small_values(c * CONV_KERNEL + 2 * hv, 70);
-        let (weight, gates) = values.split_at(c * CONV_KERNEL);
-        let params = LayerParams {
-            conv_weight: weight,
-            conv_bias: None,
-            a_log: &gates[..hv],
-            dt_bias: &gates[hv..],
-            qk_norm: true,
-            q_scale: None,
-        };
-        let layer = gpu.upload_layer(&ls, &params)?;
+        let layer = upload_bench_layer(gpu, &ls)?;
         gpu.prepare_record_layer(
             &ls,
             GqaLayout::Blocked,
@@ -996,6 +1041,7 @@ impl Bench<'_> {
             }
             // The packed shape is not a grid shape (`cell` takes it apart).
             BenchOp::RecordVarlen => self.prepare_varlen(dtype)?,
+            BenchOp::RecordLayerVarlen => self.prepare_layer_varlen(dtype)?,
             BenchOp::FoldRecord => {
                 let fold = self
                     .fold
@@ -1070,4 +1116,21 @@ impl Bench<'_> {
             }
         })
     }
+}
+
+/// The bench's layer parameters for `shape`: small finite values (in random_buffer's
+/// range), the norm switch on.
+fn upload_bench_layer(gpu: &GpuBackend, shape: &LayerShape) -> Result<LayerParamsBuffer> {
+    let (c, hv) = (shape.channels(), shape.gdn().value_heads());
+    let values = small_values(c * CONV_KERNEL + 2 * hv, 70);
+    let (weight, gates) = values.split_at(c * CONV_KERNEL);
+    let params = LayerParams {
+        conv_weight: weight,
+        conv_bias: None,
+        a_log: &gates[..hv],
+        dt_bias: &gates[hv..],
+        qk_norm: true,
+        q_scale: None,
+    };
+    gpu.upload_layer(shape, &params)
 }
