@@ -12,7 +12,7 @@ use common::*;
 use deltatape::gpu::RecordLayerBuffers;
 use deltatape::{
     wgpu, Backend, ConvShape, Element, Error, GdnDtypes, GdnShape, GpuBackend, GqaLayout,
-    LayerInputs, LayerParams, LayerRecorded, LayerShape,
+    LayerForm, LayerInputs, LayerParams, LayerRecorded, LayerShape,
 };
 use half::{bf16, f16};
 
@@ -1431,6 +1431,11 @@ fn gpu_layer_split_and_fused_forms_agree() {
         assert_eq!(ops(&g, &one(from), GdnDtypes::F32), ["prologue", "record"]);
         let batch = layer_shape(2, 1, [1, 2, 8, 4], 4);
         assert_eq!(ops(&g, &batch, GdnDtypes::F32), ["prologue", "record"]);
+        // The form query says what the dispatch runs.
+        let form = |shape: &LayerShape| g.record_layer_form(shape, GdnDtypes::F32).unwrap();
+        assert_eq!(form(&one(from - 1)), LayerForm::Fused);
+        assert_eq!(form(&one(from)), LayerForm::Split);
+        assert_eq!(form(&batch), LayerForm::Split);
     }
     let odd = layer_shape(1, 4, [1, 2, 5, 4], 4);
     let bf16_act = GdnDtypes {

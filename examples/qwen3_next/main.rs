@@ -13,7 +13,7 @@
 mod host;
 
 use deltatape::wgpu::{self, util::DeviceExt};
-use deltatape::{Backend, ConvConfig, GdnShape, GqaLayout, LayerInputs, LayerRecorded};
+use deltatape::{Backend, ConvConfig, GdnShape, GqaLayout, LayerForm, LayerInputs, LayerRecorded};
 use deltatape::{Rollback, VarlenLayerShape, VarlenShape};
 use deltatape::{RollbackMode, RollbackOptions};
 pub use host::{argmax, fixture, tensor, Model, Res, MODELS};
@@ -207,6 +207,25 @@ pub fn prefill_packed(model: &Model, backend: &Backend, prompts: &[&[u32]]) -> R
     })
 }
 
+/// Which form the crate picked for a packed prefill of `tokens` over `sequences`
+/// prompts (` (split: ...)`, or nothing on the CPU, which has one).
+fn prefill_form(backend: &Backend, tokens: usize, sequences: usize) -> Res<String> {
+    let Some(gpu) = backend.as_gpu() else {
+        return Ok(String::new());
+    };
+    // The offsets' values do not change the form, only their count.
+    let offsets: Vec<u32> = (0..=sequences)
+        .map(|s| (s * tokens / sequences) as u32)
+        .collect();
+    let shape = VarlenShape::new(tokens, &offsets, HK, HV, DK, DV)?;
+    let layer = VarlenLayerShape::new(shape, KERNEL)?;
+    let form = gpu.record_layer_varlen_form(&layer, deltatape::GdnDtypes::F32)?;
+    Ok(match form {
+        LayerForm::Split => " (split: the prologue pass, then record_varlen)".into(),
+        LayerForm::Fused => " (fused: one dispatch)".into(),
+    })
+}
+
 /// The conv window (`[C, K-1]`, oldest first) after the inputs `x` (`[T, C]`) follow
 /// `window`: the last K - 1 of the two together, per channel.
 fn window_after(window: &[f32], x: &[f32]) -> Vec<f32> {
@@ -365,9 +384,10 @@ fn packed_prefill(
         }
     }
     println!(
-        "{name}: packed prefill of {} and {} tokens in one call a layer: logits vs transformers: largest error {:.2e} (relative)",
+        "{name}: packed prefill of {} and {} tokens in one call a layer{}: logits vs transformers: largest error {:.2e} (relative)",
         prompt.len(),
         half.len(),
+        prefill_form(backend, prompt.len() + half.len(), 2)?,
         err / largest
     );
     let mut decoded = Vec::new();

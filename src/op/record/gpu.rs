@@ -1,7 +1,7 @@
 //! record's resident dispatch over the caller's buffers, one for its four forms
 //! ([`GpuBackend::prepare_form`]), and the forms' public names.
 
-use super::{Form, RecordBuffers, RecordLayerBuffers, RecordLayerRow};
+use super::{Form, LayerForm, RecordBuffers, RecordLayerBuffers, RecordLayerRow};
 use crate::dtype::{DType, GdnDtypes};
 use crate::engine::cache::small_buffer;
 use crate::engine::encode::Prepared;
@@ -109,6 +109,31 @@ impl GpuBackend {
             return self.prepare_layer_split(shape, layout, dtypes, &slots, &offsets);
         }
         self.prepare_form(shape, layout, dtypes, slots, offsets)
+    }
+
+    /// The form record_layer takes at `shape` with `dtypes` on this backend: split
+    /// where its class says so (`ShapeClass::split`: by default at B >= 2, and for one
+    /// sequence from `Threshold::LayerSplitFromSteps` steps on) and the prologue can
+    /// (bf16 activations need an even Dk and Dv), else fused.
+    pub fn record_layer_form(&self, shape: &LayerShape, dtypes: GdnDtypes) -> Result<LayerForm> {
+        self.layer_form(shape, dtypes)
+    }
+
+    /// [`GpuBackend::record_layer_form`] for record_layer_varlen (by default split from
+    /// two sequences on).
+    pub fn record_layer_varlen_form(
+        &self,
+        shape: &VarlenLayerShape,
+        dtypes: GdnDtypes,
+    ) -> Result<LayerForm> {
+        self.layer_form(shape, dtypes)
+    }
+
+    fn layer_form<F: Form>(&self, shape: &F, dtypes: GdnDtypes) -> Result<LayerForm> {
+        Ok(match self.layer_runs_split(shape, dtypes)? {
+            true => LayerForm::Split,
+            false => LayerForm::Fused,
+        })
     }
 
     /// Whether record_layer (and its packed form, and fold_record_layer) at `shape`

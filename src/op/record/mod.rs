@@ -38,6 +38,18 @@ mod params;
 pub(crate) use gpu::RawBuffers;
 pub use params::{LayerParams, LayerParamsBuffer};
 
+/// How `record_layer` (or `record_layer_varlen`, or a rollback's raw draft) runs at a
+/// shape on a GPU backend: [`crate::GpuBackend::record_layer_form`] (docs/SPEC.md
+/// "prologue").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LayerForm {
+    /// One dispatch: the prologue inside record's kernel.
+    Fused,
+    /// Two and more: the prologue pass, then record (record_varlen, fold_record) on its
+    /// outputs, which takes its chunked form where record would.
+    Split,
+}
+
 /// What a record kernel reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Inputs {
