@@ -185,7 +185,25 @@ fn tune_chooses_caches_and_keeps_results() {
     );
     assert_eq!(classes(&again.unwrap()), classes(&tuning));
 
-    let tuned = g.with_tuning(tuning).unwrap();
+    // record_layer's form as measured (`split` kept only where the default rule lost).
+    let tuned = g.with_tuning(tuning.clone()).unwrap();
+    for c in tuning.choices().iter().filter(|c| c.op == Op::Record) {
+        let layer = deltatape::LayerShape::new(c.shape, 4).unwrap();
+        let form = |gpu: &GpuBackend| gpu.record_layer_form(&layer, GdnDtypes::F32).unwrap();
+        let want = match c.class.split {
+            Some(true) => deltatape::LayerForm::Split,
+            Some(false) => deltatape::LayerForm::Fused,
+            None => form(&g),
+        };
+        assert_eq!(form(&tuned), want, "{c:?}");
+        if c.class.split.is_some() {
+            assert_ne!(
+                form(&g),
+                want,
+                "a measured split that only repeats the default: {c:?}"
+            );
+        }
+    }
     for (i, shape) in shapes.iter().enumerate() {
         check_against_cpu(&tuned, shape, 40 + i as u64);
     }

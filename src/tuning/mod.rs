@@ -154,7 +154,8 @@ pub struct ShapeClass {
     pub chunked: Option<bool>,
     /// record_layer (padded) only: run as two dispatches, the prologue pass writing q,
     /// k, v, g and beta, then record on them (which may then take its chunked form),
-    /// where the prologue can (bf16 activations need an even Dk and Dv). `None`: from
+    /// where the prologue can (bf16 activations need an even Dk and Dv); `tune`
+    /// measures it beside record's class. `None`: from
     /// [`Threshold::LayerSplitFromSteps`] steps on at B = 1, and at every B >= 2.
     pub split: Option<bool>,
 }

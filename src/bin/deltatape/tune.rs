@@ -80,7 +80,12 @@ fn describe(class: &ShapeClass) -> String {
     num("rows", class.rows);
     num("rpt", class.rows_per_invocation);
     num("chunk", class.chunk);
-    let flags = [("early", class.early_fold), ("scaled", class.scaled_state)];
+    let flags = [
+        ("early", class.early_fold),
+        ("scaled", class.scaled_state),
+        ("chunked", class.chunked),
+        ("split", class.split),
+    ];
     for (name, v) in flags {
         if let Some(v) = v {
             parts.push(format!("{name}={}", u8::from(v)));

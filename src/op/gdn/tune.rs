@@ -10,12 +10,12 @@ use crate::engine::operand::OperandSpec;
 use crate::engine::timestamps::GpuTimer;
 use crate::error::{Error, Result};
 use crate::gpu::backend::GpuBackend;
-use crate::op::record::RecordBuffers;
 use crate::op::record::RecordOperands;
+use crate::op::record::{LayerParams, LayerParamsBuffer, RecordBuffers, RecordLayerBuffers};
 use crate::op::record_chunked::{chunked_by_default, COOP_CHUNK};
 use crate::op::replay::ReplayBuffers;
 use crate::op::replay::ReplayOperands;
-use crate::shape::{GdnShape, GqaLayout};
+use crate::shape::{GdnShape, GqaLayout, LayerShape};
 use crate::tuning::{file, AdapterKey, Choice, ShapeClass, Tuning};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -68,7 +68,8 @@ impl GpuBackend {
     /// neighbours, one parameter changed at a time (lanes halved or doubled, rows per
     /// invocation, chunk, record's scaled state, and record's other form where it may
     /// take the chunked one: `ShapeClass::chunked`); a candidate replaces the default
-    /// only when it is clearly faster. Timed by GPU timestamps when the adapter has them and
+    /// only when it is clearly faster. At each shape record_layer's two forms are timed
+    /// too, with record's chosen class (`ShapeClass::split`). Timed by GPU timestamps when the adapter has them and
     /// they pass the crate's checks, else by wall clock (submit to completion).
     ///
     /// Choices already measured for this adapter (in this process, or in
@@ -177,6 +178,11 @@ impl GpuBackend {
             } else {
                 (ShapeClass::default(), default_micros)
             };
+            let class = if op == Op::Record {
+                self.measure_split(shape, dtypes, class, &buffers, timer)?
+            } else {
+                class
+            };
             return Ok(Choice {
                 op,
                 shape: *shape,
@@ -185,6 +191,74 @@ impl GpuBackend {
                 micros,
                 default_micros,
                 gpu_clock: clock,
+            });
+        }
+    }
+
+    /// record_layer's form at `shape` (Qwen's conv, [`TUNE_TAPS`] taps) with record's
+    /// chosen `class`: the fused and the split form timed, and the class given `split`
+    /// only where the faster one is not the default rule's and wins by `MIN_GAIN`
+    /// (`ShapeClass::split`; its time is not kept in the choice, whose times are
+    /// record's).
+    fn measure_split(
+        &self,
+        shape: &GdnShape,
+        dtypes: GdnDtypes,
+        class: ShapeClass,
+        buffers: &TuneBuffers,
+        timer: &mut Timer,
+    ) -> Result<ShapeClass> {
+        let layer = LayerShape::new(*shape, TUNE_TAPS)?;
+        let odd = shape.key_dim() % 2 == 1 || shape.value_dim() % 2 == 1;
+        if odd && dtypes.act == DType::BF16 {
+            return Ok(class);
+        }
+        let tuned = |split: Option<bool>| {
+            self.with_tuning(Tuning {
+                record: ShapeClass { split, ..class },
+                ..Tuning::default()
+            })
+        };
+        let by_default = tuned(None)?.layer_runs_split(&layer, dtypes)?;
+        let raw = RawTuneBuffers::new(self, &layer, dtypes)?;
+        let record = &buffers.record;
+        let bound = RecordLayerBuffers {
+            x: &raw.x,
+            window: &raw.window,
+            layer: &raw.layer,
+            a: &raw.a,
+            b: &raw.b,
+            state_in: &record.state_in,
+            y: &record.y,
+            state_out: record.state_out.as_ref(),
+            delta: &record.delta,
+            mask: None,
+            tape_k_grouped: None,
+            tape_g: None,
+        };
+        loop {
+            let clock = timer.clock.live();
+            let mut times = [f64::NAN; 2];
+            for (time, split) in times.iter_mut().zip([false, true]) {
+                let gpu = tuned(Some(split))?;
+                let prepared =
+                    gpu.prepare_record_layer(&layer, GqaLayout::Blocked, dtypes, &bound)?;
+                *time = timer.median(self, &prepared)?;
+            }
+            if timer.clock.live() != clock {
+                continue;
+            }
+            let [fused, split] = times;
+            let faster = split < fused;
+            let (best, other) = if faster {
+                (split, fused)
+            } else {
+                (fused, split)
+            };
+            let flip = faster != by_default && best < other * (1.0 - MIN_GAIN);
+            return Ok(ShapeClass {
+                split: flip.then_some(faster),
+                ..class
             });
         }
     }
@@ -350,6 +424,54 @@ impl TuneBuffers {
             let b: RecordBuffers<'_> = self.record.as_ref();
             gpu.prepare_record(shape, layout, dtypes, &b)
         }
+    }
+}
+
+/// The conv's taps of the layer record_layer's form is measured on (Qwen3-Next's and
+/// Qwen 3.5's).
+const TUNE_TAPS: usize = 4;
+
+/// record_layer's raw inputs at one shape: small values, the norm on.
+struct RawTuneBuffers {
+    x: wgpu::Buffer,
+    window: wgpu::Buffer,
+    a: wgpu::Buffer,
+    b: wgpu::Buffer,
+    layer: LayerParamsBuffer,
+}
+
+impl RawTuneBuffers {
+    fn new(gpu: &GpuBackend, shape: &LayerShape, dtypes: GdnDtypes) -> Result<Self> {
+        let make = |dtype: DType, value: f32, len: usize| {
+            let bytes = element_bytes(dtype, value, len);
+            gpu.runtime.guarded(OP, || {
+                Ok(gpu
+                    .device()
+                    .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                        label: Some("deltatape tune"),
+                        contents: &bytes,
+                        usage: wgpu::BufferUsages::STORAGE,
+                    }))
+            })
+        };
+        let (c, hv) = (shape.channels(), shape.gdn().value_heads());
+        let weight = vec![0.25; c * shape.kernel()];
+        let (a_log, dt_bias) = (vec![-0.5; hv], vec![0.1; hv]);
+        let params = LayerParams {
+            conv_weight: &weight,
+            conv_bias: None,
+            a_log: &a_log,
+            dt_bias: &dt_bias,
+            qk_norm: true,
+            q_scale: None,
+        };
+        Ok(RawTuneBuffers {
+            x: make(dtypes.act, 0.1, shape.x_len())?,
+            window: make(dtypes.act, 0.1, shape.window_len())?,
+            a: make(dtypes.gate, 0.5, shape.gdn().gate_len())?,
+            b: make(dtypes.gate, 0.5, shape.gdn().gate_len())?,
+            layer: gpu.upload_layer(shape, &params)?,
+        })
     }
 }
 
