@@ -417,76 +417,18 @@ mod tests {
         d: &Draw,
         mask: Option<&[u32]>,
     ) -> [f32; 6] {
-        let dev = gpu.device();
-        let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
-        let up = |bytes: &[u8]| {
-            dev.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: None,
-                contents: bytes,
-                usage,
-            })
-        };
         let (q, qb) = typed(&d.q, dtypes.act);
         let (k, kb) = typed(&d.k, dtypes.act);
         let (v, vb) = typed(&d.v, dtypes.act);
         let (g, gb) = typed(&d.g, dtypes.gate);
         let (beta, bb) = typed(&d.beta, dtypes.gate);
-        let mb: Vec<u8> = mask.map_or(vec![0; 4], |m| bytemuck::cast_slice(m).to_vec());
-        let (qb, kb, vb, gb, bb, mbuf) = (up(&qb), up(&kb), up(&vb), up(&gb), up(&bb), up(&mb));
-        let unused = up(&[0; 16]);
         let cshape = ChunkShape::new(*shape, ChunkSize::C64);
-        let scratch = [
-            cshape.u_len() * 4,
-            cshape.decay_len() * 4,
-            cshape.tiles_len() * 2,
-        ]
-        .map(|bytes| {
-            dev.create_buffer(&wgpu::BufferDescriptor {
-                label: None,
-                size: bytes.max(16) as u64,
-                usage,
-                mapped_at_creation: false,
-            })
-        });
-        let buffers = RecordBuffers {
-            q: &qb,
-            k: &kb,
-            v: &vb,
-            g: &gb,
-            beta: &bb,
-            state_in: &unused,
-            y: &unused,
-            state_out: None,
-            delta: &unused,
-            mask: mask.map(|_| &mbuf),
-            tape_k_grouped: None,
-            tape_g: None,
-        };
-        let walk_key = KernelKey::chunk_walk_coop(dtypes, 16, false);
-        let passes = Passes::new(&cshape, layout, &walk_key);
-        let [u, decay, tiles] = [0, 1, 2].map(|i| &scratch[i]);
-        let prep = gpu
-            .prepare_chunk_prep(&passes, dtypes, false, &buffers, [u, decay, tiles])
-            .unwrap();
-        assert_eq!(prep.keys()[0].op, super::super::CHUNK_PREP);
-        let read = |b: &wgpu::Buffer, len: usize| -> Vec<u32> { gpu.read_buffer(b, len).unwrap() };
-        let mut encoder = gpu.encoder();
-        prep.encode(&mut encoder);
-        gpu.queue().submit([encoder.finish()]);
-        let u_got: Vec<f32> = read(u, cshape.u_len())
-            .into_iter()
-            .map(f32::from_bits)
-            .collect();
-        let decay_got: Vec<f32> = read(decay, cshape.decay_len())
-            .into_iter()
-            .map(f32::from_bits)
-            .collect();
-        let tile_words = read(tiles, cshape.tiles_len() / 2);
-        let tiles_got: Vec<f32> = tile_words
-            .iter()
-            .flat_map(|w| [*w as u16, (*w >> 16) as u16])
-            .map(|b| half::f16::from_bits(b).to_f32())
-            .collect();
+        let [u_got, decay_got, tiles_got] = run_prep(
+            gpu,
+            (shape, layout, dtypes),
+            [&qb, &kb, &vb, &gb, &bb],
+            mask,
+        );
 
         let x = Inputs {
             q: &q,
@@ -544,6 +486,83 @@ mod tests {
             }
         }
         worst
+    }
+
+    /// The portable first pass on the typed inputs `bytes` (q, k, v, g, beta) and
+    /// `mask`: its U, decays and tiles (as f32), read back.
+    fn run_prep(
+        gpu: &GpuBackend,
+        (shape, layout, dtypes): (&GdnShape, GqaLayout, GdnDtypes),
+        bytes: [&[u8]; 5],
+        mask: Option<&[u32]>,
+    ) -> [Vec<f32>; 3] {
+        let dev = gpu.device();
+        let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
+        let up = |bytes: &[u8]| {
+            dev.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: None,
+                contents: bytes,
+                usage,
+            })
+        };
+        let mb: Vec<u8> = mask.map_or(vec![0; 4], |m| bytemuck::cast_slice(m).to_vec());
+        let [qb, kb, vb, gb, bb] = bytes.map(up);
+        let mbuf = up(&mb);
+        let unused = up(&[0; 16]);
+        let cshape = ChunkShape::new(*shape, ChunkSize::C64);
+        let scratch = [
+            cshape.u_len() * 4,
+            cshape.decay_len() * 4,
+            cshape.tiles_len() * 2,
+        ]
+        .map(|bytes| {
+            dev.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size: bytes.max(16) as u64,
+                usage,
+                mapped_at_creation: false,
+            })
+        });
+        let buffers = RecordBuffers {
+            q: &qb,
+            k: &kb,
+            v: &vb,
+            g: &gb,
+            beta: &bb,
+            state_in: &unused,
+            y: &unused,
+            state_out: None,
+            delta: &unused,
+            mask: mask.map(|_| &mbuf),
+            tape_k_grouped: None,
+            tape_g: None,
+        };
+        let walk_key = KernelKey::chunk_walk_coop(dtypes, 16, false);
+        let passes = Passes::new(&cshape, layout, &walk_key);
+        let [u, decay, tiles] = [0, 1, 2].map(|i| &scratch[i]);
+        let prep = gpu
+            .prepare_chunk_prep(&passes, dtypes, false, &buffers, [u, decay, tiles])
+            .unwrap();
+        assert_eq!(prep.keys()[0].op, super::super::CHUNK_PREP);
+        let read = |b: &wgpu::Buffer, len: usize| -> Vec<u32> { gpu.read_buffer(b, len).unwrap() };
+        let mut encoder = gpu.encoder();
+        prep.encode(&mut encoder);
+        gpu.queue().submit([encoder.finish()]);
+        let u_got: Vec<f32> = read(u, cshape.u_len())
+            .into_iter()
+            .map(f32::from_bits)
+            .collect();
+        let decay_got: Vec<f32> = read(decay, cshape.decay_len())
+            .into_iter()
+            .map(f32::from_bits)
+            .collect();
+        let tile_words = read(tiles, cshape.tiles_len() / 2);
+        let tiles_got: Vec<f32> = tile_words
+            .iter()
+            .flat_map(|w| [*w as u16, (*w >> 16) as u16])
+            .map(|b| half::f16::from_bits(b).to_f32())
+            .collect();
+        [u_got, decay_got, tiles_got]
     }
 
     fn check(what: &str, worst: [f32; 6]) {
