@@ -10,6 +10,7 @@ use crate::engine::operand::OperandSpec;
 use crate::engine::timestamps::GpuTimer;
 use crate::error::{Error, Result};
 use crate::gpu::backend::GpuBackend;
+use crate::op::prologue::check_pairs;
 use crate::op::record::RecordOperands;
 use crate::op::record::{LayerParams, LayerParamsBuffer, RecordBuffers, RecordLayerBuffers};
 use crate::op::record_chunked::{chunked_by_default, COOP_CHUNK};
@@ -209,8 +210,7 @@ impl GpuBackend {
         timer: &mut Timer,
     ) -> Result<ShapeClass> {
         let layer = LayerShape::new(*shape, TUNE_TAPS)?;
-        let odd = shape.key_dim() % 2 == 1 || shape.value_dim() % 2 == 1;
-        if odd && dtypes.act == DType::BF16 {
+        if check_pairs(shape, dtypes).is_err() {
             return Ok(class);
         }
         let tuned = |split: Option<bool>| {

@@ -14,7 +14,7 @@ use crate::op::bench::BenchCase;
 use crate::op::gdn::check_key_dim;
 use crate::op::record::LayerParams;
 use crate::op::record::RawBuffers;
-use crate::shape::{LayerShape, VarlenLayerShape};
+use crate::shape::{GdnShape, LayerShape, VarlenLayerShape};
 
 impl GpuBackend {
     /// Validate the prologue's buffers (docs/SPEC.md "prologue") and build its dispatch:
@@ -54,7 +54,7 @@ impl GpuBackend {
         (window_offset, x_offset): (u64, u64),
     ) -> Result<Prepared> {
         let op = OP.name();
-        check_pairs(shape, dtypes)?;
+        check_pairs(shape.gdn(), dtypes)?;
         let gdn = shape.gdn();
         let key = KernelKey::prologue(dtypes);
         check_key_dim(op, gdn)?;
@@ -81,7 +81,7 @@ impl GpuBackend {
     ) -> Result<Prepared> {
         let op = VARLEN.name();
         let layer = shape.packed();
-        check_pairs(layer, dtypes)?;
+        check_pairs(layer.gdn(), dtypes)?;
         let gdn = layer.gdn();
         check_key_dim(op, gdn)?;
         let varlen = shape.varlen();
@@ -151,9 +151,10 @@ fn params(
     ])
 }
 
-/// A bf16 word holds two values: an odd Dk or Dv would put two workgroups' values in one.
-fn check_pairs(shape: &LayerShape, dtypes: GdnDtypes) -> Result<()> {
-    let gdn = shape.gdn();
+/// Whether the prologue takes `gdn`'s dims in `dtypes` on the GPU: a bf16 word holds
+/// two values, and an odd Dk or Dv would put two workgroups' values in one
+/// (`Error::Unsupported`). record_layer's split form is taken only where it does.
+pub(crate) fn check_pairs(gdn: &GdnShape, dtypes: GdnDtypes) -> Result<()> {
     let odd = [("key_dim", gdn.key_dim()), ("value_dim", gdn.value_dim())]
         .into_iter()
         .find(|(_, dim)| dim % 2 == 1);

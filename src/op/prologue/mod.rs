@@ -16,6 +16,8 @@ use crate::shape::{GdnShape, VarlenLayerShape};
 
 pub(crate) mod cpu;
 mod gpu;
+
+pub(crate) use gpu::check_pairs;
 mod host;
 
 /// Buffers of one prologue call: `layer` is the layer's parameters as

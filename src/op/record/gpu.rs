@@ -2,7 +2,7 @@
 //! ([`GpuBackend::prepare_form`]), and the forms' public names.
 
 use super::{Form, LayerForm, RecordBuffers, RecordLayerBuffers, RecordLayerRow};
-use crate::dtype::{DType, GdnDtypes};
+use crate::dtype::GdnDtypes;
 use crate::engine::cache::small_buffer;
 use crate::engine::encode::Prepared;
 use crate::engine::key::Op;
@@ -10,7 +10,7 @@ use crate::engine::operand::rows_bound;
 use crate::error::Result;
 use crate::gpu::backend::GpuBackend;
 use crate::op::gdn;
-use crate::op::prologue::PrologueOperands;
+use crate::op::prologue::{check_pairs, PrologueOperands};
 use crate::op::record_chunked::{chunked_by_default, COOP_CHUNK};
 use crate::shape::{GdnShape, GqaLayout, LayerShape, VarlenLayerShape, VarlenShape};
 use crate::tuning::{ShapeClass, Threshold};
@@ -60,8 +60,10 @@ impl GpuBackend {
     }
 
     /// Validate record_layer's buffers (docs/SPEC.md "record_layer") and build its
-    /// dispatch: the prologue and record in one kernel, record's kernel and shape class
-    /// with the raw inputs in place of q, k, v, g and beta. The optional outputs are
+    /// dispatch in the form [`GpuBackend::record_layer_form`] gives: fused (the prologue
+    /// and record in one kernel, record's kernel and shape class with the raw inputs in
+    /// place of q, k, v, g and beta), or split (the prologue pass into the backend's
+    /// shared scratch, then [`GpuBackend::prepare_record`] on it). The optional outputs are
     /// record's: `state_out`, and the tape's copies of k and g (the prologue's k and g,
     /// which a rollback's replay reads). The window is read, not moved. `layer` must
     /// have been uploaded for `shape`'s dims (else `Error::ShapeMismatch`).
@@ -143,10 +145,10 @@ impl GpuBackend {
         let class = self
             .tuning()
             .class(Op::Record, &shape.class_shape()?, dtypes);
-        let odd = grid.key_dim() % 2 == 1 || grid.value_dim() % 2 == 1;
+
         let by_default =
             grid.batch() > 1 || grid.steps() as u64 >= Threshold::LayerSplitFromSteps.value();
-        Ok(!(odd && dtypes.act == DType::BF16) && class.split.unwrap_or(by_default))
+        Ok(check_pairs(&grid, dtypes).is_ok() && class.split.unwrap_or(by_default))
     }
 
     /// The prologue into scratch q, k, v, g and beta, then record on them with
@@ -220,7 +222,8 @@ impl GpuBackend {
     /// Validate record_layer_varlen's buffers and build its dispatch: record_layer's
     /// buffers at the packed tokens (`[N, ...]`), `window` `[S, C, K-1]`, `state_in` and
     /// `state_out` one per sequence; the offsets are the shape's, as for
-    /// [`GpuBackend::prepare_record_varlen`].
+    /// [`GpuBackend::prepare_record_varlen`]. Fused or split as
+    /// [`GpuBackend::record_layer_varlen_form`] says.
     pub fn prepare_record_layer_varlen(
         &self,
         shape: &VarlenLayerShape,

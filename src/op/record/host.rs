@@ -219,7 +219,8 @@ impl HostForm for VarlenLayerShape {
         record_varlen((threads, self.varlen(), layout), args)
     }
     /// record_layer_varlen's dispatch: fused, or the packed prologue then record_varlen
-    /// (the offsets' slot, the host path's, is the dispatch's own there).
+    /// (the offsets are the shape's, which the dispatch keeps itself, so the host path's
+    /// buffer of them is left out).
     fn prepare(
         &self,
         gpu: &GpuBackend,
@@ -227,11 +228,8 @@ impl HostForm for VarlenLayerShape {
         mut slots: Vec<Option<&wgpu::Buffer>>,
     ) -> Result<Prepared> {
         debug_assert!(chunk.is_none(), "only record takes the chunked form");
-        if gpu.layer_runs_split(self, dtypes)? {
-            slots.truncate(super::RecordLayerVarlenRow::Offsets as usize);
-            return gpu.prepare_raw_packed(self, layout, dtypes, slots);
-        }
-        gpu.prepare_form(self, layout, dtypes, slots, Vec::new())
+        slots.truncate(super::RecordLayerVarlenRow::Offsets as usize);
+        gpu.prepare_raw_packed(self, layout, dtypes, slots)
     }
 }
 
