@@ -10,7 +10,7 @@ use crate::engine::key::KernelKey;
 use crate::error::Result;
 use crate::gpu::backend::GpuBackend;
 use crate::op::gdn;
-use crate::op::record::RawBuffers;
+use crate::op::prologue::RawBuffers;
 use crate::shape::{GdnShape, GqaLayout, LayerShape};
 
 impl GpuBackend {

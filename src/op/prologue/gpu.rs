@@ -1,8 +1,8 @@
 //! The prologue's resident dispatch over the caller's buffers.
 
 use super::{
-    PrologueBuffers, PrologueOperands, PrologueRow, PrologueVarlenOperands, PrologueVarlenRow, OP,
-    PROLOGUE_TOKENS, VARLEN,
+    PrologueBuffers, PrologueOperands, PrologueRow, PrologueVarlenOperands, PrologueVarlenRow,
+    RawBuffers, OP, PROLOGUE_TOKENS, VARLEN,
 };
 use crate::dtype::{DType, GdnDtypes};
 use crate::engine::cache::small_buffer;
@@ -13,7 +13,6 @@ use crate::gpu::backend::GpuBackend;
 use crate::op::bench::BenchCase;
 use crate::op::gdn::check_key_dim;
 use crate::op::record::LayerParams;
-use crate::op::record::RawBuffers;
 use crate::shape::{GdnShape, LayerShape, VarlenLayerShape};
 
 impl GpuBackend {

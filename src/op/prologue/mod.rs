@@ -170,3 +170,15 @@ impl KernelKey {
         KernelKey::plain(op, dtypes, (PROLOGUE_WG, 1, 1), 1, false)
     }
 }
+
+/// A raw form's inputs as the prologue pass reads them (record_layer's split form): x,
+/// the window, a and b, the parameters (packed for the shape), and the window's and x's
+/// byte offsets.
+pub(crate) struct RawBuffers<'b> {
+    pub x: &'b wgpu::Buffer,
+    pub window: &'b wgpu::Buffer,
+    pub layer: &'b wgpu::Buffer,
+    pub a: &'b wgpu::Buffer,
+    pub b: &'b wgpu::Buffer,
+    pub offsets: (u64, u64),
+}

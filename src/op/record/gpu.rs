@@ -10,7 +10,7 @@ use crate::engine::operand::rows_bound;
 use crate::error::Result;
 use crate::gpu::backend::GpuBackend;
 use crate::op::gdn;
-use crate::op::prologue::{check_pairs, PrologueOperands};
+use crate::op::prologue::{check_pairs, PrologueOperands, RawBuffers};
 use crate::op::record_chunked::{chunked_by_default, COOP_CHUNK};
 use crate::shape::{GdnShape, GqaLayout, LayerShape, VarlenLayerShape, VarlenShape};
 use crate::tuning::{ShapeClass, Threshold};
@@ -327,17 +327,6 @@ fn raw_slots<'b>(
     let params = buffers.layer.for_shape(op, shape)?;
     let table = buffers.map_params(|_| params);
     Ok(table.slots().into_iter().map(|b| b.copied()).collect())
-}
-
-/// A raw form's inputs as the split form's prologue reads them: x, the window and a, b,
-/// the parameters (packed for the shape), and the window's and x's byte offsets.
-pub(crate) struct RawBuffers<'b> {
-    pub x: &'b wgpu::Buffer,
-    pub window: &'b wgpu::Buffer,
-    pub layer: &'b wgpu::Buffer,
-    pub a: &'b wgpu::Buffer,
-    pub b: &'b wgpu::Buffer,
-    pub offsets: (u64, u64),
 }
 
 /// A raw form's slots (in table order; the padded and packed tables agree up to the

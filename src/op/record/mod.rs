@@ -35,7 +35,6 @@ mod gpu;
 pub(crate) mod host;
 mod params;
 
-pub(crate) use gpu::RawBuffers;
 pub use params::{LayerParams, LayerParamsBuffer};
 
 /// How `record_layer` (or `record_layer_varlen`, or a rollback's raw draft) runs at a
