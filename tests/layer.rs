@@ -1384,41 +1384,7 @@ fn gpu_layer_split_and_fused_forms_agree() {
         }
     }
     // Which kernels each form's dispatch runs.
-    let ops = |gpu: &GpuBackend, shape: &LayerShape, dtypes: GdnDtypes| -> Vec<&'static str> {
-        let d = LayerDraw::new(shape, 7, true, false);
-        let layer = gpu.upload_layer(shape, &d.params()).unwrap();
-        let gdn = shape.gdn();
-        let buf = |n: usize| {
-            // Room for every dtype.
-            let bytes = (n * 4).max(4);
-            storage_buffer(gpu, &vec![0u8; bytes], wgpu::BufferUsages::empty())
-        };
-        let (x, window, a, b) = (
-            buf(shape.x_len()),
-            buf(shape.window_len()),
-            buf(gdn.gate_len()),
-            buf(gdn.gate_len()),
-        );
-        let (state, y, delta) = (buf(gdn.state_len()), buf(gdn.v_len()), buf(gdn.v_len()));
-        let buffers = RecordLayerBuffers {
-            x: &x,
-            window: &window,
-            layer: &layer,
-            a: &a,
-            b: &b,
-            state_in: &state,
-            y: &y,
-            state_out: None,
-            delta: &delta,
-            mask: None,
-            tape_k_grouped: None,
-            tape_g: None,
-        };
-        let p = gpu
-            .prepare_record_layer(shape, GqaLayout::Blocked, dtypes, &buffers)
-            .unwrap();
-        p.keys().iter().map(|k| k.op.name()).collect()
-    };
+    let ops = layer_ops;
     let even = layer_shape(1, 4, [1, 2, 8, 4], 4);
     assert_eq!(ops(&split, &even, GdnDtypes::F32), ["prologue", "record"]);
     assert_eq!(ops(&fused, &even, GdnDtypes::F32), ["record_layer"]);
@@ -1443,6 +1409,72 @@ fn gpu_layer_split_and_fused_forms_agree() {
         ..GdnDtypes::F32
     };
     assert_eq!(ops(&split, &odd, bf16_act), ["record_layer"]);
+}
+
+/// The kernels `gpu`'s resident record_layer dispatch at `shape` runs, in order.
+fn layer_ops(gpu: &GpuBackend, shape: &LayerShape, dtypes: GdnDtypes) -> Vec<&'static str> {
+    let d = LayerDraw::new(shape, 7, true, false);
+    let layer = gpu.upload_layer(shape, &d.params()).unwrap();
+    let gdn = shape.gdn();
+    let buf = |n: usize| {
+        // Room for every dtype.
+        let bytes = (n * 4).max(4);
+        storage_buffer(gpu, &vec![0u8; bytes], wgpu::BufferUsages::empty())
+    };
+    let (x, window, a, b) = (
+        buf(shape.x_len()),
+        buf(shape.window_len()),
+        buf(gdn.gate_len()),
+        buf(gdn.gate_len()),
+    );
+    let (state, y, delta) = (buf(gdn.state_len()), buf(gdn.v_len()), buf(gdn.v_len()));
+    let buffers = RecordLayerBuffers {
+        x: &x,
+        window: &window,
+        layer: &layer,
+        a: &a,
+        b: &b,
+        state_in: &state,
+        y: &y,
+        state_out: None,
+        delta: &delta,
+        mask: None,
+        tape_k_grouped: None,
+        tape_g: None,
+    };
+    let p = gpu
+        .prepare_record_layer(shape, GqaLayout::Blocked, dtypes, &buffers)
+        .unwrap();
+    p.keys().iter().map(|k| k.op.name()).collect()
+}
+
+/// A class that asks for record's chunked form: record_layer's split form runs the
+/// prologue, then the chunked passes (the portable ones where the backend has no fast
+/// path), as record does.
+#[test]
+fn gpu_layer_split_takes_records_chunked_form_where_its_class_asks() {
+    let Some(g) = gpu() else { return };
+    let class = deltatape::internals::ShapeClass {
+        split: Some(true),
+        chunked: Some(true),
+        ..g.tuning().record_class()
+    };
+    let chunked = g
+        .with_tuning(g.tuning().clone().with_record_class(class))
+        .unwrap();
+    let shape = layer_shape(2, 70, [1, 2, 8, 6], 4);
+    let passes = if chunked.chunked_on_matrix_units(shape.gdn(), deltatape::ChunkSize::C64) {
+        [
+            "prologue",
+            "chunk_prep_coop",
+            "chunk_walk_coop",
+            "chunk_out_coop",
+        ]
+        .as_slice()
+    } else {
+        ["prologue", "chunk_wy", "chunk_state"].as_slice()
+    };
+    assert_eq!(layer_ops(&chunked, &shape, GdnDtypes::F32), passes);
 }
 
 /// Split record_layer dispatches share the backend's scratch: the larger prepared first,

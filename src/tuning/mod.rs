@@ -145,12 +145,15 @@ pub struct ShapeClass {
     /// record and fold_record: keep the state as a scale times its registers
     /// (`GdnClass::scaled_state`). Record's class only.
     pub scaled_state: Option<bool>,
-    /// record only: run the chunked form on the matrix units (`record_chunked`'s fast
-    /// path, C = 64) where the backend may: it has cooperative matrices and
-    /// [`crate::ChunkPrecision::FastF16`], `Dk <= 128`, and the call binds neither of
-    /// the tape's copies (the chunked form writes y, delta and the state). `None`:
-    /// from [`Threshold::ChunkedFromSteps`] steps on, up to
-    /// [`Threshold::ChunkedMaxHeads`] (sequence, value head) pairs.
+    /// record only: run the chunked form where the call binds neither of the tape's
+    /// copies (the chunked form writes y, delta and the state): `record_chunked`'s fast
+    /// path (C = 64) where the backend has it (cooperative matrices and
+    /// [`crate::ChunkPrecision::FastF16`], `Dk <= 128`), else its portable passes
+    /// (C = 32), with their errors where they refuse the shape. `None`: the fast path
+    /// alone, from [`Threshold::ChunkedFromSteps`] steps on, up to
+    /// [`Threshold::ChunkedMaxHeads`] (sequence, value head) pairs; the portable
+    /// passes are never the default (slower than the sequential kernel wherever they
+    /// were measured).
     pub chunked: Option<bool>,
     /// record_layer (padded) only: run as two dispatches, the prologue pass writing q,
     /// k, v, g and beta, then record on them (which may then take its chunked form),

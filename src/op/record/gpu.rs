@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::gpu::backend::GpuBackend;
 use crate::op::gdn;
 use crate::op::prologue::{check_pairs, PrologueOperands, RawBuffers};
-use crate::op::record_chunked::{chunked_by_default, COOP_CHUNK};
+use crate::op::record_chunked::{chunked_by_default, ChunkSize, COOP_CHUNK, PORTABLE_CHUNK};
 use crate::shape::{GdnShape, GqaLayout, LayerShape, VarlenLayerShape, VarlenShape};
 use crate::tuning::{ShapeClass, Threshold};
 
@@ -21,11 +21,12 @@ impl GpuBackend {
     /// k (`tape_k_grouped`, at key heads) and g (`tape_g`), which make a rollback's draft
     /// one dispatch.
     ///
-    /// Where the backend runs the chunked form on the matrix units
+    /// Where the call binds neither tape copy, record takes the chunked form where its
+    /// shape class says so (`ShapeClass::chunked`): by default only on the matrix units
     /// ([`GpuBackend::chunked_on_matrix_units`]: cooperative matrices and
-    /// [`crate::ChunkPrecision::FastF16`]) and the call binds neither tape copy, record
-    /// takes that form where its shape class says so (`ShapeClass::chunked`; off by
-    /// default): the same outputs within its documented precision, and the scratch of
+    /// [`crate::ChunkPrecision::FastF16`]) from the tuning table's thresholds; a class
+    /// that asks for it also gets the portable passes elsewhere. The same outputs
+    /// within the form's documented precision, and the scratch of
     /// [`GpuBackend::prepare_record_chunked`], kept by the dispatch.
     pub fn prepare_record(
         &self,
@@ -36,7 +37,8 @@ impl GpuBackend {
     ) -> Result<Prepared> {
         let class = &self.tuning().class(Op::Record, shape, dtypes);
         if self.record_runs_chunked(shape, class, buffers) {
-            return self.prepare_record_chunked(shape, layout, dtypes, COOP_CHUNK, buffers);
+            let chunk = self.record_chunk(shape);
+            return self.prepare_record_chunked(shape, layout, dtypes, chunk, buffers);
         }
         self.prepare_form(shape, layout, dtypes, slots(buffers), Vec::new())
     }
@@ -300,6 +302,8 @@ impl GpuBackend {
     }
 
     /// Whether record at `shape` runs in the chunked form: see `ShapeClass::chunked`.
+    /// By default only on the matrix units; where the class asks for it, on the
+    /// portable passes too.
     fn record_runs_chunked(
         &self,
         shape: &GdnShape,
@@ -308,8 +312,19 @@ impl GpuBackend {
     ) -> bool {
         let copies = buffers.tape_k_grouped.is_some() || buffers.tape_g.is_some();
         !copies
-            && self.chunked_on_matrix_units(shape, COOP_CHUNK)
-            && class.chunked.unwrap_or_else(|| chunked_by_default(shape))
+            && class.chunked.unwrap_or_else(|| {
+                self.chunked_on_matrix_units(shape, COOP_CHUNK) && chunked_by_default(shape)
+            })
+    }
+
+    /// The chunk record's chunked form takes at `shape`: the fast path's, else
+    /// [`PORTABLE_CHUNK`].
+    fn record_chunk(&self, shape: &GdnShape) -> ChunkSize {
+        if self.chunked_on_matrix_units(shape, COOP_CHUNK) {
+            COOP_CHUNK
+        } else {
+            PORTABLE_CHUNK
+        }
     }
 }
 

@@ -119,6 +119,10 @@ const OUT_BLOCK: usize = 64;
 pub(crate) const COOP_MAX_KEY_DIM: usize = 128;
 /// The one chunk size of the cooperative path (its subgroup roles are laid out for it).
 pub(crate) const COOP_CHUNK: ChunkSize = ChunkSize::C64;
+/// The chunk size `record` gives the portable passes where its class asks for the
+/// chunked form without matrix units: C = 32 was faster than 64 in every case measured
+/// (docs/PERFORMANCE.md, "The chunked record").
+pub(crate) const PORTABLE_CHUNK: ChunkSize = ChunkSize::C32;
 
 /// Whether `record` at `shape` takes the chunked form on the matrix units when the
 /// tuning has no measured choice and the backend may (`ShapeClass::chunked`).
