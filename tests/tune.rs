@@ -393,3 +393,31 @@ fn a_corrupt_file_is_refused() {
 }
 
 subgroup_width_tests!();
+
+/// Without the fast path, `tune` also times record's portable chunked passes at a shape
+/// of a few chunks (the only chunked candidate there: `chunked` comes back `Some(true)`
+/// or not at all), and the tuned backend's record, in whichever form won, is record's.
+#[test]
+fn tune_times_the_portable_chunked_form_on_long_shapes() {
+    let Some(g) = backend() else { return };
+    let shape = GdnShape::new(1, 96, 1, 2, 16, 8).unwrap();
+    if g.chunked_on_matrix_units(&shape, deltatape::ChunkSize::C64) {
+        return; // the fast path's candidate: gpu_record_takes_the_fast_path_...
+    }
+    let options = TuneOptions {
+        runs: 1,
+        file: None,
+    };
+    let tuning = g.tune(&[shape], GdnDtypes::F32, &options).unwrap();
+    let record = tuning
+        .choices()
+        .iter()
+        .find(|c| c.op == Op::Record)
+        .unwrap();
+    assert_ne!(record.class.chunked, Some(false), "{:?}", record.class);
+    eprintln!(
+        "tune at {shape:?}: record's class {:?} ({:.1} us against the table's {:.1})",
+        record.class, record.micros, record.default_micros
+    );
+    check_against_cpu(&g.with_tuning(tuning).unwrap(), &shape, 9);
+}

@@ -152,8 +152,9 @@ pub struct ShapeClass {
     /// (C = 32), with their errors where they refuse the shape. `None`: the fast path
     /// alone, from [`Threshold::ChunkedFromSteps`] steps on, up to
     /// [`Threshold::ChunkedMaxHeads`] (sequence, value head) pairs; the portable
-    /// passes are never the default (slower than the sequential kernel wherever they
-    /// were measured).
+    /// passes are never the table's default (slower than the sequential kernel wherever
+    /// they were measured), but `tune` times them at shapes of two chunks or more and
+    /// keeps them where they win on the adapter.
     pub chunked: Option<bool>,
     /// record_layer (padded) only: run as two dispatches, the prologue pass writing q,
     /// k, v, g and beta, then record on them (which may then take its chunked form),

@@ -13,7 +13,7 @@ use crate::gpu::backend::GpuBackend;
 use crate::op::prologue::check_pairs;
 use crate::op::record::RecordOperands;
 use crate::op::record::{LayerParams, LayerParamsBuffer, RecordBuffers, RecordLayerBuffers};
-use crate::op::record_chunked::{chunked_by_default, COOP_CHUNK};
+use crate::op::record_chunked::{chunked_by_default, COOP_CHUNK, PORTABLE_CHUNK};
 use crate::op::replay::ReplayBuffers;
 use crate::op::replay::ReplayOperands;
 use crate::shape::{GdnShape, GqaLayout, LayerShape};
@@ -21,6 +21,9 @@ use crate::tuning::{file, AdapterKey, Choice, ShapeClass, Tuning};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use wgpu::util::DeviceExt as _;
+/// Chunks a sequence must have before `tune` times record's portable chunked form (a
+/// shorter one is all padding and setup).
+const TUNE_PORTABLE_CHUNKS: usize = 2;
 /// How long each candidate runs before it is timed.
 const WARM_UP: Duration = Duration::from_millis(50);
 /// How long the GPU runs before a shape's first candidate is timed. Making that shape's
@@ -301,14 +304,22 @@ impl GpuBackend {
         }
         let replay = op == Op::Replay;
         let mut keys: Vec<KernelKey> = Vec::new();
-        // The chunked form is one candidate more, whose record key is the default's.
-        let chunked =
-            (op == Op::Record && self.chunked_on_matrix_units(shape, COOP_CHUNK)).then(|| {
-                ShapeClass {
-                    chunked: Some(!chunked_by_default(shape)),
-                    ..none
-                }
-            });
+        // The chunked form is one candidate more, whose record key is the default's: on
+        // the matrix units against the default rule; without them, the portable passes
+        // where they take the shape and it has a few chunks (never the default: the
+        // adapter's own times decide).
+        let chunked = if op != Op::Record {
+            None
+        } else if self.chunked_on_matrix_units(shape, COOP_CHUNK) {
+            Some(!chunked_by_default(shape))
+        } else {
+            let long = shape.steps() >= TUNE_PORTABLE_CHUNKS * PORTABLE_CHUNK.steps();
+            (long && self.portable_chunked_takes(shape, dtypes)).then_some(true)
+        }
+        .map(|on| ShapeClass {
+            chunked: Some(on),
+            ..none
+        });
         list.retain(|class| {
             if class.check(OP, replay).is_err() {
                 return false;

@@ -3,7 +3,7 @@
 
 use super::{
     ChunkOutCoopOperands, ChunkPrepOperands, ChunkShape, ChunkSize, ChunkStateOperands,
-    ChunkWalkCoopOperands, ChunkWyOperands, COOP_CHUNK, COOP_MAX_KEY_DIM, OP,
+    ChunkWalkCoopOperands, ChunkWyOperands, COOP_CHUNK, COOP_MAX_KEY_DIM, OP, PORTABLE_CHUNK,
 };
 use crate::dtype::{DType, GdnDtypes};
 use crate::engine::encode::{Plan, Prepared};
@@ -36,6 +36,28 @@ impl GpuBackend {
             && self.options().chunk_precision == ChunkPrecision::FastF16
             && chunk == COOP_CHUNK
             && shape.key_dim() <= COOP_MAX_KEY_DIM
+    }
+
+    /// Whether the portable passes take record at `shape` in `dtypes` (its Dk, the
+    /// pairs of a bf16 word, and scratch within one binding), as `tune` asks before it
+    /// times them.
+    pub(crate) fn portable_chunked_takes(&self, shape: &GdnShape, dtypes: GdnDtypes) -> bool {
+        let cshape = ChunkShape::new(*shape, PORTABLE_CHUNK);
+        let limits = self.limits();
+        let room = limits
+            .max_buffer_size
+            .min(limits.max_storage_buffer_binding_size);
+        let scratch = [
+            cshape.w_len(),
+            cshape.u_len(),
+            cshape.m_len(),
+            cshape.decay_len(),
+        ];
+        check_key_dim(OP, shape).is_ok()
+            && check_pairs(shape, &dtypes).is_ok()
+            && scratch
+                .iter()
+                .all(|&n| (n as u64).saturating_mul(4) <= room)
     }
 
     /// Validate record's buffers (docs/SPEC.md "record") and build the chunked form's
