@@ -421,3 +421,55 @@ fn tune_times_the_portable_chunked_form_on_long_shapes() {
     );
     check_against_cpu(&g.with_tuning(tuning).unwrap(), &shape, 9);
 }
+
+/// Where its class asks for the chunked form (`ShapeClass::chunked`,
+/// `DELTATAPE_RECORD_CHUNKED=1`), `record` on a backend without the fast path runs the
+/// portable passes at C = 32: bit for bit what `record_chunked` at C = 32 returns, within
+/// record's tolerance of the CPU's record; by default the sequential kernel (other
+/// roundings, so other bits). At each of lavapipe's subgroup widths (`subgroup_widths`).
+#[test]
+fn gpu_record_takes_the_portable_passes_where_its_class_asks() {
+    let Some(plain) = backend() else { return };
+    let with_chunked = |on: bool| {
+        let class = ShapeClass {
+            chunked: Some(on),
+            ..ShapeClass::default()
+        };
+        plain
+            .with_tuning(deltatape::Tuning::default().with_record_class(class))
+            .unwrap()
+    };
+    let (chunked, sequential) = (with_chunked(true), with_chunked(false));
+    for (shape, layout, masked) in [
+        (
+            GdnShape::new(2, 70, 1, 2, 16, 12).unwrap(),
+            GqaLayout::Tiled,
+            true,
+        ),
+        (
+            GdnShape::new(1, 33, 2, 4, 24, 8).unwrap(),
+            GqaLayout::Blocked,
+            false,
+        ),
+    ] {
+        assert!(!plain.chunked_on_matrix_units(&shape, deltatape::ChunkSize::C64));
+        let d = draw(&shape, 40);
+        let m = mask(&shape, 41);
+        let mask = masked.then_some(&m[..]);
+        let t = d.typed::<f32>();
+        let x = t.inputs(mask);
+        let got: Recorded<f32, f32, f32> = chunked.record(&shape, layout, &x, &d.state).unwrap();
+        let same: Recorded<f32, f32, f32> = plain
+            .record_chunked(&shape, layout, deltatape::ChunkSize::C32, &x, &d.state)
+            .unwrap();
+        assert_eq!(got, same, "{shape:?}: not record_chunked at C = 32");
+        let want: Recorded<f32, f32, f32> =
+            Backend::cpu().record(&shape, layout, &x, &d.state).unwrap();
+        assert_record_close(&format!("{shape:?} class chunked"), &got, &want);
+        for g in [&plain, &sequential] {
+            let seq: Recorded<f32, f32, f32> = g.record(&shape, layout, &x, &d.state).unwrap();
+            assert_ne!(seq, got, "{shape:?}: the default took the chunked form");
+            assert_record_close(&format!("{shape:?} sequential"), &seq, &want);
+        }
+    }
+}

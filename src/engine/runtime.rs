@@ -66,6 +66,19 @@ impl Runtime {
         Ok(scratch)
     }
 
+    /// Whether [`Runtime::scratch`] would take `lens` (each within the binding limit),
+    /// allocating nothing: its errors, without the buffers.
+    pub(crate) fn check_scratch(
+        &self,
+        op: (&'static str, &'static str),
+        lens: &[(&'static str, usize, u64)],
+    ) -> Result<()> {
+        for &row in lens {
+            self.scratch_bytes(op, row)?;
+        }
+        Ok(())
+    }
+
     /// [`Runtime::scratch`] for a dispatch whose passes run back to back in one compute
     /// pass, so that its scratch may be another such dispatch's too (one queue runs them
     /// in order, and wgpu puts a barrier between two dispatches that touch one buffer):

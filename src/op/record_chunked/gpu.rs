@@ -38,26 +38,17 @@ impl GpuBackend {
             && shape.key_dim() <= COOP_MAX_KEY_DIM
     }
 
-    /// Whether the portable passes take record at `shape` in `dtypes` (its Dk, the
-    /// pairs of a bf16 word, and scratch within one binding), as `tune` asks before it
-    /// times them.
+    /// Whether the portable passes take record at `shape` in `dtypes` (their checks of
+    /// Dk and of a bf16 word's pairs, and their scratch within the binding limit), as
+    /// `tune` asks before it times them.
     pub(crate) fn portable_chunked_takes(&self, shape: &GdnShape, dtypes: GdnDtypes) -> bool {
         let cshape = ChunkShape::new(*shape, PORTABLE_CHUNK);
-        let limits = self.limits();
-        let room = limits
-            .max_buffer_size
-            .min(limits.max_storage_buffer_binding_size);
-        let scratch = [
-            cshape.w_len(),
-            cshape.u_len(),
-            cshape.m_len(),
-            cshape.decay_len(),
-        ];
         check_key_dim(OP, shape).is_ok()
             && check_pairs(shape, &dtypes).is_ok()
-            && scratch
-                .iter()
-                .all(|&n| (n as u64).saturating_mul(4) <= room)
+            && self
+                .runtime
+                .check_scratch(SCRATCH, &portable_scratch(&cshape))
+                .is_ok()
     }
 
     /// Validate record's buffers (docs/SPEC.md "record") and build the chunked form's
@@ -95,15 +86,7 @@ impl GpuBackend {
         }
         let state_key = KernelKey::chunk_state(shape, dtypes, chunk, masked, state_out);
         let passes = Passes::new(&cshape, layout, &state_key);
-        let scratch = self.runtime.scratch(
-            SCRATCH,
-            &[
-                ("w", cshape.w_len(), 4),
-                ("u", cshape.u_len(), 4),
-                ("m", cshape.m_len(), 4),
-                ("decay", cshape.decay_len(), 4),
-            ],
-        )?;
+        let scratch = self.runtime.scratch(SCRATCH, &portable_scratch(&cshape))?;
         let [w, u, m, decay] = [&scratch[0], &scratch[1], &scratch[2], &scratch[3]];
         let wy_key = KernelKey::chunk_wy(shape, dtypes, chunk, masked);
         let wy_buffers = ChunkWyOperands {
@@ -301,6 +284,16 @@ impl<'a> Passes<'a> {
         })?;
         Ok(Plan::new(OP, key, &p, workgroups, self.cshape, specs))
     }
+}
+
+/// The portable passes' scratch, in f32: W, U, the decayed `Q K^T` and the decays.
+fn portable_scratch(cshape: &ChunkShape) -> [(&'static str, usize, u64); 4] {
+    [
+        ("w", cshape.w_len(), 4),
+        ("u", cshape.u_len(), 4),
+        ("m", cshape.m_len(), 4),
+        ("decay", cshape.decay_len(), 4),
+    ]
 }
 
 /// The chunked form writes no tape: giving the tape's copies of k or g is an error.
