@@ -637,7 +637,9 @@ fn prefix_steps(x: &[f32], t_n: usize, per_step: usize, n: usize, b: usize) -> V
 
 /// A rollback's raw drafts against record_layer run by hand: two rounds of two layers,
 /// each committing its own prefix per sequence (the conv window rolled on the device on
-/// the GPU), then the committed state and window against one sequence's sequential run.
+/// the GPU), then the committed state and window against one sequence's sequential run;
+/// on the GPU also with drafts in record_layer's split form and record's chunked form
+/// (the prologue writes the tape's k and g itself).
 #[test]
 fn rollback_raw_drafts_roll_back_state_and_window() {
     use deltatape::{ConvConfig, Rollback, RollbackMode, RollbackOptions};
@@ -654,8 +656,10 @@ fn rollback_raw_drafts_roll_back_state_and_window() {
     ];
     let accepted = [[1u32, 4], [3, 0]];
     let mut backends = vec![cpu()];
-    if let Some(g) = gpu() {
-        backends.push(Backend::Gpu(g));
+    let g = gpu();
+    if let Some(g) = &g {
+        backends.push(Backend::Gpu(g.clone()));
+        backends.push(Backend::Gpu(split_chunked(g)));
     }
     for backend in &backends {
         for mode in [RollbackMode::SingleState, RollbackMode::KeepDrafted] {
@@ -758,6 +762,13 @@ fn rollback_raw_drafts_roll_back_state_and_window() {
                 }
             }
         }
+    }
+    if let Some(g) = g {
+        let compiled = |name: &str| g.compiled_kernels().iter().any(|k| k.op.name() == name);
+        let chunked = ["chunk_wy", "chunk_prep_coop"]
+            .iter()
+            .any(|&op| compiled(op));
+        assert!(chunked, "drafts in record's chunked form");
     }
 }
 
@@ -980,9 +991,10 @@ fn tokens<E: Copy>(x: &[E], r: &std::ops::Range<usize>, per: usize) -> Vec<E> {
 
 /// record_layer_varlen: each packed sequence's results are record_layer's on that
 /// sequence alone (its tokens, its window, its state): bit for bit on the CPU, within
-/// the dtypes' tolerance on the GPU in both forms (split: the packed prologue, then
-/// record_varlen; fused) (empty and one-token sequences, lengths across the staging
-/// chunks and the prologue's blocks, both layouts, a mask).
+/// the dtypes' tolerance on the GPU in all three forms (split: the packed prologue, then
+/// record_varlen, sequential or, where the class asks, chunked; fused) (empty and
+/// one-token sequences, lengths across the staging chunks, the prologue's blocks and
+/// the portable chunks, both layouts, a mask).
 #[test]
 fn layer_varlen_is_record_layer_on_each_sequence() {
     use deltatape::{VarlenLayerShape, VarlenShape};
@@ -993,8 +1005,9 @@ fn layer_varlen_is_record_layer_on_each_sequence() {
         for split in [true, false] {
             backends.push(Backend::Gpu(with_split(g, split)));
         }
+        backends.push(Backend::Gpu(split_chunked(g)));
     }
-    let mixes: [&[usize]; 3] = [&[5, 0, 1, 9, 3], &[0], &[17, 1, 2]];
+    let mixes: [&[usize]; 3] = [&[5, 0, 1, 9, 3], &[0], &[17, 1, 2, 33]];
     for (i, lens) in mixes.iter().enumerate() {
         let mut offsets = vec![0u32];
         for &l in lens.iter() {
@@ -1061,6 +1074,8 @@ fn layer_varlen_is_record_layer_on_each_sequence() {
                             &want.delta,
                             1e-5,
                         );
+                        let got_k = part(&got.k, hk * dk);
+                        assert_close(&format!("{what}: tape k"), &got_k, &want.k, 1e-6);
                     }
                 }
             }
@@ -1073,6 +1088,10 @@ fn layer_varlen_is_record_layer_on_each_sequence() {
             "the split form"
         );
         assert!(compiled("record_layer_varlen"), "the fused form");
+        let chunked = ["chunk_wy", "chunk_prep_coop"]
+            .iter()
+            .any(|&op| compiled(op));
+        assert!(chunked, "the split form's chunked record_varlen");
     }
 }
 
@@ -1561,6 +1580,17 @@ fn gpu_split_dispatches_share_their_scratch() {
 }
 
 /// `g` with record_layer's form forced (`ShapeClass::split`).
+/// `g` with record_layer's split form and record's chunked form asked for.
+fn split_chunked(g: &GpuBackend) -> GpuBackend {
+    let class = deltatape::internals::ShapeClass {
+        split: Some(true),
+        chunked: Some(true),
+        ..g.tuning().record_class()
+    };
+    g.with_tuning(g.tuning().clone().with_record_class(class))
+        .unwrap()
+}
+
 fn with_split(g: &GpuBackend, on: bool) -> GpuBackend {
     let class = deltatape::internals::ShapeClass {
         split: Some(on),

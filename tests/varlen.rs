@@ -510,3 +510,110 @@ fn bench_times_record_varlen() {
     let best: f64 = cols[4].parse().unwrap();
     assert!(best > 0.0 && best.is_finite(), "{row}");
 }
+
+/// Where record's class asks for the chunked form (`ShapeClass::chunked`,
+/// `DELTATAPE_RECORD_CHUNKED=1`), record_varlen runs every sequence in chunks of its
+/// own: each sequence's y, delta and state bit for bit what `record_chunked` gives for
+/// it alone (the portable passes at C = 32, or the fast path at 64 where the device has
+/// it), all within record's tolerance of the CPU's record_varlen; by default the
+/// sequential kernel (other roundings, so other bits). Lengths 0, 1, C - 1, C, C + 1
+/// and several chunks in one call, masks, both layouts, bf16 beside f32.
+#[test]
+fn gpu_varlen_takes_the_chunked_form_where_its_class_asks() {
+    let Some(plain) = gpu() else { return };
+    let chunked = plain
+        .with_tuning(deltatape::Tuning::default().with_record_class(
+            deltatape::internals::ShapeClass {
+                chunked: Some(true),
+                ..Default::default()
+            },
+        ))
+        .unwrap();
+    let one = shape_of(&[1], HEADS);
+    let chunk = match plain.chunked_on_matrix_units(one.packed(), deltatape::ChunkSize::C64) {
+        true => deltatape::ChunkSize::C64,
+        false => deltatape::ChunkSize::C32,
+    };
+    let c = chunk.steps();
+    eprintln!("record_varlen's chunked form at C = {c}");
+    let mixes: [&[usize]; 3] = [&[c + 1, 0, 1, c - 1, c, 3 * c + 5, 0, 2], &[0, 2 * c], &[5]];
+    for (i, lens) in mixes.iter().enumerate() {
+        let shape = shape_of(lens, HEADS);
+        let d = draw_varlen(&shape, 60 + i as u64);
+        let m = mask(shape.packed(), 61 + i as u64);
+        for (layout, masked) in [(GqaLayout::Tiled, true), (GqaLayout::Blocked, false)] {
+            let mask = masked.then_some(&m[..]);
+            let what = format!("{lens:?} {layout:?} mask {masked}");
+            let t = d.typed::<f32>();
+            let got: Recorded<f32, f32, f32> = chunked
+                .record_varlen(&shape, layout, &t.inputs(mask), &d.state)
+                .unwrap();
+            let want: Recorded<f32, f32, f32> = cpu()
+                .record_varlen(&shape, layout, &t.inputs(mask), &d.state)
+                .unwrap();
+            assert_record_close(&format!("{what} chunked"), &got, &want);
+            let sequential: Recorded<f32, f32, f32> = plain
+                .record_varlen(&shape, layout, &t.inputs(mask), &d.state)
+                .unwrap();
+            assert_ne!(sequential, got, "{what}: the default took the chunked form");
+            assert_record_close(&format!("{what} sequential"), &sequential, &want);
+            for s in (0..shape.sequences()).filter(|&s| !shape.sequence(s).is_empty()) {
+                let (one, alone) = one_chunked(&plain, &shape, (layout, chunk), s, &d, mask);
+                assert_eq!(
+                    part(&shape, s, &got),
+                    alone,
+                    "{what}: sequence {s} not record_chunked of it alone ({one:?})"
+                );
+            }
+            let empty = (0..shape.sequences()).filter(|&s| shape.sequence(s).is_empty());
+            for s in empty {
+                assert_eq!(part(&shape, s, &got).state, part(&shape, s, &want).state);
+            }
+        }
+        let t = d.typed::<bf16>();
+        let got: Recorded<bf16, f32, bf16> = chunked
+            .record_varlen(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state)
+            .unwrap();
+        let want: Recorded<bf16, f32, bf16> = cpu()
+            .record_varlen(&shape, GqaLayout::Blocked, &t.inputs(None), &d.state)
+            .unwrap();
+        assert_record_close(&format!("{lens:?} bf16 chunked"), &got, &want);
+    }
+}
+
+/// `record_chunked` at `chunk` on sequence `s` of `shape` alone (f32), on the GPU.
+fn one_chunked(
+    g: &GpuBackend,
+    shape: &VarlenShape,
+    (layout, chunk): (GqaLayout, deltatape::ChunkSize),
+    s: usize,
+    d: &Draw,
+    mask: Option<&[u32]>,
+) -> (GdnShape, Recorded<f32, f32, f32>) {
+    let p = shape.packed();
+    let one = p.with_steps(shape.sequence(s).len()).unwrap();
+    let qk = p.key_heads() * p.key_dim();
+    let (v, gates) = (p.value_heads() * p.value_dim(), p.value_heads());
+    let own = |x: &[f32], per: usize| tokens_of(shape, s, x, per);
+    let (q, k, vv, gg, beta) = (
+        own(&d.q, qk),
+        own(&d.k, qk),
+        own(&d.v, v),
+        own(&d.g, gates),
+        own(&d.beta, gates),
+    );
+    let m = mask.map(|m| tokens_of(shape, s, m, 1));
+    let inputs = RecordInputs {
+        q: &q,
+        k: &k,
+        v: &vv,
+        g: &gg,
+        beta: &beta,
+        mask: m.as_deref(),
+    };
+    let state = &d.state[s * one.state_len()..][..one.state_len()];
+    let out = g
+        .record_chunked(&one, layout, chunk, &inputs, state)
+        .unwrap();
+    (one, out)
+}

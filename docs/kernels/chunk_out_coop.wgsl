@@ -6,6 +6,7 @@ const HAS_Y: bool = true;
 const HAS_TILES: bool = true;
 const HAS_STARTS: bool = true;
 const HAS_DELTAS16: bool = true;
+const HAS_OFFSETS: bool = false;
 const WG_SIZE: u32 = 256u;
 const VEC4: bool = false;
 const HAS_BF16: bool = false;
@@ -17,7 +18,6 @@ const STATE_F16: bool = false;
 const TAPE_BF16: bool = false;
 const GATE_BF16: bool = false;
 const GATE_F16: bool = false;
-const HAS_OFFSETS: bool = false;
 const LANES: u32 = 1u;
 const ROWS: u32 = 64u;
 const GROUPS: u32 = 1u;
@@ -191,6 +191,53 @@ struct ChunkParams {
 
 @group(0) @binding(0) var<uniform> params: ChunkParams;
 
+// Where record_chunked's passes find their chunks (ChunkShape in
+// src/op/record_chunked/mod.rs is the host's side of these formulas).
+//
+// B padded sequences of T steps (record): chunk n of head (b, hv) is the scratch's block
+// ch = (b Hv + hv) chunks + n, chunks = ceil(T / C).
+//
+// Packed sequences of their own lengths (record_varlen, HAS_OFFSETS): the offsets
+// binding holds the S + 1 offsets, then each sequence's first chunk (S + 1 prefix sums
+// of ceil(L_s / C), the last the chunks of all sequences), then each chunk's sequence.
+// Chunk n of head (s, hv) is the block ch = first[s] Hv + hv ceil(L_s / C) + n: a
+// head's chunks follow one another, and ch / Hv lies in first[s] .. first[s + 1], where
+// the table names s. A chunk never straddles two sequences. The dims a pass sees are
+// the sequence's: its first token, and its length as T.
+
+struct ChunkAt {
+    d: GdnDims,
+    h: Head,
+    // The chunk's index in its sequence: its steps are n C .. n C + C - 1 (those from
+    // d.steps on are dead).
+    n: u32,
+    // Its block of the scratch.
+    ch: u32,
+}
+
+struct HeadChunks {
+    d: GdnDims,
+    h: Head,
+    // The scratch block of the head's first chunk; the others follow it.
+    first: u32,
+    // The head's chunks.
+    count: u32,
+}
+
+// The chunk of scratch block ch (uniform in the workgroup, below the pass's blocks).
+fn chunk_at(ch: u32, li: u32) -> ChunkAt {
+    var d = params.dims;
+    let h = head_at(d, params.gqa_layout, ch / params.chunks);
+    return ChunkAt(d, h, ch % params.chunks, ch);
+}
+
+// The chunks of head `head` (b Hv + hv; packed, s Hv + hv), uniform in the workgroup.
+fn head_chunks(head: u32, li: u32) -> HeadChunks {
+    var d = params.dims;
+    let h = head_at(d, params.gqa_layout, head);
+    return HeadChunks(d, h, head * params.chunks, params.chunks);
+}
+
 // The f16 operands of record_chunked's walk and output pass, as the pack pass
 // writes them: per (b, hv, chunk), four matrices of 16 x 16 tiles, each tile 256
 // contiguous values, row-major within the tile (a tile loads with stride 16; rows of a
@@ -261,13 +308,14 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     // No early return (naga then takes the products as outside uniform control flow).
     let in_grid = wg_in < params.workgroups;
     let wg = min(wg_in, params.workgroups - 1u);
-    let d = params.dims;
-    let pad = padded_value_dim(d.value_dim);
+    let pad = padded_value_dim(params.dims.value_dim);
     let blocks = pad / BLOCK;
     let cb = wg % blocks;
-    let ch = wg / blocks; // (b * Hv + hv) * chunks + n
-    let n = ch % params.chunks;
-    let h = head_at(d, params.gqa_layout, ch / params.chunks);
+    let chunk = chunk_at(wg / blocks, li); // wgsl/chunk_at.wgsl
+    let d = chunk.d;
+    let h = chunk.h;
+    let ch = chunk.ch;
+    let n = chunk.n;
     let base = ch * TILES_PER_CHUNK;
     let sg = li / SUBGROUP_WIDTH;
     let r = sg / 2u;

@@ -10,6 +10,7 @@ const HAS_W: bool = true;
 const HAS_U: bool = true;
 const HAS_M: bool = true;
 const HAS_DECAY: bool = true;
+const HAS_OFFSETS: bool = false;
 const WG_SIZE: u32 = 256u;
 const VEC4: bool = false;
 const HAS_BF16: bool = false;
@@ -21,7 +22,6 @@ const STATE_F16: bool = false;
 const TAPE_BF16: bool = false;
 const GATE_BF16: bool = false;
 const GATE_F16: bool = false;
-const HAS_OFFSETS: bool = false;
 const LANES: u32 = 1u;
 const ROWS: u32 = 8u;
 const GROUPS: u32 = 8u;
@@ -277,9 +277,57 @@ struct ChunkParams {
 
 @group(0) @binding(0) var<uniform> params: ChunkParams;
 
+// Where record_chunked's passes find their chunks (ChunkShape in
+// src/op/record_chunked/mod.rs is the host's side of these formulas).
+//
+// B padded sequences of T steps (record): chunk n of head (b, hv) is the scratch's block
+// ch = (b Hv + hv) chunks + n, chunks = ceil(T / C).
+//
+// Packed sequences of their own lengths (record_varlen, HAS_OFFSETS): the offsets
+// binding holds the S + 1 offsets, then each sequence's first chunk (S + 1 prefix sums
+// of ceil(L_s / C), the last the chunks of all sequences), then each chunk's sequence.
+// Chunk n of head (s, hv) is the block ch = first[s] Hv + hv ceil(L_s / C) + n: a
+// head's chunks follow one another, and ch / Hv lies in first[s] .. first[s + 1], where
+// the table names s. A chunk never straddles two sequences. The dims a pass sees are
+// the sequence's: its first token, and its length as T.
+
+struct ChunkAt {
+    d: GdnDims,
+    h: Head,
+    // The chunk's index in its sequence: its steps are n C .. n C + C - 1 (those from
+    // d.steps on are dead).
+    n: u32,
+    // Its block of the scratch.
+    ch: u32,
+}
+
+struct HeadChunks {
+    d: GdnDims,
+    h: Head,
+    // The scratch block of the head's first chunk; the others follow it.
+    first: u32,
+    // The head's chunks.
+    count: u32,
+}
+
+// The chunk of scratch block ch (uniform in the workgroup, below the pass's blocks).
+fn chunk_at(ch: u32, li: u32) -> ChunkAt {
+    var d = params.dims;
+    let h = head_at(d, params.gqa_layout, ch / params.chunks);
+    return ChunkAt(d, h, ch % params.chunks, ch);
+}
+
+// The chunks of head `head` (b Hv + hv; packed, s Hv + hv), uniform in the workgroup.
+fn head_chunks(head: u32, li: u32) -> HeadChunks {
+    var d = params.dims;
+    let h = head_at(d, params.gqa_layout, head);
+    return HeadChunks(d, h, head * params.chunks, params.chunks);
+}
+
 // record_chunked, second pass (cpu.rs beside it has the math): one workgroup per
-// (b, hv, block of ROWS state rows), through every chunk in order, the rows' state in
-// workgroup memory. Per chunk, from the first pass's scratch (f32 bits):
+// (b, hv, block of ROWS state rows), through the head's chunks in order
+// (wgsl/chunk_at.wgsl), the rows' state in workgroup memory. Per chunk, from the first
+// pass's scratch (f32 bits):
 //   delta[i][r] = u[i][r] - w[i] . s[r]                      (record's delta)
 //   y[i][r]     = gam[i] q[i] . s[r] + sum_{j<=i} m[i][j] delta[j][r]   (0 when masked)
 //   s[r]        = gam[C-1] s[r] + sum_j G(C-1, j) delta[j][r] k[j]
@@ -316,20 +364,18 @@ var<workgroup> d_sh: array<f32, CHUNK * ROWS>;
 // G(C-1, j): the decay from step j to the chunk's end.
 var<workgroup> end_sh: array<f32, CHUNK>;
 
-// This invocation's values of the w and q tile from column c0 of chunk n of `head`
-// (zeros past Dk and T, so also for n = chunks).
+// This invocation's values of the w and q tile from column c0 of the head's chunk n
+// (zeros past Dk and T, so also for n = its chunks).
 fn chunk_state_fetch(
     w_out: ptr<function, array<f32, LPT>>,
     q_out: ptr<function, array<f32, LPT>>,
     li: u32,
-    head: u32,
+    hc: HeadChunks,
     n: u32,
     c0: u32,
-    b: u32,
-    hk: u32,
 ) {
-    let d = params.dims;
-    let ch = head * params.chunks + n;
+    let d = hc.d;
+    let ch = hc.first + n;
     for (var l = 0u; l < LPT; l++) {
         let e = li + l * WG_SIZE;
         let i = e / TK;
@@ -339,7 +385,7 @@ fn chunk_state_fetch(
         var qv = 0.0;
         if e < CHUNK * TK && c < d.key_dim && t < d.steps {
             wv = bitcast<f32>(load_w((ch * CHUNK + i) * d.key_dim + c));
-            qv = load1_q(qk_row(d, b, t, hk) + c);
+            qv = load1_q(qk_row(d, hc.h.b, t, hc.h.hk) + c);
         }
         (*w_out)[l] = wv;
         (*q_out)[l] = qv;
@@ -351,10 +397,10 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
     if wg >= params.workgroups {
         return;
     }
-    let d = params.dims;
     let rb = wg % params.row_blocks;
-    let head = wg / params.row_blocks;
-    let h = head_at(d, params.gqa_layout, head);
+    let hc = head_chunks(wg / params.row_blocks, li);
+    let d = hc.d;
+    let h = hc.h;
     let dv0 = rb * ROWS;
 
     for (var e = li; e < ROWS * DKP; e += WG_SIZE) {
@@ -384,10 +430,10 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
     var q_next: array<f32, LPT>;
     var w_after: array<f32, LPT>;
     var q_after: array<f32, LPT>;
-    chunk_state_fetch(&w_next, &q_next, li, head, 0u, 0u, h.b, h.hk);
-    chunk_state_fetch(&w_after, &q_after, li, head, 1u / tiles, (1u % tiles) * TK, h.b, h.hk);
-    for (var n = 0u; n < params.chunks; n++) {
-        let ch = head * params.chunks + n;
+    chunk_state_fetch(&w_next, &q_next, li, hc, 0u, 0u);
+    chunk_state_fetch(&w_after, &q_after, li, hc, 1u / tiles, (1u % tiles) * TK);
+    for (var n = 0u; n < hc.count; n++) {
+        let ch = hc.first + n;
         let t0 = n * CHUNK;
         let dbase = ch * 3u * CHUNK;
         let ut = t0 + ui;
@@ -430,7 +476,7 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
             q_next = q_after;
             let g = n * tiles + c0 / TK + 2u;
             let gc = (g % tiles) * TK;
-            chunk_state_fetch(&w_after, &q_after, li, head, g / tiles, gc, h.b, h.hk);
+            chunk_state_fetch(&w_after, &q_after, li, hc, g / tiles, gc);
             if unit {
                 let wrow = ui * TKP;
                 let s0 = ur * SP + c0;

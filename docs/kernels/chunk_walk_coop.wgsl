@@ -10,6 +10,7 @@ const HAS_DECAY: bool = true;
 const HAS_TILES: bool = true;
 const HAS_STARTS: bool = true;
 const HAS_DELTAS16: bool = true;
+const HAS_OFFSETS: bool = false;
 const WG_SIZE: u32 = 256u;
 const VEC4: bool = false;
 const HAS_BF16: bool = false;
@@ -21,7 +22,6 @@ const STATE_F16: bool = false;
 const TAPE_BF16: bool = false;
 const GATE_BF16: bool = false;
 const GATE_F16: bool = false;
-const HAS_OFFSETS: bool = false;
 const LANES: u32 = 1u;
 const ROWS: u32 = 16u;
 const GROUPS: u32 = 1u;
@@ -256,6 +256,53 @@ struct ChunkParams {
 
 @group(0) @binding(0) var<uniform> params: ChunkParams;
 
+// Where record_chunked's passes find their chunks (ChunkShape in
+// src/op/record_chunked/mod.rs is the host's side of these formulas).
+//
+// B padded sequences of T steps (record): chunk n of head (b, hv) is the scratch's block
+// ch = (b Hv + hv) chunks + n, chunks = ceil(T / C).
+//
+// Packed sequences of their own lengths (record_varlen, HAS_OFFSETS): the offsets
+// binding holds the S + 1 offsets, then each sequence's first chunk (S + 1 prefix sums
+// of ceil(L_s / C), the last the chunks of all sequences), then each chunk's sequence.
+// Chunk n of head (s, hv) is the block ch = first[s] Hv + hv ceil(L_s / C) + n: a
+// head's chunks follow one another, and ch / Hv lies in first[s] .. first[s + 1], where
+// the table names s. A chunk never straddles two sequences. The dims a pass sees are
+// the sequence's: its first token, and its length as T.
+
+struct ChunkAt {
+    d: GdnDims,
+    h: Head,
+    // The chunk's index in its sequence: its steps are n C .. n C + C - 1 (those from
+    // d.steps on are dead).
+    n: u32,
+    // Its block of the scratch.
+    ch: u32,
+}
+
+struct HeadChunks {
+    d: GdnDims,
+    h: Head,
+    // The scratch block of the head's first chunk; the others follow it.
+    first: u32,
+    // The head's chunks.
+    count: u32,
+}
+
+// The chunk of scratch block ch (uniform in the workgroup, below the pass's blocks).
+fn chunk_at(ch: u32, li: u32) -> ChunkAt {
+    var d = params.dims;
+    let h = head_at(d, params.gqa_layout, ch / params.chunks);
+    return ChunkAt(d, h, ch % params.chunks, ch);
+}
+
+// The chunks of head `head` (b Hv + hv; packed, s Hv + hv), uniform in the workgroup.
+fn head_chunks(head: u32, li: u32) -> HeadChunks {
+    var d = params.dims;
+    let h = head_at(d, params.gqa_layout, head);
+    return HeadChunks(d, h, head * params.chunks, params.chunks);
+}
+
 // The f16 operands of record_chunked's walk and output pass, as the pack pass
 // writes them: per (b, hv, chunk), four matrices of 16 x 16 tiles, each tile 256
 // contiguous values, row-major within the tile (a tile loads with stride 16; rows of a
@@ -303,11 +350,12 @@ fn to_f16_range(x: f32) -> f32 {
 }
 
 // record_chunked's walk on cooperative matrices (the fast path's third pass): one
-// workgroup of 8 subgroups of 32 per (b, hv, block of ROWS value rows), through every
-// chunk in order, with nothing but the state's own recurrence on the chain. The
-// block's transposed state S^T [TILE_DK][ROWS] stays in registers as f32 accumulators:
-// subgroup sg holds key rows 16 sg .. 16 sg + 15, ROWS / 16 tiles. Per chunk, with the
-// pack pass's f16 tiles (cpu.rs beside it has the math):
+// workgroup of 8 subgroups of 32 per (b, hv, block of ROWS value rows), through the
+// head's chunks in order (wgsl/chunk_at.wgsl), with nothing but the state's own
+// recurrence on the chain. The block's transposed state S^T [TILE_DK][ROWS] stays in
+// registers as f32 accumulators: subgroup sg holds key rows 16 sg .. 16 sg + 15,
+// ROWS / 16 tiles. Per chunk, with the pack pass's f16 tiles (cpu.rs beside it has the
+// math):
 //   delta = U - W S^T                          (record's delta, the tape's)
 //   S^T   = gam_C S^T + (G_end K)^T delta
 // Two products and two hand-offs through workgroup memory (S^T and delta to f16: WGSL
@@ -351,25 +399,25 @@ fn d_tile(r: u32, j: u32) -> coop_mat16x16<f16, B> {
     return coopLoadT<coop_mat16x16<f16, B>>(&d16[r * 16u * HS + j * 16u], HS);
 }
 
-// Where W's row tile `xr` over key tiles 4 xh .. 4 xh + 3 of chunk n of `head` is.
-fn w_at(head: u32, n: u32, xr: u32, xh: u32) -> u32 {
-    return (head * params.chunks + n) * TILES_PER_CHUNK + W_AT + (xr * KT + xh * 4u) * 256u;
+// Where W's row tile `xr` over key tiles 4 xh .. 4 xh + 3 of scratch block ch is.
+fn w_at(ch: u32, xr: u32, xh: u32) -> u32 {
+    return ch * TILES_PER_CHUNK + W_AT + (xr * KT + xh * 4u) * 256u;
 }
 
-// Where (G_end K)^T's row tile `r` of chunk n of `head` is.
-fn k_at(head: u32, n: u32, r: u32) -> u32 {
-    return (head * params.chunks + n) * TILES_PER_CHUNK + KT_AT + r * CT * 256u;
+// Where (G_end K)^T's row tile `r` of scratch block ch is.
+fn k_at(ch: u32, r: u32) -> u32 {
+    return ch * TILES_PER_CHUNK + KT_AT + r * CT * 256u;
 }
 
-// Invocation li's pairs of U's [CHUNK][ROWS] block at chunk n of `head`, value rows
+// Invocation li's pairs of U's [CHUNK][ROWS] block at scratch block ch, value rows
 // from v0 (zero past Dv).
-fn load_u_pairs(head: u32, n: u32, v0: u32, li: u32) -> array<f32, 2u * PAIRS> {
+fn load_u_pairs(ch: u32, v0: u32, li: u32) -> array<f32, 2u * PAIRS> {
     let d = params.dims;
     var u: array<f32, 2u * PAIRS>;
     for (var l = 0u; l < PAIRS; l++) {
         let e = 2u * (li + l * WG_SIZE);
         let dv = v0 + e % ROWS;
-        let at = ((head * params.chunks + n) * CHUNK + e / ROWS) * d.value_dim + dv;
+        let at = (ch * CHUNK + e / ROWS) * d.value_dim + dv;
         u[2u * l] = 0.0;
         u[2u * l + 1u] = 0.0;
         if dv < d.value_dim {
@@ -388,10 +436,10 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     // writes nothing.
     let in_grid = wg_in < params.workgroups;
     let wg = min(wg_in, params.workgroups - 1u);
-    let d = params.dims;
     let rb = wg % params.row_blocks;
-    let head = wg / params.row_blocks;
-    let h = head_at(d, params.gqa_layout, head);
+    let hc = head_chunks(wg / params.row_blocks, li); // wgsl/chunk_at.wgsl
+    let d = hc.d;
+    let h = hc.h;
     let v0 = rb * ROWS;
     let sg = li / SUBGROUP_WIDTH;
     let lane = li % SUBGROUP_WIDTH;
@@ -435,24 +483,24 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     var k2 = coop_mat16x16<f16, A>();
     var k3 = coop_mat16x16<f16, A>();
     var u: array<f32, 2u * PAIRS>;
-    if params.chunks > 0u {
-        w0 = a_tile(w_at(head, 0u, xr, xh));
-        w1 = a_tile(w_at(head, 0u, xr, xh) + 256u);
-        w2 = a_tile(w_at(head, 0u, xr, xh) + 512u);
-        w3 = a_tile(w_at(head, 0u, xr, xh) + 768u);
-        k0 = a_tile(k_at(head, 0u, sg));
-        k1 = a_tile(k_at(head, 0u, sg) + 256u);
-        k2 = a_tile(k_at(head, 0u, sg) + 512u);
-        k3 = a_tile(k_at(head, 0u, sg) + 768u);
-        u = load_u_pairs(head, 0u, v0, li);
+    if hc.count > 0u {
+        w0 = a_tile(w_at(hc.first, xr, xh));
+        w1 = a_tile(w_at(hc.first, xr, xh) + 256u);
+        w2 = a_tile(w_at(hc.first, xr, xh) + 512u);
+        w3 = a_tile(w_at(hc.first, xr, xh) + 768u);
+        k0 = a_tile(k_at(hc.first, sg));
+        k1 = a_tile(k_at(hc.first, sg) + 256u);
+        k2 = a_tile(k_at(hc.first, sg) + 512u);
+        k3 = a_tile(k_at(hc.first, sg) + 768u);
+        u = load_u_pairs(hc.first, v0, li);
     }
 
-    for (var n = 0u; n < params.chunks; n++) {
-        let ch = head * params.chunks + n;
+    for (var n = 0u; n < hc.count; n++) {
+        let ch = hc.first + n;
         let t0 = n * CHUNK;
         let last = bitcast<f32>(load_decay(ch * 3u * CHUNK + 2u * CHUNK));
-        // The next chunk's (this one's again after the last: loaded, never used).
-        let next = min(n + 1u, params.chunks - 1u);
+        // The next chunk's block (this one's again after the last: loaded, never used).
+        let next = hc.first + min(n + 1u, hc.count - 1u);
 
         // The state at the chunk's start, for the output pass (s16 holds it).
         for (var j = 0u; j < NB; j++) {
@@ -470,10 +518,10 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             x = coopMultiplyAdd(w3, s_tile(xh * 4u + 3u, j), x);
             coopStoreT(x, &f32s[x_at + j * 16u], FS);
         }
-        w0 = a_tile(w_at(head, next, xr, xh));
-        w1 = a_tile(w_at(head, next, xr, xh) + 256u);
-        w2 = a_tile(w_at(head, next, xr, xh) + 512u);
-        w3 = a_tile(w_at(head, next, xr, xh) + 768u);
+        w0 = a_tile(w_at(next, xr, xh));
+        w1 = a_tile(w_at(next, xr, xh) + 256u);
+        w2 = a_tile(w_at(next, xr, xh) + 512u);
+        w3 = a_tile(w_at(next, xr, xh) + 768u);
         workgroupBarrier();
 
         // delta = U - W S^T: the tape's, and in f16 for the products.
@@ -497,7 +545,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 }
             }
         }
-        u = load_u_pairs(head, next, v0, li);
+        u = load_u_pairs(next, v0, li);
         workgroupBarrier();
 
         // delta's f16 tiles for the output pass, CT * NB of them over the 8 subgroups
@@ -538,10 +586,10 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             s3 = coopMultiplyAdd(k3, d_tile(3u, 3u), s3);
             coopStoreT(s3, &f32s[own + 48u % ROWS], FS);
         }
-        k0 = a_tile(k_at(head, next, sg));
-        k1 = a_tile(k_at(head, next, sg) + 256u);
-        k2 = a_tile(k_at(head, next, sg) + 512u);
-        k3 = a_tile(k_at(head, next, sg) + 768u);
+        k0 = a_tile(k_at(next, sg));
+        k1 = a_tile(k_at(next, sg) + 256u);
+        k2 = a_tile(k_at(next, sg) + 512u);
+        k3 = a_tile(k_at(next, sg) + 768u);
         workgroupBarrier();
 
         // S^T in f16 for the next chunk's products: each subgroup its own rows.

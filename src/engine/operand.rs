@@ -423,6 +423,13 @@ macro_rules! row_group {
         [TapeG] tape_g: Option<T>, Tape Gate Write Scalars = gate_len, optional;
         $($rest)*
     ); };
+    // record_chunked's passes over packed sequences (record_varlen): where they find
+    // each sequence's chunks.
+    (chunk_sequences [] $head:tt $rows:tt $($rest:tt)*) => { $crate::engine::operand::operand_table!(@rows $head $rows
+        #[doc = "u32, packed sequences only: the `S + 1` offsets, each sequence's first chunk (`S + 1`), each chunk's sequence (`ChunkShape::sequence_table`, `wgsl/chunk_at.wgsl`); `None`: `B` sequences of `T` steps."]
+        [Offsets] offsets: Option<T>, Control U32 Read Words = sequence_table_len, optional;
+        $($rest)*
+    ); };
     // record_chunked's scratch: written (`Write`) by its first pass, read (`Read`) by
     // its second.
     (chunk_scratch [$access:ident] $head:tt $rows:tt $($rest:tt)*) => { $crate::engine::operand::operand_table!(@rows $head $rows

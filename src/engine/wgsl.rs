@@ -42,6 +42,7 @@ macro_rules! sources {
 pub const SOURCES: &[(&str, &str)] = sources![
     "accepted_count",
     "bf16",
+    "chunk_at",
     "chunk_params",
     "chunk_solve",
     "chunk_tiles",

@@ -59,7 +59,8 @@ impl GpuBackend {
                 offsets: (window_offset, x_offset),
             };
             let s = self.prologue_scratch(shape, dtypes)?;
-            let first = self.prepare_layer_prologue(shape, dtypes, raw, &s)?;
+            let outputs = [&s[0], &s[1], &s[2], &s[3], &s[4]];
+            let first = self.prepare_layer_prologue(shape, dtypes, raw, outputs)?;
             let fold = FoldRecordBuffers {
                 q: &s[0],
                 k: &s[1],

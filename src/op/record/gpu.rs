@@ -51,6 +51,11 @@ impl GpuBackend {
     /// The offsets are the shape's, checked when it was built; the dispatch holds them
     /// in a small buffer of its own, written once here, so encoding it again costs no
     /// upload. A batch with other offsets is another shape and another dispatch.
+    ///
+    /// Where the call binds neither tape copy and its shape class asks for the chunked
+    /// form (`ShapeClass::chunked`; by default it does not), every sequence runs in
+    /// chunks of its own: the chunked record's passes as record takes them, the
+    /// scratch at the chunks of all sequences.
     pub fn prepare_record_varlen(
         &self,
         shape: &VarlenShape,
@@ -58,6 +63,13 @@ impl GpuBackend {
         dtypes: GdnDtypes,
         buffers: &RecordBuffers<'_>,
     ) -> Result<Prepared> {
+        let class = self
+            .tuning()
+            .class(Op::Record, &shape.class_shape()?, dtypes);
+        if !has_tape_copies(buffers) && class.chunked == Some(true) {
+            let chunk = self.record_chunk(&shape.class_shape()?);
+            return self.prepare_record_varlen_chunked(shape, layout, dtypes, chunk, buffers);
+        }
         self.prepare_packed(shape, layout, dtypes, slots(buffers))
     }
 
@@ -153,7 +165,7 @@ impl GpuBackend {
         Ok(check_pairs(&grid, dtypes).is_ok() && class.split.unwrap_or(by_default))
     }
 
-    /// The prologue into scratch q, k, v, g and beta, then record on them with
+    /// The prologue into q, k, v, g and beta (`split_slots`), then record on them with
     /// record_layer's state, outputs and mask.
     fn prepare_layer_split(
         &self,
@@ -167,7 +179,7 @@ impl GpuBackend {
         let s = self.prologue_scratch(shape, dtypes)?;
         let raw_offsets = (at(RecordLayerRow::Window), at(RecordLayerRow::X));
         let (raw, record) = split_slots(slots, raw_offsets, &s);
-        let first = self.prepare_layer_prologue(shape, dtypes, raw, &s)?;
+        let first = self.prepare_layer_prologue(shape, dtypes, raw, prepared(&record))?;
         let second = self.prepare_record(shape.gdn(), layout, dtypes, &record)?;
         Ok(first.then(second, s))
     }
@@ -198,13 +210,13 @@ impl GpuBackend {
     }
 
     /// The split form's first pass (record_layer's and fold_record_layer's): the
-    /// prologue of `raw` into `scratch` (q, k, v, g, beta: `prologue_scratch`'s).
+    /// prologue of `raw` into q, k, v, g and beta.
     pub(crate) fn prepare_layer_prologue(
         &self,
         shape: &LayerShape,
         dtypes: GdnDtypes,
         raw: RawBuffers<'_>,
-        scratch: &[wgpu::Buffer],
+        [q, k, v, g, beta]: [&wgpu::Buffer; 5],
     ) -> Result<Prepared> {
         let prologue = PrologueOperands {
             x: raw.x,
@@ -212,11 +224,11 @@ impl GpuBackend {
             layer: raw.layer,
             a: raw.a,
             b: raw.b,
-            q: &scratch[0],
-            k: &scratch[1],
-            v: &scratch[2],
-            g: &scratch[3],
-            beta: &scratch[4],
+            q,
+            k,
+            v,
+            g,
+            beta,
         };
         self.prepare_prologue_at(shape, dtypes, &prologue, raw.offsets)
     }
@@ -252,8 +264,7 @@ impl GpuBackend {
         }
         let s = self.prologue_scratch(shape.packed(), dtypes)?;
         let (raw, record) = split_slots(&slots, (0, 0), &s);
-        let outputs = [&s[0], &s[1], &s[2], &s[3], &s[4]];
-        let first = self.prepare_prologue_varlen(shape, dtypes, raw, outputs)?;
+        let first = self.prepare_prologue_varlen(shape, dtypes, raw, prepared(&record))?;
         let second = self.prepare_record_varlen(shape.varlen(), layout, dtypes, &record)?;
         Ok(first.then(second, s))
     }
@@ -310,8 +321,7 @@ impl GpuBackend {
         class: &ShapeClass,
         buffers: &RecordBuffers<'_>,
     ) -> bool {
-        let copies = buffers.tape_k_grouped.is_some() || buffers.tape_g.is_some();
-        !copies
+        !has_tape_copies(buffers)
             && class.chunked.unwrap_or_else(|| {
                 self.chunked_on_matrix_units(shape, COOP_CHUNK) && chunked_by_default(shape)
             })
@@ -326,6 +336,11 @@ impl GpuBackend {
             PORTABLE_CHUNK
         }
     }
+}
+
+/// Whether the call binds a tape copy (of k or g), which the chunked form does not write.
+fn has_tape_copies(buffers: &RecordBuffers<'_>) -> bool {
+    buffers.tape_k_grouped.is_some() || buffers.tape_g.is_some()
 }
 
 /// The buffers in table order.
@@ -347,7 +362,10 @@ fn raw_slots<'b>(
 /// A raw form's slots (in table order; the padded and packed tables agree up to the
 /// packed one's offsets, checked below) as the split form reads them: the prologue's
 /// inputs, with the window's and x's byte offsets, and record's buffers on the
-/// prologue's outputs `scratch` (q, k, v, g, beta).
+/// prologue's outputs (q, k, v, g, beta: `scratch`, but for k and g where the call binds
+/// the tape's copies of them: the prologue's k and g are those copies, so it writes
+/// them there and record reads them from there and writes no copy, which leaves it free
+/// to take its chunked form).
 fn split_slots<'b>(
     slots: &[Option<&'b wgpu::Buffer>],
     offsets: (u64, u64),
@@ -365,19 +383,24 @@ fn split_slots<'b>(
     };
     let record = RecordBuffers {
         q: &scratch[0],
-        k: &scratch[1],
+        k: opt(RecordLayerRow::TapeKGrouped).unwrap_or(&scratch[1]),
         v: &scratch[2],
-        g: &scratch[3],
+        g: opt(RecordLayerRow::TapeG).unwrap_or(&scratch[3]),
         beta: &scratch[4],
         state_in: slot(RecordLayerRow::StateIn),
         y: slot(RecordLayerRow::Y),
         state_out: opt(RecordLayerRow::StateOut),
         delta: slot(RecordLayerRow::Delta),
         mask: opt(RecordLayerRow::Mask),
-        tape_k_grouped: opt(RecordLayerRow::TapeKGrouped),
-        tape_g: opt(RecordLayerRow::TapeG),
+        tape_k_grouped: None,
+        tape_g: None,
     };
     (raw, record)
+}
+
+/// Where the split form's prologue writes q, k, v, g and beta: record's inputs.
+fn prepared<'b>(record: &RecordBuffers<'b>) -> [&'b wgpu::Buffer; 5] {
+    [record.q, record.k, record.v, record.g, record.beta]
 }
 
 // The packed raw table is the padded one's rows, then the offsets.

@@ -173,6 +173,20 @@ impl HostForm for VarlenShape {
     ) -> Result<()> {
         record_varlen((threads, self, layout), out.args(*source))
     }
+    /// record_varlen's dispatch, which may take the chunked form by itself (the offsets
+    /// are the shape's, which the dispatch keeps itself, so the host path's buffer of
+    /// them is left out).
+    fn prepare(
+        &self,
+        gpu: &GpuBackend,
+        (layout, dtypes, chunk): (GqaLayout, GdnDtypes, Option<ChunkSize>),
+        mut slots: Vec<Option<&wgpu::Buffer>>,
+    ) -> Result<Prepared> {
+        debug_assert!(chunk.is_none(), "only record takes the chunked form");
+        slots.truncate(super::RecordVarlenRow::Offsets as usize);
+        let buffers = RecordBuffers::from_slots(&slots).expect("the host call binds every row");
+        gpu.prepare_record_varlen(self, layout, dtypes, &buffers)
+    }
 }
 
 impl HostForm for LayerShape {

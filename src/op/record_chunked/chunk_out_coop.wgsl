@@ -5,6 +5,7 @@
 #import entry
 #import head_at
 #import chunk_params
+#import chunk_at
 #import chunk_tiles
 #provides kernel_main
 #requires store2_y, tiles_buf, starts_buf, deltas16_buf, v_index, CHUNK, WG_SIZE
@@ -32,13 +33,14 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     // No early return (naga then takes the products as outside uniform control flow).
     let in_grid = wg_in < params.workgroups;
     let wg = min(wg_in, params.workgroups - 1u);
-    let d = params.dims;
-    let pad = padded_value_dim(d.value_dim);
+    let pad = padded_value_dim(params.dims.value_dim);
     let blocks = pad / BLOCK;
     let cb = wg % blocks;
-    let ch = wg / blocks; // (b * Hv + hv) * chunks + n
-    let n = ch % params.chunks;
-    let h = head_at(d, params.gqa_layout, ch / params.chunks);
+    let chunk = chunk_at(wg / blocks, li); // wgsl/chunk_at.wgsl
+    let d = chunk.d;
+    let h = chunk.h;
+    let ch = chunk.ch;
+    let n = chunk.n;
     let base = ch * TILES_PER_CHUNK;
     let sg = li / SUBGROUP_WIDTH;
     let r = sg / 2u;

@@ -5,6 +5,7 @@
 #import entry
 #import head_at
 #import chunk_params
+#import chunk_at
 #import chunk_tiles
 #provides kernel_main
 #requires load_q, load_k, load1_v, load1_g, load1_beta, store_u, store_decay, store1_tiles
@@ -365,11 +366,11 @@ fn gram_round(u: u32, li: u32, tiles: u32, in_grid: bool) {
 fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     // No early return (naga then takes the products as outside uniform control flow).
     let in_grid = wg_in < params.workgroups;
-    let ch = min(wg_in, params.workgroups - 1u); // (b * Hv + hv) * chunks + n
-    let d = params.dims;
-    let n = ch % params.chunks;
-    let h = head_at(d, params.gqa_layout, ch / params.chunks);
-    let t0 = n * CHUNK;
+    let chunk = chunk_at(min(wg_in, params.workgroups - 1u), li); // wgsl/chunk_at.wgsl
+    let d = chunk.d;
+    let h = chunk.h;
+    let ch = chunk.ch;
+    let t0 = chunk.n * CHUNK;
     let sg = li / SUBGROUP_WIDTH;
     let lane = li % SUBGROUP_WIDTH;
     let tiles = ch * TILES_PER_CHUNK;

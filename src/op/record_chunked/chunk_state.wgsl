@@ -5,12 +5,14 @@
 #import entry
 #import head_at
 #import chunk_params
+#import chunk_at
 #provides kernel_main
 #requires load1_q, load1_k, load1_state_in, store2_y, store2_delta, load_w, load_u, load_m
 #requires load_decay, qk_row, v_index, mask_index, state_row, key_head, CHUNK, ROWS, GROUPS
 // record_chunked, second pass (cpu.rs beside it has the math): one workgroup per
-// (b, hv, block of ROWS state rows), through every chunk in order, the rows' state in
-// workgroup memory. Per chunk, from the first pass's scratch (f32 bits):
+// (b, hv, block of ROWS state rows), through the head's chunks in order
+// (wgsl/chunk_at.wgsl), the rows' state in workgroup memory. Per chunk, from the first
+// pass's scratch (f32 bits):
 //   delta[i][r] = u[i][r] - w[i] . s[r]                      (record's delta)
 //   y[i][r]     = gam[i] q[i] . s[r] + sum_{j<=i} m[i][j] delta[j][r]   (0 when masked)
 //   s[r]        = gam[C-1] s[r] + sum_j G(C-1, j) delta[j][r] k[j]
@@ -47,20 +49,18 @@ var<workgroup> d_sh: array<f32, CHUNK * ROWS>;
 // G(C-1, j): the decay from step j to the chunk's end.
 var<workgroup> end_sh: array<f32, CHUNK>;
 
-// This invocation's values of the w and q tile from column c0 of chunk n of `head`
-// (zeros past Dk and T, so also for n = chunks).
+// This invocation's values of the w and q tile from column c0 of the head's chunk n
+// (zeros past Dk and T, so also for n = its chunks).
 fn chunk_state_fetch(
     w_out: ptr<function, array<f32, LPT>>,
     q_out: ptr<function, array<f32, LPT>>,
     li: u32,
-    head: u32,
+    hc: HeadChunks,
     n: u32,
     c0: u32,
-    b: u32,
-    hk: u32,
 ) {
-    let d = params.dims;
-    let ch = head * params.chunks + n;
+    let d = hc.d;
+    let ch = hc.first + n;
     for (var l = 0u; l < LPT; l++) {
         let e = li + l * WG_SIZE;
         let i = e / TK;
@@ -70,7 +70,7 @@ fn chunk_state_fetch(
         var qv = 0.0;
         if e < CHUNK * TK && c < d.key_dim && t < d.steps {
             wv = bitcast<f32>(load_w((ch * CHUNK + i) * d.key_dim + c));
-            qv = load1_q(qk_row(d, b, t, hk) + c);
+            qv = load1_q(qk_row(d, hc.h.b, t, hc.h.hk) + c);
         }
         (*w_out)[l] = wv;
         (*q_out)[l] = qv;
@@ -82,10 +82,10 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
     if wg >= params.workgroups {
         return;
     }
-    let d = params.dims;
     let rb = wg % params.row_blocks;
-    let head = wg / params.row_blocks;
-    let h = head_at(d, params.gqa_layout, head);
+    let hc = head_chunks(wg / params.row_blocks, li);
+    let d = hc.d;
+    let h = hc.h;
     let dv0 = rb * ROWS;
 
     for (var e = li; e < ROWS * DKP; e += WG_SIZE) {
@@ -115,10 +115,10 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
     var q_next: array<f32, LPT>;
     var w_after: array<f32, LPT>;
     var q_after: array<f32, LPT>;
-    chunk_state_fetch(&w_next, &q_next, li, head, 0u, 0u, h.b, h.hk);
-    chunk_state_fetch(&w_after, &q_after, li, head, 1u / tiles, (1u % tiles) * TK, h.b, h.hk);
-    for (var n = 0u; n < params.chunks; n++) {
-        let ch = head * params.chunks + n;
+    chunk_state_fetch(&w_next, &q_next, li, hc, 0u, 0u);
+    chunk_state_fetch(&w_after, &q_after, li, hc, 1u / tiles, (1u % tiles) * TK);
+    for (var n = 0u; n < hc.count; n++) {
+        let ch = hc.first + n;
         let t0 = n * CHUNK;
         let dbase = ch * 3u * CHUNK;
         let ut = t0 + ui;
@@ -164,7 +164,7 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
             q_next = q_after;
             let g = n * tiles + c0 / TK + 2u;
             let gc = (g % tiles) * TK;
-            chunk_state_fetch(&w_after, &q_after, li, head, g / tiles, gc, h.b, h.hk);
+            chunk_state_fetch(&w_after, &q_after, li, hc, g / tiles, gc);
             if unit {
                 let wrow = ui * TKP;
                 let s0 = ur * SP + c0;

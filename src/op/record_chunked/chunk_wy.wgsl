@@ -5,14 +5,15 @@
 #import entry
 #import head_at
 #import chunk_params
+#import chunk_at
 #import chunk_solve
 #import strides
 #provides kernel_main, l_sh, stage_at, stage_set
 #requires load1_q, load1_k, load1_v, load1_g, load1_beta, store_w, store_u, store_m, store_decay
 #requires qk_row, v_index, gate_index, mask_index, key_head, CHUNK, WG_SIZE
 // record_chunked, first pass (cpu.rs beside it has the math): one workgroup per
-// (b, hv, chunk of CHUNK steps), independent of every other chunk. It writes, in f32
-// (as u32 bits) to the scratch buffers:
+// (b, hv, chunk of CHUNK steps: wgsl/chunk_at.wgsl), independent of every other chunk.
+// It writes, in f32 (as u32 bits) to the scratch buffers:
 //   m[i][j]     = G(i, j) q[i].k[j] for j <= i, else 0              [C][C]
 //   w[i][:]     = rows of T diag(beta gam) K                           [C][Dk]
 //   u[i][:]     = rows of T diag(beta) V                               [C][Dv]
@@ -110,11 +111,11 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
     if wg >= params.workgroups {
         return;
     }
-    let d = params.dims;
-    let ch = wg; // (b * Hv + hv) * chunks + n
-    let n = ch % params.chunks;
-    let h = head_at(d, params.gqa_layout, ch / params.chunks);
-    let t0 = n * CHUNK;
+    let chunk = chunk_at(wg, li);
+    let d = chunk.d;
+    let h = chunk.h;
+    let ch = chunk.ch;
+    let t0 = chunk.n * CHUNK;
 
     for (var i = li; i < CHUNK; i += WG_SIZE) {
         let t = t0 + i;

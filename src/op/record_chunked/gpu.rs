@@ -6,15 +6,16 @@ use super::{
     ChunkWalkCoopOperands, ChunkWyOperands, COOP_CHUNK, COOP_MAX_KEY_DIM, OP, PORTABLE_CHUNK,
 };
 use crate::dtype::{DType, GdnDtypes};
+use crate::engine::cache::small_buffer;
 use crate::engine::encode::{Plan, Prepared};
 use crate::engine::key::KernelKey;
-use crate::engine::operand::OperandSpec;
+use crate::engine::operand::{rows_bound, OperandSpec};
 use crate::error::{Error, Result};
 use crate::gpu::backend::GpuBackend;
 use crate::gpu::options::ChunkPrecision;
 use crate::op::gdn::{check_key_dim, gdn_params};
 use crate::op::record::RecordBuffers;
-use crate::shape::{GdnShape, GqaLayout};
+use crate::shape::{GdnShape, GqaLayout, VarlenShape};
 
 /// The scratch's op and what a call too large for it should do.
 const SCRATCH: (&str, &str) = (
@@ -71,22 +72,72 @@ impl GpuBackend {
         chunk: ChunkSize,
         buffers: &RecordBuffers<'_>,
     ) -> Result<Prepared> {
+        self.prepare_chunked(&ChunkShape::new(*shape, chunk), layout, dtypes, buffers)
+    }
+
+    /// record_varlen's buffers (docs/SPEC.md "record_varlen") in the chunked form, as
+    /// [`GpuBackend::prepare_record_chunked`] takes record's: each sequence in chunks of
+    /// `chunk` steps of its own (none straddles two sequences), the scratch at the
+    /// chunks of all sequences, and the passes' sequence table in a small buffer the
+    /// dispatch keeps.
+    pub(crate) fn prepare_record_varlen_chunked(
+        &self,
+        shape: &VarlenShape,
+        layout: GqaLayout,
+        dtypes: GdnDtypes,
+        chunk: ChunkSize,
+        buffers: &RecordBuffers<'_>,
+    ) -> Result<Prepared> {
+        self.prepare_chunked(&ChunkShape::packed(shape, chunk)?, layout, dtypes, buffers)
+    }
+
+    /// The chunked form's dispatches at `cshape`, padded or packed.
+    fn prepare_chunked(
+        &self,
+        cshape: &ChunkShape,
+        layout: GqaLayout,
+        dtypes: GdnDtypes,
+        buffers: &RecordBuffers<'_>,
+    ) -> Result<Prepared> {
+        let shape = cshape.gdn();
         check_no_tape(buffers)?;
         check_key_dim(OP, shape)?;
         check_pairs(shape, &dtypes)?;
         check_first_pass_reads_unwritten(buffers)?;
-        let cshape = ChunkShape::new(*shape, chunk);
+        let table = cshape.sequence_table().map(|words| {
+            let usage = wgpu::BufferUsages::STORAGE;
+            small_buffer(
+                self.device(),
+                self.queue(),
+                bytemuck::cast_slice(words),
+                usage,
+            )
+        });
+        let prepared = self.prepare_passes(cshape, layout, dtypes, buffers, table.as_ref())?;
+        Ok(prepared.keeping(table.into_iter().collect()))
+    }
+
+    /// The passes at `cshape` over the sequence table `sequences` (packed sequences).
+    fn prepare_passes(
+        &self,
+        cshape: &ChunkShape,
+        layout: GqaLayout,
+        dtypes: GdnDtypes,
+        buffers: &RecordBuffers<'_>,
+        sequences: Option<&wgpu::Buffer>,
+    ) -> Result<Prepared> {
+        let (shape, chunk) = (cshape.gdn(), cshape.chunk);
         let masked = buffers.mask.is_some();
         let state_out = buffers.state_out.is_some();
         if self.chunked_on_matrix_units(shape, chunk) {
             let walk_key =
                 KernelKey::chunk_walk_coop(dtypes, self.options().chunk_walk_rows, state_out);
-            let passes = Passes::new(&cshape, layout, &walk_key);
+            let passes = Passes::new(cshape, layout, &walk_key, sequences);
             return self.prepare_fast_passes(&passes, dtypes, walk_key, buffers);
         }
         let state_key = KernelKey::chunk_state(shape, dtypes, chunk, masked, state_out);
-        let passes = Passes::new(&cshape, layout, &state_key);
-        let scratch = self.runtime.scratch(SCRATCH, &portable_scratch(&cshape))?;
+        let passes = Passes::new(cshape, layout, &state_key, sequences);
+        let scratch = self.runtime.scratch(SCRATCH, &portable_scratch(cshape))?;
         let [w, u, m, decay] = [&scratch[0], &scratch[1], &scratch[2], &scratch[3]];
         let wy_key = KernelKey::chunk_wy(shape, dtypes, chunk, masked);
         let wy_buffers = ChunkWyOperands {
@@ -100,11 +151,13 @@ impl GpuBackend {
             u,
             m,
             decay,
+            offsets: sequences,
         };
+        let slots = wy_buffers.slots();
         let wy = self.runtime.prepare(
             passes
-                .first(wy_key, ChunkWyOperands::<()>::SPECS)?
-                .bind(wy_buffers.slots()),
+                .first(bound(wy_key, &slots), ChunkWyOperands::<()>::SPECS)?
+                .bind(slots),
         )?;
         let state_buffers = ChunkStateOperands {
             q: buffers.q,
@@ -118,11 +171,13 @@ impl GpuBackend {
             u,
             m,
             decay,
+            offsets: sequences,
         };
+        let slots = state_buffers.slots();
         let state = self.runtime.prepare(
             passes
-                .second(state_key, ChunkStateOperands::<()>::SPECS)?
-                .bind(state_buffers.slots()),
+                .second(bound(state_key, &slots), ChunkStateOperands::<()>::SPECS)?
+                .bind(slots),
         )?;
         Ok(wy.then(state, scratch))
     }
@@ -160,25 +215,27 @@ impl GpuBackend {
             tiles,
             starts,
             deltas16,
+            offsets: passes.sequences,
         };
+        let slots = walk_buffers.slots();
         let walk = self.runtime.prepare(
             passes
-                .second(walk_key, ChunkWalkCoopOperands::<()>::SPECS)?
-                .bind(walk_buffers.slots()),
+                .second(bound(walk_key, &slots), ChunkWalkCoopOperands::<()>::SPECS)?
+                .bind(slots),
         )?;
         let out_buffers = ChunkOutCoopOperands {
             y: buffers.y,
             tiles,
             starts,
             deltas16,
+            offsets: passes.sequences,
         };
+        let slots = out_buffers.slots();
+        let out_key = bound(KernelKey::chunk_out_coop(dtypes), &slots);
         let out = self.runtime.prepare(
             passes
-                .out(
-                    KernelKey::chunk_out_coop(dtypes),
-                    ChunkOutCoopOperands::<()>::SPECS,
-                )?
-                .bind(out_buffers.slots()),
+                .out(out_key, ChunkOutCoopOperands::<()>::SPECS)?
+                .bind(slots),
         )?;
         Ok(prep.then(walk, Vec::new()).then(out, scratch))
     }
@@ -205,28 +262,36 @@ impl GpuBackend {
             u,
             decay,
             tiles,
+            offsets: passes.sequences,
         };
+        let slots = prep_buffers.slots();
         self.runtime.prepare(
             passes
-                .first(key, ChunkPrepOperands::<()>::SPECS)?
-                .bind(prep_buffers.slots()),
+                .first(bound(key, &slots), ChunkPrepOperands::<()>::SPECS)?
+                .bind(slots),
         )
     }
 }
 
 /// What both passes' plans share: record's parameters with the state pass's row blocks
-/// and the chunks; the first pass runs one workgroup per (b, hv, chunk), the second
-/// one per (b, hv, row block).
+/// and the chunks, and the sequence table of packed sequences; the first pass runs one
+/// workgroup per (b, hv, chunk), the second one per (b, hv, row block).
 struct Passes<'a> {
     cshape: &'a ChunkShape,
     layout: GqaLayout,
     row_blocks: u64,
     chunks: u64,
     heads: u64,
+    sequences: Option<&'a wgpu::Buffer>,
 }
 
 impl<'a> Passes<'a> {
-    fn new(cshape: &'a ChunkShape, layout: GqaLayout, state_key: &KernelKey) -> Self {
+    fn new(
+        cshape: &'a ChunkShape,
+        layout: GqaLayout,
+        state_key: &KernelKey,
+        sequences: Option<&'a wgpu::Buffer>,
+    ) -> Self {
         let shape = cshape.gdn();
         Passes {
             cshape,
@@ -234,6 +299,7 @@ impl<'a> Passes<'a> {
             row_blocks: (shape.value_dim() as u64).div_ceil(state_key.plain_class().rows as u64),
             chunks: cshape.chunks() as u64,
             heads: shape.batch() as u64 * shape.value_heads() as u64,
+            sequences,
         }
     }
 
@@ -242,7 +308,7 @@ impl<'a> Passes<'a> {
         key: KernelKey,
         specs: &'static [OperandSpec<ChunkShape>],
     ) -> Result<Plan<'a, ChunkShape>> {
-        self.plan(key, self.heads * self.chunks, specs)
+        self.plan(key, self.cshape.head_chunks() as u64, specs)
     }
 
     fn second(
@@ -284,6 +350,11 @@ impl<'a> Passes<'a> {
         })?;
         Ok(Plan::new(OP, key, &p, workgroups, self.cshape, specs))
     }
+}
+
+/// `key` with exactly the rows of `slots` (its table, in order) bound.
+fn bound<T>(key: KernelKey, slots: &[Option<T>]) -> KernelKey {
+    key.with_bound(rows_bound(slots))
 }
 
 /// The portable passes' scratch, in f32: W, U, the decayed `Q K^T` and the decays.
@@ -440,7 +511,7 @@ mod tests {
         let cshape = ChunkShape::new(*shape, ChunkSize::C64);
         let [u_got, decay_got, tiles_got] = run_prep(
             gpu,
-            (shape, layout, dtypes),
+            (&cshape, layout, dtypes),
             [&qb, &kb, &vb, &gb, &bb],
             mask,
         );
@@ -503,11 +574,11 @@ mod tests {
         worst
     }
 
-    /// The portable first pass on the typed inputs `bytes` (q, k, v, g, beta) and
-    /// `mask`: its U, decays and tiles (as f32), read back.
+    /// The portable first pass at `cshape` (C = 64) on the typed inputs `bytes` (q, k,
+    /// v, g, beta) and `mask`: its U, decays and tiles (as f32), read back.
     fn run_prep(
         gpu: &GpuBackend,
-        (shape, layout, dtypes): (&GdnShape, GqaLayout, GdnDtypes),
+        (cshape, layout, dtypes): (&ChunkShape, GqaLayout, GdnDtypes),
         bytes: [&[u8]; 5],
         mask: Option<&[u32]>,
     ) -> [Vec<f32>; 3] {
@@ -524,7 +595,6 @@ mod tests {
         let [qb, kb, vb, gb, bb] = bytes.map(up);
         let mbuf = up(&mb);
         let unused = up(&[0; 16]);
-        let cshape = ChunkShape::new(*shape, ChunkSize::C64);
         let scratch = [
             cshape.u_len() * 4,
             cshape.decay_len() * 4,
@@ -553,7 +623,7 @@ mod tests {
             tape_g: None,
         };
         let walk_key = KernelKey::chunk_walk_coop(dtypes, 16, false);
-        let passes = Passes::new(&cshape, layout, &walk_key);
+        let passes = Passes::new(cshape, layout, &walk_key, None);
         let [u, decay, tiles] = [0, 1, 2].map(|i| &scratch[i]);
         let prep = gpu
             .prepare_chunk_prep(&passes, dtypes, false, &buffers, [u, decay, tiles])

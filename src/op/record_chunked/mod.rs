@@ -27,8 +27,9 @@ use super::plain::{Plain, PlainClass};
 use crate::dtype::{DType, GdnDtypes};
 use crate::engine::key::{KernelKey, KeyAt, Op, OpInfo, OpKernel, Value};
 use crate::engine::operand::operand_table;
+use crate::error::Result;
 pub(crate) use crate::gpu::options::WALK_ROWS;
-use crate::shape::GdnShape;
+use crate::shape::{GdnShape, VarlenShape};
 use crate::tuning::Threshold;
 
 pub(crate) mod cpu;
@@ -151,16 +152,62 @@ const PAIR_TILE: u32 = 2 * CHUNK_WG;
 
 /// A record shape cut into chunks of [`ChunkSize`] steps: the shape of the chunked
 /// passes' operand tables (record's operands, and the scratch between the passes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// Padded sequences (record: `B` sequences of `T` steps) have `ceil(T / C)` chunks
+/// each; packed ones (record_varlen) `ceil(L_s / C)` each, a chunk never straddling
+/// two sequences, and the passes find them through the sequence table
+/// ([`ChunkShape::sequence_table`], `wgsl/chunk_at.wgsl`).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChunkShape {
+    /// The passes' grid: `[B, T]`, or packed `S` sequences of the longest one's length.
     gdn: GdnShape,
     chunk: ChunkSize,
+    packed: Option<PackedChunks>,
+}
+
+/// Packed sequences' tokens and chunks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct PackedChunks {
+    /// The tokens as one sequence (`[1, N]`): the activations' and outputs' shape.
+    tokens: GdnShape,
+    /// `wgsl/chunk_at.wgsl`'s table: the `S + 1` offsets, each sequence's first chunk
+    /// (`S + 1` prefix sums, the last the chunks of all), each chunk's sequence.
+    table: std::sync::Arc<[u32]>,
+    /// The chunks of all sequences.
+    chunks: usize,
 }
 
 impl ChunkShape {
     pub fn new(gdn: GdnShape, chunk: ChunkSize) -> Self {
-        ChunkShape { gdn, chunk }
+        ChunkShape {
+            gdn,
+            chunk,
+            packed: None,
+        }
     }
+    /// Packed sequences of their own lengths in chunks of `chunk` steps.
+    pub fn packed(shape: &VarlenShape, chunk: ChunkSize) -> Result<Self> {
+        let c = chunk.steps();
+        let offsets = shape.offsets();
+        let mut first = vec![0u32];
+        let mut of_chunk = Vec::new();
+        for (s, w) in offsets.windows(2).enumerate() {
+            let n = (w[1] - w[0]) as usize;
+            of_chunk.extend(std::iter::repeat_n(s as u32, n.div_ceil(c)));
+            first.push(of_chunk.len() as u32);
+        }
+        let table = offsets.iter().chain(&first).chain(&of_chunk).copied();
+        Ok(ChunkShape {
+            gdn: shape.padded()?,
+            chunk,
+            packed: Some(PackedChunks {
+                tokens: *shape.packed(),
+                chunks: of_chunk.len(),
+                table: table.collect(),
+            }),
+        })
+    }
+    /// The passes' grid (packed: `S` sequences of the longest one's length).
     pub fn gdn(&self) -> &GdnShape {
         &self.gdn
     }
@@ -168,33 +215,52 @@ impl ChunkShape {
     pub fn chunk_steps(&self) -> usize {
         self.chunk.steps()
     }
-    /// Chunks per sequence: `ceil(T / C)` (the last one padded with dead steps).
+    /// Padded: chunks per sequence, `ceil(T / C)` (the last one padded with dead
+    /// steps); packed: the chunks of all sequences.
     pub fn chunks(&self) -> usize {
-        self.gdn.steps().div_ceil(self.chunk_steps())
+        match &self.packed {
+            None => self.gdn.steps().div_ceil(self.chunk_steps()),
+            Some(p) => p.chunks,
+        }
     }
-    /// (b, hv, chunk) triples: the blocks of the fast path's scratch.
+    /// The sequence table of packed sequences (`wgsl/chunk_at.wgsl`), bound as the
+    /// passes' `offsets`; `None` for padded ones.
+    pub fn sequence_table(&self) -> Option<&[u32]> {
+        self.packed.as_ref().map(|p| &p.table[..])
+    }
+    /// (b, hv, chunk) triples: the blocks of the scratch.
     fn head_chunks(&self) -> usize {
         let g = &self.gdn;
-        (g.batch() * g.value_heads()).saturating_mul(self.chunks())
+        let sequences = if self.packed.is_some() { 1 } else { g.batch() };
+        (sequences * g.value_heads()).saturating_mul(self.chunks())
     }
     /// (b, hv, chunk) triples times C: the scratch's rows.
     fn scratch_rows(&self) -> usize {
         self.head_chunks().saturating_mul(self.chunk_steps())
     }
+    /// The activations' and outputs' shape (packed: the tokens as one sequence).
+    fn tokens(&self) -> &GdnShape {
+        self.packed.as_ref().map_or(&self.gdn, |p| &p.tokens)
+    }
     pub fn qk_len(&self) -> usize {
-        self.gdn.qk_len()
+        self.tokens().qk_len()
     }
     pub fn v_len(&self) -> usize {
-        self.gdn.v_len()
+        self.tokens().v_len()
     }
     pub fn gate_len(&self) -> usize {
-        self.gdn.gate_len()
+        self.tokens().gate_len()
     }
     pub fn mask_len(&self) -> usize {
-        self.gdn.mask_len()
+        self.tokens().mask_len()
     }
+    /// One state per sequence.
     pub fn state_len(&self) -> usize {
         self.gdn.state_len()
+    }
+    /// The sequence table's length (1 for padded sequences, which bind none).
+    pub fn sequence_table_len(&self) -> usize {
+        self.sequence_table().map_or(1, <[u32]>::len)
     }
     /// `[B, Hv, chunks, C, Dk]`.
     pub fn w_len(&self) -> usize {
@@ -253,6 +319,29 @@ fn tiles_of(dk: usize) -> u32 {
 fn state_bytes(rows: u32, groups: u32, c: u32) -> u32 {
     let row = groups * STATE_TILE + 1;
     (rows * row + 2 * c * (STATE_TILE + 1) + c * rows + c) * 4
+}
+
+/// `wgsl/chunk_at.wgsl`'s workgroup memory over packed sequences: the sequence's
+/// index, first token, length and first chunk.
+const SEQUENCE_BYTES: u32 = 16;
+
+/// `key` over packed sequences: with the sequence table bound.
+pub(crate) fn packed(key: KernelKey) -> KernelKey {
+    let row = key.op.0.rows.iter().position(|row| row.name == SEQUENCES);
+    let bit = row.map_or(0, |i| 1 << i);
+    key.with_bound(key.bound | bit)
+}
+
+/// The sequence table's row in each pass's table (`use chunk_sequences`).
+const SEQUENCES: &str = "offsets";
+
+/// [`SEQUENCE_BYTES`] where `key` binds the sequence table, else 0.
+fn sequence_bytes(key: &KernelKey) -> u32 {
+    if key.binds_named(SEQUENCES) {
+        SEQUENCE_BYTES
+    } else {
+        0
+    }
 }
 
 /// The first pass's families: [`CHUNK_WG`] invocations, its switch between cooperative
@@ -359,7 +448,7 @@ impl KernelKey {
             .next_power_of_two()
             .min(PAIR_TILE / c)
             .max(2);
-        while rows > 2 && state_bytes(rows, groups, c) > WORKGROUP_MEMORY_BUDGET {
+        while rows > 2 && state_bytes(rows, groups, c) + SEQUENCE_BYTES > WORKGROUP_MEMORY_BUDGET {
             rows /= 2;
         }
         let key = KernelKey::plain(CHUNK_STATE, dtypes, (rows, groups, 1), c, false);
@@ -427,6 +516,7 @@ operand_table! {
         /// `[B, T]` u32, non-zero = live; `None`: every step is live.
         [Mask] mask: Option<T>, Control U32 Read Words = mask_len, optional;
         use chunk_scratch(Write);
+        use chunk_sequences;
     }
 }
 
@@ -438,6 +528,7 @@ operand_table! {
         use query_key;
         use record_outputs;
         use chunk_scratch(Read);
+        use chunk_sequences;
     }
 }
 
@@ -463,6 +554,7 @@ mod prep_table {
             [Decay] decay: T, Scratch U32 Write Words = decay_len;
             /// W, gam Q, (G_end K)^T and M as f16 tiles (`wgsl/chunk_tiles.wgsl`).
             [Tiles] tiles: T, Scratch F16 Write Scalars = tiles_len;
+            use chunk_sequences;
         }
     }
 }
@@ -487,6 +579,7 @@ operand_table! {
         [Starts] starts: T, Scratch F16 Write Scalars = starts_len;
         /// delta in f16 tiles, for the output pass.
         [Deltas16] deltas16: T, Scratch F16 Write Scalars = deltas16_len;
+        use chunk_sequences;
     }
 }
 
@@ -501,6 +594,7 @@ operand_table! {
         [Starts] starts: T, Scratch F16 Read Scalars = starts_len;
         /// The walk's delta in f16.
         [Deltas16] deltas16: T, Scratch F16 Read Scalars = deltas16_len;
+        use chunk_sequences;
     }
 }
 
@@ -513,7 +607,7 @@ impl OpKernel for ChunkWalkCoop {
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
         let PlainClass { chunk: c, rows, .. } = key.plain_class();
         let dk = COOP_MAX_KEY_DIM as u32;
-        dk * (rows + 4) * 4 + (dk + c) * (rows + 8) * 2
+        dk * (rows + 4) * 4 + (dk + c) * (rows + 8) * 2 + sequence_bytes(key)
     }
     fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
         KernelKey::chunk_walk_coop(at.dtypes, WALK_ROWS[0], true)
@@ -522,13 +616,10 @@ impl OpKernel for ChunkWalkCoop {
     fn rollback_variants(&self) -> Vec<u16> {
         vec![0]
     }
-    /// The other block width.
+    /// The other block width; over packed sequences.
     fn extra_keys(&self) -> Vec<KernelKey> {
-        vec![KernelKey::chunk_walk_coop(
-            GdnDtypes::F32,
-            WALK_ROWS[1],
-            true,
-        )]
+        let key = KernelKey::chunk_walk_coop(GdnDtypes::F32, WALK_ROWS[1], true);
+        vec![key, packed(key)]
     }
 }
 
@@ -536,10 +627,14 @@ impl OpKernel for ChunkOutCoop {
     /// y's block in f32.
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
         let PlainClass { chunk, rows, .. } = key.plain_class();
-        chunk * rows * 4
+        chunk * rows * 4 + sequence_bytes(key)
     }
     fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
         KernelKey::chunk_out_coop(at.dtypes)
+    }
+    /// Over packed sequences.
+    fn extra_keys(&self) -> Vec<KernelKey> {
+        vec![packed(KernelKey::chunk_out_coop(GdnDtypes::F32))]
     }
 }
 
@@ -551,19 +646,20 @@ struct ChunkPrep {
 impl OpKernel for ChunkPrep {
     /// See [`prep_bytes`].
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
-        prep_bytes(key.plain_class().groups)
+        prep_bytes(key.plain_class().groups) + sequence_bytes(key)
     }
     fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
         let vec4 = at.shape.key_dim().is_multiple_of(4);
         KernelKey::chunk_prep(at.dtypes, at.masked, vec4, self.coop)
     }
-    /// f32 gates beside bf16 activations.
+    /// f32 gates beside bf16 activations; over packed sequences.
     fn extra_keys(&self) -> Vec<KernelKey> {
         let gated = GdnDtypes {
             act: DType::BF16,
             ..GdnDtypes::F32
         };
-        vec![KernelKey::chunk_prep(gated, true, true, self.coop)]
+        let key = KernelKey::chunk_prep(gated, true, true, self.coop);
+        vec![key, packed(key)]
     }
 }
 
@@ -575,14 +671,14 @@ impl OpKernel for ChunkWy {
     /// (`C (C - 1) / 2`), 4 bytes each.
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
         let c = key.plain_class().chunk;
-        (4 * c + 4 * CHUNK_WG + c * (c - 1) / 2) * 4
+        (4 * c + 4 * CHUNK_WG + c * (c - 1) / 2) * 4 + sequence_bytes(key)
     }
     /// One chunk size here; `extra_keys` adds the others.
     fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
         KernelKey::chunk_wy(at.shape, at.dtypes, ChunkSize::C64, at.masked)
     }
     /// Both passes at every chunk size, and once with f32 gates beside bf16
-    /// activations.
+    /// activations; both over packed sequences.
     fn extra_keys(&self) -> Vec<KernelKey> {
         let real = GdnShape::new(1, 2, 16, 32, 128, 128).expect("a valid shape");
         let gated = GdnDtypes {
@@ -598,6 +694,9 @@ impl OpKernel for ChunkWy {
             true,
             true,
         ));
+        let wy = KernelKey::chunk_wy(&real, GdnDtypes::F32, PORTABLE_CHUNK, true);
+        let state = KernelKey::chunk_state(&real, GdnDtypes::F32, PORTABLE_CHUNK, true, true);
+        keys.extend([packed(wy), packed(state)]);
         keys
     }
 }
@@ -606,7 +705,7 @@ impl OpKernel for ChunkState {
     /// See [`state_bytes`].
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
         let c = key.plain_class();
-        state_bytes(c.rows, c.groups, c.chunk)
+        state_bytes(c.rows, c.groups, c.chunk) + sequence_bytes(key)
     }
     fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
         KernelKey::chunk_state(at.shape, at.dtypes, ChunkSize::C64, at.masked, true)

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# record_varlen in record's chunked form on an H100 or H200, in one command (issue 49):
+# HEAD's chunk, varlen and layer tests (the cooperative-matrix path over packed
+# sequences: each sequence bit for bit record_chunked of it alone); record_varlen and
+# record_layer_varlen on the 8 prompts of shared/bench/fla_varlen_bench.py, by default
+# and with DELTATAPE_RECORD_CHUNKED=1 (fast path, then portable passes), bf16 and f32,
+# beside that script (fla 0.6.0's varlen chunk call, CUDA graphs); the padded fast path
+# at B = 1, T = 2048 and 8192 before (OLD) and after (HEAD), alternating. Within
+# BUDGET_S (default 560 s); logs under $OUT.
+#
+# Expects, in the project's root, .gl/ (shared/gpu/README.md) and .dev/vc/:
+#   new, old     HEAD's and the base commit's `deltatape` binaries
+#   t/           HEAD's stripped test executables chunk, varlen, layer
+#   fla/         fla_varlen_bench.py and the fla 0.6.0 wheels
+set -u
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+start=$(date +%s)
+left() { echo $(( ${BUDGET_S:-560} - ($(date +%s) - start) )); }
+for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
+export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json} WGPU_BACKEND=vulkan CI=true
+E=$PWD/.dev/vc; NEW=$E/new; OLD=$E/old; export DELTATAPE_BIN=$NEW
+t() { echo "== $(date +%T) [$(left) s left] $*"; }
+{ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader; $NEW info 2>&1 | head -8; } > "$OUT/info.txt" 2>&1
+tb() {
+  local bin=$1 lim=$2
+  if [ "$(left)" -lt 60 ]; then t "skipped test $bin"; return; fi
+  t "test $bin"
+  timeout "$lim" "$E/t/$bin" --nocapture > "$OUT/t-$bin.log" 2>&1; echo "rc $?"
+  grep -E "^test result|panicked|FAILED|chunked form at C|kernels compiled" "$OUT/t-$bin.log" | sort | uniq -c | head -12
+}
+{ tb varlen 120; tb chunk 100; tb layer 120; } > "$OUT/tests.txt" 2>&1
+W="--ops record_varlen,record_layer_varlen --dtypes bf16,f32 --runs 10 --warmup 2"
+vl() {
+  local name=$1 bin=$2 chunked=$3; shift 3
+  if [ "$(left)" -lt 90 ]; then t "skipped $name"; return; fi
+  t "$name"
+  env ${chunked:+DELTATAPE_RECORD_CHUNKED=$chunked} DELTATAPE_RECORD_SPLIT=1 timeout 60 "$bin" bench $W "$@" 2>&1 \
+    | grep -E "^record|rror" | sed "s/^/$name /"
+}
+{
+  vl old-default "$OLD" "" --fast-f16
+  vl new-default "$NEW" "" --fast-f16
+  vl new-chunked-fast "$NEW" 1 --fast-f16
+  vl new-chunked-portable "$NEW" 1
+  vl old-default "$OLD" "" --fast-f16
+  vl new-chunked-fast "$NEW" 1 --fast-f16
+} > "$OUT/varlen.txt" 2>&1
+if [ "$(left)" -gt 60 ]; then
+  python3 -m pip install -q --no-index --no-deps --target /tmp/site $E/fla/*.whl > /dev/null 2>&1
+  PYTHONPATH=/tmp/site timeout 50 python3 $E/fla/fla_varlen_bench.py > "$OUT/fla-varlen.txt" 2>&1; echo "fla rc $?" >> "$OUT/fla-varlen.txt"
+fi
+fp() {
+  local name=$1 bin=$2
+  if [ "$(left)" -lt 40 ]; then t "skipped $name"; return; fi
+  t "$name"
+  timeout 40 "$bin" bench --fast-f16 --ops record_chunked --batches 1 --steps 2048,8192 --dtypes bf16 \
+    --runs 5 --warmup 2 --copy-mib 128 2>&1 | grep -E "^record_chunked|rror" | sed "s/^/$name /"
+}
+{ fp old "$OLD"; fp new "$NEW"; fp old "$OLD"; fp new "$NEW"; t end; } > "$OUT/fast.txt" 2>&1
