@@ -52,10 +52,11 @@ impl GpuBackend {
     /// in a small buffer of its own, written once here, so encoding it again costs no
     /// upload. A batch with other offsets is another shape and another dispatch.
     ///
-    /// Where the call binds neither tape copy and its shape class asks for the chunked
-    /// form (`ShapeClass::chunked`; by default it does not), every sequence runs in
-    /// chunks of its own: the chunked record's passes as record takes them, the
-    /// scratch at the chunks of all sequences.
+    /// Where record at the call's class shape (its long sequences at the longest one's
+    /// length) would take the chunked form ([`GpuBackend::prepare_record`]), and the call
+    /// binds neither tape copy, record_varlen does too, every sequence in chunks of its
+    /// own: the chunked record's passes as record takes them, the scratch at the chunks
+    /// of all sequences.
     pub fn prepare_record_varlen(
         &self,
         shape: &VarlenShape,
@@ -63,11 +64,10 @@ impl GpuBackend {
         dtypes: GdnDtypes,
         buffers: &RecordBuffers<'_>,
     ) -> Result<Prepared> {
-        let class = self
-            .tuning()
-            .class(Op::Record, &shape.class_shape()?, dtypes);
-        if !has_tape_copies(buffers) && class.chunked == Some(true) {
-            let chunk = self.record_chunk(&shape.class_shape()?);
+        let at = shape.class_shape()?;
+        let class = self.tuning().class(Op::Record, &at, dtypes);
+        if self.record_runs_chunked(&at, &class, buffers) {
+            let chunk = self.record_chunk(&at);
             return self.prepare_record_varlen_chunked(shape, layout, dtypes, chunk, buffers);
         }
         self.prepare_packed(shape, layout, dtypes, slots(buffers))
@@ -321,7 +321,8 @@ impl GpuBackend {
         class: &ShapeClass,
         buffers: &RecordBuffers<'_>,
     ) -> bool {
-        !has_tape_copies(buffers)
+        let copies = buffers.tape_k_grouped.is_some() || buffers.tape_g.is_some();
+        !copies
             && class.chunked.unwrap_or_else(|| {
                 self.chunked_on_matrix_units(shape, COOP_CHUNK) && chunked_by_default(shape)
             })
@@ -336,11 +337,6 @@ impl GpuBackend {
             PORTABLE_CHUNK
         }
     }
-}
-
-/// Whether the call binds a tape copy (of k or g), which the chunked form does not write.
-fn has_tape_copies(buffers: &RecordBuffers<'_>) -> bool {
-    buffers.tape_k_grouped.is_some() || buffers.tape_g.is_some()
 }
 
 /// The buffers in table order.
