@@ -276,3 +276,41 @@ fn per_layer_and_all_layer_drafts_agree() {
 }
 
 subgroup_width_tests!();
+
+/// A packed prefill (the prompt beside its first half, one record_layer_varlen call a
+/// layer) with record_varlen in record's chunked form, as a class that asks for it
+/// gives (the portable passes on lavapipe, the fast path where the device has it): the
+/// prompt's logits are transformers' own.
+#[test]
+fn packed_prefill_in_chunks_gives_transformers_logits() {
+    let Some(g) = common::gpu() else { return };
+    let class = deltatape::internals::ShapeClass {
+        split: Some(true),
+        chunked: Some(true),
+        ..g.tuning().record_class()
+    };
+    let g = g
+        .with_tuning(g.tuning().clone().with_record_class(class))
+        .unwrap();
+    for name in MODELS {
+        let want = expected(name);
+        let model = Model::load(name).unwrap();
+        let half = &want.prompt[..want.prompt.len() / 2];
+        let backend = Backend::Gpu(g.clone());
+        let packed = qwen3_next::prefill_packed(&model, &backend, &[&want.prompt, half]).unwrap();
+        let logits = packed.logits[0].concat();
+        assert_eq!(logits.len(), want.logits.len());
+        let largest = want.logits.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let err = (logits.iter().zip(&want.logits)).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        println!(
+            "{name}: chunked packed prefill: largest logit error {:.2e}",
+            err / largest
+        );
+        assert!(err / largest < 1e-4, "{name}: {err}");
+    }
+    let chunked = g.compiled_kernels().iter().any(|k| {
+        let op = k.op.name();
+        op == "chunk_wy" || op == "chunk_prep_coop"
+    });
+    assert!(chunked, "record_varlen did not take the chunked form");
+}

@@ -207,22 +207,29 @@ pub fn prefill_packed(model: &Model, backend: &Backend, prompts: &[&[u32]]) -> R
     })
 }
 
-/// Which form the crate picked for a packed prefill of `tokens` over `sequences`
-/// prompts (` (split: ...)`, or nothing on the CPU, which has one).
-fn prefill_form(backend: &Backend, tokens: usize, sequences: usize) -> Res<String> {
+/// Which form the crate picked for a packed prefill of prompts of these lengths
+/// (` (split: ...)`, or nothing on the CPU, which has one): the layer's dispatch, and
+/// whether record_varlen runs in chunks (each prompt in chunks of its own) or token by
+/// token.
+fn prefill_form(backend: &Backend, lens: &[usize]) -> Res<String> {
     let Some(gpu) = backend.as_gpu() else {
         return Ok(String::new());
     };
-    // The offsets' values do not change the form, only their count.
-    let offsets: Vec<u32> = (0..=sequences)
-        .map(|s| (s * tokens / sequences) as u32)
-        .collect();
+    let mut offsets = vec![0u32];
+    for &l in lens {
+        offsets.push(offsets[offsets.len() - 1] + l as u32);
+    }
+    let tokens = lens.iter().sum();
     let shape = VarlenShape::new(tokens, &offsets, HK, HV, DK, DV)?;
+    let dtypes = deltatape::GdnDtypes::F32;
+    let record = match gpu.record_varlen_chunk(&shape, dtypes)? {
+        Some(chunk) => format!("record_varlen in chunks of {}", chunk.steps()),
+        None => "record_varlen token by token".into(),
+    };
     let layer = VarlenLayerShape::new(shape, KERNEL)?;
-    let form = gpu.record_layer_varlen_form(&layer, deltatape::GdnDtypes::F32)?;
-    Ok(match form {
-        LayerForm::Split => " (split: the prologue pass, then record_varlen)".into(),
-        LayerForm::Fused => " (fused: one dispatch)".into(),
+    Ok(match gpu.record_layer_varlen_form(&layer, dtypes)? {
+        LayerForm::Split => format!(" (split: the prologue pass, then {record})"),
+        LayerForm::Fused => " (fused: one dispatch, token by token)".into(),
     })
 }
 
@@ -387,7 +394,7 @@ fn packed_prefill(
         "{name}: packed prefill of {} and {} tokens in one call a layer{}: logits vs transformers: largest error {:.2e} (relative)",
         prompt.len(),
         half.len(),
-        prefill_form(backend, prompt.len() + half.len(), 2)?,
+        prefill_form(backend, &[prompt.len(), half.len()])?,
         err / largest
     );
     let mut decoded = Vec::new();

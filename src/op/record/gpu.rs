@@ -36,7 +36,8 @@ impl GpuBackend {
         buffers: &RecordBuffers<'_>,
     ) -> Result<Prepared> {
         let class = &self.tuning().class(Op::Record, shape, dtypes);
-        if self.record_runs_chunked(shape, class, buffers) {
+        let copies = buffers.tape_k_grouped.is_some() || buffers.tape_g.is_some();
+        if self.record_runs_chunked(shape, class, copies) {
             let chunk = self.record_chunk(shape);
             return self.prepare_record_chunked(shape, layout, dtypes, chunk, buffers);
         }
@@ -64,13 +65,27 @@ impl GpuBackend {
         dtypes: GdnDtypes,
         buffers: &RecordBuffers<'_>,
     ) -> Result<Prepared> {
-        let at = shape.class_shape()?;
-        let class = self.tuning().class(Op::Record, &at, dtypes);
-        if self.record_runs_chunked(&at, &class, buffers) {
-            let chunk = self.record_chunk(&at);
+        let copies = buffers.tape_k_grouped.is_some() || buffers.tape_g.is_some();
+        if let (false, Some(chunk)) = (copies, self.record_varlen_chunk(shape, dtypes)?) {
             return self.prepare_record_varlen_chunked(shape, layout, dtypes, chunk, buffers);
         }
         self.prepare_packed(shape, layout, dtypes, slots(buffers))
+    }
+
+    /// The chunk size record_varlen at `shape` in `dtypes` runs record's chunked form
+    /// at (and record_layer_varlen's split form with it) where a call binds neither of
+    /// the tape's copies; `None`: the sequential kernel. See
+    /// [`GpuBackend::prepare_record_varlen`].
+    pub fn record_varlen_chunk(
+        &self,
+        shape: &VarlenShape,
+        dtypes: GdnDtypes,
+    ) -> Result<Option<ChunkSize>> {
+        let at = shape.class_shape()?;
+        let class = self.tuning().class(Op::Record, &at, dtypes);
+        Ok(self
+            .record_runs_chunked(&at, &class, false)
+            .then(|| self.record_chunk(&at)))
     }
 
     /// Validate record_layer's buffers (docs/SPEC.md "record_layer") and build its
@@ -314,14 +329,9 @@ impl GpuBackend {
 
     /// Whether record at `shape` runs in the chunked form: see `ShapeClass::chunked`.
     /// By default only on the matrix units; where the class asks for it, on the
-    /// portable passes too.
-    fn record_runs_chunked(
-        &self,
-        shape: &GdnShape,
-        class: &ShapeClass,
-        buffers: &RecordBuffers<'_>,
-    ) -> bool {
-        let copies = buffers.tape_k_grouped.is_some() || buffers.tape_g.is_some();
+    /// portable passes too; never where the call binds a tape copy (`copies`), which
+    /// the chunked form does not write.
+    fn record_runs_chunked(&self, shape: &GdnShape, class: &ShapeClass, copies: bool) -> bool {
         !copies
             && class.chunked.unwrap_or_else(|| {
                 self.chunked_on_matrix_units(shape, COOP_CHUNK) && chunked_by_default(shape)
