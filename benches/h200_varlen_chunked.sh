@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # record_varlen in record's chunked form on an H100 or H200, in one command (issue 49):
-# HEAD's chunk, varlen and layer tests (the cooperative-matrix path over packed
+# HEAD's chunk, varlen, layer and model tests (the cooperative-matrix path over packed
 # sequences: each sequence bit for bit record_chunked of it alone); record_varlen and
 # record_layer_varlen on the 8 prompts of shared/bench/fla_varlen_bench.py, by default
 # and with DELTATAPE_RECORD_CHUNKED=1 (fast path, then portable passes), bf16 and f32,
@@ -11,7 +11,7 @@
 #
 # Expects, in the project's root, .gl/ (shared/gpu/README.md) and .dev/vc/:
 #   new, old     HEAD's and the base commit's `deltatape` binaries
-#   t/           HEAD's stripped test executables chunk, varlen, layer
+#   t/           HEAD's stripped test executables chunk, varlen, layer, model
 #   fla/         fla_varlen_bench.py and the fla 0.6.0 wheels
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -27,9 +27,9 @@ tb() {
   if [ "$(left)" -lt 60 ]; then t "skipped test $bin"; return; fi
   t "test $bin"
   timeout "$lim" "$E/t/$bin" --nocapture > "$OUT/t-$bin.log" 2>&1; echo "rc $?"
-  grep -E "^test result|panicked|FAILED|chunked form at C|kernels compiled" "$OUT/t-$bin.log" | sort | uniq -c | head -12
+  grep -E "^test result|panicked|FAILED|chunked form at C|chunked packed prefill" "$OUT/t-$bin.log" | sort | uniq -c | head -12
 }
-{ tb varlen 120; tb chunk 100; tb layer 120; } > "$OUT/tests.txt" 2>&1
+{ tb varlen 120; tb chunk 100; tb layer 120; CARGO_MANIFEST_DIR=$PWD tb model 60; } > "$OUT/tests.txt" 2>&1
 W="--ops record_varlen,record_layer_varlen --dtypes bf16,f32 --runs 10 --warmup 2"
 vl() {
   local name=$1 bin=$2 chunked=$3; shift 3
