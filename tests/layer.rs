@@ -1473,14 +1473,7 @@ fn layer_ops(gpu: &GpuBackend, shape: &LayerShape, dtypes: GdnDtypes) -> Vec<&'s
 #[test]
 fn gpu_layer_split_takes_records_chunked_form_where_its_class_asks() {
     let Some(g) = gpu() else { return };
-    let class = deltatape::internals::ShapeClass {
-        split: Some(true),
-        chunked: Some(true),
-        ..g.tuning().record_class()
-    };
-    let chunked = g
-        .with_tuning(g.tuning().clone().with_record_class(class))
-        .unwrap();
+    let chunked = split_chunked(&g);
     let shape = layer_shape(2, 70, [1, 2, 8, 6], 4);
     let passes = if chunked.chunked_on_matrix_units(shape.gdn(), deltatape::ChunkSize::C64) {
         [
@@ -1580,17 +1573,6 @@ fn gpu_split_dispatches_share_their_scratch() {
 }
 
 /// `g` with record_layer's form forced (`ShapeClass::split`).
-/// `g` with record_layer's split form and record's chunked form asked for.
-fn split_chunked(g: &GpuBackend) -> GpuBackend {
-    let class = deltatape::internals::ShapeClass {
-        split: Some(true),
-        chunked: Some(true),
-        ..g.tuning().record_class()
-    };
-    g.with_tuning(g.tuning().clone().with_record_class(class))
-        .unwrap()
-}
-
 fn with_split(g: &GpuBackend, on: bool) -> GpuBackend {
     let class = deltatape::internals::ShapeClass {
         split: Some(on),

@@ -284,14 +284,7 @@ subgroup_width_tests!();
 #[test]
 fn packed_prefill_in_chunks_gives_transformers_logits() {
     let Some(g) = common::gpu() else { return };
-    let class = deltatape::internals::ShapeClass {
-        split: Some(true),
-        chunked: Some(true),
-        ..g.tuning().record_class()
-    };
-    let g = g
-        .with_tuning(g.tuning().clone().with_record_class(class))
-        .unwrap();
+    let g = common::split_chunked(&g);
     for name in MODELS {
         let want = expected(name);
         let model = Model::load(name).unwrap();

@@ -521,14 +521,7 @@ fn bench_times_record_varlen() {
 #[test]
 fn gpu_varlen_takes_the_chunked_form_where_its_class_asks() {
     let Some(plain) = gpu() else { return };
-    let chunked = plain
-        .with_tuning(deltatape::Tuning::default().with_record_class(
-            deltatape::internals::ShapeClass {
-                chunked: Some(true),
-                ..Default::default()
-            },
-        ))
-        .unwrap();
+    let chunked = split_chunked(&plain);
     let one = shape_of(&[1], HEADS);
     let chunk = match plain.chunked_on_matrix_units(one.packed(), deltatape::ChunkSize::C64) {
         true => deltatape::ChunkSize::C64,

@@ -269,6 +269,19 @@ pub fn gpu() -> Option<GpuBackend> {
     }
 }
 
+/// `g` with record_layer's split form and record's chunked form asked for (its class
+/// at every shape): the prologue pass, then the chunked record, as
+/// `DELTATAPE_RECORD_SPLIT=1 DELTATAPE_RECORD_CHUNKED=1` give.
+pub fn split_chunked(g: &GpuBackend) -> GpuBackend {
+    let class = deltatape::internals::ShapeClass {
+        split: Some(true),
+        chunked: Some(true),
+        ..g.tuning().record_class()
+    };
+    g.with_tuning(g.tuning().clone().with_record_class(class))
+        .unwrap()
+}
+
 /// Whether the GPU tests run (the same rule as [`gpu`]), for tests whose GPU work
 /// happens in a child process. The probe's device is created once per process and kept:
 /// on the H200's NVIDIA driver, test threads that each created and dropped a device at
