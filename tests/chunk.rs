@@ -620,6 +620,154 @@ fn gpu_prepare_record_chunked_checks_its_buffers() {
     assert_close("delta, no state_out", &read(&delta2), &want.delta, f32_tol);
 }
 
+/// record in the chunked form (a class that asks for it) with the tape's copies bound:
+/// the passes, then one copy dispatch each; the tape's k and g are k and g bit for bit,
+/// y, the state and delta bit for bit the same call's without the copies; a copy
+/// buffer too small or aliasing an output is refused as the sequential kernel refuses
+/// it. At an odd Hv T in bf16 gates (a gate word shared by two steps).
+#[test]
+fn gpu_record_in_chunks_writes_the_tape_copies() {
+    use deltatape::gpu::RecordBuffers;
+    use deltatape::wgpu::util::DeviceExt;
+    use deltatape::{DType, GdnDtypes};
+    let Some(plain) = gpu() else { return };
+    let gpu = split_chunked(&plain);
+    let shape = GdnShape::new(1, 37, 1, 3, 16, 8).unwrap();
+    let (d, t) = draw_f32(&shape, 9);
+    let dtypes = GdnDtypes {
+        gate: DType::BF16,
+        ..GdnDtypes::F32
+    };
+    let g_words: Vec<u32> =
+        t.g.chunks(2)
+            .map(|p| {
+                let lo = bf16::from_f32(p[0]).to_bits() as u32;
+                let hi = p.get(1).map_or(0, |&x| bf16::from_f32(x).to_bits() as u32);
+                lo | hi << 16
+            })
+            .collect();
+    let beta_words: Vec<u32> = t
+        .beta
+        .chunks(2)
+        .map(|p| {
+            let lo = bf16::from_f32(p[0]).to_bits() as u32;
+            let hi = p.get(1).map_or(0, |&x| bf16::from_f32(x).to_bits() as u32);
+            lo | hi << 16
+        })
+        .collect();
+    let dev = gpu.device();
+    let usage = deltatape::wgpu::BufferUsages::STORAGE
+        | deltatape::wgpu::BufferUsages::COPY_SRC
+        | deltatape::wgpu::BufferUsages::COPY_DST;
+    let up = |x: &[u32]| {
+        dev.create_buffer_init(&deltatape::wgpu::util::BufferInitDescriptor {
+            label: None,
+            contents: bytemuck::cast_slice(x),
+            usage,
+        })
+    };
+    let bits = |x: &[f32]| up(bytemuck::cast_slice(x));
+    let (q, k, v, g, beta, s) = (
+        bits(&t.q),
+        bits(&t.k),
+        bits(&t.v),
+        up(&g_words),
+        up(&beta_words),
+        bits(&d.state),
+    );
+    let nan = |n: usize| up(&vec![u32::MAX; n]);
+    let outputs = || {
+        (
+            nan(shape.v_len()),
+            nan(shape.state_len()),
+            nan(shape.v_len()),
+        )
+    };
+    let buffers = |y, so, delta, tape_k, tape_g| RecordBuffers {
+        q: &q,
+        k: &k,
+        v: &v,
+        g: &g,
+        beta: &beta,
+        state_in: &s,
+        y,
+        state_out: Some(so),
+        delta,
+        mask: None,
+        tape_k_grouped: tape_k,
+        tape_g,
+    };
+    let layout = GqaLayout::Tiled;
+    let (tk, tg) = (nan(shape.qk_len()), nan(g_words.len()));
+    let (with, without) = (outputs(), outputs());
+    let copies = gpu
+        .prepare_record(
+            &shape,
+            layout,
+            dtypes,
+            &buffers(&with.0, &with.1, &with.2, Some(&tk), Some(&tg)),
+        )
+        .unwrap();
+    let passes = gpu
+        .prepare_record(
+            &shape,
+            layout,
+            dtypes,
+            &buffers(&without.0, &without.1, &without.2, None, None),
+        )
+        .unwrap();
+    let ops = |p: &deltatape::gpu::Prepared| -> Vec<&str> {
+        p.keys().iter().map(|k| k.op.name()).collect()
+    };
+    let mut want = ops(&passes);
+    assert!(want[0].starts_with("chunk_"), "the chunked form: {want:?}");
+    want.extend(["repeat", "repeat"]);
+    assert_eq!(ops(&copies), want);
+    let mut encoder = gpu.encoder();
+    copies.encode(&mut encoder);
+    passes.encode(&mut encoder);
+    gpu.queue().submit([encoder.finish()]);
+    let read = |b: &deltatape::wgpu::Buffer| -> Vec<u32> {
+        gpu.read_buffer(b, (b.size() / 4) as usize).unwrap()
+    };
+    assert_eq!(read(&tk), bytemuck::cast_slice::<f32, u32>(&t.k), "tape k");
+    assert_eq!(read(&tg), g_words, "tape g");
+    for (name, a, b) in [
+        ("y", &with.0, &without.0),
+        ("state", &with.1, &without.1),
+        ("delta", &with.2, &without.2),
+    ] {
+        let got = read(a);
+        assert!(got.iter().all(|&w| w != u32::MAX), "{name} written");
+        assert_eq!(got, read(b), "{name} as without the copies");
+    }
+    // Refused as the sequential kernel refuses: a short tape k, a tape g that is y.
+    let short = nan(shape.qk_len() - 1);
+    let r = gpu.prepare_record(
+        &shape,
+        layout,
+        dtypes,
+        &buffers(&with.0, &with.1, &with.2, Some(&short), None),
+    );
+    assert!(
+        matches!(
+            r,
+            Err(Error::BufferSize {
+                arg: "tape_k_grouped",
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    let r = gpu.prepare_record(
+        &shape,
+        layout,
+        dtypes,
+        &buffers(&with.0, &with.1, &with.2, None, Some(&with.0)),
+    );
+    assert!(matches!(r, Err(Error::Aliased { .. })), "{r:?}");
+}
+
 /// `deltatape bench --ops record_chunked` times the chunked record as an op of its own,
 /// beside record, at the chunk size `--chunk` names; a bad chunk size is refused.
 #[test]

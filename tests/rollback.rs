@@ -203,6 +203,26 @@ fn gpu_rollback_keeps_the_accepted_prefix_and_matches_the_cpu() {
     );
 }
 
+/// Long drafts in record's chunked form (a class that asks for it: on lavapipe the
+/// portable passes), the tape's k and g written by copy dispatches after the passes:
+/// every acceptance pattern of `run_rounds` (all, none, per-sequence prefixes) keeps
+/// the CPU's record over each accepted prefix, masked and not, both modes; in bf16 at
+/// an odd Hv T. (`gpu_record_in_chunks_writes_the_tape_copies` in tests/chunk.rs
+/// checks that such a draft's record is the chunked passes and the copies.)
+#[test]
+fn gpu_long_drafts_in_chunks_keep_the_accepted_prefix() {
+    let Some(g) = gpu() else { return };
+    let chunked = Backend::Gpu(split_chunked(&g));
+    let shape = GdnShape::new(3, 70, 2, 4, 24, 6).unwrap();
+    for mode in MODES {
+        for masked in [false, true] {
+            run_rounds::<f32, f32>(&chunked, shape, 2, GqaLayout::Tiled, masked, mode, 8);
+        }
+    }
+    let odd = GdnShape::new(1, 67, 1, 3, 8, 4).unwrap();
+    run_rounds::<bf16, bf16>(&chunked, odd, 1, GqaLayout::Blocked, false, MODES[0], 9);
+}
+
 /// Gates in a dtype of their own (a bf16 model's f32 g and beta; bf16 gates beside f32
 /// activations), at an odd Hv * T so that the tape's bf16 g words pair gates of two
 /// heads: each backend keeps the accepted prefix, and the two agree. The tape keeps g

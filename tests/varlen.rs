@@ -348,37 +348,44 @@ fn gpu_varlen_resident_dispatch() {
 }
 
 /// A packed prefill that is itself a draft: with the tape's copies bound, k (at key
-/// heads) and g land in them as they are, and the other outputs do not change.
+/// heads) and g land in them as they are, and the other outputs do not change; in
+/// the sequential kernel and in record's chunked form (where the class asks: the
+/// passes, then a copy dispatch each).
 #[test]
 fn gpu_varlen_writes_the_tape_copies_when_bound() {
-    let Some(g) = gpu() else { return };
+    let Some(plain) = gpu() else { return };
     let shape = shape_of(MIXES[0], HEADS);
     let d = draw_varlen(&shape, 11);
-    let want: Recorded<f32, f32, f32> = g
-        .record_varlen(&shape, GqaLayout::Blocked, &d.inputs(None), &d.state)
-        .unwrap();
-    let r = Resident::new(&g, &shape, &d, shape.sequences());
-    let usage = wgpu::BufferUsages::COPY_SRC;
-    let tape_k = storage_buffer(&g, &vec![SENTINEL; shape.qk_len()], usage);
-    let tape_g = storage_buffer(&g, &vec![SENTINEL; shape.gate_len()], usage);
-    let buffers = RecordBuffers {
-        tape_k_grouped: Some(&tape_k),
-        tape_g: Some(&tape_g),
-        ..r.buffers()
-    };
-    let dtypes = GdnDtypes::of::<f32, f32, f32>();
-    let prepared = g
-        .prepare_record_varlen(&shape, GqaLayout::Blocked, dtypes, &buffers)
-        .unwrap();
-    let mut encoder = g.device().create_command_encoder(&Default::default());
-    prepared.encode(&mut encoder);
-    g.queue().submit([encoder.finish()]);
-    assert_eq!(r.read(&g), want);
-    assert_eq!(g.read_buffer::<f32>(&tape_k, shape.qk_len()).unwrap(), d.k);
-    assert_eq!(
-        g.read_buffer::<f32>(&tape_g, shape.gate_len()).unwrap(),
-        d.g
-    );
+    for (g, chunked) in [(plain.clone(), false), (split_chunked(&plain), true)] {
+        let want: Recorded<f32, f32, f32> = g
+            .record_varlen(&shape, GqaLayout::Blocked, &d.inputs(None), &d.state)
+            .unwrap();
+        let r = Resident::new(&g, &shape, &d, shape.sequences());
+        let usage = wgpu::BufferUsages::COPY_SRC;
+        let tape_k = storage_buffer(&g, &vec![SENTINEL; shape.qk_len()], usage);
+        let tape_g = storage_buffer(&g, &vec![SENTINEL; shape.gate_len()], usage);
+        let buffers = RecordBuffers {
+            tape_k_grouped: Some(&tape_k),
+            tape_g: Some(&tape_g),
+            ..r.buffers()
+        };
+        let dtypes = GdnDtypes::of::<f32, f32, f32>();
+        let prepared = g
+            .prepare_record_varlen(&shape, GqaLayout::Blocked, dtypes, &buffers)
+            .unwrap();
+        let ops: Vec<&str> = prepared.keys().iter().map(|k| k.op.name()).collect();
+        let copies = ops.ends_with(&["repeat", "repeat"]) && ops[0].starts_with("chunk_");
+        assert_eq!(copies, chunked, "{ops:?}");
+        let mut encoder = g.device().create_command_encoder(&Default::default());
+        prepared.encode(&mut encoder);
+        g.queue().submit([encoder.finish()]);
+        assert_eq!(r.read(&g), want, "{ops:?}");
+        assert_eq!(g.read_buffer::<f32>(&tape_k, shape.qk_len()).unwrap(), d.k);
+        assert_eq!(
+            g.read_buffer::<f32>(&tape_g, shape.gate_len()).unwrap(),
+            d.g
+        );
+    }
 }
 
 /// Each broken offset rule is its own typed error naming `offsets` and the entry.

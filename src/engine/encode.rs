@@ -30,14 +30,16 @@ pub struct Prepared {
     owned: Vec<wgpu::Buffer>,
 }
 
+/// Workgroups in x and y; `None` when there is nothing to compute.
+type Grid = Option<(u32, u32)>;
+
 /// One kernel's dispatch of a [`Prepared`].
 #[derive(Clone, Debug)]
 struct Step {
     key: KernelKey,
     pipeline: Arc<wgpu::ComputePipeline>,
     bind_group: wgpu::BindGroup,
-    /// Workgroups in x and y; `None` when there is nothing to compute.
-    grid: Option<(u32, u32)>,
+    grid: Grid,
 }
 
 impl Prepared {
@@ -176,23 +178,7 @@ impl Runtime {
     /// the pipeline (cached), the parameters (cached) and the bind group.
     pub(crate) fn prepare<Sh: 'static>(&self, d: Plan<'_, Sh>) -> Result<Prepared> {
         let op = d.op;
-        self.check_alive(op)?;
-        self.check_key(op, &d.key)?;
-        let limits = self.limits();
-        // Every bound operand, checked against its table row.
-        let mut bound = Vec::with_capacity(d.specs.len());
-        for ((spec, buffer), &offset) in d.specs.iter().zip(&d.buffers).zip(&d.offsets) {
-            let Some(buffer) = buffer else { continue };
-            let bytes = check_operand(op, &limits, spec, buffer, offset, d.shape, &d.key)?;
-            bound.push(Bound {
-                spec,
-                buffer,
-                bytes,
-                offset,
-            });
-        }
-        check_not_aliased(op, &bound)?;
-        let grid = grid(op, &limits, d.workgroups)?;
+        let (bound, grid) = self.checked(&d)?;
         let device = self.device();
         let pipeline =
             self.inner
@@ -210,6 +196,36 @@ impl Runtime {
             steps: vec![step],
             owned: Vec::new(),
         })
+    }
+
+    /// Every check [`Runtime::prepare`] makes of `d`, without building anything: an op
+    /// that runs another form in its place still refuses what its own form refuses.
+    pub(crate) fn check<Sh: 'static>(&self, d: &Plan<'_, Sh>) -> Result<()> {
+        self.checked(d).map(|_| ())
+    }
+
+    /// Check features, limits and every buffer against the operand table: the bound
+    /// operands and the grid.
+    fn checked<'p, Sh: 'static>(&self, d: &'p Plan<'_, Sh>) -> Result<(Vec<Bound<'p, Sh>>, Grid)> {
+        let op = d.op;
+        self.check_alive(op)?;
+        self.check_key(op, &d.key)?;
+        let limits = self.limits();
+        // Every bound operand, checked against its table row.
+        let mut bound = Vec::with_capacity(d.specs.len());
+        for ((spec, buffer), &offset) in d.specs.iter().zip(&d.buffers).zip(&d.offsets) {
+            let Some(buffer) = buffer else { continue };
+            let bytes = check_operand(op, &limits, spec, buffer, offset, d.shape, &d.key)?;
+            bound.push(Bound {
+                spec,
+                buffer,
+                bytes,
+                offset,
+            });
+        }
+        check_not_aliased(op, &bound)?;
+        let grid = grid(op, &limits, d.workgroups)?;
+        Ok((bound, grid))
     }
 
     /// The bind group of `params` (binding 0) and the bound operands (1, 2, ...).
@@ -409,7 +425,7 @@ fn check_not_aliased<Sh>(op: &'static str, bound: &[Bound<'_, Sh>]) -> Result<()
 
 /// The 2D grid of `workgroups` (x at most the device's per-dimension limit); `None`
 /// when there is nothing to compute (repeat over zero rows).
-fn grid(op: &'static str, limits: &wgpu::Limits, workgroups: u64) -> Result<Option<(u32, u32)>> {
+fn grid(op: &'static str, limits: &wgpu::Limits, workgroups: u64) -> Result<Grid> {
     let max_dim = limits.max_compute_workgroups_per_dimension as u64;
     if workgroups == 0 {
         return Ok(None);

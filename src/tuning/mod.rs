@@ -145,8 +145,8 @@ pub struct ShapeClass {
     /// record and fold_record: keep the state as a scale times its registers
     /// (`GdnClass::scaled_state`). Record's class only.
     pub scaled_state: Option<bool>,
-    /// record only: run the chunked form where the call binds neither of the tape's
-    /// copies (the chunked form writes y, delta and the state): `record_chunked`'s fast
+    /// record only: run the chunked form (the tape's copies, where a call binds them,
+    /// as copy dispatches after its passes): `record_chunked`'s fast
     /// path (C = 64) where the backend has it (cooperative matrices and
     /// [`crate::ChunkPrecision::FastF16`], `Dk <= 128`), else its portable passes
     /// (C = 32), with their errors where they refuse the shape. `None`: the fast path

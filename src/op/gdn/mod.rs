@@ -256,22 +256,35 @@ impl GpuBackend {
     pub(crate) fn prepare_gdn_conv<Sh: 'static>(
         &self,
         grid: &GdnShape,
-        (layout, conv_taps): (GqaLayout, u32),
+        layout: (GqaLayout, u32),
         key: KernelKey,
-        (shape, specs): (&Sh, &'static [OperandSpec<Sh>]),
-        (buffers, mut offsets): (Vec<Option<&wgpu::Buffer>>, Vec<u64>),
+        table: (&Sh, &'static [OperandSpec<Sh>]),
+        bound: (Vec<Option<&wgpu::Buffer>>, Vec<u64>),
     ) -> Result<Prepared> {
-        offsets.resize(buffers.len(), 0);
-        let op = key.op.name();
-        check_key_dim(op, grid)?;
-        check_bf16_pairs(op, grid, &key)?;
-        let workgroups = key.workgroups_gdn(grid);
-        let params = gdn_params(op, grid, (layout, conv_taps), key.gdn().rows, workgroups)?;
-        let mut plan = Plan::new(op, key, &params, workgroups, shape, specs);
-        plan.buffers = buffers;
-        plan.offsets = offsets;
+        let plan = gdn_conv_plan(grid, layout, key, table, bound)?;
         self.runtime.prepare(plan)
     }
+}
+
+/// [`GpuBackend::prepare_gdn_conv`]'s plan, checked against the shape's own rules
+/// (Dk's bound, bf16 pairs) but not yet against the device.
+pub(crate) fn gdn_conv_plan<'a, Sh: 'static>(
+    grid: &GdnShape,
+    (layout, conv_taps): (GqaLayout, u32),
+    key: KernelKey,
+    (shape, specs): (&'a Sh, &'static [OperandSpec<Sh>]),
+    (buffers, mut offsets): (Vec<Option<&'a wgpu::Buffer>>, Vec<u64>),
+) -> Result<Plan<'a, Sh>> {
+    offsets.resize(buffers.len(), 0);
+    let op = key.op.name();
+    check_key_dim(op, grid)?;
+    check_bf16_pairs(op, grid, &key)?;
+    let workgroups = key.workgroups_gdn(grid);
+    let params = gdn_params(op, grid, (layout, conv_taps), key.gdn().rows, workgroups)?;
+    let mut plan = Plan::new(op, key, &params, workgroups, shape, specs);
+    plan.buffers = buffers;
+    plan.offsets = offsets;
+    Ok(plan)
 }
 
 /// The shape class of record, replay and fold_record (the table in `src/tuning.rs`).

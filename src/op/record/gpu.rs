@@ -4,7 +4,7 @@
 use super::{Form, LayerForm, RecordBuffers, RecordLayerBuffers, RecordLayerRow};
 use crate::dtype::GdnDtypes;
 use crate::engine::cache::small_buffer;
-use crate::engine::encode::Prepared;
+use crate::engine::encode::{Plan, Prepared};
 use crate::engine::key::Op;
 use crate::engine::operand::rows_bound;
 use crate::error::Result;
@@ -21,13 +21,16 @@ impl GpuBackend {
     /// k (`tape_k_grouped`, at key heads) and g (`tape_g`), which make a rollback's draft
     /// one dispatch.
     ///
-    /// Where the call binds neither tape copy, record takes the chunked form where its
-    /// shape class says so (`ShapeClass::chunked`): by default only on the matrix units
+    /// Record takes the chunked form where its shape class says so
+    /// (`ShapeClass::chunked`): by default only on the matrix units
     /// ([`GpuBackend::chunked_on_matrix_units`]: cooperative matrices and
     /// [`crate::ChunkPrecision::FastF16`]) from the tuning table's thresholds; a class
     /// that asks for it also gets the portable passes elsewhere. The same outputs
     /// within the form's documented precision, and the scratch of
-    /// [`GpuBackend::prepare_record_chunked`], kept by the dispatch.
+    /// [`GpuBackend::prepare_record_chunked`], kept by the dispatch. The chunked passes
+    /// write no tape copy: where the call binds them, copy dispatches after the passes
+    /// write them (they are k and g byte for byte), and the call's buffers are first
+    /// checked as the sequential kernel checks them.
     pub fn prepare_record(
         &self,
         shape: &GdnShape,
@@ -36,12 +39,18 @@ impl GpuBackend {
         buffers: &RecordBuffers<'_>,
     ) -> Result<Prepared> {
         let class = &self.tuning().class(Op::Record, shape, dtypes);
-        let copies = buffers.tape_k_grouped.is_some() || buffers.tape_g.is_some();
-        if self.record_runs_chunked(shape, class, copies) {
-            let chunk = self.record_chunk(shape);
+        if !self.record_runs_chunked(shape, class) {
+            return self.prepare_form(shape, layout, dtypes, slots(buffers), Vec::new());
+        }
+        let chunk = self.record_chunk(shape);
+        if !has_tape_copies(buffers) {
             return self.prepare_record_chunked(shape, layout, dtypes, chunk, buffers);
         }
-        self.prepare_form(shape, layout, dtypes, slots(buffers), Vec::new())
+        let sequential = self.form_plan(shape, layout, dtypes, slots(buffers), Vec::new())?;
+        self.runtime.check(&sequential)?;
+        let passes =
+            self.prepare_record_chunked(shape, layout, dtypes, chunk, &no_tape(buffers))?;
+        self.then_tape_copies(passes, buffers, (shape.qk_len(), shape.gate_len()), dtypes)
     }
 
     /// Validate record_varlen's buffers (docs/SPEC.md "record_varlen") and build its
@@ -56,9 +65,10 @@ impl GpuBackend {
     /// Where record's shape class at the call's class shape (its long sequences at the
     /// longest one's length) asks for the chunked form (`ShapeClass::chunked`: by
     /// default it does not, until the fast path over packed sequences has run on a
-    /// device), and the call binds neither tape copy, every sequence runs in chunks of
-    /// its own: the chunked record's passes as record takes them, the scratch at the
-    /// chunks of all sequences.
+    /// device), every sequence runs in chunks of its own: the chunked record's passes
+    /// as record takes them, the scratch at the chunks of all sequences, and the tape's
+    /// copies, where bound, written after them as [`GpuBackend::prepare_record`] writes
+    /// them.
     pub fn prepare_record_varlen(
         &self,
         shape: &VarlenShape,
@@ -66,17 +76,58 @@ impl GpuBackend {
         dtypes: GdnDtypes,
         buffers: &RecordBuffers<'_>,
     ) -> Result<Prepared> {
-        let copies = buffers.tape_k_grouped.is_some() || buffers.tape_g.is_some();
-        if let (false, Some(chunk)) = (copies, self.record_varlen_chunk(shape, dtypes)?) {
+        let Some(chunk) = self.record_varlen_chunk(shape, dtypes)? else {
+            return self.prepare_packed(shape, layout, dtypes, slots(buffers));
+        };
+        if !has_tape_copies(buffers) {
             return self.prepare_record_varlen_chunked(shape, layout, dtypes, chunk, buffers);
         }
-        self.prepare_packed(shape, layout, dtypes, slots(buffers))
+        let offsets = self.offsets_buffer(shape);
+        let sequential = slots(buffers).into_iter().chain([Some(&offsets)]).collect();
+        self.runtime
+            .check(&self.form_plan(shape, layout, dtypes, sequential, Vec::new())?)?;
+        let inputs = no_tape(buffers);
+        let passes = self.prepare_record_varlen_chunked(shape, layout, dtypes, chunk, &inputs)?;
+        self.then_tape_copies(passes, buffers, (shape.qk_len(), shape.gate_len()), dtypes)
+    }
+
+    /// `passes` (record's chunked form, which writes no tape copy), then the copies
+    /// `buffers` binds of the tape's k (`qk_len` elements) and g (`gate_len`) as copy
+    /// dispatches: the tape's k and g are the call's k and g, element for element.
+    fn then_tape_copies(
+        &self,
+        passes: Prepared,
+        buffers: &RecordBuffers<'_>,
+        (qk_len, gate_len): (usize, usize),
+        dtypes: GdnDtypes,
+    ) -> Result<Prepared> {
+        let copies = [
+            (
+                buffers.k,
+                buffers.tape_k_grouped,
+                dtypes.act.buffer_bytes(qk_len),
+            ),
+            (
+                buffers.g,
+                buffers.tape_g,
+                dtypes.gate.buffer_bytes(gate_len),
+            ),
+        ];
+        let mut prepared = passes;
+        for (src, dst, bytes) in copies {
+            // The lengths were checked against the buffers, so they fit in u64.
+            let words = bytes.expect("checked by the sequential form's table") / 4;
+            if let (Some(dst), 1..) = (dst, words) {
+                let copy = self.prepare_copy_into(words as usize, src, dst, 0)?;
+                prepared = prepared.then(copy, Vec::new());
+            }
+        }
+        Ok(prepared)
     }
 
     /// The chunk size record_varlen at `shape` in `dtypes` runs record's chunked form
-    /// at (and record_layer_varlen's split form with it) where a call binds neither of
-    /// the tape's copies; `None`: the sequential kernel. See
-    /// [`GpuBackend::prepare_record_varlen`].
+    /// at (and record_layer_varlen's split form with it); `None`: the sequential
+    /// kernel. See [`GpuBackend::prepare_record_varlen`].
     pub fn record_varlen_chunk(
         &self,
         shape: &VarlenShape,
@@ -293,12 +344,17 @@ impl GpuBackend {
         dtypes: GdnDtypes,
         slots: Vec<Option<&wgpu::Buffer>>,
     ) -> Result<Prepared> {
-        let words = bytemuck::cast_slice(shape.offsets().unwrap_or_default());
-        let usage = wgpu::BufferUsages::STORAGE;
-        let offsets = small_buffer(self.device(), self.queue(), words, usage);
+        let offsets = self.offsets_buffer(shape);
         let slots = slots.into_iter().chain([Some(&offsets)]).collect();
         let prepared = self.prepare_form(shape, layout, dtypes, slots, Vec::new())?;
         Ok(prepared.keeping(vec![offsets]))
+    }
+
+    /// A packed form's offsets in a small buffer of their own.
+    fn offsets_buffer<F: Form>(&self, shape: &F) -> wgpu::Buffer {
+        let words = bytemuck::cast_slice(shape.offsets().unwrap_or_default());
+        let usage = wgpu::BufferUsages::STORAGE;
+        small_buffer(self.device(), self.queue(), words, usage)
     }
 
     /// Every form's dispatch: `slots` in the form's table order (`None`: an optional
@@ -313,12 +369,25 @@ impl GpuBackend {
         slots: Vec<Option<&wgpu::Buffer>>,
         offsets: Vec<u64>,
     ) -> Result<Prepared> {
+        self.runtime
+            .prepare(self.form_plan(shape, layout, dtypes, slots, offsets)?)
+    }
+
+    /// [`GpuBackend::prepare_form`]'s plan, before the device's checks.
+    fn form_plan<'a, F: Form>(
+        &self,
+        shape: &'a F,
+        layout: GqaLayout,
+        dtypes: GdnDtypes,
+        slots: Vec<Option<&'a wgpu::Buffer>>,
+        offsets: Vec<u64>,
+    ) -> Result<Plan<'a, F>> {
         let at = shape.class_shape()?;
         let class = self.tuning().class(Op::Record, &at, dtypes);
         let key = gdn::key(F::FORM.op(), &at, dtypes, self.reduction, false, &class)
             .with_bound(rows_bound(&slots));
         let (grid, taps) = (shape.grid()?, shape.taps());
-        self.prepare_gdn_conv(
+        gdn::gdn_conv_plan(
             &grid,
             (layout, taps),
             key,
@@ -329,13 +398,11 @@ impl GpuBackend {
 
     /// Whether record at `shape` runs in the chunked form: see `ShapeClass::chunked`.
     /// By default only on the matrix units; where the class asks for it, on the
-    /// portable passes too; never where the call binds a tape copy (`copies`), which
-    /// the chunked form does not write.
-    fn record_runs_chunked(&self, shape: &GdnShape, class: &ShapeClass, copies: bool) -> bool {
-        !copies
-            && class.chunked.unwrap_or_else(|| {
-                self.chunked_on_matrix_units(shape, COOP_CHUNK) && chunked_by_default(shape)
-            })
+    /// portable passes too.
+    fn record_runs_chunked(&self, shape: &GdnShape, class: &ShapeClass) -> bool {
+        class.chunked.unwrap_or_else(|| {
+            self.chunked_on_matrix_units(shape, COOP_CHUNK) && chunked_by_default(shape)
+        })
     }
 
     /// The chunk record's chunked form takes at `shape`: the fast path's, else
@@ -346,6 +413,20 @@ impl GpuBackend {
         } else {
             PORTABLE_CHUNK
         }
+    }
+}
+
+/// Whether the call binds either of the tape's copies (of k and g).
+fn has_tape_copies(buffers: &RecordBuffers<'_>) -> bool {
+    buffers.tape_k_grouped.is_some() || buffers.tape_g.is_some()
+}
+
+/// `buffers` without the tape's copies.
+fn no_tape<'b>(buffers: &RecordBuffers<'b>) -> RecordBuffers<'b> {
+    RecordBuffers {
+        tape_k_grouped: None,
+        tape_g: None,
+        ..*buffers
     }
 }
 
@@ -370,8 +451,8 @@ fn raw_slots<'b>(
 /// inputs, with the window's and x's byte offsets, and record's buffers on the
 /// prologue's outputs (q, k, v, g, beta: `scratch`, but for k and g where the call binds
 /// the tape's copies of them: the prologue's k and g are those copies, so it writes
-/// them there and record reads them from there and writes no copy, which leaves it free
-/// to take its chunked form).
+/// them there and record reads them from there and writes no copy, which spares the
+/// chunked form its copy dispatches).
 fn split_slots<'b>(
     slots: &[Option<&'b wgpu::Buffer>],
     offsets: (u64, u64),
