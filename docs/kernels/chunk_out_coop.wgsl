@@ -23,6 +23,9 @@ const ROWS: u32 = 64u;
 const GROUPS: u32 = 1u;
 const RPT: u32 = 1u;
 const CHUNK: u32 = 64u;
+const COOP: bool = true;
+const LANE_ELEMS: u32 = 8u;
+const TILE16: u32 = 16u;
 
 @group(0) @binding(1) var<storage, read_write> y_buf: array<f32>;
 fn load1_y(i: u32) -> f32 {
@@ -290,6 +293,8 @@ fn to_f16_range(x: f32) -> f32 {
 //   y = (gam Q) S_start^T + M delta
 // over the chunk's 64 steps. Subgroup sg makes y's row tile sg / 2 at column tiles
 // 2 (sg % 2) and 2 (sg % 2) + 1: 12 products each, in two independent chains.
+// Without COOP (`chunk_out`, the twin) the products are lane loops over the same
+// memory (as in chunk_walk_coop.wgsl).
 
 const SUBGROUP_WIDTH: u32 = 32u;
 const KT: u32 = TILE_DK / 16u;
@@ -300,8 +305,32 @@ const PAIRS: u32 = CHUNK * BLOCK / (2u * WG_SIZE);
 
 var<workgroup> ys: array<f32, CHUNK * BLOCK>;
 
+// ---- Tile products: A a 16 x 16 f16 tile of `tiles_buf` at a_at (row-major, stride
+// 16), B one of `starts_buf` or `deltas16_buf` at b_at (the same), sums in f32. ----
+alias Acc = coop_mat16x16<f32, C>;
+
+fn acc_zero() -> Acc {
+    return coop_mat16x16<f32, C>();
+}
+
 fn a_tile(at: u32) -> coop_mat16x16<f16, A> {
     return coopLoadT<coop_mat16x16<f16, A>>(&tiles_buf[at], 16u);
+}
+
+// acc + A (the start state's tile at b_at).
+fn mma_start(acc: Acc, lane: u32, a_at: u32, b_at: u32) -> Acc {
+    let b = coopLoadT<coop_mat16x16<f16, B>>(&starts_buf[b_at], 16u);
+    return coopMultiplyAdd(a_tile(a_at), b, acc);
+}
+
+// acc + A (delta's tile at b_at).
+fn mma_delta(acc: Acc, lane: u32, a_at: u32, b_at: u32) -> Acc {
+    let b = coopLoadT<coop_mat16x16<f16, B>>(&deltas16_buf[b_at], 16u);
+    return coopMultiplyAdd(a_tile(a_at), b, acc);
+}
+
+fn acc_store(acc: Acc, lane: u32, at: u32) {
+    coopStoreT(acc, &ys[at], BLOCK);
 }
 
 fn kernel_main(li: u32, wg_in: u32, unused: u32) {
@@ -321,25 +350,22 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     let r = sg / 2u;
     let c0 = cb * BLOCK + (sg % 2u) * 32u;
 
-    var y0 = coop_mat16x16<f32, C>();
-    var y1 = coop_mat16x16<f32, C>();
+    let lane = li % SUBGROUP_WIDTH;
+    var y0 = acc_zero();
+    var y1 = acc_zero();
     for (var kt = 0u; kt < KT; kt++) {
-        let a = a_tile(base + QG_AT + (r * KT + kt) * 256u);
-        let b0 = coopLoadT<coop_mat16x16<f16, B>>(&starts_buf[start_at(ch, pad, kt * 16u, c0)], 16u);
-        let b1 = coopLoadT<coop_mat16x16<f16, B>>(&starts_buf[start_at(ch, pad, kt * 16u, c0 + 16u)], 16u);
-        y0 = coopMultiplyAdd(a, b0, y0);
-        y1 = coopMultiplyAdd(a, b1, y1);
+        let a = base + QG_AT + (r * KT + kt) * 256u;
+        y0 = mma_start(y0, lane, a, start_at(ch, pad, kt * 16u, c0));
+        y1 = mma_start(y1, lane, a, start_at(ch, pad, kt * 16u, c0 + 16u));
     }
     for (var ct = 0u; ct < CT; ct++) {
-        let a = a_tile(base + M_AT + (r * CT + ct) * 256u);
-        let b0 = coopLoadT<coop_mat16x16<f16, B>>(&deltas16_buf[delta16_at(ch, pad, ct * 16u, c0)], 16u);
-        let b1 = coopLoadT<coop_mat16x16<f16, B>>(&deltas16_buf[delta16_at(ch, pad, ct * 16u, c0 + 16u)], 16u);
-        y0 = coopMultiplyAdd(a, b0, y0);
-        y1 = coopMultiplyAdd(a, b1, y1);
+        let a = base + M_AT + (r * CT + ct) * 256u;
+        y0 = mma_delta(y0, lane, a, delta16_at(ch, pad, ct * 16u, c0));
+        y1 = mma_delta(y1, lane, a, delta16_at(ch, pad, ct * 16u, c0 + 16u));
     }
     let at = r * 16u * BLOCK + (sg % 2u) * 32u;
-    coopStoreT(y0, &ys[at], BLOCK);
-    coopStoreT(y1, &ys[at + 16u], BLOCK);
+    acc_store(y0, lane, at);
+    acc_store(y1, lane, at + 16u);
     workgroupBarrier();
 
     // y out, two neighbouring values a write (a bf16 word has one writer).

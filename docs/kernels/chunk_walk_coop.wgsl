@@ -27,6 +27,9 @@ const ROWS: u32 = 16u;
 const GROUPS: u32 = 1u;
 const RPT: u32 = 1u;
 const CHUNK: u32 = 64u;
+const COOP: bool = true;
+const LANE_ELEMS: u32 = 8u;
+const TILE16: u32 = 16u;
 
 @group(0) @binding(1) var<storage, read> state_in_buf: array<f32>;
 fn load1_state_in(i: u32) -> f32 {
@@ -349,7 +352,7 @@ fn to_f16_range(x: f32) -> f32 {
     return select(x, clamp(x, -65504.0, 65504.0), big);
 }
 
-// record_chunked's walk on cooperative matrices (the fast path's third pass): one
+// record_chunked's walk on cooperative matrices (the fast path's second pass): one
 // workgroup of 8 subgroups of 32 per (b, hv, block of ROWS value rows), through the
 // head's chunks in order (wgsl/chunk_at.wgsl), with nothing but the state's own
 // recurrence on the chain. The block's transposed state S^T [TILE_DK][ROWS] stays in
@@ -363,7 +366,10 @@ fn to_f16_range(x: f32) -> f32 {
 // this pass stores for it: S^T at each chunk's start and delta, as f16 tiles
 // (`chunk_tiles.wgsl`'s `start_at` and `delta16_at`). Every subgroup does the same
 // fixed count of cooperative ops (naga wants them in workgroup-uniform control flow);
-// a subgroup's role is read only in addresses.
+// a subgroup's role is read only in addresses. Without COOP (`chunk_walk`, the twin
+// that runs where no adapter has the matrices) every cooperative op below is a lane
+// loop over the same memory: a "subgroup" is 32 invocations whatever the adapter's
+// width, which is why every hand-off between them has a barrier.
 
 const SUBGROUP_WIDTH: u32 = 32u;
 // Column tiles of the block, key-row tiles of a chunk's W, chunk-row tiles.
@@ -387,16 +393,59 @@ var<workgroup> f32s: array<f32, TILE_DK * FS>;
 var<workgroup> s16: array<f16, TILE_DK * HS>;
 var<workgroup> d16: array<f16, CHUNK * HS>;
 
-fn a_tile(at: u32) -> coop_mat16x16<f16, A> {
+// ---- Tile ops: A operands are 16 x 16 f16 tiles of `tiles_buf` (row-major,
+// stride 16), B operands tiles of `s16` or `d16` (row r, column j of tiles), sums
+// and the state in f32. ----
+alias Acc = coop_mat16x16<f32, C>;
+alias ATile = coop_mat16x16<f16, A>;
+
+fn a_tile(at: u32) -> ATile {
     return coopLoadT<coop_mat16x16<f16, A>>(&tiles_buf[at], 16u);
 }
 
-fn s_tile(r: u32, j: u32) -> coop_mat16x16<f16, B> {
-    return coopLoadT<coop_mat16x16<f16, B>>(&s16[r * 16u * HS + j * 16u], HS);
+fn a_none() -> ATile {
+    return coop_mat16x16<f16, A>();
 }
 
-fn d_tile(r: u32, j: u32) -> coop_mat16x16<f16, B> {
-    return coopLoadT<coop_mat16x16<f16, B>>(&d16[r * 16u * HS + j * 16u], HS);
+fn acc_zero() -> Acc {
+    return coop_mat16x16<f32, C>();
+}
+
+// A subgroup's tile of `f32s` at `at` (row stride FS).
+fn acc_load(lane: u32, at: u32) -> Acc {
+    return coopLoadT<coop_mat16x16<f32, C>>(&f32s[at], FS);
+}
+
+fn acc_store(acc: Acc, lane: u32, at: u32) {
+    coopStoreT(acc, &f32s[at], FS);
+}
+
+fn acc_scale(acc: Acc, x: f32) -> Acc {
+    return x * acc;
+}
+
+// acc + A (s16's tile (r, j)).
+fn mma_s(acc: Acc, lane: u32, a: ATile, r: u32, j: u32) -> Acc {
+    let b = coopLoadT<coop_mat16x16<f16, B>>(&s16[r * 16u * HS + j * 16u], HS);
+    return coopMultiplyAdd(a, b, acc);
+}
+
+// acc + A (d16's tile (r, j)).
+fn mma_d(acc: Acc, lane: u32, a: ATile, r: u32, j: u32) -> Acc {
+    let b = coopLoadT<coop_mat16x16<f16, B>>(&d16[r * 16u * HS + j * 16u], HS);
+    return coopMultiplyAdd(a, b, acc);
+}
+
+// s16's tile (r, j) to `starts_buf` at `at`, row-major.
+fn start_out(lane: u32, r: u32, j: u32, at: u32) {
+    let t = coopLoadT<coop_mat16x16<f16, B>>(&s16[r * 16u * HS + j * 16u], HS);
+    coopStoreT(t, &starts_buf[at], 16u);
+}
+
+// d16's tile (r, j) to `deltas16_buf` at `at`, row-major.
+fn delta_out(lane: u32, r: u32, j: u32, at: u32) {
+    let t = coopLoadT<coop_mat16x16<f16, B>>(&d16[r * 16u * HS + j * 16u], HS);
+    coopStoreT(t, &deltas16_buf[at], 16u);
 }
 
 // Where W's row tile `xr` over key tiles 4 xh .. 4 xh + 3 of scratch block ch is.
@@ -462,11 +511,11 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     workgroupBarrier();
     let own = sg * 16u * FS;
     let own16 = sg * 16u * HS;
-    var s0 = coopLoadT<coop_mat16x16<f32, C>>(&f32s[own], FS);
+    var s0 = acc_load(lane, own);
     // Tiles past the block's NB alias the first ones and are never used.
-    var s1 = coopLoadT<coop_mat16x16<f32, C>>(&f32s[own + 16u % ROWS], FS);
-    var s2 = coopLoadT<coop_mat16x16<f32, C>>(&f32s[own + 32u % ROWS], FS);
-    var s3 = coopLoadT<coop_mat16x16<f32, C>>(&f32s[own + 48u % ROWS], FS);
+    var s1 = acc_load(lane, own + 16u % ROWS);
+    var s2 = acc_load(lane, own + 32u % ROWS);
+    var s3 = acc_load(lane, own + 48u % ROWS);
     workgroupBarrier();
 
     // The A operands of a chunk's products: W's row tile xr over this subgroup's half
@@ -474,14 +523,14 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     // is loaded a phase before the chunk that needs it, while the products before it
     // run (the next chunk's W after this one's W S^T, its K after the state update).
     // (None at T = 0, where the scratch is empty.)
-    var w0 = coop_mat16x16<f16, A>();
-    var w1 = coop_mat16x16<f16, A>();
-    var w2 = coop_mat16x16<f16, A>();
-    var w3 = coop_mat16x16<f16, A>();
-    var k0 = coop_mat16x16<f16, A>();
-    var k1 = coop_mat16x16<f16, A>();
-    var k2 = coop_mat16x16<f16, A>();
-    var k3 = coop_mat16x16<f16, A>();
+    var w0 = a_none();
+    var w1 = a_none();
+    var w2 = a_none();
+    var w3 = a_none();
+    var k0 = a_none();
+    var k1 = a_none();
+    var k2 = a_none();
+    var k3 = a_none();
     var u: array<f32, 2u * PAIRS>;
     if hc.count > 0u {
         w0 = a_tile(w_at(hc.first, xr, xh));
@@ -504,19 +553,18 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
 
         // The state at the chunk's start, for the output pass (s16 holds it).
         for (var j = 0u; j < NB; j++) {
-            let t = coopLoadT<coop_mat16x16<f16, B>>(&s16[own16 + j * 16u], HS);
-            coopStoreT(t, &starts_buf[start_at(ch, pad, sg * 16u, v0 + j * 16u)], 16u);
+            start_out(lane, sg, j, start_at(ch, pad, sg * 16u, v0 + j * 16u));
         }
 
         // Half of W S^T over the key tiles: [xh][xr tile rows][ROWS].
         let x_at = (xh * CHUNK + xr * 16u) * FS;
         for (var j = 0u; j < NB; j++) {
-            var x = coop_mat16x16<f32, C>();
-            x = coopMultiplyAdd(w0, s_tile(xh * 4u, j), x);
-            x = coopMultiplyAdd(w1, s_tile(xh * 4u + 1u, j), x);
-            x = coopMultiplyAdd(w2, s_tile(xh * 4u + 2u, j), x);
-            x = coopMultiplyAdd(w3, s_tile(xh * 4u + 3u, j), x);
-            coopStoreT(x, &f32s[x_at + j * 16u], FS);
+            var x = acc_zero();
+            x = mma_s(x, lane, w0, xh * 4u, j);
+            x = mma_s(x, lane, w1, xh * 4u + 1u, j);
+            x = mma_s(x, lane, w2, xh * 4u + 2u, j);
+            x = mma_s(x, lane, w3, xh * 4u + 3u, j);
+            acc_store(x, lane, x_at + j * 16u);
         }
         w0 = a_tile(w_at(next, xr, xh));
         w1 = a_tile(w_at(next, xr, xh) + 256u);
@@ -553,38 +601,37 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         for (var l = 0u; l < D_STORES; l++) {
             let i = sg + 8u * l;
             let j = min(i / CT, NB - 1u);
-            let t = d_tile(i % CT, j);
-            coopStoreT(t, &deltas16_buf[delta16_at(ch, pad, (i % CT) * 16u, v0 + j * 16u)], 16u);
+            delta_out(lane, i % CT, j, delta16_at(ch, pad, (i % CT) * 16u, v0 + j * 16u));
         }
 
         // The state through the chunk: this subgroup's key-row tile of S^T.
-        s0 = last * s0;
-        s0 = coopMultiplyAdd(k0, d_tile(0u, 0u), s0);
-        s0 = coopMultiplyAdd(k1, d_tile(1u, 0u), s0);
-        s0 = coopMultiplyAdd(k2, d_tile(2u, 0u), s0);
-        s0 = coopMultiplyAdd(k3, d_tile(3u, 0u), s0);
-        coopStoreT(s0, &f32s[own], FS);
+        s0 = acc_scale(s0, last);
+        s0 = mma_d(s0, lane, k0, 0u, 0u);
+        s0 = mma_d(s0, lane, k1, 1u, 0u);
+        s0 = mma_d(s0, lane, k2, 2u, 0u);
+        s0 = mma_d(s0, lane, k3, 3u, 0u);
+        acc_store(s0, lane, own);
         if NB > 1u {
-            s1 = last * s1;
-            s1 = coopMultiplyAdd(k0, d_tile(0u, 1u), s1);
-            s1 = coopMultiplyAdd(k1, d_tile(1u, 1u), s1);
-            s1 = coopMultiplyAdd(k2, d_tile(2u, 1u), s1);
-            s1 = coopMultiplyAdd(k3, d_tile(3u, 1u), s1);
-            coopStoreT(s1, &f32s[own + 16u % ROWS], FS);
+            s1 = acc_scale(s1, last);
+            s1 = mma_d(s1, lane, k0, 0u, 1u);
+            s1 = mma_d(s1, lane, k1, 1u, 1u);
+            s1 = mma_d(s1, lane, k2, 2u, 1u);
+            s1 = mma_d(s1, lane, k3, 3u, 1u);
+            acc_store(s1, lane, own + 16u % ROWS);
         }
         if NB > 2u {
-            s2 = last * s2;
-            s2 = coopMultiplyAdd(k0, d_tile(0u, 2u), s2);
-            s2 = coopMultiplyAdd(k1, d_tile(1u, 2u), s2);
-            s2 = coopMultiplyAdd(k2, d_tile(2u, 2u), s2);
-            s2 = coopMultiplyAdd(k3, d_tile(3u, 2u), s2);
-            coopStoreT(s2, &f32s[own + 32u % ROWS], FS);
-            s3 = last * s3;
-            s3 = coopMultiplyAdd(k0, d_tile(0u, 3u), s3);
-            s3 = coopMultiplyAdd(k1, d_tile(1u, 3u), s3);
-            s3 = coopMultiplyAdd(k2, d_tile(2u, 3u), s3);
-            s3 = coopMultiplyAdd(k3, d_tile(3u, 3u), s3);
-            coopStoreT(s3, &f32s[own + 48u % ROWS], FS);
+            s2 = acc_scale(s2, last);
+            s2 = mma_d(s2, lane, k0, 0u, 2u);
+            s2 = mma_d(s2, lane, k1, 1u, 2u);
+            s2 = mma_d(s2, lane, k2, 2u, 2u);
+            s2 = mma_d(s2, lane, k3, 3u, 2u);
+            acc_store(s2, lane, own + 32u % ROWS);
+            s3 = acc_scale(s3, last);
+            s3 = mma_d(s3, lane, k0, 0u, 3u);
+            s3 = mma_d(s3, lane, k1, 1u, 3u);
+            s3 = mma_d(s3, lane, k2, 2u, 3u);
+            s3 = mma_d(s3, lane, k3, 3u, 3u);
+            acc_store(s3, lane, own + 48u % ROWS);
         }
         k0 = a_tile(k_at(next, sg));
         k1 = a_tile(k_at(next, sg) + 256u);

@@ -131,7 +131,7 @@ impl GpuBackend {
         let state_out = buffers.state_out.is_some();
         if self.chunked_on_matrix_units(shape, chunk) {
             let walk_key =
-                KernelKey::chunk_walk_coop(dtypes, self.options().chunk_walk_rows, state_out);
+                KernelKey::chunk_walk(dtypes, self.options().chunk_walk_rows, state_out, true);
             let passes = Passes::new(cshape, layout, &walk_key, sequences);
             return self.prepare_fast_passes(&passes, dtypes, walk_key, buffers);
         }
@@ -184,7 +184,8 @@ impl GpuBackend {
 
     /// The fast path: `chunk_prep_coop` (each chunk's decay-free solve, W and U, and
     /// the walk's and the output pass's operands as f16 tiles), the walk and the output
-    /// pass, all on the matrix units.
+    /// pass, all on the matrix units; or all three as their portable twins, where
+    /// `walk_key` is the twin's.
     fn prepare_fast_passes(
         &self,
         passes: &Passes<'_>,
@@ -204,7 +205,8 @@ impl GpuBackend {
             ],
         )?;
         let [u, decay, tiles, starts, deltas16] = [0, 1, 2, 3, 4].map(|i| &scratch[i]);
-        let prep = self.prepare_chunk_prep(passes, dtypes, true, buffers, [u, decay, tiles])?;
+        let coop = walk_key.op.coop();
+        let prep = self.prepare_chunk_prep(passes, dtypes, coop, buffers, [u, decay, tiles])?;
         // Masked steps are zero in the tiles and U: the walk needs no mask.
         let walk_buffers = ChunkWalkCoopOperands {
             state_in: buffers.state_in,
@@ -231,7 +233,7 @@ impl GpuBackend {
             offsets: passes.sequences,
         };
         let slots = out_buffers.slots();
-        let out_key = bound(KernelKey::chunk_out_coop(dtypes), &slots);
+        let out_key = bound(KernelKey::chunk_out(dtypes, walk_key.op.coop()), &slots);
         let out = self.runtime.prepare(
             passes
                 .out(out_key, ChunkOutCoopOperands::<()>::SPECS)?
@@ -433,7 +435,9 @@ mod tests {
     use super::super::cpu_fast::tests::{draw, mask, Draw};
     use super::super::cpu_fast::{self, Inputs, C, TILE_DK};
     use super::*;
+    use crate::engine::key::Op;
     use crate::gpu::options::GpuOptions;
+    use crate::gpu::options::WALK_ROWS;
     use wgpu::util::DeviceExt;
 
     /// One test on the GPU at a time: two lavapipe devices in one process share its
@@ -622,7 +626,7 @@ mod tests {
             tape_k_grouped: None,
             tape_g: None,
         };
-        let walk_key = KernelKey::chunk_walk_coop(dtypes, 16, false);
+        let walk_key = KernelKey::chunk_walk(dtypes, 16, false, false);
         let passes = Passes::new(cshape, layout, &walk_key, None);
         let [u, decay, tiles] = [0, 1, 2].map(|i| &scratch[i]);
         let prep = gpu
@@ -739,5 +743,194 @@ mod tests {
             "zero and vanishing gates",
             case(&gpu, &shape, GqaLayout::Blocked, GdnDtypes::F32, &d, None),
         );
+    }
+
+    /// Largest difference of `got` from `want` relative to `want`'s largest value.
+    fn rel_max(got: &[f32], want: &[f32]) -> f32 {
+        let scale = want.iter().fold(0f32, |m, x| m.max(x.abs()));
+        let worst = got
+            .iter()
+            .zip(want)
+            .fold(0f32, |m, (g, w)| m.max((g - w).abs()));
+        if got.iter().all(|x| x.is_finite()) {
+            worst / scale.max(f32::MIN_POSITIVE)
+        } else {
+            f32::NAN
+        }
+    }
+
+    /// The fast path's three passes as their portable twins at `cshape` (f32), walking
+    /// `rows` value rows a workgroup: y, the final state and delta, read back.
+    fn run_fast(
+        gpu: &GpuBackend,
+        (cshape, layout, rows): (&ChunkShape, GqaLayout, u32),
+        d: &Draw,
+        mask: Option<&[u32]>,
+    ) -> [Vec<f32>; 3] {
+        let dev = gpu.device();
+        let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
+        let up = |x: &[u32]| {
+            dev.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: None,
+                contents: bytemuck::cast_slice(if x.is_empty() { &[0u32][..] } else { x }),
+                usage,
+            })
+        };
+        let bits = |x: &[f32]| up(bytemuck::cast_slice(x));
+        let [q, k, v, g, beta, state] =
+            [&d.q, &d.k, &d.v, &d.g, &d.beta, &d.state].map(|x| bits(x));
+        let m = up(mask.unwrap_or_default());
+        let nan = |n: usize| up(&vec![f32::NAN.to_bits(); n]);
+        let (y, state_out, delta) = (
+            nan(cshape.v_len()),
+            nan(cshape.state_len()),
+            nan(cshape.v_len()),
+        );
+        let table = cshape.sequence_table().map(up);
+        let buffers = RecordBuffers {
+            q: &q,
+            k: &k,
+            v: &v,
+            g: &g,
+            beta: &beta,
+            state_in: &state,
+            y: &y,
+            state_out: Some(&state_out),
+            delta: &delta,
+            mask: mask.map(|_| &m),
+            tape_k_grouped: None,
+            tape_g: None,
+        };
+        let walk_key = KernelKey::chunk_walk(GdnDtypes::F32, rows, true, false);
+        let passes = Passes::new(cshape, layout, &walk_key, table.as_ref());
+        let prepared = gpu
+            .prepare_fast_passes(&passes, GdnDtypes::F32, walk_key, &buffers)
+            .unwrap();
+        let ops: Vec<Op> = prepared.keys().iter().map(|k| k.op).collect();
+        use super::super::{CHUNK_OUT, CHUNK_PREP, CHUNK_WALK};
+        assert_eq!(ops, [CHUNK_PREP, CHUNK_WALK, CHUNK_OUT]);
+        let mut encoder = gpu.encoder();
+        prepared.encode(&mut encoder);
+        gpu.queue().submit([encoder.finish()]);
+        let read = |b: &wgpu::Buffer, len: usize| -> Vec<f32> { gpu.read_buffer(b, len).unwrap() };
+        [
+            read(&y, cshape.v_len()),
+            read(&state_out, cshape.state_len()),
+            read(&delta, cshape.v_len()),
+        ]
+    }
+
+    /// y, the state and delta each within `bound` of the twin's (relative to its
+    /// largest value).
+    fn check_fast(what: &str, got: &[Vec<f32>; 3], want: [&[f32]; 3], bound: f32) {
+        let e = [0, 1, 2].map(|i| rel_max(&got[i], want[i]));
+        eprintln!(
+            "fast passes' twins {what}: y {:.1e} state {:.1e} delta {:.1e}",
+            e[0], e[1], e[2]
+        );
+        for (name, e) in ["y", "state", "delta"].iter().zip(e) {
+            assert!(e <= bound, "{what}: {name} off the twin by {e:e}");
+        }
+    }
+
+    /// Off `record_fast` by no more than the twins' f16 roundings falling the other way
+    /// where sums are taken in another order.
+    const FAST_TWIN_BOUND: f32 = 5e-4;
+
+    /// The fast path's three passes as their portable twins (`chunk_prep`, `chunk_walk`,
+    /// `chunk_out`: the cooperative kernels' WGSL with lane loops for the tile products)
+    /// through `prepare_fast_passes` as the fast path runs them: y, the final state and
+    /// delta against the CPU twin `record_fast`; padded sequences (a mask, both layouts,
+    /// both walk widths, odd Dk and Dv, a batch) and packed ones (`wgsl/chunk_at.wgsl`'s
+    /// table: empty, one-step and several-chunk sequences in one call).
+    #[test]
+    fn portable_fast_passes_are_their_twin() {
+        let Some((gpu, _turn)) = gpu() else { return };
+        // The wider walk where the adapter has its workgroup memory (not lavapipe's).
+        let wide = KernelKey::chunk_walk(GdnDtypes::F32, WALK_ROWS[1], true, false);
+        let room = gpu.limits().max_compute_workgroup_storage_size;
+        let wide = WALK_ROWS[(wide.workgroup_bytes() <= room) as usize];
+        let cases = [
+            (
+                GdnShape::new(1, 150, 1, 2, 128, 128),
+                GqaLayout::Blocked,
+                true,
+                WALK_ROWS[0],
+            ),
+            (
+                GdnShape::new(2, 70, 1, 3, 94, 46),
+                GqaLayout::Tiled,
+                true,
+                wide,
+            ),
+        ];
+        for (shape, layout, masked, rows) in cases {
+            let shape = shape.unwrap();
+            let d = draw(&shape, 7, 1.0, (0.5, 1.0));
+            let m = mask(&shape);
+            let mask = masked.then_some(&m[..]);
+            let cshape = ChunkShape::new(shape, ChunkSize::C64);
+            let got = run_fast(&gpu, (&cshape, layout, rows), &d, mask);
+            let x = Inputs {
+                q: &d.q,
+                k: &d.k,
+                v: &d.v,
+                g: &d.g,
+                beta: &d.beta,
+                mask,
+            };
+            let (y, state, delta) = cpu_fast::record_fast(&shape, layout, &x, &d.state, true);
+            let what = format!("{shape:?} {layout:?} mask {masked} rows {rows}");
+            check_fast(&what, &got, [&y, &state, &delta], FAST_TWIN_BOUND);
+        }
+
+        let lens = [130usize, 0, 1, 64, 63, 65];
+        let mut offsets = vec![0u32];
+        for l in lens {
+            offsets.push(offsets.last().unwrap() + l as u32);
+        }
+        let (hk, hv, dk, dv) = (1, 2, 128, 64);
+        let n = *offsets.last().unwrap() as usize;
+        let varlen = crate::shape::VarlenShape::new(n, &offsets, hk, hv, dk, dv).unwrap();
+        let tokens = *varlen.packed();
+        let mut d = draw(&tokens, 8, 1.0, (0.5, 1.0));
+        d.state = draw(&varlen.padded().unwrap(), 9, 1.0, (0.5, 1.0)).state;
+        let layout = GqaLayout::Blocked;
+        let cshape = ChunkShape::packed(&varlen, ChunkSize::C64).unwrap();
+        let got = run_fast(&gpu, (&cshape, layout, WALK_ROWS[0]), &d, None);
+        let per_state = hv * dv * dk;
+        for (s, w) in offsets.windows(2).enumerate() {
+            let (t0, len) = (w[0] as usize, (w[1] - w[0]) as usize);
+            let one = GdnShape::new(1, len.max(1), hk, hv, dk, dv).unwrap();
+            let state = &d.state[s * per_state..][..per_state];
+            let got_state = &got[1][s * per_state..][..per_state];
+            if len == 0 {
+                assert_eq!(got_state, state, "sequence {s}: empty, its state as it was");
+                continue;
+            }
+            let part = |x: &[f32], per: usize| x[t0 * per..][..len * per].to_vec();
+            let (q, k, v) = (
+                part(&d.q, hk * dk),
+                part(&d.k, hk * dk),
+                part(&d.v, hv * dv),
+            );
+            let (g, beta) = (part(&d.g, hv), part(&d.beta, hv));
+            let x = Inputs {
+                q: &q,
+                k: &k,
+                v: &v,
+                g: &g,
+                beta: &beta,
+                mask: None,
+            };
+            let (y, state_want, delta) = cpu_fast::record_fast(&one, layout, &x, state, true);
+            let mine = [
+                part(&got[0], hv * dv),
+                got_state.to_vec(),
+                part(&got[2], hv * dv),
+            ];
+            let what = format!("packed {lens:?}, sequence {s}");
+            check_fast(&what, &mine, [&y, &state_want, &delta], FAST_TWIN_BOUND);
+        }
     }
 }

@@ -98,7 +98,19 @@ pub const CHUNK_WALK_COOP: Op = Op(&OpInfo {
         "chunk_walk_coop",
         WALK_ROOT,
         ChunkWalkCoopOperands::<()>::ROWS,
-        (&ChunkWalkCoop, &FAMILY),
+        (&ChunkWalk { coop: true }, &TWIN_COOP_FAMILY),
+    )
+});
+/// [`CHUNK_WALK_COOP`] with its tile products as lane loops (portable WGSL), as
+/// [`CHUNK_PREP`] is of its pass: with it and [`CHUNK_OUT`] the fast path's three
+/// passes run on any adapter with f16 (the unit tests run them on lavapipe).
+pub(crate) const CHUNK_WALK: Op = Op(&OpInfo {
+    plain_rows: ChunkWalkCoopRow::StateOut.bit(),
+    ..OpInfo::new(
+        "chunk_walk",
+        WALK_ROOT,
+        ChunkWalkCoopOperands::<()>::ROWS,
+        (&ChunkWalk { coop: false }, &TWIN_FAMILY),
     )
 });
 const WALK_ROOT: (&str, &str) = ("chunk_walk_coop", include_str!("chunk_walk_coop.wgsl"));
@@ -109,7 +121,16 @@ pub const CHUNK_OUT_COOP: Op = Op(&OpInfo {
         "chunk_out_coop",
         OUT_ROOT,
         ChunkOutCoopOperands::<()>::ROWS,
-        (&ChunkOutCoop, &FAMILY),
+        (&ChunkOut { coop: true }, &TWIN_COOP_FAMILY),
+    )
+});
+/// [`CHUNK_OUT_COOP`] with its tile products as lane loops (see [`CHUNK_WALK`]).
+pub(crate) const CHUNK_OUT: Op = Op(&OpInfo {
+    ..OpInfo::new(
+        "chunk_out",
+        OUT_ROOT,
+        ChunkOutCoopOperands::<()>::ROWS,
+        (&ChunkOut { coop: false }, &TWIN_FAMILY),
     )
 });
 const OUT_ROOT: (&str, &str) = ("chunk_out_coop", include_str!("chunk_out_coop.wgsl"));
@@ -356,6 +377,17 @@ const PREP_COOP_FAMILY: Plain = Plain {
     extra: |_| prep_defines(true),
 };
 
+/// The walk's and the output pass's families: [`CHUNK_WG`] invocations and the
+/// switch between cooperative matrices and lane loops.
+const TWIN_FAMILY: Plain = Plain {
+    workgroup: Some(CHUNK_WG),
+    extra: |_| prep_defines(false),
+};
+const TWIN_COOP_FAMILY: Plain = Plain {
+    workgroup: Some(CHUNK_WG),
+    extra: |_| prep_defines(true),
+};
+
 fn prep_defines(coop: bool) -> Vec<(&'static str, Value)> {
     vec![
         ("COOP", Value::Bool(coop)),
@@ -470,10 +502,12 @@ impl KernelKey {
     }
 
     /// The fast path's walk, `rows` value rows a workgroup (one of [`WALK_ROWS`]),
-    /// writing the final state when `state_out`.
-    pub fn chunk_walk_coop(dtypes: GdnDtypes, rows: u32, state_out: bool) -> Self {
+    /// writing the final state when `state_out`; on cooperative matrices (`coop`) or
+    /// its portable twin.
+    pub fn chunk_walk(dtypes: GdnDtypes, rows: u32, state_out: bool, coop: bool) -> Self {
+        let op = if coop { CHUNK_WALK_COOP } else { CHUNK_WALK };
         let c = COOP_CHUNK.steps() as u32;
-        let key = KernelKey::plain(CHUNK_WALK_COOP, dtypes, (rows, 1, 1), c, false);
+        let key = KernelKey::plain(op, dtypes, (rows, 1, 1), c, false);
         key.with_bound(if state_out {
             ChunkWalkCoopRow::StateOut.bit()
         } else {
@@ -481,10 +515,12 @@ impl KernelKey {
         })
     }
 
-    /// The fast path's output pass.
-    pub fn chunk_out_coop(dtypes: GdnDtypes) -> Self {
+    /// The fast path's output pass, on cooperative matrices (`coop`) or its portable
+    /// twin.
+    pub fn chunk_out(dtypes: GdnDtypes, coop: bool) -> Self {
+        let op = if coop { CHUNK_OUT_COOP } else { CHUNK_OUT };
         let c = COOP_CHUNK.steps() as u32;
-        KernelKey::plain(CHUNK_OUT_COOP, dtypes, (OUT_BLOCK as u32, 1, 1), c, false)
+        KernelKey::plain(op, dtypes, (OUT_BLOCK as u32, 1, 1), c, false)
     }
 }
 
@@ -598,10 +634,16 @@ operand_table! {
     }
 }
 
-struct ChunkWalkCoop;
-struct ChunkOutCoop;
+/// The fast path's walk, on cooperative matrices or not.
+struct ChunkWalk {
+    coop: bool,
+}
+/// The fast path's output pass, on cooperative matrices or not.
+struct ChunkOut {
+    coop: bool,
+}
 
-impl OpKernel for ChunkWalkCoop {
+impl OpKernel for ChunkWalk {
     /// The state's transpose in f32 (also the two halves of `W S^T`) and in f16, and
     /// delta in f16, rows padded by 4 f32 and 8 f16 (`FS`, `HS` in its WGSL).
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
@@ -610,7 +652,7 @@ impl OpKernel for ChunkWalkCoop {
         dk * (rows + 4) * 4 + (dk + c) * (rows + 8) * 2 + sequence_bytes(key)
     }
     fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
-        KernelKey::chunk_walk_coop(at.dtypes, WALK_ROWS[0], true)
+        KernelKey::chunk_walk(at.dtypes, WALK_ROWS[0], true, self.coop)
     }
     /// The final state left out.
     fn rollback_variants(&self) -> Vec<u16> {
@@ -618,23 +660,23 @@ impl OpKernel for ChunkWalkCoop {
     }
     /// The other block width; over packed sequences.
     fn extra_keys(&self) -> Vec<KernelKey> {
-        let key = KernelKey::chunk_walk_coop(GdnDtypes::F32, WALK_ROWS[1], true);
+        let key = KernelKey::chunk_walk(GdnDtypes::F32, WALK_ROWS[1], true, self.coop);
         vec![key, packed(key)]
     }
 }
 
-impl OpKernel for ChunkOutCoop {
+impl OpKernel for ChunkOut {
     /// y's block in f32.
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
         let PlainClass { chunk, rows, .. } = key.plain_class();
         chunk * rows * 4 + sequence_bytes(key)
     }
     fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
-        KernelKey::chunk_out_coop(at.dtypes)
+        KernelKey::chunk_out(at.dtypes, self.coop)
     }
     /// Over packed sequences.
     fn extra_keys(&self) -> Vec<KernelKey> {
-        vec![packed(KernelKey::chunk_out_coop(GdnDtypes::F32))]
+        vec![packed(KernelKey::chunk_out(GdnDtypes::F32, self.coop))]
     }
 }
 
