@@ -9,9 +9,11 @@
 # at B = 1, T = 2048 and 8192 before (OLD) and after (HEAD), alternating. Within
 # BUDGET_S (default 560 s); logs under $OUT.
 #
-# Expects, in the project's root, .gl/ (shared/gpu/README.md) and .dev/vc/:
+# Expects, in the project's root, .gl/ (shared/gpu/README.md) and .dev/vc/ (each
+# executable may be gzipped):
 #   new, old     HEAD's and the base commit's `deltatape` binaries
-#   t/           HEAD's stripped test executables chunk, varlen, layer, model
+#   t/           HEAD's stripped test executables chunk, varlen, layer, model, rollback
+#                and the library's unit tests as lib (the fast path's portable twins)
 #   fla/         fla_varlen_bench.py and the fla 0.6.0 wheels
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -20,16 +22,19 @@ left() { echo $(( ${BUDGET_S:-560} - ($(date +%s) - start) )); }
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json} WGPU_BACKEND=vulkan CI=true
 E=$PWD/.dev/vc; NEW=$E/new; OLD=$E/old; export DELTATAPE_BIN=$NEW
+# The executables travel gzipped (the carry's 64 MiB).
+for f in $(find "$E" -name '*.gz'); do gunzip -f "$f"; chmod +x "${f%.gz}"; done
 t() { echo "== $(date +%T) [$(left) s left] $*"; }
 { nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader; $NEW info 2>&1 | head -8; } > "$OUT/info.txt" 2>&1
 tb() {
-  local bin=$1 lim=$2
+  local bin=$1 lim=$2; shift 2
   if [ "$(left)" -lt 60 ]; then t "skipped test $bin"; return; fi
-  t "test $bin"
-  timeout "$lim" "$E/t/$bin" --nocapture > "$OUT/t-$bin.log" 2>&1; echo "rc $?"
-  grep -E "^test result|panicked|FAILED|chunked form at C|chunked packed prefill" "$OUT/t-$bin.log" | sort | uniq -c | head -12
+  t "test $bin $*"
+  timeout "$lim" "$E/t/$bin" --nocapture "$@" > "$OUT/t-$bin.log" 2>&1; echo "rc $?"
+  grep -E "^test result|panicked|FAILED|chunked form at C|chunked packed prefill|twins" "$OUT/t-$bin.log" | sort | uniq -c | head -16
 }
-{ tb varlen 120; tb chunk 100; tb layer 120; CARGO_MANIFEST_DIR=$PWD tb model 60; } > "$OUT/tests.txt" 2>&1
+{ tb varlen 120; tb chunk 100; tb layer 120; CARGO_MANIFEST_DIR=$PWD tb model 60; tb rollback 60;
+  tb lib 60 record_chunked; } > "$OUT/tests.txt" 2>&1
 W="--ops record_varlen,record_layer_varlen --dtypes bf16,f32 --runs 10 --warmup 2"
 vl() {
   local name=$1 bin=$2 chunked=$3; shift 3
