@@ -1,7 +1,7 @@
 enable f16;
 enable wgpu_cooperative_matrix;
 
-// deltatape kernel chunk_prep_coop.f32.f32.f32.workgroup.l1r1g1t1c64.v4
+// deltatape kernel chunk_prep_coop.f32.f32.f32.workgroup.l1r1g1t1c64.v4+v+u
 const HAS_Q: bool = true;
 const HAS_K: bool = true;
 const HAS_V: bool = true;
@@ -11,6 +11,7 @@ const HAS_MASK: bool = false;
 const HAS_U: bool = true;
 const HAS_DECAY: bool = true;
 const HAS_TILES: bool = true;
+const HAS_AMAT: bool = false;
 const HAS_OFFSETS: bool = false;
 const WG_SIZE: u32 = 256u;
 const VEC4: bool = true;
@@ -321,6 +322,13 @@ fn delta16_at(ch: u32, pad: u32, r: u32, c: u32) -> u32 {
     return ch * CHUNK * pad + tile_at(r, c, pad);
 }
 
+// The first pass's split form hands the W / U pass A = A0 diag(beta) and Gam o A,
+// each in two f16 parts (hi, lo), per (b, hv, chunk): parts 0, 1 (A) and 2, 3
+// (Gam o A), each [CHUNK][CHUNK] as 16 x 16 tiles.
+fn amat_at(ch: u32, part: u32, i: u32, j: u32) -> u32 {
+    return (ch * 4u + part) * CHUNK * CHUNK + tile_at(i, j, CHUNK);
+}
+
 // x clamped to f16's finite range when it is finite and beyond it, so rounding to f16
 // never makes an infinity of a finite value; infinities and NaN pass through.
 fn to_f16_range(x: f32) -> f32 {
@@ -353,7 +361,10 @@ fn to_f16_range(x: f32) -> f32 {
 //      (X in A's upper right block, zero again after); A = A0 diag(beta)
 //   6. W over 8 blocks of 16 key columns, then (A masked by Gam) U over the value
 //      columns, 16 at a time: subgroup sg makes row tile sg % 4 over half sg / 4 of
-//      the inner tiles, its lanes sum the halves, scale, round and store
+//      the inner tiles, its lanes sum the halves, scale, round and store. Where `amat`
+//      is bound (HAS_AMAT, the split form), A and Gam o A go out instead, in two f16
+//      parts each (`amat_at`), and chunk_wu_coop.wgsl makes W and U from them in
+//      workgroups of their own.
 // Precision: A and the merges' operands in two f16 parts (hi + lo, about 22 bits); k
 // and q in the Gram products in two parts where the activations are f32 (GROUPS = 1:
 // blocks of 16 columns), else in one (GROUPS = 2: f16 holds bf16 and f16 exactly within
@@ -2659,53 +2670,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             out_block(d, ch, tiles, in_grid, li, blk - 1u);
         }
         if blk == KW_BLOCKS {
-            // A becomes Gam o A, U's left operand: columns j in eights of rows.
-            for (var m = 0u; m < CHUNK * CHUNK / (LANE_ELEMS * WG_SIZE); m++) {
-                let grp = li + m * WG_SIZE;
-                let j = grp % CHUNK;
-                let i0 = (grp / CHUNK) * LANE_ELEMS;
-                let gm = gam_col8(i0, j);
-                {
-                    let yy = 0u;
-                    let at = (i0 + yy) * HS + j;
-                    put2(at, AL, gm[yy] * get2(at, AL));
-                }
-                {
-                    let yy = 1u;
-                    let at = (i0 + yy) * HS + j;
-                    put2(at, AL, gm[yy] * get2(at, AL));
-                }
-                {
-                    let yy = 2u;
-                    let at = (i0 + yy) * HS + j;
-                    put2(at, AL, gm[yy] * get2(at, AL));
-                }
-                {
-                    let yy = 3u;
-                    let at = (i0 + yy) * HS + j;
-                    put2(at, AL, gm[yy] * get2(at, AL));
-                }
-                {
-                    let yy = 4u;
-                    let at = (i0 + yy) * HS + j;
-                    put2(at, AL, gm[yy] * get2(at, AL));
-                }
-                {
-                    let yy = 5u;
-                    let at = (i0 + yy) * HS + j;
-                    put2(at, AL, gm[yy] * get2(at, AL));
-                }
-                {
-                    let yy = 6u;
-                    let at = (i0 + yy) * HS + j;
-                    put2(at, AL, gm[yy] * get2(at, AL));
-                }
-                {
-                    let yy = 7u;
-                    let at = (i0 + yy) * HS + j;
-                    put2(at, AL, gm[yy] * get2(at, AL));
-                }
-            }
+            gam_mask_a(li);
         }
         // The block, zero at dead steps: k's (W), or v's (U).
         if blk < KW_BLOCKS {
@@ -2740,6 +2705,56 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         workgroupBarrier(); // the products are in `fs`; the block is read
     }
     out_block(d, ch, tiles, in_grid, li, KW_BLOCKS + ublocks - 1u);
+}
+
+// A becomes Gam o A, U's left operand: columns j in eights of rows.
+fn gam_mask_a(li: u32) {
+    for (var m = 0u; m < CHUNK * CHUNK / (LANE_ELEMS * WG_SIZE); m++) {
+        let grp = li + m * WG_SIZE;
+        let j = grp % CHUNK;
+        let i0 = (grp / CHUNK) * LANE_ELEMS;
+        let gm = gam_col8(i0, j);
+        {
+            let yy = 0u;
+            let at = (i0 + yy) * HS + j;
+            put2(at, AL, gm[yy] * get2(at, AL));
+        }
+        {
+            let yy = 1u;
+            let at = (i0 + yy) * HS + j;
+            put2(at, AL, gm[yy] * get2(at, AL));
+        }
+        {
+            let yy = 2u;
+            let at = (i0 + yy) * HS + j;
+            put2(at, AL, gm[yy] * get2(at, AL));
+        }
+        {
+            let yy = 3u;
+            let at = (i0 + yy) * HS + j;
+            put2(at, AL, gm[yy] * get2(at, AL));
+        }
+        {
+            let yy = 4u;
+            let at = (i0 + yy) * HS + j;
+            put2(at, AL, gm[yy] * get2(at, AL));
+        }
+        {
+            let yy = 5u;
+            let at = (i0 + yy) * HS + j;
+            put2(at, AL, gm[yy] * get2(at, AL));
+        }
+        {
+            let yy = 6u;
+            let at = (i0 + yy) * HS + j;
+            put2(at, AL, gm[yy] * get2(at, AL));
+        }
+        {
+            let yy = 7u;
+            let at = (i0 + yy) * HS + j;
+            put2(at, AL, gm[yy] * get2(at, AL));
+        }
+    }
 }
 
 // Block `blk`'s [C][BW] output from `fs` (row tile rt: slots rt and rt + 4, the two

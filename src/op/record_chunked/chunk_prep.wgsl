@@ -8,9 +8,14 @@
 #import chunk_at
 #import chunk_tiles
 #provides kernel_main
-#requires load_q, load_k, load1_v, load1_g, load1_beta, store_u, store_decay, store1_tiles
+#requires load_q, load_k, load1_g, load1_beta, store_decay, store1_tiles
 #requires qk_row, v_index, gate_index, mask_index, CHUNK, WG_SIZE, GROUPS
 #requires COOP, LANE_ELEMS, TILE16
+#if HAS_AMAT
+#requires amat_buf
+#else
+#requires load1_v, store_u
+#endif
 // record_chunked's first pass on the fast path (`chunk_prep_coop`; `chunk_prep` is the
 // same pass with its tile products as lane loops, the test of its structure where no
 // adapter has cooperative matrices): one workgroup of 8 subgroups of 32 per (b, hv,
@@ -36,7 +41,10 @@
 //      (X in A's upper right block, zero again after); A = A0 diag(beta)
 //   6. W over 8 blocks of 16 key columns, then (A masked by Gam) U over the value
 //      columns, 16 at a time: subgroup sg makes row tile sg % 4 over half sg / 4 of
-//      the inner tiles, its lanes sum the halves, scale, round and store
+//      the inner tiles, its lanes sum the halves, scale, round and store. Where `amat`
+//      is bound (HAS_AMAT, the split form), A and Gam o A go out instead, in two f16
+//      parts each (`amat_at`), and chunk_wu_coop.wgsl makes W and U from them in
+//      workgroups of their own.
 // Precision: A and the merges' operands in two f16 parts (hi + lo, about 22 bits); k
 // and q in the Gram products in two parts where the activations are f32 (GROUPS = 1:
 // blocks of 16 columns), else in one (GROUPS = 2: f16 holds bf16 and f16 exactly within
@@ -259,6 +267,7 @@ fn live_quad(x: Quads, li: u32, m: u32) -> vec4<f32> {
     return select(vec4(0.0), select(x.a, x.b, m == 1u), live_sh[quad_row(li, m)] != 0u);
 }
 
+#if !HAS_AMAT
 // A lane's vec4 of W's [C][BW] block of k from key column c0: row li / 4, columns
 // (li % 4) * 4 on (0 past T and past Dk).
 fn load_k_vec(d: GdnDims, h: Head, t0: u32, li: u32, c0: u32) -> vec4<f32> {
@@ -283,6 +292,7 @@ fn load_v_vec(d: GdnDims, h: Head, t0: u32, li: u32, c0: u32) -> vec4<f32> {
     }
     return r;
 }
+#endif
 
 // Gam[i0 + y][j] = g[j+1] ... g[i0+y] for y = 0..7 (0 where i0 + y < j), i0 a multiple
 // of 8: products of the gates over (j, i0] from j's suffix in its eight steps and the
@@ -493,8 +503,10 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         }
         workgroupBarrier(); // the block is read
     }
+#if !HAS_AMAT
     // W's first block of k (again: from L2), in flight through phases 3 to 5.
     var kw = load_k_vec(d, h, t0, li, 0u);
+#endif
 
     // 3. The Gram tiles through `fs`, 8 a round. Round 0 also zeroes A's blocks above
     // the diagonal blocks (both parts) and M's tiles above the diagonal.
@@ -623,6 +635,29 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         }
     }
 
+#if HAS_AMAT
+    // 6. A out (both parts), then Gam o A in its place and out.
+    workgroupBarrier(); // A is complete
+    amat_out(ch, li, in_grid, 0u);
+    workgroupBarrier(); // A is read
+    gam_mask_a(li);
+    workgroupBarrier();
+    amat_out(ch, li, in_grid, 2u);
+}
+
+// The matrix in A's two parts as amat's parts `part` and `part + 1` of chunk ch.
+fn amat_out(ch: u32, li: u32, in_grid: bool, part: u32) {
+    for (var m = 0u; m < CHUNK * CHUNK / WG_SIZE; m++) {
+        let e = li + m * WG_SIZE;
+        let i = e / CHUNK;
+        let j = e % CHUNK;
+        if in_grid {
+            amat_buf[amat_at(ch, part, i, j)] = h16[i * HS + j];
+            amat_buf[amat_at(ch, part + 1u, i, j)] = h16[AL + i * HS + j];
+        }
+    }
+}
+#else
     // 6. W = diag(gam) A K over KW_BLOCKS blocks of BW key columns, then U = (Gam o A) V
     // over the value columns; block `blk`'s output tiles leave through `fs` after the
     // next barrier.
@@ -634,18 +669,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             out_block(d, ch, tiles, in_grid, li, blk - 1u);
         }
         if blk == KW_BLOCKS {
-            // A becomes Gam o A, U's left operand: columns j in eights of rows.
-            for (var m = 0u; m < CHUNK * CHUNK / (LANE_ELEMS * WG_SIZE); m++) {
-                let grp = li + m * WG_SIZE;
-                let j = grp % CHUNK;
-                let i0 = (grp / CHUNK) * LANE_ELEMS;
-                let gm = gam_col8(i0, j);
-                #unroll
-                for (var yy = 0u; yy < LANE_ELEMS; yy++) {
-                    let at = (i0 + yy) * HS + j;
-                    put2(at, AL, gm[yy] * get2(at, AL));
-                }
-            }
+            gam_mask_a(li);
         }
         // The block, zero at dead steps: k's (W), or v's (U).
         if blk < KW_BLOCKS {
@@ -682,6 +706,24 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     out_block(d, ch, tiles, in_grid, li, KW_BLOCKS + ublocks - 1u);
 }
 
+#endif
+
+// A becomes Gam o A, U's left operand: columns j in eights of rows.
+fn gam_mask_a(li: u32) {
+    for (var m = 0u; m < CHUNK * CHUNK / (LANE_ELEMS * WG_SIZE); m++) {
+        let grp = li + m * WG_SIZE;
+        let j = grp % CHUNK;
+        let i0 = (grp / CHUNK) * LANE_ELEMS;
+        let gm = gam_col8(i0, j);
+        #unroll
+        for (var yy = 0u; yy < LANE_ELEMS; yy++) {
+            let at = (i0 + yy) * HS + j;
+            put2(at, AL, gm[yy] * get2(at, AL));
+        }
+    }
+}
+
+#if !HAS_AMAT
 // Block `blk`'s [C][BW] output from `fs` (row tile rt: slots rt and rt + 4, the two
 // halves of the inner tiles): W's rows scaled by gam and rounded to f16 into its tiles,
 // or U's in f32.
@@ -704,3 +746,4 @@ fn out_block(d: GdnDims, ch: u32, tiles: u32, in_grid: bool, li: u32, blk: u32) 
         }
     }
 }
+#endif
