@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# record_varlen in record's chunked form on an H100 or H200, in one command (issue 49):
+# record_varlen in record's chunked form, and the fast path's first pass whole and split,
+# on an H100 or H200, in one command (issues 49 and 50):
 # HEAD's chunk, varlen, layer and model tests (the cooperative-matrix path over packed
 # sequences: each sequence bit for bit record_chunked of it alone); record_varlen and
 # record_layer_varlen on the 8 prompts of shared/bench/fla_varlen_bench.py, by default
 # and with DELTATAPE_RECORD_CHUNKED=1 (fast path, then portable passes), bf16 and f32,
 # and one long prompt beside a short one (the fast path against the sequential kernel),
 # beside that script (fla 0.6.0's varlen chunk call, CUDA graphs); the padded fast path
-# at B = 1, T = 2048 and 8192 before (OLD) and after (HEAD), alternating. Within
-# BUDGET_S (default 560 s); logs under $OUT.
+# at B = 1, T = 2048 and 8192 before (OLD) and after (HEAD, its first pass whole and
+# split), alternating, first after the chunk tests. Within BUDGET_S (default 560 s);
+# logs under $OUT.
 #
 # Expects, in the project's root, .gl/ (shared/gpu/README.md) and .dev/vc/ (each
 # executable may be gzipped):
@@ -27,14 +29,28 @@ for f in $(find "$E" -name '*.gz'); do gunzip -f "$f"; chmod +x "${f%.gz}"; done
 t() { echo "== $(date +%T) [$(left) s left] $*"; }
 { nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader; $NEW info 2>&1 | head -8; } > "$OUT/info.txt" 2>&1
 tb() {
-  local bin=$1 lim=$2; shift 2
-  if [ "$(left)" -lt 60 ]; then t "skipped test $bin"; return; fi
-  t "test $bin $*"
-  timeout "$lim" "$E/t/$bin" --nocapture "$@" > "$OUT/t-$bin.log" 2>&1; echo "rc $?"
-  grep -E "^test result|panicked|FAILED|chunked form at C|chunked packed prefill|twins" "$OUT/t-$bin.log" | sort | uniq -c | head -16
+  local log=$1 bin=$2 lim=$3; shift 3
+  if [ "$(left)" -lt 60 ]; then t "skipped test $log"; return; fi
+  t "test $log: $bin $*"
+  timeout "$lim" "$E/t/$bin" --nocapture "$@" > "$OUT/t-$log.log" 2>&1; echo "rc $?"
+  grep -E "^test result|panicked|FAILED|chunked form at C|chunked packed prefill|twins|cooperative-matrix path" "$OUT/t-$log.log" | sort | uniq -c | head -16
 }
-{ tb varlen 120; tb chunk 100; tb layer 120; CARGO_MANIFEST_DIR=$PWD tb model 60; tb rollback 60;
-  tb lib 60 record_chunked; } > "$OUT/tests.txt" 2>&1
+# The fast path's first pass whole and split (DELTATAPE_CHUNK_PREP_SPLIT=1), old (base
+# commit) and new alternating; each row times the passes one by one.
+fp() {
+  local name=$1 bin=$2 split=$3
+  if [ "$(left)" -lt 40 ]; then t "skipped $name"; return; fi
+  t "$name"
+  DELTATAPE_CHUNK_PREP_SPLIT=$split timeout 40 "$bin" bench --fast-f16 --ops record_chunked \
+    --batches 1 --steps 2048,8192 --dtypes bf16,f32 --runs 5 --warmup 2 --copy-mib 128 2>&1 \
+    | grep -E "^record_chunked|rror" | sed "s/^/$name /"
+}
+{ tb chunk chunk 100; DELTATAPE_CHUNK_PREP_SPLIT=1 tb chunk-split chunk 100;
+  tb lib lib 60 record_chunked; } > "$OUT/tests.txt" 2>&1
+{ fp old "$OLD" 0; fp new "$NEW" 0; fp split "$NEW" 1; fp old "$OLD" 0; fp new "$NEW" 0;
+  fp split "$NEW" 1; } > "$OUT/fast.txt" 2>&1
+{ tb varlen varlen 120; tb layer layer 120; CARGO_MANIFEST_DIR=$PWD tb model model 60;
+  tb rollback rollback 60; } >> "$OUT/tests.txt" 2>&1
 W="--ops record_varlen,record_layer_varlen --dtypes bf16,f32 --runs 10 --warmup 2"
 vl() {
   local name=$1 bin=$2 chunked=$3; shift 3
@@ -59,11 +75,4 @@ if [ "$(left)" -gt 60 ]; then
   python3 -m pip install -q --no-index --no-deps --target /tmp/site $E/fla/*.whl > /dev/null 2>&1
   PYTHONPATH=/tmp/site timeout 50 python3 $E/fla/fla_varlen_bench.py > "$OUT/fla-varlen.txt" 2>&1; echo "fla rc $?" >> "$OUT/fla-varlen.txt"
 fi
-fp() {
-  local name=$1 bin=$2
-  if [ "$(left)" -lt 40 ]; then t "skipped $name"; return; fi
-  t "$name"
-  timeout 40 "$bin" bench --fast-f16 --ops record_chunked --batches 1 --steps 2048,8192 --dtypes bf16 \
-    --runs 5 --warmup 2 --copy-mib 128 2>&1 | grep -E "^record_chunked|rror" | sed "s/^/$name /"
-}
-{ fp old "$OLD"; fp new "$NEW"; fp old "$OLD"; fp new "$NEW"; t end; } > "$OUT/fast.txt" 2>&1
+t end >> "$OUT/varlen.txt"
