@@ -1170,3 +1170,105 @@ fn gpu_record_takes_the_fast_path_where_its_thresholds_say() {
         "ShapeClass::chunked = Some(false): not the sequential kernel"
     );
 }
+
+/// record_varlen on the fast path, where the adapter has it: each packed sequence's
+/// y, delta and state bit for bit the fast path's record_chunked on it alone (empty,
+/// one-step and several-chunk sequences in one call, both layouts, a mask), within the
+/// path's bound of the CPU's record_varlen; and by default for one long prompt beside a
+/// short one (record's thresholds at the class shape: B = 1 at the long one's length).
+#[test]
+fn gpu_varlen_on_the_fast_path() {
+    use deltatape::internals::Threshold;
+    use deltatape::VarlenShape;
+    let Some(fast) = coop_gpu() else { return };
+    let asked = split_chunked(&fast);
+    let varlen = |lens: &[usize], hv: usize| {
+        let mut offsets = vec![0u32];
+        for &l in lens {
+            offsets.push(offsets.last().unwrap() + l as u32);
+        }
+        let n = *offsets.last().unwrap() as usize;
+        VarlenShape::new(n, &offsets, 1, hv, 128, 64).unwrap()
+    };
+    let from = Threshold::ChunkedFromSteps.value() as usize;
+    let cases: [(&[usize], &deltatape::GpuBackend); 2] =
+        [(&[65, 0, 1, 63, 64, 200, 2], &asked), (&[from, 5], &fast)];
+    for (case, (lens, g)) in cases.into_iter().enumerate() {
+        let shape = varlen(lens, 2);
+        let p = *shape.packed();
+        let d = draw(&p, 40 + case as u64);
+        let state = Rng::new(41).vec(shape.state_len(), -0.5, 0.5);
+        let m = mask(&p, 42);
+        for (layout, masked) in [(GqaLayout::Tiled, true), (GqaLayout::Blocked, false)] {
+            let mask = masked.then_some(&m[..]);
+            let t = d.typed::<f32>();
+            let got: Recorded<f32, f32, f32> = g
+                .record_varlen(&shape, layout, &t.inputs(mask), &state)
+                .unwrap();
+            let want: Recorded<f32, f32, f32> = cpu()
+                .record_varlen(&shape, layout, &t.inputs(mask), &state)
+                .unwrap();
+            let e = worst(&got, &want);
+            report!("gpu record_varlen on the fast path {lens:?} {layout:?}: {e:.2e}");
+            assert!(
+                e <= FAST_TOL && e > 1e-6,
+                "{e:e}: not the fast path's error"
+            );
+            let (qk, v, hv) = (p.key_heads() * 128, p.value_heads() * 64, p.value_heads());
+            let per_state = shape.state_len() / shape.sequences();
+            for s in (0..shape.sequences()).filter(|&s| !shape.sequence(s).is_empty()) {
+                let one = p.with_steps(shape.sequence(s).len()).unwrap();
+                let own_mask = mask.map(|m| {
+                    part(
+                        &shape,
+                        s,
+                        m.iter().map(|&x| x as f32).collect::<Vec<_>>().as_slice(),
+                        1,
+                    )
+                });
+                let own_mask: Option<Vec<u32>> =
+                    own_mask.map(|m| m.iter().map(|&x| x as u32).collect());
+                let (q, k, vv) = (
+                    part(&shape, s, &d.q, qk),
+                    part(&shape, s, &d.k, qk),
+                    part(&shape, s, &d.v, v),
+                );
+                let (gg, beta) = (part(&shape, s, &d.g, hv), part(&shape, s, &d.beta, hv));
+                let inputs = RecordInputs {
+                    q: &q,
+                    k: &k,
+                    v: &vv,
+                    g: &gg,
+                    beta: &beta,
+                    mask: own_mask.as_deref(),
+                };
+                let st = &state[s * per_state..][..per_state];
+                let alone: Recorded<f32, f32, f32> = fast
+                    .record_chunked(&one, layout, ChunkSize::C64, &inputs, st)
+                    .unwrap();
+                let r = shape.sequence(s);
+                assert_eq!(
+                    got.y[r.start * v..r.end * v],
+                    alone.y[..],
+                    "{lens:?} sequence {s} y"
+                );
+                assert_eq!(
+                    got.delta[r.start * v..r.end * v],
+                    alone.delta[..],
+                    "{lens:?} sequence {s} delta"
+                );
+                assert_eq!(
+                    got.state[s * per_state..][..per_state],
+                    alone.state[..],
+                    "{lens:?} sequence {s} state"
+                );
+            }
+        }
+    }
+}
+
+/// Sequence s's tokens of a packed `[N, per]` operand.
+fn part<T: Copy>(shape: &deltatape::VarlenShape, s: usize, x: &[T], per: usize) -> Vec<T> {
+    let r = shape.sequence(s);
+    x[r.start * per..r.end * per].to_vec()
+}

@@ -62,13 +62,12 @@ impl GpuBackend {
     /// in a small buffer of its own, written once here, so encoding it again costs no
     /// upload. A batch with other offsets is another shape and another dispatch.
     ///
-    /// Where record's shape class at the call's class shape (its long sequences at the
-    /// longest one's length) asks for the chunked form (`ShapeClass::chunked`: by
-    /// default it does not, until the fast path over packed sequences has run on a
-    /// device), every sequence runs in chunks of its own: the chunked record's passes
-    /// as record takes them, the scratch at the chunks of all sequences, and the tape's
-    /// copies, where bound, written after them as [`GpuBackend::prepare_record`] writes
-    /// them.
+    /// Where record at the call's class shape (its long sequences at the longest one's
+    /// length) would take the chunked form ([`GpuBackend::prepare_record`]: by default
+    /// on the fast path, from the tuning table's thresholds, or where the class asks),
+    /// every sequence runs in chunks of its own: the chunked record's passes as record
+    /// takes them, the scratch at the chunks of all sequences, and the tape's copies,
+    /// where bound, written after them as [`GpuBackend::prepare_record`] writes them.
     pub fn prepare_record_varlen(
         &self,
         shape: &VarlenShape,
@@ -135,8 +134,9 @@ impl GpuBackend {
     ) -> Result<Option<ChunkSize>> {
         let at = shape.class_shape()?;
         let class = self.tuning().class(Op::Record, &at, dtypes);
-        let asked = class.chunked == Some(true);
-        Ok(asked.then(|| self.record_chunk(&at)))
+        Ok(self
+            .record_runs_chunked(&at, &class)
+            .then(|| self.record_chunk(&at)))
     }
 
     /// Validate record_layer's buffers (docs/SPEC.md "record_layer") and build its
