@@ -39,10 +39,11 @@ pub struct GpuOptions {
     /// Fewer rows give more workgroups, each with a shorter chain of products per
     /// chunk (docs/PERFORMANCE.md has both measured).
     pub chunk_walk_rows: u32,
-    /// The chunked record's fast path with its first pass in two (off by default, until
-    /// measured): the solve into scratch (A and Gam o A, 32 KiB a chunk), then W and U
-    /// in workgroups of their own, each a block of 32 columns of one chunk
-    /// (docs/PERFORMANCE.md). The same values either way, within the path's bound.
+    /// The chunked record's fast path with its first pass in two: the solve into
+    /// scratch (A and Gam o A, 32 KiB a chunk), then W and U in workgroups of their
+    /// own, each a block of 32 columns of one chunk. Off by default: on an H100 it cost
+    /// the same as the whole pass (docs/PERFORMANCE.md, "The first pass in two"). The
+    /// same values either way, within the path's bound.
     pub chunk_prep_split: bool,
 }
 
