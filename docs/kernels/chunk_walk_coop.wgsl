@@ -431,6 +431,14 @@ fn acc_scale(acc: Acc, x: f32) -> Acc {
     return x * acc;
 }
 
+fn s_tile(r: u32, j: u32) -> coop_mat16x16<f16, B> {
+    return coopLoadT<coop_mat16x16<f16, B>>(&s16[r * 16u * HS + j * 16u], HS);
+}
+
+fn d_tile(r: u32, j: u32) -> coop_mat16x16<f16, B> {
+    return coopLoadT<coop_mat16x16<f16, B>>(&d16[r * 16u * HS + j * 16u], HS);
+}
+
 // acc + A (s16's tile (r, j)).
 fn mma_s(acc: Acc, lane: u32, a: ATile, r: u32, j: u32) -> Acc {
     let b = coopLoadT<coop_mat16x16<f16, B>>(&s16[r * 16u * HS + j * 16u], HS);
@@ -566,12 +574,12 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         // Half of W S^T over the key tiles: [xh][xr tile rows][ROWS].
         let x_at = (xh * CHUNK + xr * 16u) * FS;
         for (var j = 0u; j < NB; j++) {
-            var x = acc_zero();
-            x = mma_s(x, lane, w0, xh * 4u, j);
-            x = mma_s(x, lane, w1, xh * 4u + 1u, j);
-            x = mma_s(x, lane, w2, xh * 4u + 2u, j);
-            x = mma_s(x, lane, w3, xh * 4u + 3u, j);
-            acc_store(x, lane, x_at + j * 16u);
+            var x = coop_mat16x16<f32, C>();
+            x = coopMultiplyAdd(w0, s_tile(xh * 4u, j), x);
+            x = coopMultiplyAdd(w1, s_tile(xh * 4u + 1u, j), x);
+            x = coopMultiplyAdd(w2, s_tile(xh * 4u + 2u, j), x);
+            x = coopMultiplyAdd(w3, s_tile(xh * 4u + 3u, j), x);
+            coopStoreT(x, &f32s[x_at + j * 16u], FS);
         }
         w0 = a_tile(w_at(next, xr, xh));
         w1 = a_tile(w_at(next, xr, xh) + 256u);
@@ -612,33 +620,33 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         }
 
         // The state through the chunk: this subgroup's key-row tile of S^T.
-        s0 = acc_scale(s0, last);
-        s0 = mma_d(s0, lane, k0, 0u, 0u);
-        s0 = mma_d(s0, lane, k1, 1u, 0u);
-        s0 = mma_d(s0, lane, k2, 2u, 0u);
-        s0 = mma_d(s0, lane, k3, 3u, 0u);
-        acc_store(s0, lane, own);
+        s0 = last * s0;
+        s0 = coopMultiplyAdd(k0, d_tile(0u, 0u), s0);
+        s0 = coopMultiplyAdd(k1, d_tile(1u, 0u), s0);
+        s0 = coopMultiplyAdd(k2, d_tile(2u, 0u), s0);
+        s0 = coopMultiplyAdd(k3, d_tile(3u, 0u), s0);
+        coopStoreT(s0, &f32s[own], FS);
         if NB > 1u {
-            s1 = acc_scale(s1, last);
-            s1 = mma_d(s1, lane, k0, 0u, 1u);
-            s1 = mma_d(s1, lane, k1, 1u, 1u);
-            s1 = mma_d(s1, lane, k2, 2u, 1u);
-            s1 = mma_d(s1, lane, k3, 3u, 1u);
-            acc_store(s1, lane, own + 16u % ROWS);
+            s1 = last * s1;
+            s1 = coopMultiplyAdd(k0, d_tile(0u, 1u), s1);
+            s1 = coopMultiplyAdd(k1, d_tile(1u, 1u), s1);
+            s1 = coopMultiplyAdd(k2, d_tile(2u, 1u), s1);
+            s1 = coopMultiplyAdd(k3, d_tile(3u, 1u), s1);
+            coopStoreT(s1, &f32s[own + 16u % ROWS], FS);
         }
         if NB > 2u {
-            s2 = acc_scale(s2, last);
-            s2 = mma_d(s2, lane, k0, 0u, 2u);
-            s2 = mma_d(s2, lane, k1, 1u, 2u);
-            s2 = mma_d(s2, lane, k2, 2u, 2u);
-            s2 = mma_d(s2, lane, k3, 3u, 2u);
-            acc_store(s2, lane, own + 32u % ROWS);
-            s3 = acc_scale(s3, last);
-            s3 = mma_d(s3, lane, k0, 0u, 3u);
-            s3 = mma_d(s3, lane, k1, 1u, 3u);
-            s3 = mma_d(s3, lane, k2, 2u, 3u);
-            s3 = mma_d(s3, lane, k3, 3u, 3u);
-            acc_store(s3, lane, own + 48u % ROWS);
+            s2 = last * s2;
+            s2 = coopMultiplyAdd(k0, d_tile(0u, 2u), s2);
+            s2 = coopMultiplyAdd(k1, d_tile(1u, 2u), s2);
+            s2 = coopMultiplyAdd(k2, d_tile(2u, 2u), s2);
+            s2 = coopMultiplyAdd(k3, d_tile(3u, 2u), s2);
+            coopStoreT(s2, &f32s[own + 32u % ROWS], FS);
+            s3 = last * s3;
+            s3 = coopMultiplyAdd(k0, d_tile(0u, 3u), s3);
+            s3 = coopMultiplyAdd(k1, d_tile(1u, 3u), s3);
+            s3 = coopMultiplyAdd(k2, d_tile(2u, 3u), s3);
+            s3 = coopMultiplyAdd(k3, d_tile(3u, 3u), s3);
+            coopStoreT(s3, &f32s[own + 48u % ROWS], FS);
         }
         k0 = a_tile(k_at(next, sg));
         k1 = a_tile(k_at(next, sg) + 256u);
