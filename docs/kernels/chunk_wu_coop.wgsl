@@ -1,7 +1,7 @@
 enable f16;
 enable wgpu_cooperative_matrix;
 
-// deltatape kernel chunk_wu_coop.f32.f32.f32.workgroup.l1r64g1t1c64
+// deltatape kernel chunk_wu_coop.f32.f32.f32.workgroup.l1r32g1t1c64
 const HAS_K: bool = true;
 const HAS_V: bool = true;
 const HAS_MASK: bool = false;
@@ -22,7 +22,7 @@ const TAPE_BF16: bool = false;
 const GATE_BF16: bool = false;
 const GATE_F16: bool = false;
 const LANES: u32 = 1u;
-const ROWS: u32 = 64u;
+const ROWS: u32 = 32u;
 const GROUPS: u32 = 1u;
 const RPT: u32 = 1u;
 const CHUNK: u32 = 64u;
@@ -327,13 +327,12 @@ fn to_f16_range(x: f32) -> f32 {
 //   W = diag(gam) A K     (f16 tiles, `W_AT`; zero columns past Dk)
 //   U = (Gam o A) V       (f32, [C][Dv])
 // k and v enter in one f16 part, zero at dead steps, as in chunk_prep_coop's own
-// phase 6, so both forms compute the same values. Subgroup sg makes output tiles
-// (sg % 4, 2 (sg / 4)) and (sg % 4, 2 (sg / 4) + 1) over the four inner tiles, both
-// parts of A, each A tile loaded once for both: 16 products. Without COOP (`chunk_wu`,
-// the twin) the products are lane loops over the same memory.
+// phase 6, so both forms compute the same values. Subgroup sg makes output tile
+// (sg / 2, sg % 2) over the four inner tiles, both parts of A: 8 products. Without COOP
+// (`chunk_wu`, the twin) the products are lane loops over the same memory.
 
 const SUBGROUP_WIDTH: u32 = 32u;
-const BW: u32 = 64u;
+const BW: u32 = 32u;
 const WBLOCKS: u32 = TILE_DK / BW;
 // Row strides of the staged block (f16) and of the output (f32), padded as elsewhere.
 const BSS: u32 = BW + 8u;
@@ -343,14 +342,19 @@ var<workgroup> bs: array<f16, CHUNK * BSS>;
 var<workgroup> fs: array<f32, CHUNK * FS>;
 var<workgroup> gam_sh: array<f32, CHUNK>;
 
-// ---- Tiles: `acc_store` puts a subgroup's tile into `fs` (stride FS); the twin's
-// `mma` adds A B, A a 16 x 16 f16 tile of `amat_buf` at a_at (row-major, stride 16),
-// B one of `bs` at b_at (stride BSS), sums in f32 (the cooperative path's products are
-// inline: behind functions taking matrices they ran slower, docs/PERFORMANCE.md). ----
+// ---- Tile products: A a 16 x 16 f16 tile of `amat_buf` at a_at (row-major, stride
+// 16), B one of `bs` at b_at (stride BSS), sums in f32; `acc_store` puts a subgroup's
+// tile into `fs` (stride FS). ----
 alias Acc = coop_mat16x16<f32, C>;
 
 fn acc_zero() -> Acc {
     return coop_mat16x16<f32, C>();
+}
+
+fn mma(acc: Acc, lane: u32, a_at: u32, b_at: u32) -> Acc {
+    let a = coopLoadT<coop_mat16x16<f16, A>>(&amat_buf[a_at], 16u);
+    let b = coopLoadT<coop_mat16x16<f16, B>>(&bs[b_at], BSS);
+    return coopMultiplyAdd(a, b, acc);
 }
 
 fn acc_store(acc: Acc, lane: u32, at: u32) {
@@ -397,27 +401,17 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     }
     workgroupBarrier();
 
-    // Output tiles (rt, ct) and (rt, ct + 1) over the four inner tiles, A's two parts.
-    let rt = sg % 4u;
-    let ct = 2u * (sg / 4u);
+    // Output tile (rt, ct) over the four inner tiles, A's two parts.
+    let rt = sg / 2u;
+    let ct = sg % 2u;
     let part = select(2u, 0u, is_w);
-    var acc0 = acc_zero();
-    var acc1 = acc_zero();
+    var acc = acc_zero();
     for (var kt = 0u; kt < CHUNK / 16u; kt++) {
-        let hi = amat_at(ch, part, rt * 16u, kt * 16u);
-        let lo = amat_at(ch, part + 1u, rt * 16u, kt * 16u);
         let b = kt * 16u * BSS + ct * 16u;
-        let a_hi = coopLoadT<coop_mat16x16<f16, A>>(&amat_buf[hi], 16u);
-        let a_lo = coopLoadT<coop_mat16x16<f16, A>>(&amat_buf[lo], 16u);
-        let b0 = coopLoadT<coop_mat16x16<f16, B>>(&bs[b], BSS);
-        let b1 = coopLoadT<coop_mat16x16<f16, B>>(&bs[b + 16u], BSS);
-        acc0 = coopMultiplyAdd(a_hi, b0, acc0);
-        acc1 = coopMultiplyAdd(a_hi, b1, acc1);
-        acc0 = coopMultiplyAdd(a_lo, b0, acc0);
-        acc1 = coopMultiplyAdd(a_lo, b1, acc1);
+        acc = mma(acc, lane, amat_at(ch, part, rt * 16u, kt * 16u), b);
+        acc = mma(acc, lane, amat_at(ch, part + 1u, rt * 16u, kt * 16u), b);
     }
-    acc_store(acc0, lane, rt * 16u * FS + ct * 16u);
-    acc_store(acc1, lane, rt * 16u * FS + (ct + 1u) * 16u);
+    acc_store(acc, lane, rt * 16u * FS + ct * 16u);
     workgroupBarrier();
 
     // Out: W's rows scaled by gam and rounded into its tiles, or U in f32.

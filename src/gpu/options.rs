@@ -41,7 +41,7 @@ pub struct GpuOptions {
     pub chunk_walk_rows: u32,
     /// The chunked record's fast path with its first pass in two: the solve into
     /// scratch (A and Gam o A, 32 KiB a chunk), then W and U in workgroups of their
-    /// own, each a block of 64 columns of one chunk. Off by default: on an H100 it cost
+    /// own, each a block of 32 columns of one chunk. Off by default: on an H100 it cost
     /// the same as the whole pass (docs/PERFORMANCE.md, "The first pass in two"). The
     /// same values either way, within the path's bound.
     pub chunk_prep_split: bool,

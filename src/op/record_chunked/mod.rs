@@ -114,7 +114,7 @@ pub(crate) const CHUNK_WU: Op = Op(&OpInfo {
 });
 const WU_ROOT: (&str, &str) = ("chunk_wu_coop", include_str!("chunk_wu_coop.wgsl"));
 /// Columns per workgroup of the W / U pass (`BW` in its WGSL).
-const WU_BLOCK: usize = 64;
+const WU_BLOCK: usize = 32;
 /// The fast path's walk: the state through the chunks on cooperative matrices, storing
 /// the tape's delta, and for the output pass delta and the state at each chunk's start.
 pub const CHUNK_WALK_COOP: Op = Op(&OpInfo {
@@ -342,7 +342,7 @@ impl ChunkShape {
         let c = self.chunk_steps();
         self.head_chunks().saturating_mul(4 * c * c)
     }
-    /// The W / U pass's workgroups: one per (b, hv, chunk, block of 64 key columns of
+    /// The W / U pass's workgroups: one per (b, hv, chunk, block of 32 key columns of
     /// the tiles' 128, or of value columns).
     pub(crate) fn wu_workgroups(&self) -> usize {
         let blocks = COOP_MAX_KEY_DIM / WU_BLOCK + self.gdn.value_dim().div_ceil(WU_BLOCK);
