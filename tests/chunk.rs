@@ -839,8 +839,8 @@ fn bench_times_record_chunked_as_its_own_op() {
 const FAST_TOL: f64 = 1e-3;
 
 /// A GPU backend that runs record_chunked's fast path: consent to cooperative
-/// matrices and [`ChunkPrecision::FastF16`]. `None`, with a line saying the tests
-/// skipped, where the adapter has no cooperative matrices that serve it (lavapipe).
+/// matrices and [`ChunkPrecision::FastF16`]. `None`, with a line saying the path did
+/// not run here, where the adapter has no cooperative matrices that serve it (lavapipe).
 fn coop_gpu() -> Option<deltatape::GpuBackend> {
     coop_gpu_walking(None)
 }
