@@ -7,7 +7,7 @@ use crate::engine::cache::small_buffer;
 use crate::engine::encode::{Plan, Prepared};
 use crate::engine::key::Op;
 use crate::engine::operand::rows_bound;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gpu::backend::GpuBackend;
 use crate::op::gdn;
 use crate::op::prologue::{check_pairs, PrologueOperands, RawBuffers};
@@ -102,20 +102,19 @@ impl GpuBackend {
     ) -> Result<Prepared> {
         let copies = [
             (
+                "tape_k_grouped",
                 buffers.k,
                 buffers.tape_k_grouped,
-                dtypes.act.buffer_bytes(qk_len),
+                dtypes.act,
+                qk_len,
             ),
-            (
-                buffers.g,
-                buffers.tape_g,
-                dtypes.gate.buffer_bytes(gate_len),
-            ),
+            ("tape_g", buffers.g, buffers.tape_g, dtypes.gate, gate_len),
         ];
         let mut prepared = passes;
-        for (src, dst, bytes) in copies {
-            // The lengths were checked against the buffers, so they fit in u64.
-            let words = bytes.expect("checked by the sequential form's table") / 4;
+        for (arg, src, dst, dtype, len) in copies {
+            let op = super::OP.name();
+            let bytes = dtype.buffer_bytes(len).ok_or(Error::Overflow { op, arg })?;
+            let words = bytes / 4;
             if let (Some(dst), 1..) = (dst, words) {
                 let copy = self.prepare_copy_into(words as usize, src, dst, 0)?;
                 prepared = prepared.then(copy, Vec::new());
