@@ -168,13 +168,18 @@ impl GpuOptions {
     }
 }
 
+/// Held by a unit test while it sets the GPU options' variables, and by one that reads
+/// them: a read in between would see a value set to be refused.
+#[cfg(test)]
+pub(crate) static ENV: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn spin_knob_is_microseconds() {
-        // No other unit test reads the environment's GPU options.
+        let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
         let var = "DELTATAPE_SPIN_US";
         std::env::set_var(var, "250");
         assert_eq!(

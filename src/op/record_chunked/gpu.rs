@@ -484,9 +484,26 @@ mod tests {
     /// threads, and each then runs 15 to 25 times slower.
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+    /// The backend, or `None` (with a line saying so) without an adapter; with
+    /// `CI=true` a missing adapter fails the test.
     fn gpu() -> Option<(GpuBackend, std::sync::MutexGuard<'static, ()>)> {
         let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-        let g = GpuBackend::new(GpuOptions::from_env().ok()?).ok()?;
+        let options = {
+            let _env = crate::gpu::options::ENV
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            GpuOptions::from_env().expect("the GPU options in the environment")
+        };
+        let g = match GpuBackend::new(options) {
+            Ok(g) => g,
+            Err(e) if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") => {
+                panic!("CI=true but no GPU backend: {e}")
+            }
+            Err(e) => {
+                eprintln!("SKIPPED (no GPU adapter, CI not set): {e}");
+                return None;
+            }
+        };
         let room = g.limits().max_compute_workgroup_storage_size;
         if !g.features().contains(wgpu::Features::SHADER_F16) || room < 32288 {
             eprintln!("SKIPPED: chunk_prep needs SHADER_F16 and 32288 bytes of workgroup memory");
