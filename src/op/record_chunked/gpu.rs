@@ -210,11 +210,12 @@ impl GpuBackend {
         let scratch = self.runtime.scratch(SCRATCH, &rows)?;
         let [u, decay, tiles, starts, deltas16] = [0, 1, 2, 3, 4].map(|i| &scratch[i]);
         let coop = walk_key.op.coop();
-        let first = match scratch.get(5) {
-            None => self.prepare_chunk_prep(passes, dtypes, coop, buffers, [u, decay, tiles])?,
+        let amat = scratch.get(5);
+        let prep =
+            self.prepare_chunk_prep(passes, dtypes, coop, buffers, ([u, decay, tiles], amat))?;
+        let first = match amat {
+            None => prep,
             Some(amat) => {
-                let solve =
-                    self.prepare_chunk_prep(passes, dtypes, coop, buffers, [amat, decay, tiles])?;
                 let wu_buffers = ChunkWuOperands {
                     k: buffers.k,
                     v: buffers.v,
@@ -232,7 +233,7 @@ impl GpuBackend {
                         .wu(bound(key, &slots), ChunkWuOperands::<()>::SPECS)?
                         .bind(slots),
                 )?;
-                solve.then(wu, Vec::new())
+                prep.then(wu, Vec::new())
             }
         };
         // Masked steps are zero in the tiles and U: the walk needs no mask.
@@ -271,30 +272,30 @@ impl GpuBackend {
     }
 
     /// The fast path's first pass (`coop`: on cooperative matrices, else its portable
-    /// twin) from `buffers`' q, k, v, gates and mask into `[u, decay, tiles]`; in the
-    /// split form (`options().chunk_prep_split`) into `[amat, decay, tiles]`.
+    /// twin) from `buffers`' q, k, v, gates and mask into `[u, decay, tiles]`; given
+    /// `amat`, its split form: A and Gam o A there in place of U (and W), v not read.
     fn prepare_chunk_prep(
         &self,
         passes: &Passes<'_>,
         dtypes: GdnDtypes,
         coop: bool,
         buffers: &RecordBuffers<'_>,
-        [u_or_amat, decay, tiles]: [&wgpu::Buffer; 3],
+        ([u, decay, tiles], amat): ([&wgpu::Buffer; 3], Option<&wgpu::Buffer>),
     ) -> Result<Prepared> {
         let vec4 = passes.cshape.gdn().key_dim().is_multiple_of(4);
         let key = KernelKey::chunk_prep(dtypes, buffers.mask.is_some(), vec4, coop);
-        let split = self.options().chunk_prep_split;
+        let whole = amat.is_none();
         let prep_buffers = ChunkPrepOperands {
             q: buffers.q,
             k: buffers.k,
-            v: (!split).then_some(buffers.v),
+            v: whole.then_some(buffers.v),
             g: buffers.g,
             beta: buffers.beta,
             mask: buffers.mask,
-            u: (!split).then_some(u_or_amat),
+            u: whole.then_some(u),
             decay,
             tiles,
-            amat: split.then_some(u_or_amat),
+            amat,
             offsets: passes.sequences,
         };
         let slots = prep_buffers.slots();
@@ -687,7 +688,7 @@ mod tests {
         let passes = Passes::new(cshape, layout, &walk_key, None);
         let [u, decay, tiles] = [0, 1, 2].map(|i| &scratch[i]);
         let prep = gpu
-            .prepare_chunk_prep(&passes, dtypes, false, &buffers, [u, decay, tiles])
+            .prepare_chunk_prep(&passes, dtypes, false, &buffers, ([u, decay, tiles], None))
             .unwrap();
         assert_eq!(prep.keys()[0].op, super::super::CHUNK_PREP);
         let read = |b: &wgpu::Buffer, len: usize| -> Vec<u32> { gpu.read_buffer(b, len).unwrap() };
