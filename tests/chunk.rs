@@ -1179,22 +1179,13 @@ fn gpu_record_takes_the_fast_path_where_its_thresholds_say() {
 #[test]
 fn gpu_varlen_on_the_fast_path() {
     use deltatape::internals::Threshold;
-    use deltatape::VarlenShape;
     let Some(fast) = coop_gpu() else { return };
     let asked = split_chunked(&fast);
-    let varlen = |lens: &[usize], hv: usize| {
-        let mut offsets = vec![0u32];
-        for &l in lens {
-            offsets.push(offsets.last().unwrap() + l as u32);
-        }
-        let n = *offsets.last().unwrap() as usize;
-        VarlenShape::new(n, &offsets, 1, hv, 128, 64).unwrap()
-    };
     let from = Threshold::ChunkedFromSteps.value() as usize;
     let cases: [(&[usize], &deltatape::GpuBackend); 2] =
         [(&[65, 0, 1, 63, 64, 200, 2], &asked), (&[from, 5], &fast)];
     for (case, (lens, g)) in cases.into_iter().enumerate() {
-        let shape = varlen(lens, 2);
+        let shape = varlen_of(lens, [1, 2, 128, 64]);
         let p = *shape.packed();
         let d = draw(&p, 40 + case as u64);
         let state = Rng::new(41).vec(shape.state_len(), -0.5, 0.5);

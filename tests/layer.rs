@@ -997,7 +997,7 @@ fn tokens<E: Copy>(x: &[E], r: &std::ops::Range<usize>, per: usize) -> Vec<E> {
 /// the portable chunks, both layouts, a mask).
 #[test]
 fn layer_varlen_is_record_layer_on_each_sequence() {
-    use deltatape::{VarlenLayerShape, VarlenShape};
+    use deltatape::VarlenLayerShape;
     let heads = [2, 4, 8, 6];
     let mut backends = vec![cpu()];
     let g = gpu();
@@ -1009,13 +1009,8 @@ fn layer_varlen_is_record_layer_on_each_sequence() {
     }
     let mixes: [&[usize]; 3] = [&[5, 0, 1, 9, 3], &[0], &[17, 1, 2, 33]];
     for (i, lens) in mixes.iter().enumerate() {
-        let mut offsets = vec![0u32];
-        for &l in lens.iter() {
-            offsets.push(offsets.last().unwrap() + l as u32);
-        }
-        let n = *offsets.last().unwrap() as usize;
         let [hk, hv, dk, dv] = heads;
-        let varlen = VarlenShape::new(n, &offsets, hk, hv, dk, dv).unwrap();
+        let varlen = varlen_of(lens, heads);
         let shape = VarlenLayerShape::new(varlen.clone(), 4).unwrap();
         let d = LayerDraw::new(shape.packed(), 70 + i as u64, true, true);
         let mut rng = Rng::new(80 + i as u64);

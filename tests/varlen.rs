@@ -20,20 +20,6 @@ subgroup_width_tests!();
 /// outputs pair rows).
 const HEADS: [usize; 4] = [2, 4, 16, 8];
 
-/// Offsets of sequences of these lengths.
-fn offsets(lens: &[usize]) -> Vec<u32> {
-    let mut o = vec![0u32];
-    for &l in lens {
-        o.push(o.last().unwrap() + l as u32);
-    }
-    o
-}
-
-fn shape_of(lens: &[usize], [hk, hv, dk, dv]: [usize; 4]) -> VarlenShape {
-    let o = offsets(lens);
-    VarlenShape::new(*o.last().unwrap() as usize, &o, hk, hv, dk, dv).unwrap()
-}
-
 /// Length mixes: empty and one-step sequences, and lengths either side of the
 /// kernels' staging chunks (4, 8) and of the chunked form's 64.
 const MIXES: [&[usize]; 4] = [
@@ -113,7 +99,7 @@ fn part<A: Element, S: Element, P: Element>(
 fn cpu_varlen_is_record_on_each_sequence_alone() {
     let cpu = cpu();
     for (i, lens) in MIXES.iter().enumerate() {
-        let shape = shape_of(lens, HEADS);
+        let shape = varlen_of(lens, HEADS);
         let d = draw_varlen(&shape, 10 + i as u64);
         let m = mask(shape.packed(), i as u64);
         for (layout, mask) in [(GqaLayout::Blocked, None), (GqaLayout::Tiled, Some(&m[..]))] {
@@ -165,7 +151,7 @@ fn gpu_case<A: Element, S: Element, P: Element, G: Element>(
 #[test]
 fn gpu_varlen_matches_the_cpu_at_every_dtype_set() {
     let Some(g) = gpu() else { return };
-    let shape = shape_of(MIXES[0], HEADS);
+    let shape = varlen_of(MIXES[0], HEADS);
     let mut seed = 0;
     macro_rules! each_state_tape {
         ($a:ty) => {
@@ -198,7 +184,7 @@ fn gpu_varlen_matches_the_cpu_at_every_dtype_set() {
 fn gpu_varlen_matches_the_cpu_at_every_length_mix() {
     let Some(g) = gpu() else { return };
     for (i, lens) in MIXES.iter().enumerate() {
-        let shape = shape_of(lens, HEADS);
+        let shape = varlen_of(lens, HEADS);
         for layout in LAYOUTS {
             for masked in [false, true] {
                 gpu_case::<f32, f32, f32, f32>(&g, &shape, layout, masked, i as u64);
@@ -215,11 +201,11 @@ fn gpu_varlen_matches_the_cpu_at_every_length_mix() {
                 _ => rng.below(80) as usize,
             })
             .collect();
-        let shape = shape_of(&lens, HEADS);
+        let shape = varlen_of(&lens, HEADS);
         let layout = LAYOUTS[seed as usize % 2];
         gpu_case::<f32, f32, f32, f32>(&g, &shape, layout, seed % 2 == 1, 20 + seed);
     }
-    let wide = shape_of(&[70, 0, 3, 129], [1, 2, 64, 32]);
+    let wide = varlen_of(&[70, 0, 3, 129], [1, 2, 64, 32]);
     gpu_case::<f32, f32, f32, f32>(&g, &wide, GqaLayout::Blocked, false, 7);
     gpu_case::<bf16, f32, bf16, bf16>(&g, &wide, GqaLayout::Tiled, true, 8);
 }
@@ -230,7 +216,7 @@ fn gpu_varlen_matches_the_cpu_at_every_length_mix() {
 fn gpu_varlen_sequence_is_a_record_of_it_alone() {
     let Some(g) = gpu() else { return };
     let backend = Backend::Gpu(g.clone());
-    let shape = shape_of(&[9, 0, 17, 1, 40], [2, 4, 32, 16]);
+    let shape = varlen_of(&[9, 0, 17, 1, 40], [2, 4, 32, 16]);
     let d = draw_varlen(&shape, 3);
     let t = d.typed::<f32>();
     let got: Recorded<f32, f32, f32> = g
@@ -308,7 +294,7 @@ impl Resident {
 #[test]
 fn gpu_varlen_resident_dispatch() {
     let Some(g) = gpu() else { return };
-    let shape = shape_of(MIXES[1], HEADS);
+    let shape = varlen_of(MIXES[1], HEADS);
     let d = draw_varlen(&shape, 5);
     let want: Recorded<f32, f32, f32> = g
         .record_varlen(&shape, GqaLayout::Tiled, &d.inputs(None), &d.state)
@@ -354,7 +340,7 @@ fn gpu_varlen_resident_dispatch() {
 #[test]
 fn gpu_varlen_writes_the_tape_copies_when_bound() {
     let Some(plain) = gpu() else { return };
-    let shape = shape_of(MIXES[0], HEADS);
+    let shape = varlen_of(MIXES[0], HEADS);
     let d = draw_varlen(&shape, 11);
     for (g, chunked) in [(plain.clone(), false), (split_chunked(&plain), true)] {
         let want: Recorded<f32, f32, f32> = g
@@ -429,7 +415,7 @@ fn bad_offsets_are_typed_errors() {
 /// every backend before anything runs.
 #[test]
 fn wrong_counts_are_typed_errors_on_every_backend() {
-    let shape = shape_of(&[3, 0, 5], HEADS);
+    let shape = varlen_of(&[3, 0, 5], HEADS);
     let d = draw_varlen(&shape, 1);
     let one_state = shape.state_len() / shape.sequences();
     let mut backends = vec![cpu()];
@@ -469,7 +455,7 @@ fn wrong_counts_are_typed_errors_on_every_backend() {
 #[test]
 fn gpu_varlen_refuses_what_record_refuses() {
     let Some(g) = gpu() else { return };
-    let shape = shape_of(&[2, 3], [1, 1, 8, 3]);
+    let shape = varlen_of(&[2, 3], [1, 1, 8, 3]);
     let d = draw_varlen(&shape, 2);
     let t = d.typed::<bf16>();
     let r: deltatape::Result<Recorded<bf16, f32, f32>> =
@@ -529,7 +515,7 @@ fn bench_times_record_varlen() {
 fn gpu_varlen_takes_the_chunked_form_where_its_class_asks() {
     let Some(plain) = gpu() else { return };
     let chunked = split_chunked(&plain);
-    let one = shape_of(&[1], HEADS);
+    let one = varlen_of(&[1], HEADS);
     let chunk = match plain.chunked_on_matrix_units(one.packed(), deltatape::ChunkSize::C64) {
         true => deltatape::ChunkSize::C64,
         false => deltatape::ChunkSize::C32,
@@ -538,7 +524,7 @@ fn gpu_varlen_takes_the_chunked_form_where_its_class_asks() {
     eprintln!("record_varlen's chunked form at C = {c}");
     let mixes: [&[usize]; 3] = [&[c + 1, 0, 1, c - 1, c, 3 * c + 5, 0, 2], &[0, 2 * c], &[5]];
     for (i, lens) in mixes.iter().enumerate() {
-        let shape = shape_of(lens, HEADS);
+        let shape = varlen_of(lens, HEADS);
         let d = draw_varlen(&shape, 60 + i as u64);
         let m = mask(shape.packed(), 61 + i as u64);
         for (layout, masked) in [(GqaLayout::Tiled, true), (GqaLayout::Blocked, false)] {

@@ -269,6 +269,17 @@ pub fn gpu() -> Option<GpuBackend> {
     }
 }
 
+/// Packed sequences of these lengths with Hk, Hv, Dk, Dv `heads` (the offsets their
+/// lengths give, `VarlenShape::new`'s).
+pub fn varlen_of(lens: &[usize], [hk, hv, dk, dv]: [usize; 4]) -> deltatape::VarlenShape {
+    let mut offsets = vec![0u32];
+    for &l in lens {
+        offsets.push(offsets.last().unwrap() + l as u32);
+    }
+    let n = *offsets.last().unwrap() as usize;
+    deltatape::VarlenShape::new(n, &offsets, hk, hv, dk, dv).unwrap()
+}
+
 /// `g` with record_layer's split form and record's chunked form asked for (its class
 /// at every shape): the prologue pass, then the chunked record, as
 /// `DELTATAPE_RECORD_SPLIT=1 DELTATAPE_RECORD_CHUNKED=1` give.
