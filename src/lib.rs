@@ -94,7 +94,9 @@ pub use gpu::options::ChunkPrecision;
 pub use gpu::{CooperativeMatrices, GpuBackend, GpuOptions, GpuRollback, TuneOptions};
 pub use models::ModelPreset;
 pub use op::prologue::PrologueOutputs;
-pub use op::record::{LayerForm, LayerInputs, LayerParams, LayerRecorded, RecordInputs, Recorded};
+pub use op::record::{
+    LayerForm, LayerInputs, LayerParams, LayerRecorded, RecordInputs, Recorded, VarlenSplit,
+};
 pub use op::record_chunked::ChunkSize;
 pub use op::replay::{Tape, TapeRef};
 pub use rollback::{CommitKind, ConvConfig, Footprint, Rollback, RollbackMode, RollbackOptions};

@@ -1258,6 +1258,73 @@ fn gpu_varlen_on_the_fast_path() {
     }
 }
 
+/// record_varlen's mixed form by default on the fast path, where the adapter has it:
+/// one long prompt in chunks beside short ones token by token (too many to ride along
+/// in the chunked passes), each sequence written by one pass: the long one bit for bit
+/// the all-chunked call's, the short ones the sequential kernel's, all within the
+/// path's bound of the CPU, under a mask.
+#[test]
+fn gpu_varlen_mixed_by_default() {
+    use deltatape::internals::Threshold;
+    use deltatape::VarlenSplit;
+    let Some(fast) = coop_gpu() else { return };
+    let from = Threshold::ChunkedFromSteps.value() as usize;
+    let lens = [50, from, 0, 1, 63, 65, 50];
+    let shape = varlen_of(&lens, [1, 16, 128, 64]);
+    let split = fast
+        .record_varlen_split(&shape, deltatape::GdnDtypes::F32)
+        .unwrap();
+    let chunked: Vec<bool> = lens.iter().map(|&l| l == from).collect();
+    assert_eq!(
+        split,
+        VarlenSplit::Mixed {
+            chunk: ChunkSize::C64,
+            chunked: chunked.clone()
+        }
+    );
+    let sequential = deltatape::internals::ShapeClass {
+        chunked: Some(false),
+        ..deltatape::internals::ShapeClass::default()
+    };
+    let plain = fast
+        .with_tuning(deltatape::Tuning::default().with_record_class(sequential))
+        .unwrap();
+    let all_chunked = split_chunked(&fast);
+    let p = *shape.packed();
+    let d = draw(&p, 43);
+    let state = Rng::new(44).vec(shape.state_len(), -0.5, 0.5);
+    let m = mask(&p, 45);
+    let t = d.typed::<f32>();
+    let inputs = t.inputs(Some(&m));
+    let layout = GqaLayout::Tiled;
+    let got: Recorded<f32, f32, f32> = fast.record_varlen(&shape, layout, &inputs, &state).unwrap();
+    let want: Recorded<f32, f32, f32> = cpu()
+        .record_varlen(&shape, layout, &inputs, &state)
+        .unwrap();
+    let e = worst(&got, &want);
+    report!("gpu record_varlen mixed by default {lens:?}: {e:.2e}");
+    assert!(e <= FAST_TOL, "{e:e}");
+    let one: Recorded<f32, f32, f32> = plain
+        .record_varlen(&shape, layout, &inputs, &state)
+        .unwrap();
+    let all: Recorded<f32, f32, f32> = all_chunked
+        .record_varlen(&shape, layout, &inputs, &state)
+        .unwrap();
+    let (v, per_state) = (p.value_heads() * 64, shape.state_len() / shape.sequences());
+    for (s, &c) in chunked.iter().enumerate() {
+        let like = if c { &all } else { &one };
+        let (r, st) = (shape.sequence(s), s * per_state..(s + 1) * per_state);
+        let tok = r.start * v..r.end * v;
+        assert_eq!(got.y[tok.clone()], like.y[tok.clone()], "sequence {s} y");
+        assert_eq!(
+            got.delta[tok.clone()],
+            like.delta[tok],
+            "sequence {s} delta"
+        );
+        assert_eq!(got.state[st.clone()], like.state[st], "sequence {s} state");
+    }
+}
+
 /// Sequence s's tokens of a packed `[N, per]` operand.
 fn part<T: Copy>(shape: &deltatape::VarlenShape, s: usize, x: &[T], per: usize) -> Vec<T> {
     let r = shape.sequence(s);

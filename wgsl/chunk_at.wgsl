@@ -2,6 +2,7 @@
 #requires GdnDims, Head, head_at, params, CHUNK, HAS_OFFSETS
 #if HAS_OFFSETS
 #requires load_offsets
+#import skipped_sequence
 #endif
 // Where record_chunked's passes find their chunks (ChunkShape in
 // src/op/record_chunked/mod.rs is the host's side of these formulas).
@@ -15,7 +16,9 @@
 // Chunk n of head (s, hv) is the block ch = first[s] Hv + hv ceil(L_s / C) + n: a
 // head's chunks follow one another, and ch / Hv lies in first[s] .. first[s + 1], where
 // the table names s. A chunk never straddles two sequences. The dims a pass sees are
-// the sequence's: its first token, and its length as T.
+// the sequence's: its first token, and its length as T. A sequence whose end carries
+// SKIPPED_SEQUENCE (wgsl/skipped_sequence.wgsl) is another pass's: it has no chunks in
+// the table, and the walk writes nothing of it.
 
 struct ChunkAt {
     d: GdnDims,
@@ -34,19 +37,25 @@ struct HeadChunks {
     first: u32,
     // The head's chunks.
     count: u32,
+    // Whether the head's sequence is another pass's (then count is 0 and the walk
+    // writes no state).
+    skipped: bool,
 }
 
 #if HAS_OFFSETS
-// The workgroup's sequence: s, its first token, its length and its first chunk, read
-// once; through workgroupUniformLoad the lengths and loop bounds built from them are
-// uniform (the passes' loops hold barriers).
+// The workgroup's sequence: s, its first token, its length (SKIPPED_SEQUENCE set where
+// it is another pass's) and its first chunk, read once; through workgroupUniformLoad
+// the lengths and loop bounds built from them are uniform (the passes' loops hold
+// barriers).
 var<workgroup> chunk_sequence: vec4<u32>;
 
 fn sequence_of(s: u32, li: u32) -> vec4<u32> {
     if li == 0u {
-        let t0 = load_offsets(s);
+        let t0 = load_offsets(s) & ~SKIPPED_SEQUENCE;
+        let end = load_offsets(s + 1u);
         let first = load_offsets(params.dims.batch + 1u + s);
-        chunk_sequence = vec4<u32>(s, t0, load_offsets(s + 1u) - t0, first);
+        let skipped = end & SKIPPED_SEQUENCE;
+        chunk_sequence = vec4<u32>(s, t0, ((end & ~SKIPPED_SEQUENCE) - t0) | skipped, first);
     }
     return workgroupUniformLoad(&chunk_sequence);
 }
@@ -62,8 +71,8 @@ fn chunk_at(ch: u32, li: u32) -> ChunkAt {
     }
     let q = sequence_of(s, li);
     d.first_token = q.y;
-    d.steps = q.z;
-    let count = max((q.z + CHUNK - 1u) / CHUNK, 1u);
+    d.steps = q.z & ~SKIPPED_SEQUENCE;
+    let count = max((d.steps + CHUNK - 1u) / CHUNK, 1u);
     let local = ch - q.w * d.value_heads;
     let h = head_at(d, params.gqa_layout, q.x * d.value_heads + local / count);
     return ChunkAt(d, h, local % count, ch);
@@ -80,10 +89,11 @@ fn head_chunks(head: u32, li: u32) -> HeadChunks {
 #if HAS_OFFSETS
     let q = sequence_of(h.b, li);
     d.first_token = q.y;
-    d.steps = q.z;
-    let count = (q.z + CHUNK - 1u) / CHUNK;
-    return HeadChunks(d, h, q.w * d.value_heads + h.hv * count, count);
+    d.steps = q.z & ~SKIPPED_SEQUENCE;
+    let skipped = q.z >= SKIPPED_SEQUENCE;
+    let count = select((d.steps + CHUNK - 1u) / CHUNK, 0u, skipped);
+    return HeadChunks(d, h, q.w * d.value_heads + h.hv * count, count, skipped);
 #else
-    return HeadChunks(d, h, head * params.chunks, params.chunks);
+    return HeadChunks(d, h, head * params.chunks, params.chunks, false);
 #endif
 }

@@ -289,7 +289,9 @@ struct ChunkParams {
 // Chunk n of head (s, hv) is the block ch = first[s] Hv + hv ceil(L_s / C) + n: a
 // head's chunks follow one another, and ch / Hv lies in first[s] .. first[s + 1], where
 // the table names s. A chunk never straddles two sequences. The dims a pass sees are
-// the sequence's: its first token, and its length as T.
+// the sequence's: its first token, and its length as T. A sequence whose end carries
+// SKIPPED_SEQUENCE (wgsl/skipped_sequence.wgsl) is another pass's: it has no chunks in
+// the table, and the walk writes nothing of it.
 
 struct ChunkAt {
     d: GdnDims,
@@ -308,6 +310,9 @@ struct HeadChunks {
     first: u32,
     // The head's chunks.
     count: u32,
+    // Whether the head's sequence is another pass's (then count is 0 and the walk
+    // writes no state).
+    skipped: bool,
 }
 
 // The chunk of scratch block ch (uniform in the workgroup, below the pass's blocks).
@@ -321,7 +326,7 @@ fn chunk_at(ch: u32, li: u32) -> ChunkAt {
 fn head_chunks(head: u32, li: u32) -> HeadChunks {
     var d = params.dims;
     let h = head_at(d, params.gqa_layout, head);
-    return HeadChunks(d, h, head * params.chunks, params.chunks);
+    return HeadChunks(d, h, head * params.chunks, params.chunks, false);
 }
 
 // record_chunked, second pass (cpu.rs beside it has the math): one workgroup per
@@ -2217,7 +2222,7 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
         let r = e / (DKP / 4u);
         let c = (e % (DKP / 4u)) * 4u;
         let dv = dv0 + r;
-        if dv < d.value_dim && c < d.key_dim {
+        if !hc.skipped && dv < d.value_dim && c < d.key_dim {
             let at = r * SP + c;
             let v = vec4<f32>(s_sh[at], s_sh[at + 1u], s_sh[at + 2u], s_sh[at + 3u]);
             store_state_out(state_row(d, h.b, h.hv, dv), c, d.key_dim, v);

@@ -271,7 +271,9 @@ struct ChunkParams {
 // Chunk n of head (s, hv) is the block ch = first[s] Hv + hv ceil(L_s / C) + n: a
 // head's chunks follow one another, and ch / Hv lies in first[s] .. first[s + 1], where
 // the table names s. A chunk never straddles two sequences. The dims a pass sees are
-// the sequence's: its first token, and its length as T.
+// the sequence's: its first token, and its length as T. A sequence whose end carries
+// SKIPPED_SEQUENCE (wgsl/skipped_sequence.wgsl) is another pass's: it has no chunks in
+// the table, and the walk writes nothing of it.
 
 struct ChunkAt {
     d: GdnDims,
@@ -290,6 +292,9 @@ struct HeadChunks {
     first: u32,
     // The head's chunks.
     count: u32,
+    // Whether the head's sequence is another pass's (then count is 0 and the walk
+    // writes no state).
+    skipped: bool,
 }
 
 // The chunk of scratch block ch (uniform in the workgroup, below the pass's blocks).
@@ -303,7 +308,7 @@ fn chunk_at(ch: u32, li: u32) -> ChunkAt {
 fn head_chunks(head: u32, li: u32) -> HeadChunks {
     var d = params.dims;
     let h = head_at(d, params.gqa_layout, head);
-    return HeadChunks(d, h, head * params.chunks, params.chunks);
+    return HeadChunks(d, h, head * params.chunks, params.chunks, false);
 }
 
 // The f16 operands of record_chunked's walk and output pass, as the pack pass
@@ -667,7 +672,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     for (var e = li; e < ROWS * TILE_DK / 4u; e += WG_SIZE) {
         let v = e / (TILE_DK / 4u);
         let c = (e % (TILE_DK / 4u)) * 4u;
-        if in_grid && v0 + v < d.value_dim && c < d.key_dim {
+        if in_grid && !hc.skipped && v0 + v < d.value_dim && c < d.key_dim {
             let x = vec4<f32>(
                 f32s[c * FS + v],
                 f32s[(c + 1u) * FS + v],

@@ -765,24 +765,42 @@ fn record_steps(s: ptr<function, StateTile>, d: GdnDims, tile: RowTile, hk: u32,
     }
 }
 
+// A packed sequence's end offset with this bit set: the sequence belongs to another
+// pass of the same call (record_varlen's mixed form runs its long sequences in chunks
+// and the others in record's kernel; `VarlenSplit` in src/op/record/gpu.rs builds the
+// tables). The pass runs it as no steps and writes nothing of it, its final state
+// included. Token offsets stay below 2^31 (VarlenShape::new checks the tokens).
+const SKIPPED_SEQUENCE: u32 = 0x80000000u;
+
 // Packed sequences of their own lengths (record_varlen, docs/SPEC.md): sequence b is
-// the tokens offsets[b] .. offsets[b + 1], checked on the host (VarlenShape::new).
+// the tokens offsets[b] .. offsets[b + 1], checked on the host (VarlenShape::new), or
+// none where the end carries SKIPPED_SEQUENCE (another pass's sequence).
 // A workgroup serves one sequence, so its first token and length are read once, into
 // workgroup memory: a loop bound read from a storage buffer is not uniform to WGSL,
 // and record's steps loop around barriers.
 
 var<workgroup> sequence_span: vec2<u32>;
+// Whether the workgroup's sequence is another pass's (set by sequence_dims).
+var<private> skipped_here: bool;
 
-// The call's dims as sequence b's: its first token and its length as T.
+// The call's dims as sequence b's: its first token and its length as T (0 where the
+// sequence is skipped).
 fn sequence_dims(d: GdnDims, b: u32, li: u32) -> GdnDims {
     if li == 0u {
         sequence_span = vec2<u32>(load_offsets(b), load_offsets(b + 1u));
     }
     let span = workgroupUniformLoad(&sequence_span);
+    let start = span.x & ~SKIPPED_SEQUENCE;
+    skipped_here = span.y >= SKIPPED_SEQUENCE;
     var s = d;
-    s.first_token = span.x;
-    s.steps = span.y - span.x;
+    s.first_token = start;
+    s.steps = select(span.y - start, 0u, skipped_here);
     return s;
+}
+
+// Whether the sequence sequence_dims read is another pass's: nothing of it is written.
+fn sequence_skipped() -> bool {
+    return skipped_here;
 }
 
 // The state rows an invocation holds (tile_load.wgsl), stored by the root's
@@ -852,5 +870,7 @@ fn row_kernel(call: GdnDims, tile: RowTile, li: u32, sg: u32) {
     load_tile(&s, d, tile.b, tile.hv, first_dv, tile.lane);
     fetch_chunk(d, tile.b, tile.hv, hk, tile.row_base, 0u, li);
     record_steps(&s, d, tile, hk, li, sg);
-    store_tile(&s, d, tile.b, tile.hv, first_dv, tile.lane);
+    if !sequence_skipped() {
+        store_tile(&s, d, tile.b, tile.hv, first_dv, tile.lane);
+    }
 }

@@ -13,7 +13,9 @@
 mod host;
 
 use deltatape::wgpu::{self, util::DeviceExt};
-use deltatape::{Backend, ConvConfig, GdnShape, GqaLayout, LayerForm, LayerInputs, LayerRecorded};
+use deltatape::{
+    Backend, ConvConfig, GdnShape, GqaLayout, LayerForm, LayerInputs, LayerRecorded, VarlenSplit,
+};
 use deltatape::{Rollback, VarlenLayerShape, VarlenShape};
 use deltatape::{RollbackMode, RollbackOptions};
 pub use host::{argmax, fixture, tensor, Model, Res, MODELS};
@@ -209,8 +211,8 @@ pub fn prefill_packed(model: &Model, backend: &Backend, prompts: &[&[u32]]) -> R
 
 /// Which form the crate picked for a packed prefill of prompts of these lengths
 /// (` (split: ...)`, or nothing on the CPU, which has one): the layer's dispatch, and
-/// whether record_varlen runs in chunks (each prompt in chunks of its own) or token by
-/// token.
+/// whether record_varlen runs in chunks (each prompt in chunks of its own), token by
+/// token, or the long prompts in chunks and the others token by token.
 fn prefill_form(backend: &Backend, lens: &[usize]) -> Res<String> {
     let Some(gpu) = backend.as_gpu() else {
         return Ok(String::new());
@@ -222,9 +224,14 @@ fn prefill_form(backend: &Backend, lens: &[usize]) -> Res<String> {
     let tokens = lens.iter().sum();
     let shape = VarlenShape::new(tokens, &offsets, HK, HV, DK, DV)?;
     let dtypes = deltatape::GdnDtypes::F32;
-    let record = match gpu.record_varlen_chunk(&shape, dtypes)? {
-        Some(chunk) => format!("record_varlen in chunks of {}", chunk.steps()),
-        None => "record_varlen token by token".into(),
+    let record = match gpu.record_varlen_split(&shape, dtypes)? {
+        VarlenSplit::Chunked(chunk) => format!("record_varlen in chunks of {}", chunk.steps()),
+        VarlenSplit::Sequential => "record_varlen token by token".into(),
+        VarlenSplit::Mixed { chunk, chunked } => {
+            let n = chunked.iter().filter(|&&c| c).count();
+            let steps = chunk.steps();
+            format!("record_varlen: {n} prompt(s) in chunks of {steps}, the others token by token")
+        }
     };
     let layer = VarlenLayerShape::new(shape, KERNEL)?;
     Ok(match gpu.record_layer_varlen_form(&layer, dtypes)? {

@@ -61,6 +61,7 @@ pub const SOURCES: &[(&str, &str)] = sources![
     "row_sum_subgroup",
     "row_sum_workgroup",
     "shape",
+    "skipped_sequence",
     "staging",
     "state_as_stored",
     "strides",

@@ -1,7 +1,7 @@
 //! record's resident dispatch over the caller's buffers, one for its four forms
 //! ([`GpuBackend::prepare_form`]), and the forms' public names.
 
-use super::{Form, LayerForm, RecordBuffers, RecordLayerBuffers, RecordLayerRow};
+use super::{Form, LayerForm, RecordBuffers, RecordLayerBuffers, RecordLayerRow, VarlenSplit};
 use crate::dtype::GdnDtypes;
 use crate::engine::cache::small_buffer;
 use crate::engine::encode::{Plan, Prepared};
@@ -11,7 +11,10 @@ use crate::error::{Error, Result};
 use crate::gpu::backend::GpuBackend;
 use crate::op::gdn;
 use crate::op::prologue::{check_pairs, PrologueOperands, RawBuffers};
-use crate::op::record_chunked::{chunked_by_default, ChunkSize, COOP_CHUNK, PORTABLE_CHUNK};
+use crate::op::record_chunked::{
+    chunked_by_default, skipping, ChunkShape, ChunkSize, COOP_CHUNK, PORTABLE_CHUNK,
+    SKIPPED_SEQUENCE,
+};
 use crate::shape::{GdnShape, GqaLayout, LayerShape, VarlenLayerShape, VarlenShape};
 use crate::tuning::{ShapeClass, Threshold};
 
@@ -75,18 +78,59 @@ impl GpuBackend {
         dtypes: GdnDtypes,
         buffers: &RecordBuffers<'_>,
     ) -> Result<Prepared> {
-        let Some(chunk) = self.record_varlen_chunk(shape, dtypes)? else {
+        let split = self.record_varlen_split(shape, dtypes)?;
+        self.prepare_record_varlen_as(shape, layout, dtypes, &split, buffers)
+    }
+
+    /// [`GpuBackend::prepare_record_varlen`] in the form `split` names.
+    pub(crate) fn prepare_record_varlen_as(
+        &self,
+        shape: &VarlenShape,
+        layout: GqaLayout,
+        dtypes: GdnDtypes,
+        split: &VarlenSplit,
+        buffers: &RecordBuffers<'_>,
+    ) -> Result<Prepared> {
+        if *split == VarlenSplit::Sequential {
             return self.prepare_packed(shape, layout, dtypes, slots(buffers));
-        };
-        if !has_tape_copies(buffers) {
-            return self.prepare_record_varlen_chunked(shape, layout, dtypes, chunk, buffers);
         }
-        let offsets = self.offsets_buffer(shape);
-        let sequential = slots(buffers).into_iter().chain([Some(&offsets)]).collect();
-        self.runtime
-            .check(&self.form_plan(shape, layout, dtypes, sequential, Vec::new())?)?;
+        // The chunked form writes no tape copy: the call is checked as the sequential
+        // kernel checks it (the same typed errors), and the copies follow the passes.
+        let copies = has_tape_copies(buffers);
+        if copies {
+            let offsets = self.offsets_buffer(shape);
+            let sequential = slots(buffers).into_iter().chain([Some(&offsets)]).collect();
+            self.runtime.check(&self.form_plan(
+                shape,
+                layout,
+                dtypes,
+                sequential,
+                Vec::new(),
+            )?)?;
+        }
         let inputs = no_tape(buffers);
-        let passes = self.prepare_record_varlen_chunked(shape, layout, dtypes, chunk, &inputs)?;
+        let passes = match split {
+            VarlenSplit::Chunked(chunk) => {
+                self.prepare_record_varlen_chunked(shape, layout, dtypes, *chunk, &inputs)?
+            }
+            VarlenSplit::Mixed { chunk, chunked } => {
+                // Each pass leaves the other's sequences alone (their ends marked in its
+                // table, wgsl/skipped_sequence.wgsl), so the order is free.
+                let short: Vec<bool> = chunked.iter().map(|c| !c).collect();
+                let table = skipping(shape, &short);
+                let offsets = self.offsets_words(&table);
+                let sequential = slots(&inputs).into_iter().chain([Some(&offsets)]);
+                let first =
+                    self.prepare_form(shape, layout, dtypes, sequential.collect(), Vec::new())?;
+                let cshape = ChunkShape::packed_part(shape, *chunk, chunked)?;
+                let second = self.prepare_chunked_at(&cshape, layout, dtypes, &inputs)?;
+                first.then(second, vec![offsets])
+            }
+            VarlenSplit::Sequential => unreachable!("returned above"),
+        };
+        if !copies {
+            return Ok(passes);
+        }
         self.then_tape_copies(passes, buffers, (shape.qk_len(), shape.gate_len()), dtypes)
     }
 
@@ -124,18 +168,55 @@ impl GpuBackend {
     }
 
     /// The chunk size record_varlen at `shape` in `dtypes` runs record's chunked form
-    /// at (and record_layer_varlen's split form with it); `None`: the sequential
-    /// kernel. See [`GpuBackend::prepare_record_varlen`].
+    /// at (and record_layer_varlen's split form with it) where any of its sequences
+    /// takes it; `None`: all in the sequential kernel. Which ones:
+    /// [`GpuBackend::record_varlen_split`].
     pub fn record_varlen_chunk(
         &self,
         shape: &VarlenShape,
         dtypes: GdnDtypes,
     ) -> Result<Option<ChunkSize>> {
+        Ok(match self.record_varlen_split(shape, dtypes)? {
+            VarlenSplit::Sequential => None,
+            VarlenSplit::Chunked(chunk) | VarlenSplit::Mixed { chunk, .. } => Some(chunk),
+        })
+    }
+
+    /// How record_varlen at `shape` in `dtypes` runs its sequences (and
+    /// record_layer_varlen's split form with it). Where the shape class of the call
+    /// (its long sequences at the longest one's length) names a form, every sequence
+    /// takes it (the tuning's measured choice, or `DELTATAPE_RECORD_CHUNKED`). Else, on
+    /// the fast path, each sequence as [`VarlenSplit::by_length`] says; elsewhere the
+    /// sequential kernel.
+    pub fn record_varlen_split(
+        &self,
+        shape: &VarlenShape,
+        dtypes: GdnDtypes,
+    ) -> Result<VarlenSplit> {
         let at = shape.class_shape()?;
         let class = self.tuning().class(Op::Record, &at, dtypes);
-        Ok(self
-            .record_runs_chunked(&at, &class)
-            .then(|| self.record_chunk(&at)))
+        let whole = |chunked: bool| match chunked {
+            true => VarlenSplit::Chunked(self.record_chunk(&at)),
+            false => VarlenSplit::Sequential,
+        };
+        if let Some(chunked) = class.chunked {
+            return Ok(whole(chunked));
+        }
+        if !self.chunked_on_matrix_units(&at, COOP_CHUNK) {
+            return Ok(VarlenSplit::Sequential);
+        }
+        if shape.tokens() >= SKIPPED_SEQUENCE as usize {
+            // No table can mark a sequence skipped: record's rule at the class shape.
+            return Ok(whole(chunked_by_default(&at)));
+        }
+        let lens: Vec<usize> = (0..shape.sequences())
+            .map(|s| shape.sequence(s).len())
+            .collect();
+        Ok(VarlenSplit::by_length(
+            &lens,
+            shape.packed().value_heads(),
+            COOP_CHUNK,
+        ))
     }
 
     /// Validate record_layer's buffers (docs/SPEC.md "record_layer") and build its
@@ -351,9 +432,18 @@ impl GpuBackend {
 
     /// A packed form's offsets in a small buffer of their own.
     fn offsets_buffer<F: Form>(&self, shape: &F) -> wgpu::Buffer {
-        let words = bytemuck::cast_slice(shape.offsets().unwrap_or_default());
+        self.offsets_words(shape.offsets().unwrap_or_default())
+    }
+
+    /// A table of offsets in a small buffer of its own.
+    fn offsets_words(&self, words: &[u32]) -> wgpu::Buffer {
         let usage = wgpu::BufferUsages::STORAGE;
-        small_buffer(self.device(), self.queue(), words, usage)
+        small_buffer(
+            self.device(),
+            self.queue(),
+            bytemuck::cast_slice(words),
+            usage,
+        )
     }
 
     /// Every form's dispatch: `slots` in the form's table order (`None`: an optional

@@ -27,8 +27,9 @@ use crate::dtype::{Element, GdnDtypes};
 use crate::engine::key::{KernelKey, KeyAt, Op, OpInfo, OpKernel, Reduction};
 use crate::engine::operand::{operand_table, OperandSpec};
 use crate::error::Result;
+use crate::op::record_chunked::ChunkSize;
 use crate::shape::{GdnShape, LayerShape, VarlenLayerShape, VarlenShape};
-use crate::tuning::ShapeClass;
+use crate::tuning::{ShapeClass, Threshold};
 
 pub(crate) mod cpu;
 mod gpu;
@@ -36,6 +37,63 @@ pub(crate) mod host;
 mod params;
 
 pub use params::{LayerParams, LayerParamsBuffer};
+
+/// How record_varlen runs the sequences of a call
+/// ([`crate::GpuBackend::record_varlen_split`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VarlenSplit {
+    /// Every sequence in record's kernel, token by token.
+    Sequential,
+    /// Every sequence in chunks of its own, of this many steps.
+    Chunked(ChunkSize),
+    /// The sequences `chunked` marks (one flag a sequence, in order) in chunks of
+    /// `chunk` steps, the others in record's kernel: two passes over the call, each
+    /// writing only its own sequences.
+    Mixed {
+        /// The chunked sequences' chunk size.
+        chunk: ChunkSize,
+        /// Which sequences run in chunks.
+        chunked: Vec<bool>,
+    },
+}
+
+impl VarlenSplit {
+    /// The fast path's default for sequences of lengths `lens` with `value_heads`
+    /// value heads, chunks of `chunk` steps. The chunked passes take the sequences of
+    /// `chunked_from_steps` steps or more, longest first, while they stay within
+    /// `chunked_max_heads` (sequence, value head) pairs (record's own rule for one
+    /// batch). The others then run in record's kernel, at the cost of their longest
+    /// one's steps, unless the chunked passes take them for less: their chunks times
+    /// the value heads, at most that many steps (a chunk of one head in the passes
+    /// costs about what a step of the sequential kernel does: docs/PERFORMANCE.md,
+    /// "Packed prompts").
+    pub fn by_length(lens: &[usize], value_heads: usize, chunk: ChunkSize) -> VarlenSplit {
+        let mut order: Vec<usize> = (0..lens.len()).collect();
+        order.sort_by_key(|&s| std::cmp::Reverse(lens[s]));
+        let from = Threshold::ChunkedFromSteps.value();
+        let pairs = Threshold::ChunkedMaxHeads.value();
+        let mut chunked = vec![false; lens.len()];
+        let mut taken = 0u64;
+        for &s in &order {
+            let more = (taken + 1).saturating_mul(value_heads as u64);
+            if (lens[s] as u64) < from || more > pairs {
+                break;
+            }
+            chunked[s] = true;
+            taken += 1;
+        }
+        if taken == 0 {
+            return VarlenSplit::Sequential;
+        }
+        let rest = || (0..lens.len()).filter(|&s| !chunked[s]);
+        let rest_steps = rest().map(|s| lens[s]).max().unwrap_or(0);
+        let rest_chunks: usize = rest().map(|s| lens[s].div_ceil(chunk.steps())).sum();
+        if rest_chunks.saturating_mul(value_heads) <= rest_steps {
+            return VarlenSplit::Chunked(chunk);
+        }
+        VarlenSplit::Mixed { chunk, chunked }
+    }
+}
 
 /// How `record_layer` (or `record_layer_varlen`, or a rollback's raw draft) runs at a
 /// shape on a GPU backend: [`crate::GpuBackend::record_layer_form`] (docs/SPEC.md
@@ -442,6 +500,7 @@ impl KernelKey {
 
 #[cfg(test)]
 mod tests {
+    use super::{ChunkSize, VarlenSplit};
     use crate::engine::key::{KernelKey, Reduction};
     use crate::engine::wgsl::{assemble_from, Value, WgslError, SOURCES};
 
@@ -515,5 +574,53 @@ mod tests {
                 symbol: "load_nothing".into()
             }
         );
+    }
+
+    /// The fast path's default split of a packed call: long sequences in chunks within
+    /// the pairs' budget, the rest token by token unless the chunked passes take them
+    /// for less (a short one rides along; many short ones, or one of comparable length,
+    /// do not).
+    #[test]
+    fn varlen_split_by_length() {
+        let c = ChunkSize::C64;
+        let split = |lens: &[usize], hv| VarlenSplit::by_length(lens, hv, c);
+        let marks = |on: &[usize], n: usize| (0..n).map(|s| on.contains(&s)).collect::<Vec<_>>();
+        let fla = [37, 130, 511, 1000, 1777, 2048, 300, 4096];
+        assert_eq!(
+            split(&fla, 32),
+            VarlenSplit::Mixed {
+                chunk: c,
+                chunked: marks(&[7], 8)
+            }
+        );
+        assert_eq!(split(&[8192, 100], 32), VarlenSplit::Chunked(c));
+        let mut many = vec![8192];
+        many.extend([100; 64]);
+        assert_eq!(
+            split(&many, 32),
+            VarlenSplit::Mixed {
+                chunk: c,
+                chunked: marks(&[0], 65)
+            }
+        );
+        assert_eq!(split(&[1000, 500], 32), VarlenSplit::Sequential);
+        assert_eq!(split(&[50, 4096, 60, 3000], 16), VarlenSplit::Chunked(c));
+        // Two long ones within 32 pairs; two more of comparable length ride along.
+        assert_eq!(
+            split(&[3000, 2500, 2400, 2100], 16),
+            VarlenSplit::Chunked(c)
+        );
+        let mut two = vec![1500, 3000, 2500];
+        two.extend([1500; 7]);
+        assert_eq!(
+            split(&two, 16),
+            VarlenSplit::Mixed {
+                chunk: c,
+                chunked: marks(&[1, 2], 10)
+            }
+        );
+        assert_eq!(split(&[3000, 0], 32), VarlenSplit::Chunked(c));
+        assert_eq!(split(&[0, 0], 32), VarlenSplit::Sequential);
+        assert_eq!(split(&[], 32), VarlenSplit::Sequential);
     }
 }

@@ -46,6 +46,12 @@ fn row_kernel(call: GdnDims, tile: RowTile, li: u32, sg: u32) {
     fetch_chunk(d, tile.b, tile.hv, hk, tile.row_base, 0u, li);
     record_steps(&s, d, tile, hk, li, sg);
 #if HAS_STATE_OUT
+#if HAS_OFFSETS
+    if !sequence_skipped() {
+        store_tile(&s, d, tile.b, tile.hv, first_dv, tile.lane);
+    }
+#else
     store_tile(&s, d, tile.b, tile.hv, first_dv, tile.lane);
+#endif
 #endif
 }

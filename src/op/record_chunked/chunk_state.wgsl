@@ -272,7 +272,7 @@ fn kernel_main(li: u32, wg: u32, sg: u32) {
         let r = e / (DKP / 4u);
         let c = (e % (DKP / 4u)) * 4u;
         let dv = dv0 + r;
-        if dv < d.value_dim && c < d.key_dim {
+        if !hc.skipped && dv < d.value_dim && c < d.key_dim {
             let at = r * SP + c;
             let v = vec4<f32>(s_sh[at], s_sh[at + 1u], s_sh[at + 2u], s_sh[at + 3u]);
             store_state_out(state_row(d, h.b, h.hv, dv), c, d.key_dim, v);

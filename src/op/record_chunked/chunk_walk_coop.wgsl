@@ -459,7 +459,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     for (var e = li; e < ROWS * TILE_DK / 4u; e += WG_SIZE) {
         let v = e / (TILE_DK / 4u);
         let c = (e % (TILE_DK / 4u)) * 4u;
-        if in_grid && v0 + v < d.value_dim && c < d.key_dim {
+        if in_grid && !hc.skipped && v0 + v < d.value_dim && c < d.key_dim {
             let x = vec4<f32>(
                 f32s[c * FS + v],
                 f32s[(c + 1u) * FS + v],

@@ -92,6 +92,18 @@ impl GpuBackend {
         self.prepare_chunked(&ChunkShape::packed(shape, chunk)?, layout, dtypes, buffers)
     }
 
+    /// The chunked form's dispatches at `cshape`, padded or packed (record_varlen's
+    /// mixed form: a part of its sequences).
+    pub(crate) fn prepare_chunked_at(
+        &self,
+        cshape: &ChunkShape,
+        layout: GqaLayout,
+        dtypes: GdnDtypes,
+        buffers: &RecordBuffers<'_>,
+    ) -> Result<Prepared> {
+        self.prepare_chunked(cshape, layout, dtypes, buffers)
+    }
+
     /// The chunked form's dispatches at `cshape`, padded or packed.
     fn prepare_chunked(
         &self,
@@ -1007,6 +1019,154 @@ mod tests {
             ];
             let what = format!("packed {lens:?}, sequence {s}, split {split}");
             check_fast(&what, &mine, [&y, &state_want, &delta], FAST_TWIN_BOUND);
+        }
+
+        // A part of the sequences (record_varlen's mixed form): each of its own the
+        // whole call's bit for bit, nothing of the others written (their outputs stay
+        // the NaN they were filled with), empty and one-step sequences on both sides.
+        let mine = [true, false, true, false, false, true];
+        let part = ChunkShape::packed_part(&varlen, ChunkSize::C64, &mine).unwrap();
+        assert!(part.chunks() < cshape.chunks());
+        let got_part = run_fast(&gpu, (&part, layout, WALK_ROWS[0]), &d, None);
+        for (s, w) in offsets.windows(2).enumerate() {
+            let tokens = w[0] as usize * hv * dv..w[1] as usize * hv * dv;
+            let state = s * per_state..(s + 1) * per_state;
+            for (i, range) in [(0, &tokens), (1, &state), (2, &tokens)] {
+                let (full, mine_part) = (&got[i][range.clone()], &got_part[i][range.clone()]);
+                if mine[s] {
+                    let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(
+                        bits(mine_part),
+                        bits(full),
+                        "part, sequence {s}, output {i}"
+                    );
+                } else {
+                    assert!(
+                        mine_part.iter().all(|v| v.is_nan()),
+                        "part: sequence {s} is another pass's, yet output {i} was written"
+                    );
+                }
+            }
+        }
+    }
+
+    /// record_varlen's mixed form (`VarlenSplit::Mixed`: some sequences in chunks, the
+    /// others in record's kernel, each pass writing only its own) on the portable
+    /// passes: y, delta and the final state are the sequential kernel's (its own
+    /// sequences bit for bit, the chunked ones within f32 sums in another order), the
+    /// tape's copies are k and g, and the dispatch is both passes and the copies.
+    /// Sequences of 0, 1, C - 1, C + 1 and several chunks on both sides, masks and
+    /// both layouts.
+    #[test]
+    fn mixed_varlen_runs_each_sequence_in_one_pass() {
+        use crate::op::record::VarlenSplit;
+        let Some((gpu, _turn)) = gpu() else { return };
+        let lens = [70usize, 0, 3, 33, 1, 31, 0, 65];
+        let chunked = [true, true, false, true, false, false, false, true];
+        let mut offsets = vec![0u32];
+        for l in lens {
+            offsets.push(offsets.last().unwrap() + l as u32);
+        }
+        let (hk, hv, dk, dv) = (1, 2, 16, 8);
+        let n = *offsets.last().unwrap() as usize;
+        let varlen = VarlenShape::new(n, &offsets, hk, hv, dk, dv).unwrap();
+        let tokens = *varlen.packed();
+        let mut d = draw(&tokens, 11, 1.0, (0.5, 1.0));
+        d.state = draw(&varlen.padded().unwrap(), 12, 1.0, (0.5, 1.0)).state;
+        let m: Vec<u32> = (0..n as u32).map(|t| u32::from(t % 5 != 2)).collect();
+        let dev = gpu.device();
+        let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
+        let up = |x: &[u32]| {
+            dev.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: None,
+                contents: bytemuck::cast_slice(x),
+                usage,
+            })
+        };
+        let bits = |x: &[f32]| up(bytemuck::cast_slice(x));
+        let [q, k, v, g, beta, state] =
+            [&d.q, &d.k, &d.v, &d.g, &d.beta, &d.state].map(|x| bits(x));
+        let mask = up(&m);
+        let nan = |n: usize| up(&vec![f32::NAN.to_bits(); n]);
+        for (layout, masked) in [(GqaLayout::Blocked, false), (GqaLayout::Tiled, true)] {
+            let run = |split: &VarlenSplit| {
+                let outs = [varlen.v_len(), varlen.state_len(), varlen.v_len()];
+                let [y, state_out, delta] = outs.map(nan);
+                let (tape_k, tape_g) = (nan(varlen.qk_len()), nan(varlen.gate_len()));
+                let buffers = RecordBuffers {
+                    q: &q,
+                    k: &k,
+                    v: &v,
+                    g: &g,
+                    beta: &beta,
+                    state_in: &state,
+                    y: &y,
+                    state_out: Some(&state_out),
+                    delta: &delta,
+                    mask: masked.then_some(&mask),
+                    tape_k_grouped: Some(&tape_k),
+                    tape_g: Some(&tape_g),
+                };
+                let prepared = gpu
+                    .prepare_record_varlen_as(&varlen, layout, GdnDtypes::F32, split, &buffers)
+                    .unwrap();
+                let ops: Vec<&str> = prepared.keys().iter().map(|k| k.op.name()).collect();
+                let mut encoder = gpu.encoder();
+                prepared.encode(&mut encoder);
+                gpu.queue().submit([encoder.finish()]);
+                let read = |b: &wgpu::Buffer, len| -> Vec<f32> { gpu.read_buffer(b, len).unwrap() };
+                let lens = [varlen.v_len(), varlen.state_len(), varlen.v_len()];
+                let got: Vec<Vec<f32>> = [&y, &state_out, &delta]
+                    .iter()
+                    .zip(lens)
+                    .map(|(b, len)| read(b, len))
+                    .collect();
+                let tape = [
+                    read(&tape_k, varlen.qk_len()),
+                    read(&tape_g, varlen.gate_len()),
+                ];
+                (ops, got, tape)
+            };
+            let (seq_ops, want, _) = run(&VarlenSplit::Sequential);
+            assert_eq!(seq_ops, ["record_varlen"]);
+            let split = VarlenSplit::Mixed {
+                chunk: ChunkSize::C32,
+                chunked: chunked.to_vec(),
+            };
+            let (ops, got, tape) = run(&split);
+            let what = format!("{lens:?} chunked {chunked:?} {layout:?} mask {masked}");
+            assert_eq!(
+                ops,
+                [
+                    "record_varlen",
+                    "chunk_wy",
+                    "chunk_state",
+                    "repeat",
+                    "repeat"
+                ],
+                "{what}"
+            );
+            assert_eq!(tape[0], d.k, "{what}: the tape's k");
+            assert_eq!(tape[1], d.g, "{what}: the tape's g");
+            let per_state = hv * dv * dk;
+            for (s, w) in offsets.windows(2).enumerate() {
+                let tokens = w[0] as usize * hv * dv..w[1] as usize * hv * dv;
+                let state = s * per_state..(s + 1) * per_state;
+                for (i, range) in [(0, &tokens), (1, &state), (2, &tokens)] {
+                    let (g, w) = (&got[i][range.clone()], &want[i][range.clone()]);
+                    assert!(
+                        g.iter().all(|x| x.is_finite()),
+                        "{what}: sequence {s} output {i} unwritten"
+                    );
+                    let e = if chunked[s] { rel_max(g, w) } else { 0.0 };
+                    if !chunked[s] {
+                        let b = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                        assert_eq!(b(g), b(w), "{what}: sequence {s} output {i}");
+                    }
+                    assert!(e <= 1e-5, "{what}: sequence {s} output {i} off by {e:e}");
+                }
+            }
+            eprintln!("mixed record_varlen {what}: each sequence written once, as record_varlen");
         }
     }
 }

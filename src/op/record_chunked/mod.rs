@@ -27,7 +27,7 @@ use super::plain::{Plain, PlainClass};
 use crate::dtype::{DType, GdnDtypes};
 use crate::engine::key::{KernelKey, KeyAt, Op, OpInfo, OpKernel, Value};
 use crate::engine::operand::operand_table;
-use crate::error::Result;
+use crate::error::{Error, Result};
 pub(crate) use crate::gpu::options::WALK_ROWS;
 use crate::shape::{GdnShape, VarlenShape};
 use crate::tuning::Threshold;
@@ -180,6 +180,25 @@ pub(crate) fn chunked_by_default(shape: &GdnShape) -> bool {
         && heads <= Threshold::ChunkedMaxHeads.value()
 }
 
+/// A packed sequence's end offset with this bit set: the sequence is another pass's
+/// (`wgsl/skipped_sequence.wgsl`, the same constant). Offsets of calls that split their
+/// sequences between passes stay below it (`skipping`).
+pub(crate) const SKIPPED_SEQUENCE: u32 = 1 << 31;
+
+/// `shape`'s `S + 1` offsets with the end of each sequence `mine` does not mark carrying
+/// [`SKIPPED_SEQUENCE`] (a pass's table of a call split between passes; all marked:
+/// the offsets as they are).
+pub(crate) fn skipping(shape: &VarlenShape, mine: &[bool]) -> Vec<u32> {
+    let mut offsets = shape.offsets().to_vec();
+    for (s, &m) in mine.iter().enumerate() {
+        if !m {
+            debug_assert!(offsets[s + 1] < SKIPPED_SEQUENCE);
+            offsets[s + 1] |= SKIPPED_SEQUENCE;
+        }
+    }
+    offsets
+}
+
 /// The op's name, in errors.
 const OP: &str = "record_chunked";
 
@@ -234,12 +253,27 @@ impl ChunkShape {
     }
     /// Packed sequences of their own lengths in chunks of `chunk` steps.
     pub fn packed(shape: &VarlenShape, chunk: ChunkSize) -> Result<Self> {
+        Self::packed_part(shape, chunk, &vec![true; shape.sequences()])
+    }
+    /// The sequences `mine` marks (one flag a sequence), in chunks of `chunk` steps:
+    /// the others are another pass's (record_varlen's mixed form), with no chunks and
+    /// their ends marked [`SKIPPED_SEQUENCE`] in the table, so the passes write nothing
+    /// of them.
+    pub fn packed_part(shape: &VarlenShape, chunk: ChunkSize, mine: &[bool]) -> Result<Self> {
+        if mine.len() != shape.sequences() {
+            return Err(Error::Length {
+                op: OP,
+                arg: "the sequences' flags",
+                actual: mine.len() as u64,
+                expected: shape.sequences() as u64,
+            });
+        }
         let c = chunk.steps();
-        let offsets = shape.offsets();
+        let offsets = skipping(shape, mine);
         let mut first = vec![0u32];
         let mut of_chunk = Vec::new();
-        for (s, w) in offsets.windows(2).enumerate() {
-            let n = (w[1] - w[0]) as usize;
+        for (s, &m) in mine.iter().enumerate() {
+            let n = if m { shape.sequence(s).len() } else { 0 };
             of_chunk.extend(std::iter::repeat_n(s as u32, n.div_ceil(c)));
             first.push(of_chunk.len() as u32);
         }
