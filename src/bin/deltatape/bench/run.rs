@@ -178,7 +178,8 @@ pub struct Cell {
     pub op: BenchOp,
     /// Which chunked form ran, if one did (record_chunked's `portable` or `coop-f16`,
     /// its fast path on cooperative matrices, which record takes where its shape class
-    /// says so); empty otherwise.
+    /// says so; `mixed-coop-f16`: record_varlen's long sequences on it, the others in
+    /// record's kernel); empty otherwise.
     pub form: &'static str,
     /// A multi-kernel op's passes, each timed alone: (kernel, best microseconds).
     pub passes: Vec<(&'static str, f64)>,
@@ -879,8 +880,14 @@ impl Bench<'_> {
         let copy_same_us = self.time_copy(&copy_shape(bytes / 2)?)?;
         // Which form ran, from the kernels the dispatch runs.
         let ops: Vec<Op> = prepared.dispatch.keys().iter().map(|k| k.op).collect();
+        let sequential = ops.contains(&Op::RecordVarlen);
         let form = if ops.iter().any(|op| op.coop()) {
-            "coop-f16"
+            // record_varlen's mixed form: its long sequences in chunks, the others not.
+            if sequential {
+                "mixed-coop-f16"
+            } else {
+                "coop-f16"
+            }
         } else if ops.contains(&Op::ChunkWy) {
             "portable"
         } else {
