@@ -791,10 +791,13 @@ fn sequence_dims(d: GdnDims, b: u32, li: u32) -> GdnDims {
     }
     let span = workgroupUniformLoad(&sequence_span);
     let start = span.x & ~SKIPPED_SEQUENCE;
-    skipped_here = span.y >= SKIPPED_SEQUENCE;
+    // From the uniform load, not through the private variable: the steps stay
+    // workgroup-uniform to WGSL (record's steps loop around barriers).
+    let skipped = span.y >= SKIPPED_SEQUENCE;
+    skipped_here = skipped;
     var s = d;
     s.first_token = start;
-    s.steps = select(span.y - start, 0u, skipped_here);
+    s.steps = select(span.y - start, 0u, skipped);
     return s;
 }
 
