@@ -65,12 +65,12 @@ impl GpuBackend {
     /// in a small buffer of its own, written once here, so encoding it again costs no
     /// upload. A batch with other offsets is another shape and another dispatch.
     ///
-    /// Where record at the call's class shape (its long sequences at the longest one's
-    /// length) would take the chunked form ([`GpuBackend::prepare_record`]: by default
-    /// on the fast path, from the tuning table's thresholds, or where the class asks),
-    /// every sequence runs in chunks of its own: the chunked record's passes as record
-    /// takes them, the scratch at the chunks of all sequences, and the tape's copies,
-    /// where bound, written after them as [`GpuBackend::prepare_record`] writes them.
+    /// Which sequences run in chunks is [`GpuBackend::record_varlen_split`]'s answer:
+    /// none (record's kernel), all, or on the fast path by default the long ones (two
+    /// passes, each writing only its own sequences). A chunked sequence runs in chunks
+    /// of its own, the chunked record's passes as record takes them, the scratch at
+    /// their chunks; the tape's copies, where bound, are written after the passes as
+    /// [`GpuBackend::prepare_record`] writes them.
     pub fn prepare_record_varlen(
         &self,
         shape: &VarlenShape,
@@ -91,47 +91,64 @@ impl GpuBackend {
         split: &VarlenSplit,
         buffers: &RecordBuffers<'_>,
     ) -> Result<Prepared> {
-        if *split == VarlenSplit::Sequential {
-            return self.prepare_packed(shape, layout, dtypes, slots(buffers));
-        }
-        // The chunked form writes no tape copy: the call is checked as the sequential
-        // kernel checks it (the same typed errors), and the copies follow the passes.
-        let copies = has_tape_copies(buffers);
-        if copies {
-            let offsets = self.offsets_buffer(shape);
-            let sequential = slots(buffers).into_iter().chain([Some(&offsets)]).collect();
-            self.runtime.check(&self.form_plan(
-                shape,
-                layout,
-                dtypes,
-                sequential,
-                Vec::new(),
-            )?)?;
-        }
         let inputs = no_tape(buffers);
         let passes = match split {
+            VarlenSplit::Sequential => {
+                return self.prepare_packed(shape, layout, dtypes, slots(buffers));
+            }
             VarlenSplit::Chunked(chunk) => {
+                self.check_as_sequential(shape, layout, dtypes, buffers)?;
                 self.prepare_record_varlen_chunked(shape, layout, dtypes, *chunk, &inputs)?
             }
             VarlenSplit::Mixed { chunk, chunked } => {
-                // Each pass leaves the other's sequences alone (their ends marked in its
-                // table, wgsl/skipped_sequence.wgsl), so the order is free.
-                let short: Vec<bool> = chunked.iter().map(|c| !c).collect();
-                let table = skipping(shape, &short);
-                let offsets = self.offsets_words(&table);
-                let sequential = slots(&inputs).into_iter().chain([Some(&offsets)]);
-                let first =
-                    self.prepare_form(shape, layout, dtypes, sequential.collect(), Vec::new())?;
-                let cshape = ChunkShape::packed_part(shape, *chunk, chunked)?;
-                let second = self.prepare_chunked_at(&cshape, layout, dtypes, &inputs)?;
-                first.then(second, vec![offsets])
+                self.check_as_sequential(shape, layout, dtypes, buffers)?;
+                self.prepare_record_varlen_mixed(shape, layout, dtypes, (*chunk, chunked), &inputs)?
             }
-            VarlenSplit::Sequential => unreachable!("returned above"),
         };
-        if !copies {
+        if !has_tape_copies(buffers) {
             return Ok(passes);
         }
         self.then_tape_copies(passes, buffers, (shape.qk_len(), shape.gate_len()), dtypes)
+    }
+
+    /// The chunked forms write no tape copy, so a call that binds the copies is first
+    /// checked as the sequential kernel checks it (the same typed errors); the copies
+    /// follow the passes.
+    fn check_as_sequential(
+        &self,
+        shape: &VarlenShape,
+        layout: GqaLayout,
+        dtypes: GdnDtypes,
+        buffers: &RecordBuffers<'_>,
+    ) -> Result<()> {
+        if !has_tape_copies(buffers) {
+            return Ok(());
+        }
+        let offsets = self.offsets_buffer(shape);
+        let sequential = slots(buffers).into_iter().chain([Some(&offsets)]).collect();
+        self.runtime
+            .check(&self.form_plan(shape, layout, dtypes, sequential, Vec::new())?)
+    }
+
+    /// record_varlen's mixed form over `inputs` (no tape copies): record's kernel on
+    /// the sequences `chunked` leaves out, then the chunked passes on the others. Each
+    /// pass leaves the other's sequences alone (their ends marked in its table,
+    /// wgsl/skipped_sequence.wgsl), so their order is free.
+    fn prepare_record_varlen_mixed(
+        &self,
+        shape: &VarlenShape,
+        layout: GqaLayout,
+        dtypes: GdnDtypes,
+        (chunk, chunked): (ChunkSize, &[bool]),
+        inputs: &RecordBuffers<'_>,
+    ) -> Result<Prepared> {
+        let short: Vec<bool> = chunked.iter().map(|c| !c).collect();
+        let offsets = self.offsets_words(&skipping(shape, &short));
+        let sequential = slots(inputs).into_iter().chain([Some(&offsets)]).collect();
+        let first = self.prepare_form(shape, layout, dtypes, sequential, Vec::new())?;
+        let cshape = ChunkShape::packed_part(shape, chunk, chunked)?;
+        let second = self.prepare_chunked_at(&cshape, layout, dtypes, inputs)?;
+        Ok(first.then(second, vec![offsets]))
     }
 
     /// `passes` (record's chunked form, which writes no tape copy), then the copies
