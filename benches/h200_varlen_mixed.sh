@@ -50,10 +50,10 @@ MANY=8192$(printf ',100%.0s' $(seq 64))
   vl many-default "" --lens $MANY; vl many-chunked 1 --lens $MANY; vl many-sequential 0 --lens $MANY
   vl two-default "" --lens 8192,100; vl two-sequential 0 --lens 8192,100
 } > "$OUT/varlen.txt" 2>&1
-if [ "$(left)" -gt 60 ]; then
+if [ "$(left)" -gt 100 ]; then
   python3 -m pip install -q --no-index --no-deps --target /tmp/site $E/fla/*.whl > /dev/null 2>&1
-  { PYTHONPATH=/tmp/site timeout 50 python3 $E/fla/fla_varlen_bench.py; echo "fla rc $?"
-    LENS=$MANY PYTHONPATH=/tmp/site timeout 50 python3 $E/fla/fla_varlen_bench.py; echo "fla rc $?"; } > "$OUT/fla-varlen.txt" 2>&1
+  { PYTHONPATH=/tmp/site timeout 120 python3 $E/fla/fla_varlen_bench.py; echo "fla rc $?"
+    LENS=$MANY PYTHONPATH=/tmp/site timeout 120 python3 $E/fla/fla_varlen_bench.py; echo "fla rc $?"; } > "$OUT/fla-varlen.txt" 2>&1
 fi
 t end >> "$OUT/varlen.txt"
 cat "$OUT/info.txt" "$OUT/tests.txt" "$OUT/varlen.txt" "$OUT/fla-varlen.txt" 2>/dev/null | grep -v "^\s*$" | tail -150
