@@ -916,8 +916,9 @@ mod tests {
     /// through `prepare_fast_passes` as the fast path runs them: y, the final state and
     /// delta against the CPU twin `record_fast`; padded sequences (a mask, both layouts,
     /// both walk widths, odd Dk and Dv, a batch) and packed ones (`wgsl/chunk_at.wgsl`'s
-    /// table: empty, one-step and several-chunk sequences in one call). Both forms of
-    /// the first pass: whole, and split (`chunk_wu` after it).
+    /// table: empty, one-step and several-chunk sequences in one call, then a part of
+    /// them as record_varlen's mixed form runs it). Both forms of the first pass:
+    /// whole, and split (`chunk_wu` after it).
     #[test]
     fn portable_fast_passes_are_their_twin() {
         let Some((gpu, _turn)) = gpu() else { return };
@@ -972,6 +973,13 @@ mod tests {
             check_fast(&what, &got, [&y, &state, &delta], FAST_TWIN_BOUND);
         }
 
+        packed_fast_case(&gpu, split);
+    }
+
+    /// The twins over packed sequences (`wgsl/chunk_at.wgsl`'s table: empty, one-step
+    /// and several-chunk sequences in one call), each against `record_fast` on it alone;
+    /// then a part of them (record_varlen's mixed form).
+    fn packed_fast_case(gpu: &GpuBackend, split: bool) {
         let lens = [130usize, 0, 1, 64, 63, 65];
         let mut offsets = vec![0u32];
         for l in lens {
@@ -985,7 +993,7 @@ mod tests {
         d.state = draw(&varlen.padded().unwrap(), 9, 1.0, (0.5, 1.0)).state;
         let layout = GqaLayout::Blocked;
         let cshape = ChunkShape::packed(&varlen, ChunkSize::C64).unwrap();
-        let got = run_fast(&gpu, (&cshape, layout, WALK_ROWS[0]), &d, None);
+        let got = run_fast(gpu, (&cshape, layout, WALK_ROWS[0]), &d, None);
         let per_state = hv * dv * dk;
         for (s, w) in offsets.windows(2).enumerate() {
             let (t0, len) = (w[0] as usize, (w[1] - w[0]) as usize);
@@ -1027,7 +1035,7 @@ mod tests {
         let mine = [true, false, true, false, false, true];
         let part = ChunkShape::packed_part(&varlen, ChunkSize::C64, &mine).unwrap();
         assert!(part.chunks() < cshape.chunks());
-        let got_part = run_fast(&gpu, (&part, layout, WALK_ROWS[0]), &d, None);
+        let got_part = run_fast(gpu, (&part, layout, WALK_ROWS[0]), &d, None);
         for (s, w) in offsets.windows(2).enumerate() {
             let tokens = w[0] as usize * hv * dv..w[1] as usize * hv * dv;
             let state = s * per_state..(s + 1) * per_state;
