@@ -1262,7 +1262,8 @@ fn gpu_varlen_on_the_fast_path() {
 /// one long prompt in chunks beside short ones token by token (too many to ride along
 /// in the chunked passes), each sequence written by one pass: the long one bit for bit
 /// the all-chunked call's, the short ones the sequential kernel's, all within the
-/// path's bound of the CPU, under a mask.
+/// path's bound of the CPU, under a mask, in f32 and all in bf16 (two values a word: a
+/// word never holds two passes' tokens).
 #[test]
 fn gpu_varlen_mixed_by_default() {
     use deltatape::internals::Threshold;
@@ -1290,39 +1291,58 @@ fn gpu_varlen_mixed_by_default() {
         .with_tuning(deltatape::Tuning::default().with_record_class(sequential))
         .unwrap();
     let all_chunked = split_chunked(&fast);
+    let backends = [&fast, &plain, &all_chunked];
+    let e32 = mixed_case::<f32, f32, f32, f32>(backends, &shape, &chunked);
+    let e16 = mixed_case::<bf16, bf16, bf16, bf16>(backends, &shape, &chunked);
+    report!("gpu record_varlen mixed by default {lens:?}: f32 {e32:.2e}, all bf16 {e16:.2e}");
+}
+
+/// record_varlen on `fast` (its mixed form) against the CPU within the fast path's
+/// bound, each sequence bit for bit the all-sequential (`plain`) call's where `chunked`
+/// leaves it out, else the all-chunked call's; the worst relative error.
+fn mixed_case<A: Element, S: Element, P: Element, G: Element>(
+    [fast, plain, all_chunked]: [&deltatape::GpuBackend; 3],
+    shape: &deltatape::VarlenShape,
+    chunked: &[bool],
+) -> f64 {
     let p = *shape.packed();
     let d = draw(&p, 43);
-    let state = Rng::new(44).vec(shape.state_len(), -0.5, 0.5);
+    let state: Vec<S> =
+        deltatape::dtype::cast_from_f32(&Rng::new(44).vec(shape.state_len(), -0.5, 0.5));
     let m = mask(&p, 45);
-    let t = d.typed::<f32>();
+    let t = d.typed_gated::<A, G>();
     let inputs = t.inputs(Some(&m));
     let layout = GqaLayout::Tiled;
-    let got: Recorded<f32, f32, f32> = fast.record_varlen(&shape, layout, &inputs, &state).unwrap();
-    let want: Recorded<f32, f32, f32> = cpu()
-        .record_varlen(&shape, layout, &inputs, &state)
-        .unwrap();
-    let e = worst(&got, &want);
-    report!("gpu record_varlen mixed by default {lens:?}: {e:.2e}");
-    assert!(e <= FAST_TOL, "{e:e}");
-    let one: Recorded<f32, f32, f32> = plain
-        .record_varlen(&shape, layout, &inputs, &state)
-        .unwrap();
-    let all: Recorded<f32, f32, f32> = all_chunked
-        .record_varlen(&shape, layout, &inputs, &state)
-        .unwrap();
+    let run = |g: &deltatape::GpuBackend| -> Recorded<A, S, P> {
+        g.record_varlen(shape, layout, &inputs, &state).unwrap()
+    };
+    let got = run(fast);
+    let want: Recorded<A, S, P> = cpu().record_varlen(shape, layout, &inputs, &state).unwrap();
+    let errors = [
+        ("y", rel_err(&got.y, &want.y), A::DTYPE),
+        ("state", rel_err(&got.state, &want.state), S::DTYPE),
+        ("delta", rel_err(&got.delta, &want.delta), P::DTYPE),
+    ];
+    for (what, e, dtype) in errors {
+        let bound = FAST_TOL.max(tol(dtype));
+        assert!(
+            e <= bound,
+            "mixed record_varlen {what} {:?}: {e:e} > {bound:e}",
+            A::DTYPE
+        );
+    }
+    let (one, all) = (run(plain), run(all_chunked));
     let (v, per_state) = (p.value_heads() * 64, shape.state_len() / shape.sequences());
     for (s, &c) in chunked.iter().enumerate() {
         let like = if c { &all } else { &one };
         let (r, st) = (shape.sequence(s), s * per_state..(s + 1) * per_state);
         let tok = r.start * v..r.end * v;
-        assert_eq!(got.y[tok.clone()], like.y[tok.clone()], "sequence {s} y");
-        assert_eq!(
-            got.delta[tok.clone()],
-            like.delta[tok],
-            "sequence {s} delta"
-        );
-        assert_eq!(got.state[st.clone()], like.state[st], "sequence {s} state");
+        let what = format!("{:?} sequence {s}", A::DTYPE);
+        assert!(got.y[tok.clone()] == like.y[tok.clone()], "{what} y");
+        assert!(got.delta[tok.clone()] == like.delta[tok], "{what} delta");
+        assert!(got.state[st.clone()] == like.state[st], "{what} state");
     }
+    worst(&got, &want)
 }
 
 /// Sequence s's tokens of a packed `[N, per]` operand.
