@@ -1061,14 +1061,21 @@ mod tests {
     /// record_varlen's mixed form (`VarlenSplit::Mixed`: some sequences in chunks, the
     /// others in record's kernel, each pass writing only its own) on the portable
     /// passes: y, delta and the final state are the sequential kernel's (its own
-    /// sequences bit for bit, the chunked ones within f32 sums in another order), the
-    /// tape's copies are k and g, and the dispatch is both passes and the copies.
-    /// Sequences of 0, 1, C - 1, C + 1 and several chunks on both sides, masks and
-    /// both layouts.
+    /// sequences bit for bit, the chunked ones within f32 sums in another order and one
+    /// rounding to the dtype), every output is written, the tape's copies are k and g,
+    /// and the dispatch is both passes and the copies. Sequences of 0, 1, C - 1, C + 1
+    /// and several chunks on both sides, masks and both layouts, f32 and all bf16 (two
+    /// values a word: no word is written by both passes).
     #[test]
     fn mixed_varlen_runs_each_sequence_in_one_pass() {
-        use crate::op::record::VarlenSplit;
         let Some((gpu, _turn)) = gpu() else { return };
+        for dtypes in [GdnDtypes::F32, GdnDtypes::uniform(DType::BF16)] {
+            mixed_varlen_case(&gpu, dtypes);
+        }
+    }
+
+    fn mixed_varlen_case(gpu: &GpuBackend, dt: GdnDtypes) {
+        use crate::op::record::VarlenSplit;
         let lens = [70usize, 0, 3, 33, 1, 31, 0, 65];
         let chunked = [true, true, false, true, false, false, false, true];
         let mut offsets = vec![0u32];
@@ -1084,23 +1091,49 @@ mod tests {
         let m: Vec<u32> = (0..n as u32).map(|t| u32::from(t % 5 != 2)).collect();
         let dev = gpu.device();
         let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
-        let up = |x: &[u32]| {
+        let up = |bytes: &[u8]| {
             dev.create_buffer_init(&wgpu::util::BufferInitDescriptor {
                 label: None,
-                contents: bytemuck::cast_slice(x),
+                contents: bytes,
                 usage,
             })
         };
-        let bits = |x: &[f32]| up(bytemuck::cast_slice(x));
-        let [q, k, v, g, beta, state] =
-            [&d.q, &d.k, &d.v, &d.g, &d.beta, &d.state].map(|x| bits(x));
-        let mask = up(&m);
-        let nan = |n: usize| up(&vec![f32::NAN.to_bits(); n]);
+        let typed_up = |x: &[f32], dtype: DType| up(&typed(x, dtype).1);
+        let (q, k, v) = (
+            typed_up(&d.q, dt.act),
+            typed_up(&d.k, dt.act),
+            typed_up(&d.v, dt.act),
+        );
+        let (g, beta) = (typed_up(&d.g, dt.gate), typed_up(&d.beta, dt.gate));
+        let state = typed_up(&d.state, dt.state);
+        let mask = up(bytemuck::cast_slice(&m));
+        // Outputs filled with NaN, so an output no pass writes shows.
+        let nan = |len: usize, dtype: DType| typed_up(&vec![f32::NAN; len], dtype);
+        // A buffer of `len` values of `dtype` as f32.
+        let read = |b: &wgpu::Buffer, len: usize, dtype: DType| -> Vec<f32> {
+            let words = dtype.buffer_bytes(len).unwrap() as usize / 4;
+            let w: Vec<u32> = gpu.read_buffer(b, words).unwrap();
+            let half = |i: usize| (w[i / 2] >> (16 * (i % 2))) & 0xffff;
+            (0..len)
+                .map(|i| match dtype {
+                    DType::F32 => f32::from_bits(w[i]),
+                    DType::F16 => half::f16::from_bits(half(i) as u16).to_f32(),
+                    DType::BF16 => half::bf16::from_bits(half(i) as u16).to_f32(),
+                })
+                .collect()
+        };
+        let outs = [
+            (varlen.v_len(), dt.act),
+            (varlen.state_len(), dt.state),
+            (varlen.v_len(), dt.tape),
+        ];
         for (layout, masked) in [(GqaLayout::Blocked, false), (GqaLayout::Tiled, true)] {
             let run = |split: &VarlenSplit| {
-                let outs = [varlen.v_len(), varlen.state_len(), varlen.v_len()];
-                let [y, state_out, delta] = outs.map(nan);
-                let (tape_k, tape_g) = (nan(varlen.qk_len()), nan(varlen.gate_len()));
+                let [y, state_out, delta] = outs.map(|(len, dtype)| nan(len, dtype));
+                let (tape_k, tape_g) = (
+                    nan(varlen.qk_len(), dt.act),
+                    nan(varlen.gate_len(), dt.gate),
+                );
                 let buffers = RecordBuffers {
                     q: &q,
                     k: &k,
@@ -1116,22 +1149,20 @@ mod tests {
                     tape_g: Some(&tape_g),
                 };
                 let prepared = gpu
-                    .prepare_record_varlen_as(&varlen, layout, GdnDtypes::F32, split, &buffers)
+                    .prepare_record_varlen_as(&varlen, layout, dt, split, &buffers)
                     .unwrap();
                 let ops: Vec<&str> = prepared.keys().iter().map(|k| k.op.name()).collect();
                 let mut encoder = gpu.encoder();
                 prepared.encode(&mut encoder);
                 gpu.queue().submit([encoder.finish()]);
-                let read = |b: &wgpu::Buffer, len| -> Vec<f32> { gpu.read_buffer(b, len).unwrap() };
-                let lens = [varlen.v_len(), varlen.state_len(), varlen.v_len()];
                 let got: Vec<Vec<f32>> = [&y, &state_out, &delta]
                     .iter()
-                    .zip(lens)
-                    .map(|(b, len)| read(b, len))
+                    .zip(outs)
+                    .map(|(b, (len, dtype))| read(b, len, dtype))
                     .collect();
                 let tape = [
-                    read(&tape_k, varlen.qk_len()),
-                    read(&tape_g, varlen.gate_len()),
+                    read(&tape_k, varlen.qk_len(), dt.act),
+                    read(&tape_g, varlen.gate_len(), dt.gate),
                 ];
                 (ops, got, tape)
             };
@@ -1142,7 +1173,7 @@ mod tests {
                 chunked: chunked.to_vec(),
             };
             let (ops, got, tape) = run(&split);
-            let what = format!("{lens:?} chunked {chunked:?} {layout:?} mask {masked}");
+            let what = format!("{dt:?} {lens:?} chunked {chunked:?} {layout:?} mask {masked}");
             assert_eq!(
                 ops,
                 [
@@ -1154,24 +1185,24 @@ mod tests {
                 ],
                 "{what}"
             );
-            assert_eq!(tape[0], d.k, "{what}: the tape's k");
-            assert_eq!(tape[1], d.g, "{what}: the tape's g");
+            assert_eq!(tape[0], typed(&d.k, dt.act).0, "{what}: the tape's k");
+            assert_eq!(tape[1], typed(&d.g, dt.gate).0, "{what}: the tape's g");
             let per_state = hv * dv * dk;
             for (s, w) in offsets.windows(2).enumerate() {
                 let tokens = w[0] as usize * hv * dv..w[1] as usize * hv * dv;
                 let state = s * per_state..(s + 1) * per_state;
                 for (i, range) in [(0, &tokens), (1, &state), (2, &tokens)] {
                     let (g, w) = (&got[i][range.clone()], &want[i][range.clone()]);
-                    assert!(
-                        g.iter().all(|x| x.is_finite()),
-                        "{what}: sequence {s} output {i} unwritten"
-                    );
-                    let e = if chunked[s] { rel_max(g, w) } else { 0.0 };
-                    if !chunked[s] {
+                    let at = format!("{what}: sequence {s} output {i}");
+                    assert!(g.iter().all(|x| x.is_finite()), "{at} unwritten");
+                    if chunked[s] {
+                        let e = rel_max(g, w);
+                        let bound = outs[i].1.tolerance().max(1e-5);
+                        assert!(e <= bound, "{at} off by {e:e}");
+                    } else {
                         let b = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-                        assert_eq!(b(g), b(w), "{what}: sequence {s} output {i}");
+                        assert_eq!(b(g), b(w), "{at}");
                     }
-                    assert!(e <= 1e-5, "{what}: sequence {s} output {i} off by {e:e}");
                 }
             }
             eprintln!("mixed record_varlen {what}: each sequence written once, as record_varlen");
