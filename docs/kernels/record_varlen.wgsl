@@ -767,9 +767,10 @@ fn record_steps(s: ptr<function, StateTile>, d: GdnDims, tile: RowTile, hk: u32,
 
 // A packed sequence's end offset with this bit set: the sequence belongs to another
 // pass of the same call (record_varlen's mixed form runs its long sequences in chunks
-// and the others in record's kernel; `VarlenSplit` in src/op/record/gpu.rs builds the
-// tables). The pass runs it as no steps and writes nothing of it, its final state
-// included. Token offsets stay below 2^31 (VarlenShape::new checks the tokens).
+// and the others in record's kernel; `skipping` in src/op/record_chunked/mod.rs marks
+// the tables, and takes this constant as SKIPPED_SEQUENCE). The pass runs it as no
+// steps and writes nothing of it, its final state included. Calls of 2^31 tokens or
+// more are never split (GpuBackend::record_varlen_split).
 const SKIPPED_SEQUENCE: u32 = 0x80000000u;
 
 // Packed sequences of their own lengths (record_varlen, docs/SPEC.md): sequence b is

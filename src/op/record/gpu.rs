@@ -147,7 +147,7 @@ impl GpuBackend {
         let sequential = slots(inputs).into_iter().chain([Some(&offsets)]).collect();
         let first = self.prepare_form(shape, layout, dtypes, sequential, Vec::new())?;
         let cshape = ChunkShape::packed_part(shape, chunk, chunked)?;
-        let second = self.prepare_chunked_at(&cshape, layout, dtypes, inputs)?;
+        let second = self.prepare_chunked(&cshape, layout, dtypes, inputs)?;
         Ok(first.then(second, vec![offsets]))
     }
 
@@ -182,21 +182,6 @@ impl GpuBackend {
             }
         }
         Ok(prepared)
-    }
-
-    /// The chunk size record_varlen at `shape` in `dtypes` runs record's chunked form
-    /// at (and record_layer_varlen's split form with it) where any of its sequences
-    /// takes it; `None`: all in the sequential kernel. Which ones:
-    /// [`GpuBackend::record_varlen_split`].
-    pub fn record_varlen_chunk(
-        &self,
-        shape: &VarlenShape,
-        dtypes: GdnDtypes,
-    ) -> Result<Option<ChunkSize>> {
-        Ok(match self.record_varlen_split(shape, dtypes)? {
-            VarlenSplit::Sequential => None,
-            VarlenSplit::Chunked(chunk) | VarlenSplit::Mixed { chunk, .. } => Some(chunk),
-        })
     }
 
     /// How record_varlen at `shape` in `dtypes` runs its sequences (and

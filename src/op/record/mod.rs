@@ -623,4 +623,20 @@ mod tests {
         assert_eq!(split(&[0, 0], 32), VarlenSplit::Sequential);
         assert_eq!(split(&[], 32), VarlenSplit::Sequential);
     }
+
+    /// The host's mark of another pass's sequence is the kernels' (two spellings of
+    /// one constant: wgsl/skipped_sequence.wgsl and `SKIPPED_SEQUENCE`).
+    #[test]
+    fn skipped_sequence_mark_is_the_kernels() {
+        let (_, text) = SOURCES
+            .iter()
+            .find(|(n, _)| *n == "skipped_sequence")
+            .unwrap();
+        let mark = crate::op::record_chunked::SKIPPED_SEQUENCE;
+        let line = format!("const SKIPPED_SEQUENCE: u32 = 0x{mark:08x}u;");
+        assert!(
+            text.lines().any(|l| l == line),
+            "{line} not in the fragment"
+        );
+    }
 }

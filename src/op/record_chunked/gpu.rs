@@ -93,19 +93,8 @@ impl GpuBackend {
     }
 
     /// The chunked form's dispatches at `cshape`, padded or packed (record_varlen's
-    /// mixed form: a part of its sequences).
-    pub(crate) fn prepare_chunked_at(
-        &self,
-        cshape: &ChunkShape,
-        layout: GqaLayout,
-        dtypes: GdnDtypes,
-        buffers: &RecordBuffers<'_>,
-    ) -> Result<Prepared> {
-        self.prepare_chunked(cshape, layout, dtypes, buffers)
-    }
-
-    /// The chunked form's dispatches at `cshape`, padded or packed.
-    fn prepare_chunked(
+    /// mixed form: a part of its sequences, `ChunkShape::packed_part`).
+    pub(crate) fn prepare_chunked(
         &self,
         cshape: &ChunkShape,
         layout: GqaLayout,
@@ -1060,120 +1049,72 @@ mod tests {
 
     /// record_varlen's mixed form (`VarlenSplit::Mixed`: some sequences in chunks, the
     /// others in record's kernel, each pass writing only its own) on the portable
-    /// passes: y, delta and the final state are the sequential kernel's (its own
-    /// sequences bit for bit, the chunked ones within f32 sums in another order and one
-    /// rounding to the dtype), every output is written, the tape's copies are k and g,
-    /// and the dispatch is both passes and the copies. Sequences of 0, 1, C - 1, C + 1
-    /// and several chunks on both sides, masks and both layouts, f32 and all bf16 (two
-    /// values a word: no word is written by both passes).
+    /// passes: y, delta and the final state within the dtype's tolerance of the CPU
+    /// reference and of the sequential kernel (its own sequences bit for bit), every
+    /// output written, the tape's copies k and g, the dispatch both passes and the
+    /// copies. Sequences of 0, 1, C - 1, C + 1 and several chunks on both sides, masks
+    /// and both layouts, f32 and all bf16 (two values a word: no word is written by
+    /// both passes).
     #[test]
     fn mixed_varlen_runs_each_sequence_in_one_pass() {
         let Some((gpu, _turn)) = gpu() else { return };
-        for dtypes in [GdnDtypes::F32, GdnDtypes::uniform(DType::BF16)] {
-            mixed_varlen_case(&gpu, dtypes);
-        }
+        mixed_varlen_case::<f32>(&gpu);
+        mixed_varlen_case::<half::bf16>(&gpu);
     }
 
-    fn mixed_varlen_case(gpu: &GpuBackend, dt: GdnDtypes) {
+    /// Packed sequences and which of them the mixed form runs in chunks.
+    const MIXED_LENS: [usize; 8] = [70, 0, 3, 33, 1, 31, 0, 65];
+    const MIXED_CHUNKED: [bool; 8] = [true, true, false, true, false, false, false, true];
+
+    fn mixed_varlen_case<A: crate::Element>(gpu: &GpuBackend) {
         use crate::op::record::VarlenSplit;
-        let lens = [70usize, 0, 3, 33, 1, 31, 0, 65];
-        let chunked = [true, true, false, true, false, false, false, true];
-        let mut offsets = vec![0u32];
-        for l in lens {
-            offsets.push(offsets.last().unwrap() + l as u32);
-        }
+        use crate::op::record::{RecordInputs, Recorded};
+        let offsets = MIXED_LENS.iter().fold(vec![0u32], |mut o, &l| {
+            o.push(o[o.len() - 1] + l as u32);
+            o
+        });
         let (hk, hv, dk, dv) = (1, 2, 16, 8);
         let n = *offsets.last().unwrap() as usize;
         let varlen = VarlenShape::new(n, &offsets, hk, hv, dk, dv).unwrap();
-        let tokens = *varlen.packed();
-        let mut d = draw(&tokens, 11, 1.0, (0.5, 1.0));
+        let mut d = draw(varlen.packed(), 11, 1.0, (0.5, 1.0));
         d.state = draw(&varlen.padded().unwrap(), 12, 1.0, (0.5, 1.0)).state;
+        let cast = |x: &[f32]| crate::dtype::cast_from_f32::<A>(x);
+        let [q, k, v, g, beta, state] =
+            [&d.q, &d.k, &d.v, &d.g, &d.beta, &d.state].map(|x| cast(x));
         let m: Vec<u32> = (0..n as u32).map(|t| u32::from(t % 5 != 2)).collect();
-        let dev = gpu.device();
-        let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
         let up = |bytes: &[u8]| {
-            dev.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: None,
-                contents: bytes,
-                usage,
-            })
-        };
-        let typed_up = |x: &[f32], dtype: DType| up(&typed(x, dtype).1);
-        let (q, k, v) = (
-            typed_up(&d.q, dt.act),
-            typed_up(&d.k, dt.act),
-            typed_up(&d.v, dt.act),
-        );
-        let (g, beta) = (typed_up(&d.g, dt.gate), typed_up(&d.beta, dt.gate));
-        let state = typed_up(&d.state, dt.state);
-        let mask = up(bytemuck::cast_slice(&m));
-        // Outputs filled with NaN, so an output no pass writes shows.
-        let nan = |len: usize, dtype: DType| typed_up(&vec![f32::NAN; len], dtype);
-        // A buffer of `len` values of `dtype` as f32.
-        let read = |b: &wgpu::Buffer, len: usize, dtype: DType| -> Vec<f32> {
-            let words = dtype.buffer_bytes(len).unwrap() as usize / 4;
-            let w: Vec<u32> = gpu.read_buffer(b, words).unwrap();
-            let half = |i: usize| (w[i / 2] >> (16 * (i % 2))) & 0xffff;
-            (0..len)
-                .map(|i| match dtype {
-                    DType::F32 => f32::from_bits(w[i]),
-                    DType::F16 => half::f16::from_bits(half(i) as u16).to_f32(),
-                    DType::BF16 => half::bf16::from_bits(half(i) as u16).to_f32(),
+            gpu.device()
+                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                    label: None,
+                    contents: bytes,
+                    usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
                 })
-                .collect()
         };
-        let outs = [
-            (varlen.v_len(), dt.act),
-            (varlen.state_len(), dt.state),
-            (varlen.v_len(), dt.tape),
-        ];
+        let inputs = [&q, &k, &v, &g, &beta, &state].map(|x| up(bytemuck::cast_slice(x)));
+        let mask = up(bytemuck::cast_slice(&m));
+        let tol = A::DTYPE.tolerance();
         for (layout, masked) in [(GqaLayout::Blocked, false), (GqaLayout::Tiled, true)] {
-            let run = |split: &VarlenSplit| {
-                let [y, state_out, delta] = outs.map(|(len, dtype)| nan(len, dtype));
-                let (tape_k, tape_g) = (
-                    nan(varlen.qk_len(), dt.act),
-                    nan(varlen.gate_len(), dt.gate),
-                );
-                let buffers = RecordBuffers {
-                    q: &q,
-                    k: &k,
-                    v: &v,
-                    g: &g,
-                    beta: &beta,
-                    state_in: &state,
-                    y: &y,
-                    state_out: Some(&state_out),
-                    delta: &delta,
-                    mask: masked.then_some(&mask),
-                    tape_k_grouped: Some(&tape_k),
-                    tape_g: Some(&tape_g),
-                };
-                let prepared = gpu
-                    .prepare_record_varlen_as(&varlen, layout, dt, split, &buffers)
-                    .unwrap();
-                let ops: Vec<&str> = prepared.keys().iter().map(|k| k.op.name()).collect();
-                let mut encoder = gpu.encoder();
-                prepared.encode(&mut encoder);
-                gpu.queue().submit([encoder.finish()]);
-                let got: Vec<Vec<f32>> = [&y, &state_out, &delta]
-                    .iter()
-                    .zip(outs)
-                    .map(|(b, (len, dtype))| read(b, len, dtype))
-                    .collect();
-                let tape = [
-                    read(&tape_k, varlen.qk_len(), dt.act),
-                    read(&tape_g, varlen.gate_len(), dt.gate),
-                ];
-                (ops, got, tape)
+            let x = RecordInputs {
+                q: &q,
+                k: &k,
+                v: &v,
+                g: &g,
+                beta: &beta,
+                mask: masked.then_some(&m[..]),
             };
-            let (seq_ops, want, _) = run(&VarlenSplit::Sequential);
+            let cpu: Recorded<A, A, A> = crate::Backend::cpu()
+                .record_varlen(&varlen, layout, &x, &state)
+                .unwrap();
+            let cpu = [&cpu.y, &cpu.state, &cpu.delta].map(|x| crate::dtype::to_f32_vec(x));
+            let call = (&varlen, layout, &inputs, masked.then_some(&mask));
+            let (seq_ops, want, _) = run_varlen_split::<A>(gpu, call, &VarlenSplit::Sequential);
             assert_eq!(seq_ops, ["record_varlen"]);
             let split = VarlenSplit::Mixed {
                 chunk: ChunkSize::C32,
-                chunked: chunked.to_vec(),
+                chunked: MIXED_CHUNKED.to_vec(),
             };
-            let (ops, got, tape) = run(&split);
-            let what = format!("{dt:?} {lens:?} chunked {chunked:?} {layout:?} mask {masked}");
+            let (ops, got, tape) = run_varlen_split::<A>(gpu, call, &split);
+            let what = format!("{:?} {MIXED_LENS:?} {layout:?} mask {masked}", A::DTYPE);
             assert_eq!(
                 ops,
                 [
@@ -1185,27 +1126,101 @@ mod tests {
                 ],
                 "{what}"
             );
-            assert_eq!(tape[0], typed(&d.k, dt.act).0, "{what}: the tape's k");
-            assert_eq!(tape[1], typed(&d.g, dt.gate).0, "{what}: the tape's g");
-            let per_state = hv * dv * dk;
-            for (s, w) in offsets.windows(2).enumerate() {
-                let tokens = w[0] as usize * hv * dv..w[1] as usize * hv * dv;
-                let state = s * per_state..(s + 1) * per_state;
-                for (i, range) in [(0, &tokens), (1, &state), (2, &tokens)] {
-                    let (g, w) = (&got[i][range.clone()], &want[i][range.clone()]);
-                    let at = format!("{what}: sequence {s} output {i}");
-                    assert!(g.iter().all(|x| x.is_finite()), "{at} unwritten");
-                    if chunked[s] {
-                        let e = rel_max(g, w);
-                        let bound = outs[i].1.tolerance().max(1e-5);
-                        assert!(e <= bound, "{at} off by {e:e}");
-                    } else {
-                        let b = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-                        assert_eq!(b(g), b(w), "{at}");
-                    }
-                }
+            assert_eq!(tape, [k.clone(), g.clone()], "{what}: the tape's copies");
+            for i in 0..3 {
+                let e = rel_max(&got[i], &cpu[i]);
+                assert!(e <= tol, "{what}: output {i} off the CPU by {e:e}");
             }
+            check_each_pass(&what, (&offsets, hv * dv, hv * dv * dk), &got, &want, tol);
             eprintln!("mixed record_varlen {what}: each sequence written once, as record_varlen");
         }
+    }
+
+    /// Each sequence's y (0), state (1) and delta (2) in `got` (the mixed form): all
+    /// written, and bit for bit `want`'s (the sequential kernel's) where record's
+    /// kernel ran it, else within `tol`; `token` and `state` the values of a token and
+    /// of a state.
+    fn check_each_pass(
+        what: &str,
+        (offsets, token, state): (&[u32], usize, usize),
+        got: &[Vec<f32>; 3],
+        want: &[Vec<f32>; 3],
+        tol: f32,
+    ) {
+        for (s, w) in offsets.windows(2).enumerate() {
+            let tokens = w[0] as usize * token..w[1] as usize * token;
+            let own = s * state..(s + 1) * state;
+            for (i, range) in [(0, &tokens), (1, &own), (2, &tokens)] {
+                let (g, w) = (&got[i][range.clone()], &want[i][range.clone()]);
+                let at = format!("{what}: sequence {s} output {i}");
+                assert!(g.iter().all(|x| x.is_finite()), "{at} unwritten");
+                if MIXED_CHUNKED[s] {
+                    let e = rel_max(g, w);
+                    assert!(e <= tol, "{at} off by {e:e}");
+                } else {
+                    let b = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(b(g), b(w), "{at}");
+                }
+            }
+        }
+    }
+
+    /// record_varlen over `inputs` (q, k, v, g, beta, state in `A`) in the form `split`,
+    /// every output filled with NaN first: the kernels it ran, y, the final state and
+    /// delta as f32, and the tape's copies of k and g.
+    #[allow(clippy::type_complexity)]
+    fn run_varlen_split<A: crate::Element>(
+        gpu: &GpuBackend,
+        (varlen, layout, inputs, mask): (
+            &VarlenShape,
+            GqaLayout,
+            &[wgpu::Buffer; 6],
+            Option<&wgpu::Buffer>,
+        ),
+        split: &crate::op::record::VarlenSplit,
+    ) -> (Vec<&'static str>, [Vec<f32>; 3], [Vec<A>; 2]) {
+        let nan = |len: usize| {
+            let x = vec![A::from_f32(f32::NAN); len];
+            gpu.device()
+                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                    label: None,
+                    contents: bytemuck::cast_slice(&x),
+                    usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+                })
+        };
+        let lens = [varlen.v_len(), varlen.state_len(), varlen.v_len()];
+        let [y, state_out, delta] = lens.map(nan);
+        let (tape_k, tape_g) = (nan(varlen.qk_len()), nan(varlen.gate_len()));
+        let [q, k, v, g, beta, state] = inputs;
+        let buffers = RecordBuffers {
+            q,
+            k,
+            v,
+            g,
+            beta,
+            state_in: state,
+            y: &y,
+            state_out: Some(&state_out),
+            delta: &delta,
+            mask,
+            tape_k_grouped: Some(&tape_k),
+            tape_g: Some(&tape_g),
+        };
+        let dtypes = GdnDtypes::uniform(A::DTYPE);
+        let prepared = gpu
+            .prepare_record_varlen_as(varlen, layout, dtypes, split, &buffers)
+            .unwrap();
+        let ops = prepared.keys().iter().map(|k| k.op.name()).collect();
+        let mut encoder = gpu.encoder();
+        prepared.encode(&mut encoder);
+        gpu.queue().submit([encoder.finish()]);
+        let read = |b: &wgpu::Buffer, len: usize| -> Vec<A> { gpu.read_buffer(b, len).unwrap() };
+        let got = [(&y, lens[0]), (&state_out, lens[1]), (&delta, lens[2])]
+            .map(|(b, len)| crate::dtype::to_f32_vec(&read(b, len)));
+        let tape = [
+            read(&tape_k, varlen.qk_len()),
+            read(&tape_g, varlen.gate_len()),
+        ];
+        (ops, got, tape)
     }
 }
