@@ -22,6 +22,10 @@
 //! 3. `load`: coopLoadT from a storage buffer against workgroup memory (`load.wgsl`).
 //! 4. `barrier`: the cost of a `workgroupBarrier()` at 256 invocations (`barrier.wgsl`);
 //!    the only one that runs on an adapter without cooperative matrices.
+//! 5. `resident`: how many workgroups an SM holds by their workgroup memory
+//!    (`resident.wgsl`: a fixed latency a workgroup, [`RESIDENT_BYTES`]), over grids of 1
+//!    to 5 times [`SMS`] workgroups; where the time stays flat the extra workgroups ran
+//!    beside the first.
 //!
 //! GPU time comes from timestamp queries around each compute pass (one dispatch): in
 //! one submission, 2 untimed passes then [`REPS`] timed ones; min and median are
@@ -35,6 +39,7 @@ const STATE_TPL: &str = include_str!("coop_micro/state_step.wgsl");
 const CHAIN_TPL: &str = include_str!("coop_micro/chain.wgsl");
 const LOAD_TPL: &str = include_str!("coop_micro/load.wgsl");
 const BARRIER_TPL: &str = include_str!("coop_micro/barrier.wgsl");
+const RESIDENT_TPL: &str = include_str!("coop_micro/resident.wgsl");
 
 /// Sequence length of the state pass (chunks: T / C).
 const T: usize = 8192;
@@ -215,6 +220,17 @@ struct ChainVariant {
 /// Products per round of the register chain.
 const CHAIN_UNROLL: usize = 8;
 
+/// Measurement 5's workgroup memory in bytes (32288: `chunk_prep_coop`'s) and the SMs
+/// of an H100 / H200.
+const RESIDENT_BYTES: [usize; 10] = [
+    1024, 8192, 16384, 20480, 24576, 28672, 32288, 34816, 40960, 49152,
+];
+const SMS: u32 = 132;
+
+fn resident_wgsl(bytes: usize) -> Result<String, String> {
+    render(RESIDENT_TPL, &[("PADW", bytes / 4)], &[])
+}
+
 impl ChainVariant {
     fn all() -> Vec<ChainVariant> {
         let mut v = Vec::new();
@@ -344,6 +360,10 @@ fn all_shaders() -> Vec<(String, Result<String, String>, u32, bool)> {
     }
     for b in [false, true] {
         v.push((format!("barrier barrier={b}"), barrier_wgsl(b), 0, false));
+    }
+    for bytes in RESIDENT_BYTES {
+        let name = format!("resident bytes={bytes}");
+        v.push((name, resident_wgsl(bytes), bytes as u32, false));
     }
     v
 }
@@ -849,6 +869,9 @@ fn run(groups: &[String]) -> ExitCode {
     if want("barrier") {
         ok &= barriers(&gpu, &mut warm_up);
     }
+    if want("resident") {
+        ok &= resident(&gpu, &mut warm_up);
+    }
     if ok {
         ExitCode::SUCCESS
     } else {
@@ -1055,6 +1078,43 @@ fn loads(gpu: &Gpu, warm_up: &mut dyn FnMut(&Gpu)) -> bool {
 }
 
 /// Measurement 4: the same loop with and without a workgroupBarrier() per round.
+/// Measurement 5: the time of a fixed latency a workgroup, by workgroup memory and grid.
+fn resident(gpu: &Gpu, warm_up: &mut dyn FnMut(&Gpu)) -> bool {
+    let dst = gpu.filled(5 * SMS as usize * 256, 0u32);
+    let prm = gpu.uniform([4096, 0, 0, 0]);
+    let mut ok = true;
+    warm_up(gpu);
+    for bytes in RESIDENT_BYTES {
+        if bytes as u32 > gpu.wg_limit {
+            continue;
+        }
+        let pipe = match resident_wgsl(bytes).and_then(|s| gpu.pipeline(&s)) {
+            Ok(p) => p,
+            Err(e) => {
+                println!("RESULT kind=resident bytes={bytes} error=pipeline msg=\"{e}\"");
+                ok = false;
+                continue;
+            }
+        };
+        let bind = gpu.bind(&pipe, &[&dst, &prm]);
+        let one = gpu.time(&pipe, &bind, SMS).min;
+        for k in 1..=5u32 {
+            let t = if k == 1 {
+                one
+            } else {
+                gpu.time(&pipe, &bind, k * SMS).min
+            };
+            println!(
+                "RESULT kind=resident bytes={bytes} wgs={} us={t:.1} per_one={:.2} clock={}",
+                k * SMS,
+                t / one,
+                gpu.clock()
+            );
+        }
+    }
+    ok
+}
+
 fn barriers(gpu: &Gpu, warm_up: &mut dyn FnMut(&Gpu)) -> bool {
     let mut pipes = Vec::new();
     for b in [false, true] {
@@ -1109,7 +1169,7 @@ fn main() -> ExitCode {
         Some("run") => run(&args[1..]),
         Some(other) => {
             eprintln!(
-                "unknown mode {other:?}: validate | run [state chain load barrier] | dump DIR"
+                "unknown mode {other:?}: validate | run [state chain load barrier resident] | dump DIR"
             );
             ExitCode::FAILURE
         }

@@ -387,12 +387,11 @@ const KB: u32 = 16u * GROUPS;
 const KS: u32 = KB + 8u;
 const KBLOCKS: u32 = TILE_DK / KB;
 const PARTS: u32 = 3u - GROUPS;
-// A's row stride in f16; W's and U's blocks of BW columns, row stride BSS; `fs`'s row
-// stride in f32 (8 slots of 16 x 16 as a [C][32] block).
+// The row stride of (G_end K)^T's block in f16; W's and U's blocks of BW columns; `fs`'s
+// row stride in f32 (8 slots of 16 x 16 as a [C][32] block, unpadded: see below).
 const HS: u32 = CHUNK + 8u;
 const BW: u32 = 16u;
-const BSS: u32 = BW + 8u;
-const FS: u32 = 32u + 4u;
+const FS: u32 = 32u;
 const KW_BLOCKS: u32 = TILE_DK / BW;
 // The f16 array, in two lives. Phases 1-2: the staged blocks, K's then Q's parts
 // ([C][KS] each, the low part GLO on), then (G_end K)^T's block ([KB][HS]).
@@ -401,14 +400,24 @@ const GLO: u32 = CHUNK * KS;
 const GQ: u32 = PARTS * CHUNK * KS;
 const GT: u32 = 2u * PARTS * CHUNK * KS;
 const GRAM_LEN: u32 = GT + KB * HS;
-// Phases 3-6: A in two parts ([C][HS] each, the low part AL on), then a block of k or
-// v ([C][BSS]).
-const AL: u32 = CHUNK * HS;
-const BS: u32 = 2u * CHUNK * HS;
-const SOLVE_LEN: u32 = BS + CHUNK * BSS;
-// Where the merges' right operand X is: A's upper right block (rows 0..31, columns
-// 32..63), zero again when they end.
-const XS: u32 = 32u;
+// Phases 3-6: A (C = 64) as 16 x 16 tiles of 256 contiguous values (`a_tile`), its high
+// parts then its low parts AL on, each: the 10 tiles on and below the diagonal (tile
+// (r, c) at r (r + 1) / 2 + c), then the 4 of the upper right 32 x 32 block (the merges'
+// X: tile (r, c) at 10 + 2 r + c - 2); then one zero tile, which stands for the two tiles
+// above the diagonal blocks (0, 1) and (2, 3), and for every tile above the diagonal in
+// phase 6, in both parts (its low part is itself). In phase 6 the X tiles' high parts
+// hold the staged block of k or v ([C][BW], row stride BW).
+const A_TILES: u32 = 14u;
+const AL: u32 = A_TILES * 256u;
+const XT: u32 = 10u * 256u;
+const ZT: u32 = 2u * AL;
+const BS: u32 = XT;
+const SOLVE_LEN: u32 = ZT + 256u;
+// All of it in 24480 bytes (24496 over packed sequences): NVIDIA's Vulkan driver gives
+// an SM about 52 KiB of workgroup memory (`coop_micro resident`, docs/PERFORMANCE.md), so
+// at most 24 KiB a workgroup lets two of them share an SM, which takes the pass from one
+// workgroup's latency at a time to two. Hence A's unpadded tiles, `fs` unpadded and the
+// live flags in f16.
 
 var<workgroup> h16: array<f16, max(GRAM_LEN, SOLVE_LEN)>;
 var<workgroup> fs: array<f32, CHUNK * FS>;
@@ -416,7 +425,7 @@ var<workgroup> gate_sh: array<f32, CHUNK>;
 var<workgroup> beta_sh: array<f32, CHUNK>;
 var<workgroup> gam_sh: array<f32, CHUNK>;
 var<workgroup> end_sh: array<f32, CHUNK>;
-var<workgroup> live_sh: array<u32, CHUNK>;
+var<workgroup> live_sh: array<f16, CHUNK>;
 // g[j+1] ... g[8 (j / 8) + 7] (1 at a eight's last step), and each eight's whole product.
 var<workgroup> suf_sh: array<f32, CHUNK>;
 var<workgroup> eight_sh: array<f32, CHUNK / 8u>;
@@ -455,6 +464,27 @@ fn put2(at: u32, low: u32, x: f32) {
 
 fn get2(at: u32, low: u32) -> f32 {
     return f32(h16[at]) + f32(h16[at + low]);
+}
+
+// Where tile (r, c) of A begins in `h16` (its high part), 0 <= r, c < 4.
+fn a_tile(r: u32, c: u32) -> u32 {
+    if c <= r {
+        return (r * (r + 1u) / 2u + c) * 256u;
+    }
+    if r < 2u && c >= 2u {
+        return XT + (2u * r + c - 2u) * 256u;
+    }
+    return ZT;
+}
+
+// Where A's element (i, j) is (its high part).
+fn a_at(i: u32, j: u32) -> u32 {
+    return a_tile(i / 16u, j / 16u) + (i % 16u) * 16u + j % 16u;
+}
+
+// How far the low part is from the high part at `at`: none in the zero tile.
+fn low_of(at: u32) -> u32 {
+    return select(AL, 0u, at >= ZT);
 }
 
 // Where slot s is in `fs`: row tile s % 4, column tile s / 4.
@@ -539,7 +569,7 @@ fn load_quads(d: GdnDims, h: Head, t0: u32, li: u32, c0: u32, is_q: bool) -> Qua
 
 // Quad m of a lane's share, zero at a dead step.
 fn live_quad(x: Quads, li: u32, m: u32) -> vec4<f32> {
-    return select(vec4(0.0), select(x.a, x.b, m == 1u), live_sh[quad_row(li, m)] != 0u);
+    return select(vec4(0.0), select(x.a, x.b, m == 1u), live_sh[quad_row(li, m)] != 0.0h);
 }
 
 // A lane's vec4 of W's [C][BW] block of k from key column c0: row li / 4, columns
@@ -738,7 +768,7 @@ fn gram_round(u: u32, li: u32, tiles: u32, in_grid: bool) {
         for (var y = 0u; y < LANE_ELEMS; y++) {
             let i = i0 + y;
             if j < i {
-                put2(i * HS + j, AL, beta_sh[i] * fs[slot_at(s) + (r0 + y) * FS + c]);
+                put2(a_at(i, j), AL, beta_sh[i] * fs[slot_at(s) + (r0 + y) * FS + c]);
             }
         }
     }
@@ -770,7 +800,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         }
         gate_sh[li] = gv;
         beta_sh[li] = bv;
-        live_sh[li] = select(0u, 1u, live);
+        live_sh[li] = select(0.0h, 1.0h, live);
     }
     var kx = load_quads(d, h, t0, li, 0u, false);
     var qx = load_quads(d, h, t0, li, 0u, true);
@@ -872,11 +902,12 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     // W's first block of k (again: from L2), in flight through phases 3 to 5.
     var kw = load_k_vec(d, h, t0, li, 0u);
 
-    // 3. The Gram tiles through `fs`, 8 a round. Round 0 also zeroes A's blocks above
-    // the diagonal blocks (both parts) and M's tiles above the diagonal.
+    // 3. The Gram tiles through `fs`, 8 a round. Round 0 also zeroes A's zero tile and
+    // M's tiles above the diagonal.
     acc_store(acc0, lane, slot_at(sg));
     workgroupBarrier();
     gram_round(0u, li, tiles, in_grid);
+    h16[ZT + li] = f16(0.0);
     for (var m = 0u; m < 6u; m++) {
         let e = li + m * WG_SIZE; // 6 tiles: (0,1) (0,2) (0,3) (1,2) (1,3) (2,3)
         let tb = e / 256u;
@@ -884,8 +915,6 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         let ct = tb + 1u - select(0u, select(2u, 3u, tb >= 5u), tb >= 3u);
         let i = rt * 16u + (e % 256u) / 16u;
         let j = ct * 16u + e % 16u;
-        h16[i * HS + j] = f16(0.0);
-        h16[AL + i * HS + j] = f16(0.0);
         if in_grid {
             store1_tiles(tiles + M_AT + tile_at(i, j, CHUNK), 0.0);
         }
@@ -905,6 +934,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     // block after a barrier.
     var x: array<f32, TILE16>;
     let b0 = (li % CHUNK) - li % 16u;
+    let dt = a_tile(b0 / 16u, b0 / 16u);
     let col = li % 16u;
     if li < CHUNK {
         {
@@ -913,97 +943,97 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             {
                 let s = 0u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 1u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 2u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 3u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 4u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 5u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 6u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 7u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 8u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 9u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 10u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 11u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 12u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 13u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 14u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 15u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
@@ -1014,97 +1044,97 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             {
                 let s = 0u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 1u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 2u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 3u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 4u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 5u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 6u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 7u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 8u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 9u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 10u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 11u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 12u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 13u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 14u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 15u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
@@ -1115,97 +1145,97 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             {
                 let s = 0u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 1u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 2u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 3u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 4u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 5u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 6u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 7u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 8u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 9u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 10u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 11u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 12u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 13u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 14u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 15u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
@@ -1216,97 +1246,97 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             {
                 let s = 0u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 1u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 2u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 3u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 4u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 5u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 6u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 7u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 8u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 9u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 10u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 11u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 12u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 13u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 14u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 15u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
@@ -1317,97 +1347,97 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             {
                 let s = 0u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 1u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 2u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 3u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 4u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 5u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 6u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 7u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 8u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 9u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 10u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 11u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 12u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 13u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 14u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 15u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
@@ -1418,97 +1448,97 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             {
                 let s = 0u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 1u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 2u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 3u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 4u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 5u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 6u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 7u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 8u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 9u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 10u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 11u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 12u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 13u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 14u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 15u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
@@ -1519,97 +1549,97 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             {
                 let s = 0u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 1u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 2u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 3u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 4u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 5u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 6u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 7u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 8u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 9u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 10u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 11u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 12u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 13u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 14u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 15u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
@@ -1620,97 +1650,97 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             {
                 let s = 0u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 1u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 2u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 3u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 4u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 5u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 6u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 7u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 8u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 9u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 10u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 11u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 12u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 13u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 14u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 15u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
@@ -1721,97 +1751,97 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             {
                 let s = 0u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 1u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 2u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 3u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 4u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 5u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 6u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 7u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 8u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 9u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 10u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 11u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 12u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 13u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 14u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 15u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
@@ -1822,97 +1852,97 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             {
                 let s = 0u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 1u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 2u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 3u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 4u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 5u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 6u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 7u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 8u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 9u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 10u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 11u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 12u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 13u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 14u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 15u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
@@ -1923,97 +1953,97 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             {
                 let s = 0u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 1u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 2u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 3u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 4u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 5u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 6u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 7u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 8u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 9u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 10u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 11u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 12u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 13u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 14u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 15u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
@@ -2024,97 +2054,97 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             {
                 let s = 0u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 1u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 2u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 3u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 4u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 5u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 6u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 7u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 8u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 9u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 10u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 11u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 12u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 13u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 14u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 15u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
@@ -2125,97 +2155,97 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             {
                 let s = 0u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 1u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 2u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 3u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 4u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 5u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 6u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 7u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 8u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 9u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 10u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 11u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 12u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 13u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 14u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 15u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
@@ -2226,97 +2256,97 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             {
                 let s = 0u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 1u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 2u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 3u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 4u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 5u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 6u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 7u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 8u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 9u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 10u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 11u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 12u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 13u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 14u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 15u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
@@ -2327,97 +2357,97 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             {
                 let s = 0u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 1u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 2u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 3u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 4u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 5u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 6u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 7u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 8u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 9u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 10u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 11u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 12u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 13u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 14u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 15u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
@@ -2428,97 +2458,97 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             {
                 let s = 0u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 1u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 2u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 3u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 4u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 5u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 6u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 7u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 8u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 9u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 10u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 11u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 12u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 13u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 14u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             {
                 let s = 15u;
                 if s < r {
-                    acc += get2((b0 + r) * HS + b0 + s, AL) * x[s];
+                    acc += get2(dt + r * 16u + s, AL) * x[s];
                 }
             }
             x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
@@ -2528,77 +2558,76 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     if li < CHUNK {
         {
             let r = 0u;
-            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+            put2(dt + r * 16u + col, AL, x[r]);
         }
         {
             let r = 1u;
-            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+            put2(dt + r * 16u + col, AL, x[r]);
         }
         {
             let r = 2u;
-            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+            put2(dt + r * 16u + col, AL, x[r]);
         }
         {
             let r = 3u;
-            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+            put2(dt + r * 16u + col, AL, x[r]);
         }
         {
             let r = 4u;
-            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+            put2(dt + r * 16u + col, AL, x[r]);
         }
         {
             let r = 5u;
-            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+            put2(dt + r * 16u + col, AL, x[r]);
         }
         {
             let r = 6u;
-            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+            put2(dt + r * 16u + col, AL, x[r]);
         }
         {
             let r = 7u;
-            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+            put2(dt + r * 16u + col, AL, x[r]);
         }
         {
             let r = 8u;
-            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+            put2(dt + r * 16u + col, AL, x[r]);
         }
         {
             let r = 9u;
-            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+            put2(dt + r * 16u + col, AL, x[r]);
         }
         {
             let r = 10u;
-            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+            put2(dt + r * 16u + col, AL, x[r]);
         }
         {
             let r = 11u;
-            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+            put2(dt + r * 16u + col, AL, x[r]);
         }
         {
             let r = 12u;
-            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+            put2(dt + r * 16u + col, AL, x[r]);
         }
         {
             let r = 13u;
-            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+            put2(dt + r * 16u + col, AL, x[r]);
         }
         {
             let r = 14u;
-            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+            put2(dt + r * 16u + col, AL, x[r]);
         }
         {
             let r = 15u;
-            put2((b0 + r) * HS + b0 + col, AL, x[r]);
+            put2(dt + r * 16u + col, AL, x[r]);
         }
     }
     workgroupBarrier();
 
     // 5a. The merge 16 -> 32 of diagonal blocks (2p, 2p + 1), p = sg % 2:
-    // X = L0[2p+1][2p] A0[2p][2p] (X's two tiles side by side at XS), then
+    // X = L0[2p+1][2p] A0[2p][2p] (in X's tiles (0, 2) and (0, 3)), then
     // A0[2p+1][2p] = -A0[2p+1][2p+1] X.
     let p = sg % 2u;
-    let d0 = 32u * p * HS + 32u * p;
-    var y = mma2(acc_zero(), lane, d0 + 16u * HS, HS, AL, d0, HS, AL);
+    var y = mma2(acc_zero(), lane, a_tile(2u * p + 1u, 2u * p), 16u, AL, a_tile(2u * p, 2u * p), 16u, AL);
     acc_store(y, lane, slot_at(sg));
     workgroupBarrier();
     for (var m = 0u; m < 2u; m++) {
@@ -2606,10 +2635,10 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         let q = e / 256u;
         let r = (e % 256u) / 16u;
         let c = e % 16u;
-        put2(XS + r * HS + 16u * q + c, AL, fs[slot_at(q) + r * FS + c]);
+        put2(a_tile(0u, 2u + q) + r * 16u + c, AL, fs[slot_at(q) + r * FS + c]);
     }
     workgroupBarrier();
-    y = mma2(acc_zero(), lane, d0 + 16u * HS + 16u, HS, AL, XS + 16u * p, HS, AL);
+    y = mma2(acc_zero(), lane, a_tile(2u * p + 1u, 2u * p + 1u), 16u, AL, a_tile(0u, 2u + p), 16u, AL);
     acc_store(y, lane, slot_at(sg));
     workgroupBarrier();
     for (var m = 0u; m < 2u; m++) {
@@ -2617,19 +2646,20 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         let q = e / 256u;
         let r = (e % 256u) / 16u;
         let c = e % 16u;
-        put2((32u * q + 16u + r) * HS + 32u * q + c, AL, -fs[slot_at(q) + r * FS + c]);
+        put2(a_tile(2u * q + 1u, 2u * q) + r * 16u + c, AL, -fs[slot_at(q) + r * FS + c]);
     }
     workgroupBarrier();
 
     // 5b. The merge 32 -> 64, A the first 32 steps, B the last:
-    // X2 = L0[B][A] A0[A][A] (at XS), A0[B][A] = -A0[B][B] X2. Subgroup sg: output tile
+    // X2 = L0[B][A] A0[A][A] (in X's tiles), A0[B][A] = -A0[B][B] X2. Subgroup sg: output tile
     // o = sg % 4 (row tile 2 + o / 2, column tile o % 2) over half kh = sg / 4 of the
     // inner tiles; the lanes sum the halves.
     let o = sg % 4u;
     let kh = sg / 4u;
     let ro = 2u + o / 2u;
     let co = o % 2u;
-    y = mma2(acc_zero(), lane, ro * 16u * HS + kh * 16u, HS, AL, kh * 16u * HS + co * 16u, HS, AL);
+    let b5 = a_tile(kh, co); // (0, 1): the zero tile
+    y = mma2(acc_zero(), lane, a_tile(ro, kh), 16u, AL, b5, 16u, low_of(b5));
     acc_store(y, lane, slot_at(sg));
     workgroupBarrier();
     for (var m = 0u; m < 4u; m++) {
@@ -2638,29 +2668,29 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         let r = (e % 256u) / 16u;
         let c = e % 16u;
         let v = fs[slot_at(q) + r * FS + c] + fs[slot_at(q + 4u) + r * FS + c];
-        put2(XS + ((q / 2u) * 16u + r) * HS + (q % 2u) * 16u + c, AL, v);
+        put2(a_tile(q / 2u, 2u + q % 2u) + r * 16u + c, AL, v);
     }
     workgroupBarrier();
-    y = mma2(acc_zero(), lane, ro * 16u * HS + (2u + kh) * 16u, HS, AL, XS + kh * 16u * HS + co * 16u, HS, AL);
+    let a5 = a_tile(ro, 2u + kh); // (2, 3): the zero tile
+    y = mma2(acc_zero(), lane, a5, 16u, low_of(a5), a_tile(kh, 2u + co), 16u, AL);
     acc_store(y, lane, slot_at(sg));
     workgroupBarrier();
 
-    // 5c. A0 complete (its last blocks from the halves), XS zero again; A = A0 diag(beta),
-    // W's left operand.
+    // 5c. A0 complete (its last blocks from the halves); A = A0 diag(beta), W's left
+    // operand. X's tiles are zeroed only where A goes out whole (`amat`); phase 6 reads
+    // the zero tile above the diagonal and stages its blocks over them.
     for (var m = 0u; m < CHUNK * CHUNK / WG_SIZE; m++) {
         let e = li + m * WG_SIZE;
         let i = e / CHUNK;
         let j = e % CHUNK;
         if j <= i {
-            var a0 = get2(i * HS + j, AL);
+            var a0 = get2(a_at(i, j), AL);
             if i >= 32u && j < 32u {
                 let q = (i / 16u - 2u) * 2u + j / 16u;
                 let at = (i % 16u) * FS + j % 16u;
                 a0 = -(fs[slot_at(q) + at] + fs[slot_at(q + 4u) + at]);
             }
-            put2(i * HS + j, AL, a0 * beta_sh[j]);
-        } else if i < 32u && j >= 32u {
-            put2(i * HS + j, AL, 0.0);
+            put2(a_at(i, j), AL, a0 * beta_sh[j]);
         }
     }
 
@@ -2680,15 +2710,15 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         // The block, zero at dead steps: k's (W), or v's (U).
         if blk < KW_BLOCKS {
             let r = li / 4u;
-            let kv = select(vec4(0.0), kw, live_sh[r] != 0u);
+            let kv = select(vec4(0.0), kw, live_sh[r] != 0.0h);
             for (var c = 0u; c < 4u; c++) {
-                h16[BS + r * BSS + (li % 4u) * 4u + c] = half16(kv[c]);
+                h16[BS + r * BW + (li % 4u) * 4u + c] = half16(kv[c]);
             }
         } else {
             for (var m = 0u; m < 4u; m++) {
                 let e = li + m * WG_SIZE;
                 let r = e / BW;
-                h16[BS + r * BSS + e % BW] = half16(select(0.0, vw[m], live_sh[r] != 0u));
+                h16[BS + r * BW + e % BW] = half16(select(0.0, vw[m], live_sh[r] != 0.0h));
             }
         }
         // The next block's loads in flight through this block's products.
@@ -2701,10 +2731,11 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         var out = acc_zero();
         for (var q = 0u; q < 2u; q++) {
             let kt = 2u * kh + q;
-            let a = rt * 16u * HS + kt * 16u;
-            let b = BS + kt * 16u * BSS;
-            out = mma(out, lane, a, HS, b, BSS);
-            out = mma(out, lane, a + AL, HS, b, BSS);
+            // Above the diagonal, the zero tile (X's are the staged block now).
+            let a = select(ZT, a_tile(rt, kt), kt <= rt);
+            let b = BS + kt * 16u * BW;
+            out = mma(out, lane, a, 16u, b, BW);
+            out = mma(out, lane, a + low_of(a), 16u, b, BW);
         }
         acc_store(out, lane, slot_at(sg));
         workgroupBarrier(); // the products are in `fs`; the block is read
@@ -2721,43 +2752,75 @@ fn gam_mask_a(li: u32) {
         let gm = gam_col8(i0, j);
         {
             let yy = 0u;
-            let at = (i0 + yy) * HS + j;
-            put2(at, AL, gm[yy] * get2(at, AL));
+            // On and below the diagonal only: above it are the zero tile and X's tiles
+            // (the staged block in phase 6).
+            if j <= i0 + yy {
+                let at = a_at(i0 + yy, j);
+                put2(at, AL, gm[yy] * get2(at, AL));
+            }
         }
         {
             let yy = 1u;
-            let at = (i0 + yy) * HS + j;
-            put2(at, AL, gm[yy] * get2(at, AL));
+            // On and below the diagonal only: above it are the zero tile and X's tiles
+            // (the staged block in phase 6).
+            if j <= i0 + yy {
+                let at = a_at(i0 + yy, j);
+                put2(at, AL, gm[yy] * get2(at, AL));
+            }
         }
         {
             let yy = 2u;
-            let at = (i0 + yy) * HS + j;
-            put2(at, AL, gm[yy] * get2(at, AL));
+            // On and below the diagonal only: above it are the zero tile and X's tiles
+            // (the staged block in phase 6).
+            if j <= i0 + yy {
+                let at = a_at(i0 + yy, j);
+                put2(at, AL, gm[yy] * get2(at, AL));
+            }
         }
         {
             let yy = 3u;
-            let at = (i0 + yy) * HS + j;
-            put2(at, AL, gm[yy] * get2(at, AL));
+            // On and below the diagonal only: above it are the zero tile and X's tiles
+            // (the staged block in phase 6).
+            if j <= i0 + yy {
+                let at = a_at(i0 + yy, j);
+                put2(at, AL, gm[yy] * get2(at, AL));
+            }
         }
         {
             let yy = 4u;
-            let at = (i0 + yy) * HS + j;
-            put2(at, AL, gm[yy] * get2(at, AL));
+            // On and below the diagonal only: above it are the zero tile and X's tiles
+            // (the staged block in phase 6).
+            if j <= i0 + yy {
+                let at = a_at(i0 + yy, j);
+                put2(at, AL, gm[yy] * get2(at, AL));
+            }
         }
         {
             let yy = 5u;
-            let at = (i0 + yy) * HS + j;
-            put2(at, AL, gm[yy] * get2(at, AL));
+            // On and below the diagonal only: above it are the zero tile and X's tiles
+            // (the staged block in phase 6).
+            if j <= i0 + yy {
+                let at = a_at(i0 + yy, j);
+                put2(at, AL, gm[yy] * get2(at, AL));
+            }
         }
         {
             let yy = 6u;
-            let at = (i0 + yy) * HS + j;
-            put2(at, AL, gm[yy] * get2(at, AL));
+            // On and below the diagonal only: above it are the zero tile and X's tiles
+            // (the staged block in phase 6).
+            if j <= i0 + yy {
+                let at = a_at(i0 + yy, j);
+                put2(at, AL, gm[yy] * get2(at, AL));
+            }
         }
         {
             let yy = 7u;
-            let at = (i0 + yy) * HS + j;
-            put2(at, AL, gm[yy] * get2(at, AL));
+            // On and below the diagonal only: above it are the zero tile and X's tiles
+            // (the staged block in phase 6).
+            if j <= i0 + yy {
+                let at = a_at(i0 + yy, j);
+                put2(at, AL, gm[yy] * get2(at, AL));
+            }
         }
     }
 }

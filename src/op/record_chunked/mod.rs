@@ -480,16 +480,27 @@ fn prep_defines(coop: bool) -> Vec<(&'static str, Value)> {
 const PREP_LANE_ELEMS: u32 = 8;
 
 /// The first pass's workgroup memory (`chunk_prep.wgsl`): its f16 array in two lives
-/// (the staged blocks of k and q, in two parts at f32, and of (G_end K)^T; then A in
-/// two parts, [C][C + 8] each, and a block of k or v), `fs` ([C][36] f32), six [C]
-/// arrays of gates and decays and the eights' products: 32288 bytes.
-fn prep_bytes(groups: u32) -> u32 {
+/// (the staged blocks of k and q, in two parts at f32, and of (G_end K)^T; then A's 14
+/// stored 16 x 16 tiles in two parts and a zero tile, the staged block of k or v over
+/// 4 of them), `fs` ([C][32] f32), five [C] f32 arrays of gates and decays, the eights'
+/// products and the live flags in f16: 24480 bytes, within [`PREP_BYTES_MAX`].
+const fn prep_bytes(groups: u32) -> u32 {
     let (c, parts, kb) = (COOP_CHUNK.steps() as u32, 3 - groups, 16 * groups);
-    let (ks, hs, bss, fs) = (kb + 8, c + 8, 24, 36);
+    let (ks, hs, fs) = (kb + 8, c + 8, 32);
     let gram = 2 * parts * c * ks + kb * hs;
-    let solve = 2 * c * hs + c * bss;
-    gram.max(solve) * 2 + c * fs * 4 + (6 * c + c / 8) * 4
+    let solve = (2 * 14 + 1) * 256;
+    let h16 = if gram > solve { gram } else { solve };
+    h16 * 2 + c * fs * 4 + (5 * c + c / 8) * 4 + c * 2
 }
+
+/// The first pass's workgroup memory at most: an H100 under NVIDIA's Vulkan driver holds
+/// two workgroups of 24 KiB on an SM and one of 28 KiB (`cargo bench --bench coop_micro
+/// -- run resident`, docs/PERFORMANCE.md), and the pass takes 40% less time with two.
+const PREP_BYTES_MAX: u32 = 24 * 1024;
+const _: () = assert!(
+    prep_bytes(1) + SEQUENCE_BYTES <= PREP_BYTES_MAX
+        && prep_bytes(2) + SEQUENCE_BYTES <= PREP_BYTES_MAX
+);
 
 /// The first pass's Gram blocks in 16 key columns: 1 where k and q enter in two f16
 /// parts (f32 activations), else 2 (`GROUPS` in its WGSL).
@@ -910,8 +921,9 @@ mod tests {
 
     /// The first pass's workgroup memory (what the encoder checks against the device's
     /// limit) is what its WGSL declares as naga lays it out, on cooperative matrices and
-    /// not, at every dtype triple's Gram blocks, whole and split, and the W / U pass's;
-    /// within the 32 KiB lavapipe offers.
+    /// not, at every dtype triple's Gram blocks, whole, split and over packed sequences,
+    /// and the W / U pass's; within the 32 KiB lavapipe offers, and the first pass's
+    /// within the 24 KiB that lets two workgroups share an SM.
     #[test]
     fn prep_workgroup_bytes_match_the_declared_arrays() {
         for coop in [false, true] {
@@ -921,13 +933,11 @@ mod tests {
                     ..GdnDtypes::F32
                 };
                 let prep = KernelKey::chunk_prep(dtypes, true, act != DType::F16, coop);
-                for key in [
-                    prep,
-                    prep_split(prep),
-                    KernelKey::chunk_wu(dtypes, true, coop),
-                ] {
+                for key in [prep, prep_split(prep), packed(prep)] {
                     declared_bytes_match(&key);
+                    assert!(key.workgroup_bytes() <= PREP_BYTES_MAX, "{}", key.label());
                 }
+                declared_bytes_match(&KernelKey::chunk_wu(dtypes, true, coop));
             }
         }
     }
