@@ -11,8 +11,11 @@
 # benches/h200_residency.sh: DELTATAPE_ROOT_<root> names a WGSL file read in place of
 # the op's root), pv2/vkstats, pv2/w/prep_*.wgsl (the variants: base, no2 the Gram
 # blocks, no3 the rounds through `fs`, no4 the forward substitution, no5 the merges, no5c
-# A's completion, no6 W and U, skel all of 2-6), pv2/s/*.spv (the small kernels; their
-# WGSL generator is .dev/mic/gen.py, not kept) and pv2/s/*.spv.hex (the passes).
+# A's completion, no6 W and U, skel all of 2-6), pv2/s/*.spv (the small kernels, from a one-off
+# generator not kept: a workgroup of 8 subgroups, 1 / 9 / 33 products of the kind the name says:
+# reg operands in registers, wg / wgc / wgt / wg16 loaded from workgroup memory at a run-time
+# / constant base / column-major / stride 16, st from storage, fst each product's sum
+# stored to f32 workgroup memory, sc scalar f16 accesses) and pv2/s/*.spv.hex (the passes).
 # Run with carry [".dev/pv2.tgz", ".gl"]: bash benches/h200_phases.sh
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"

@@ -38,10 +38,10 @@
 //   4. A0's four 16 x 16 diagonal blocks by forward substitution (an invocation a
 //      column)
 //   5. the merges 16 -> 32 -> 64 as tile products, X = L0_21 A0_11, A0_21 = -A0_22 X
-//      (X in A's upper right block, zero again after); A = A0 diag(beta)
-//   6. W over 8 blocks of 16 key columns, then (A masked by Gam) U over the value
-//      columns, 16 at a time: subgroup sg makes row tile sg % 4 over half sg / 4 of
-//      the inner tiles, its lanes sum the halves, scale, round and store. Where `amat`
+//      (X in tiles of A's upper right block); A = A0 diag(beta)
+//   6. W over 4 blocks of 32 key columns, then (A masked by Gam) U over the value
+//      columns, 32 at a time: subgroup sg makes the tile at row tile sg % 4, column
+//      tile sg / 4 over the 4 inner tiles; its lanes scale, round and store. Where `amat`
 //      is bound (HAS_AMAT, the split form), A and Gam o A go out instead, in two f16
 //      parts each (`amat_at`), and chunk_wu_coop.wgsl makes W and U from them in
 //      workgroups of their own.
@@ -65,7 +65,7 @@ const PARTS: u32 = 3u - GROUPS;
 // The row stride of (G_end K)^T's block in f16; W's and U's blocks of BW columns; `fs`'s
 // row stride in f32 (8 slots of 16 x 16 as a [C][32] block, unpadded: see below).
 const HS: u32 = CHUNK + 8u;
-const BW: u32 = 16u;
+const BW: u32 = 32u;
 const FS: u32 = 32u;
 const KW_BLOCKS: u32 = TILE_DK / BW;
 // The f16 array, in two lives. Phases 1-2: the staged blocks, K's then Q's parts
@@ -75,17 +75,17 @@ const GLO: u32 = CHUNK * KS;
 const GQ: u32 = PARTS * CHUNK * KS;
 const GT: u32 = 2u * PARTS * CHUNK * KS;
 const GRAM_LEN: u32 = GT + KB * HS;
-// Phases 3-6: A (C = 64) as 16 x 16 tiles of 256 contiguous values (`a_tile`), its high
-// parts then its low parts AL on, each: the 10 tiles on and below the diagonal (tile
-// (r, c) at r (r + 1) / 2 + c), then the 4 of the upper right 32 x 32 block (the merges'
-// X: tile (r, c) at 10 + 2 r + c - 2); then one zero tile, which stands for the two tiles
-// above the diagonal blocks (0, 1) and (2, 3), and for every tile above the diagonal in
-// phase 6, in both parts (its low part is itself). In phase 6 the X tiles' high parts
-// hold the staged block of k or v ([C][BW], row stride BW).
-const A_TILES: u32 = 14u;
-const AL: u32 = A_TILES * 256u;
-const XT: u32 = 10u * 256u;
-const ZT: u32 = 2u * AL;
+// Phases 3-6: A (C = 64) as 16 x 16 tiles of 256 contiguous values (`a_tile`): the 10
+// on and below the diagonal (tile (r, c) at r (r + 1) / 2 + c), their low parts AL on;
+// then the 4 of the upper right 32 x 32 block (the merges' X: tile (r, c) at
+// 2 r + c - 2 from XT), their low parts XL on; then one zero tile, which stands for the
+// two tiles above the diagonal blocks (0, 1) and (2, 3), and for every tile above the
+// diagonal in phase 6, in both parts (its low part is itself). In phase 6 X's 8 tiles
+// hold the staged block of k or v ([C][BW] as 4 x 2 tiles, `bs_at`).
+const AL: u32 = 10u * 256u;
+const XT: u32 = 2u * AL;
+const XL: u32 = 4u * 256u;
+const ZT: u32 = XT + 2u * XL;
 const BS: u32 = XT;
 const SOLVE_LEN: u32 = ZT + 256u;
 // All of it in 24480 bytes (24496 over packed sequences): NVIDIA's Vulkan driver gives
@@ -157,9 +157,10 @@ fn a_at(i: u32, j: u32) -> u32 {
     return a_tile(i / 16u, j / 16u) + (i % 16u) * 16u + j % 16u;
 }
 
-// How far the low part is from the high part at `at`: none in the zero tile.
+// How far the low part is from the high part at `at` (a high part's place): none in
+// the zero tile.
 fn low_of(at: u32) -> u32 {
-    return select(AL, 0u, at >= ZT);
+    return select(select(AL, XL, at >= XT), 0u, at >= ZT);
 }
 
 // Where slot s is in `fs`: row tile s % 4, column tile s / 4.
@@ -298,29 +299,41 @@ fn live_quad(x: Quads, li: u32, m: u32) -> vec4<f32> {
 }
 
 #if !HAS_AMAT
-// A lane's vec4 of W's [C][BW] block of k from key column c0: row li / 4, columns
-// (li % 4) * 4 on (0 past T and past Dk).
-fn load_k_vec(d: GdnDims, h: Head, t0: u32, li: u32, c0: u32) -> vec4<f32> {
+// A lane's 8 values of W's [C][BW] block of k from key column c0: row li / 4, columns
+// (li % 4) * 8 on (0 past T and past Dk).
+fn load_k_block(d: GdnDims, h: Head, t0: u32, li: u32, c0: u32) -> Quads {
     let t = t0 + li / 4u;
     if t < d.steps {
-        return load_k(qk_row(d, h.b, t, h.hk), c0 + (li % 4u) * 4u, d.key_dim);
+        let row = qk_row(d, h.b, t, h.hk);
+        let c = c0 + (li % 4u) * 8u;
+        return Quads(load_k(row, c, d.key_dim), load_k(row, c + 4u, d.key_dim));
     }
-    return vec4(0.0);
+    return Quads(vec4(0.0), vec4(0.0));
 }
 
-// A lane's values of U's [C][BW] block of v from value column c0: row e / BW, column
-// e % BW for e = li + m WG_SIZE (0 past T and past Dv).
-fn load_v_vec(d: GdnDims, h: Head, t0: u32, li: u32, c0: u32) -> vec4<f32> {
-    var r = vec4(0.0);
-    for (var m = 0u; m < 4u; m++) {
+// A lane's 8 values of U's [C][BW] block of v from value column c0: row e / BW, column
+// e % BW for e = li + m WG_SIZE, m < 8 (0 past T and past Dv).
+fn load_v_block(d: GdnDims, h: Head, t0: u32, li: u32, c0: u32) -> Quads {
+    var r = Quads(vec4(0.0), vec4(0.0));
+    for (var m = 0u; m < 8u; m++) {
         let e = li + m * WG_SIZE;
         let t = t0 + e / BW;
         let dv = c0 + e % BW;
         if t < d.steps && dv < d.value_dim {
-            r[m] = load1_v(v_index(d, h.b, t, h.hv, dv));
+            let x = load1_v(v_index(d, h.b, t, h.hv, dv));
+            if m < 4u {
+                r.a[m] = x;
+            } else {
+                r.b[m - 4u] = x;
+            }
         }
     }
     return r;
+}
+
+// Where the staged block's element (r, c) is: 4 x 2 tiles of 16 x 16 over X's.
+fn bs_at(r: u32, c: u32) -> u32 {
+    return BS + ((r / 16u) * 2u + c / 16u) * 256u + (r % 16u) * 16u + c % 16u;
 }
 #endif
 
@@ -535,7 +548,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     }
 #if !HAS_AMAT
     // W's first block of k (again: from L2), in flight through phases 3 to 5.
-    var kw = load_k_vec(d, h, t0, li, 0u);
+    var pre = load_k_block(d, h, t0, li, 0u);
 #endif
 
     // 3. The Gram tiles through `fs`, 8 a round. Round 0 also zeroes A's zero tile and
@@ -606,10 +619,10 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         let q = e / 256u;
         let r = (e % 256u) / 16u;
         let c = e % 16u;
-        put2(a_tile(0u, 2u + q) + r * 16u + c, AL, fs[slot_at(q) + r * FS + c]);
+        put2(a_tile(0u, 2u + q) + r * 16u + c, XL, fs[slot_at(q) + r * FS + c]);
     }
     workgroupBarrier();
-    y = mma2(acc_zero(), lane, a_tile(2u * p + 1u, 2u * p + 1u), 16u, AL, a_tile(0u, 2u + p), 16u, AL);
+    y = mma2(acc_zero(), lane, a_tile(2u * p + 1u, 2u * p + 1u), 16u, AL, a_tile(0u, 2u + p), 16u, XL);
     acc_store(y, lane, slot_at(sg));
     workgroupBarrier();
     for (var m = 0u; m < 2u; m++) {
@@ -639,11 +652,11 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         let r = (e % 256u) / 16u;
         let c = e % 16u;
         let v = fs[slot_at(q) + r * FS + c] + fs[slot_at(q + 4u) + r * FS + c];
-        put2(a_tile(q / 2u, 2u + q % 2u) + r * 16u + c, AL, v);
+        put2(a_tile(q / 2u, 2u + q % 2u) + r * 16u + c, XL, v);
     }
     workgroupBarrier();
     let a5 = a_tile(ro, 2u + kh); // (2, 3): the zero tile
-    y = mma2(acc_zero(), lane, a5, 16u, low_of(a5), a_tile(kh, 2u + co), 16u, AL);
+    y = mma2(acc_zero(), lane, a5, 16u, low_of(a5), a_tile(kh, 2u + co), 16u, XL);
     acc_store(y, lane, slot_at(sg));
     workgroupBarrier();
 
@@ -665,7 +678,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         }
 #if HAS_AMAT
         if i < 32u && j >= 32u {
-            put2(a_at(i, j), AL, 0.0);
+            put2(a_at(i, j), XL, 0.0);
         }
 #endif
     }
@@ -695,11 +708,13 @@ fn amat_out(ch: u32, li: u32, in_grid: bool, part: u32) {
 }
 #else
     // 6. W = diag(gam) A K over KW_BLOCKS blocks of BW key columns, then U = (Gam o A) V
-    // over the value columns; block `blk`'s output tiles leave through `fs` after the
-    // next barrier.
+    // over the value columns: subgroup sg makes the block's tile at row tile sg % 4,
+    // column tile sg / 4 over all 4 inner tiles, both parts (8 products; above the
+    // diagonal the zero tile). Block `blk`'s tiles leave through `fs` after the next
+    // barrier.
     let ublocks = (d.value_dim + BW - 1u) / BW;
     let rt = sg % 4u;
-    var vw = vec4(0.0);
+    let ct = sg / 4u;
     for (var blk = 0u; blk < KW_BLOCKS + ublocks; blk++) {
         if blk > 0u {
             out_block(d, ch, tiles, in_grid, li, blk - 1u);
@@ -710,32 +725,33 @@ fn amat_out(ch: u32, li: u32, in_grid: bool, part: u32) {
         // The block, zero at dead steps: k's (W), or v's (U).
         if blk < KW_BLOCKS {
             let r = li / 4u;
-            let kv = select(vec4(0.0), kw, live_sh[r] != 0.0h);
+            let live = live_sh[r] != 0.0h;
             for (var c = 0u; c < 4u; c++) {
-                h16[BS + r * BW + (li % 4u) * 4u + c] = half16(kv[c]);
+                let col = (li % 4u) * 8u + c;
+                h16[bs_at(r, col)] = half16(select(0.0, pre.a[c], live));
+                h16[bs_at(r, col + 4u)] = half16(select(0.0, pre.b[c], live));
             }
         } else {
-            for (var m = 0u; m < 4u; m++) {
+            for (var m = 0u; m < 8u; m++) {
                 let e = li + m * WG_SIZE;
                 let r = e / BW;
-                h16[BS + r * BW + e % BW] = half16(select(0.0, vw[m], live_sh[r] != 0.0h));
+                let x = select(pre.b[m % 4u], pre.a[m % 4u], m < 4u);
+                h16[bs_at(r, e % BW)] = half16(select(0.0, x, live_sh[r] != 0.0h));
             }
         }
         // The next block's loads in flight through this block's products.
         if blk + 1u < KW_BLOCKS {
-            kw = load_k_vec(d, h, t0, li, (blk + 1u) * BW);
+            pre = load_k_block(d, h, t0, li, (blk + 1u) * BW);
         } else if blk + 1u < KW_BLOCKS + ublocks {
-            vw = load_v_vec(d, h, t0, li, (blk + 1u - KW_BLOCKS) * BW);
+            pre = load_v_block(d, h, t0, li, (blk + 1u - KW_BLOCKS) * BW);
         }
         workgroupBarrier(); // the block and A are staged; `fs` is read
         var out = acc_zero();
-        for (var q = 0u; q < 2u; q++) {
-            let kt = 2u * kh + q;
-            // Above the diagonal, the zero tile (X's are the staged block now).
+        for (var kt = 0u; kt < 4u; kt++) {
             let a = select(ZT, a_tile(rt, kt), kt <= rt);
-            let b = BS + kt * 16u * BW;
-            out = mma(out, lane, a, 16u, b, BW);
-            out = mma(out, lane, a + low_of(a), 16u, b, BW);
+            let b = bs_at(kt * 16u, ct * 16u);
+            out = mma(out, lane, a, 16u, b, 16u);
+            out = mma(out, lane, a + low_of(a), 16u, b, 16u);
         }
         acc_store(out, lane, slot_at(sg));
         workgroupBarrier(); // the products are in `fs`; the block is read
@@ -765,16 +781,14 @@ fn gam_mask_a(li: u32) {
 }
 
 #if !HAS_AMAT
-// Block `blk`'s [C][BW] output from `fs` (row tile rt: slots rt and rt + 4, the two
-// halves of the inner tiles): W's rows scaled by gam and rounded to f16 into its tiles,
-// or U's in f32.
+// Block `blk`'s [C][BW] output from `fs` ([C][FS], FS = BW): W's rows scaled by gam
+// and rounded to f16 into its tiles, or U's in f32.
 fn out_block(d: GdnDims, ch: u32, tiles: u32, in_grid: bool, li: u32, blk: u32) {
     for (var m = 0u; m < CHUNK * BW / WG_SIZE; m++) {
         let e = li + m * WG_SIZE;
         let i = e / BW;
         let c = e % BW;
-        let at = (i % 16u) * FS + c;
-        let v = fs[slot_at(i / 16u) + at] + fs[slot_at(i / 16u + 4u) + at];
+        let v = fs[i * FS + c];
         if blk < KW_BLOCKS {
             if in_grid {
                 store1_tiles(tiles + W_AT + tile_at(i, blk * BW + c, TILE_DK), to_f16_range(gam_sh[i] * v));

@@ -482,7 +482,7 @@ const PREP_LANE_ELEMS: u32 = 8;
 /// The first pass's workgroup memory (`chunk_prep.wgsl`): its f16 array in two lives
 /// (the staged blocks of k and q, in two parts at f32, and of (G_end K)^T; then A's 14
 /// stored 16 x 16 tiles in two parts and a zero tile, the staged block of k or v over
-/// 4 of them), `fs` ([C][32] f32), five [C] f32 arrays of gates and decays, the eights'
+/// the merges' 8), `fs` ([C][32] f32), five [C] f32 arrays of gates and decays, the eights'
 /// products and the live flags in f16: 24480 bytes, within [`PREP_BYTES_MAX`].
 const fn prep_bytes(groups: u32) -> u32 {
     let (c, parts, kb) = (COOP_CHUNK.steps() as u32, 3 - groups, 16 * groups);
