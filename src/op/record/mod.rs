@@ -586,13 +586,15 @@ mod tests {
         let split = |lens: &[usize], hv| VarlenSplit::by_length(lens, hv, c);
         let marks = |on: &[usize], n: usize| (0..n).map(|s| on.contains(&s)).collect::<Vec<_>>();
         let fla = [37, 130, 511, 1000, 1777, 2048, 300, 4096];
+        // The two longest within 64 pairs; 511 steps and less in record's kernel.
         assert_eq!(
             split(&fla, 32),
             VarlenSplit::Mixed {
                 chunk: c,
-                chunked: marks(&[7], 8)
+                chunked: marks(&[5, 7], 8)
             }
         );
+        // A short one rides along (2 chunks of 32 heads: 64 pairs for 100 steps).
         assert_eq!(split(&[8192, 100], 32), VarlenSplit::Chunked(c));
         let mut many = vec![8192];
         many.extend([100; 64]);
@@ -603,20 +605,25 @@ mod tests {
                 chunked: marks(&[0], 65)
             }
         );
-        assert_eq!(split(&[1000, 500], 32), VarlenSplit::Sequential);
+        assert_eq!(split(&[511, 500], 32), VarlenSplit::Sequential);
+        assert_eq!(split(&[1000, 500], 32), VarlenSplit::Chunked(c));
+        // Three of 32 heads are past 64 pairs, but the third rides along (13 chunks of
+        // 32 heads cost less than its 800 steps).
+        assert_eq!(split(&[1000, 900, 800], 32), VarlenSplit::Chunked(c));
         assert_eq!(split(&[50, 4096, 60, 3000], 16), VarlenSplit::Chunked(c));
-        // Two long ones within 32 pairs; two more of comparable length ride along.
+        // Four long ones within 64 pairs of 16 heads.
         assert_eq!(
             split(&[3000, 2500, 2400, 2100], 16),
             VarlenSplit::Chunked(c)
         );
+        // Four taken, longest first (of equal lengths the first), six left over.
         let mut two = vec![1500, 3000, 2500];
         two.extend([1500; 7]);
         assert_eq!(
             split(&two, 16),
             VarlenSplit::Mixed {
                 chunk: c,
-                chunked: marks(&[1, 2], 10)
+                chunked: marks(&[0, 1, 2, 3], 10)
             }
         );
         assert_eq!(split(&[3000, 0], 32), VarlenSplit::Chunked(c));
