@@ -5,6 +5,7 @@
 //! cargo bench --bench coop_micro -- validate      # no GPU: naga-validate every variant, write SPIR-V
 //! cargo bench --bench coop_micro                  # = run: all measurements on the adapter
 //! cargo bench --bench coop_micro -- run state chain load barrier   # a subset
+//! cargo bench --bench coop_micro -- run resident   # workgroups an SM by workgroup memory (any adapter)
 //! cargo bench --bench coop_micro -- dump DIR      # write every variant's WGSL into DIR
 //! ```
 //!
