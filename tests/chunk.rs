@@ -893,19 +893,8 @@ fn fast_case<A: Element, S: Element, P: Element, G: Element>(
     let got: Recorded<A, S, P> = gpu
         .record_chunked(shape, layout, ChunkSize::C64, &t.inputs(mask), &state)
         .unwrap();
-    let errors = [
-        ("y", rel_err(&got.y, &want.y), A::DTYPE),
-        ("state", rel_err(&got.state, &want.state), S::DTYPE),
-        ("delta", rel_err(&got.delta, &want.delta), P::DTYPE),
-    ];
-    for (what, e, dtype) in errors {
-        let bound = FAST_TOL.max(tol(dtype));
-        assert!(
-            e <= bound,
-            "fast path {what} {shape:?} {layout:?} mask {}: {e:e} > {bound:e}",
-            mask.is_some()
-        );
-    }
+    let label = format!("fast path {shape:?} {layout:?} mask {}", mask.is_some());
+    assert_within_fast_bound(&got, &want, &label);
     worst(&got, &want)
 }
 
@@ -1297,6 +1286,24 @@ fn gpu_varlen_mixed_by_default() {
     report!("gpu record_varlen mixed by default {lens:?}: f32 {e32:.2e}, all bf16 {e16:.2e}");
 }
 
+/// y, the state and delta of `got` each within the fast path's bound of `want` (the
+/// dtype's own tolerance where that is looser).
+fn assert_within_fast_bound<A: Element, S: Element, P: Element>(
+    got: &Recorded<A, S, P>,
+    want: &Recorded<A, S, P>,
+    label: &str,
+) {
+    let errors = [
+        ("y", rel_err(&got.y, &want.y), A::DTYPE),
+        ("state", rel_err(&got.state, &want.state), S::DTYPE),
+        ("delta", rel_err(&got.delta, &want.delta), P::DTYPE),
+    ];
+    for (what, e, dtype) in errors {
+        let bound = FAST_TOL.max(tol(dtype));
+        assert!(e <= bound, "{label}: {what} {e:e} > {bound:e}");
+    }
+}
+
 /// record_varlen on `fast` (its mixed form) against the CPU within the fast path's
 /// bound, each sequence bit for bit the all-sequential (`plain`) call's where `chunked`
 /// leaves it out, else the all-chunked call's; the worst relative error.
@@ -1318,19 +1325,7 @@ fn mixed_case<A: Element, S: Element, P: Element, G: Element>(
     };
     let got = run(fast);
     let want: Recorded<A, S, P> = cpu().record_varlen(shape, layout, &inputs, &state).unwrap();
-    let errors = [
-        ("y", rel_err(&got.y, &want.y), A::DTYPE),
-        ("state", rel_err(&got.state, &want.state), S::DTYPE),
-        ("delta", rel_err(&got.delta, &want.delta), P::DTYPE),
-    ];
-    for (what, e, dtype) in errors {
-        let bound = FAST_TOL.max(tol(dtype));
-        assert!(
-            e <= bound,
-            "mixed record_varlen {what} {:?}: {e:e} > {bound:e}",
-            A::DTYPE
-        );
-    }
+    assert_within_fast_bound(&got, &want, &format!("mixed record_varlen {:?}", A::DTYPE));
     let (one, all) = (run(plain), run(all_chunked));
     let (v, per_state) = (p.value_heads() * 64, shape.state_len() / shape.sequences());
     for (s, &c) in chunked.iter().enumerate() {

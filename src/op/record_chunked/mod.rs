@@ -495,7 +495,8 @@ const fn prep_bytes(groups: u32) -> u32 {
 
 /// The first pass's workgroup memory at most: an H100 under NVIDIA's Vulkan driver holds
 /// two workgroups of 24 KiB on an SM and one of 28 KiB (`cargo bench --bench coop_micro
-/// -- run resident`, docs/PERFORMANCE.md), and the pass takes 40% less time with two.
+/// -- run resident`), and two hide each other's latency (docs/PERFORMANCE.md, "Two
+/// workgroups an SM").
 const PREP_BYTES_MAX: u32 = 24 * 1024;
 const _: () = assert!(
     prep_bytes(1) + SEQUENCE_BYTES <= PREP_BYTES_MAX
