@@ -9,48 +9,56 @@
 #import chunk_tiles
 #provides kernel_main
 #requires store2_y, tiles_buf, starts_buf, deltas16_buf, v_index, CHUNK, WG_SIZE
-#requires COOP, LANE_ELEMS
+#requires COOP, LANE_ELEMS, ROWS
 // record_chunked's output on cooperative matrices (the fast path's last pass): one
-// workgroup of 8 subgroups of 32 per (b, hv, chunk, block of 64 value columns), each
-// independent of every other. With the pack pass's tiles and what the walk stored:
+// workgroup of 8 subgroups of 32 per (b, hv, chunk, block of BLOCK = ROWS value
+// columns, 128 where the padded Dv allows, else 64), each independent of every other.
+// With the first pass's tiles and what the walk stored:
 //   y = (gam Q) S_start^T + M delta
-// over the chunk's 64 steps. Subgroup sg makes y's row tile sg / 2 at column tiles
-// 2 (sg % 2) and 2 (sg % 2) + 1: 12 products each, in two independent chains.
+// over the chunk's 64 steps. Subgroup sg makes y's row tiles 2 (sg % 2) and
+// 2 (sg % 2) + 1 at NCOL column tiles from NCOL (sg / 2): each A tile it loads serves
+// NCOL products and each B tile two, which is what bounds the pass (the tiles' traffic
+// from L2), in 2 NCOL independent chains of 12. y leaves through `ys` in two rounds,
+// row tiles 0 and 2, then 1 and 3 (half the block at a time: 16 KiB at 128 columns).
 // Without COOP (`chunk_out`, the twin) the products are lane loops over the same
 // memory (as in chunk_walk_coop.wgsl).
 
 const SUBGROUP_WIDTH: u32 = 32u;
 const KT: u32 = TILE_DK / 16u;
 const CT: u32 = CHUNK / 16u;
-const BLOCK: u32 = 64u;
-// (step, value pair) elements of the block per invocation.
-const PAIRS: u32 = CHUNK * BLOCK / (2u * WG_SIZE);
+const BLOCK: u32 = ROWS;
+const NCOL: u32 = BLOCK / 64u;
+const HALF: u32 = CHUNK / 2u;
+// (step, value pair) elements of a round's half block per invocation.
+const PAIRS: u32 = HALF * BLOCK / (2u * WG_SIZE);
 
-var<workgroup> ys: array<f32, CHUNK * BLOCK>;
+var<workgroup> ys: array<f32, HALF * BLOCK>;
 
-// ---- Tile products: A a 16 x 16 f16 tile of `tiles_buf` at a_at (row-major, stride
-// 16), B one of `starts_buf` or `deltas16_buf` at b_at (the same), sums in f32. ----
+// ---- Tile products: A a 16 x 16 f16 tile of `tiles_buf` (row-major, stride 16), B
+// one of `starts_buf` or `deltas16_buf` (the same), sums in f32. ----
 #if COOP
 alias Acc = coop_mat16x16<f32, C>;
+alias ATile = coop_mat16x16<f16, A>;
+alias BTile = coop_mat16x16<f16, B>;
 
 fn acc_zero() -> Acc {
     return coop_mat16x16<f32, C>();
 }
 
-fn a_tile(at: u32) -> coop_mat16x16<f16, A> {
+fn load_a(at: u32) -> ATile {
     return coopLoadT<coop_mat16x16<f16, A>>(&tiles_buf[at], 16u);
 }
 
-// acc + A (the start state's tile at b_at).
-fn mma_start(acc: Acc, lane: u32, a_at: u32, b_at: u32) -> Acc {
-    let b = coopLoadT<coop_mat16x16<f16, B>>(&starts_buf[b_at], 16u);
-    return coopMultiplyAdd(a_tile(a_at), b, acc);
+fn load_start(at: u32) -> BTile {
+    return coopLoadT<coop_mat16x16<f16, B>>(&starts_buf[at], 16u);
 }
 
-// acc + A (delta's tile at b_at).
-fn mma_delta(acc: Acc, lane: u32, a_at: u32, b_at: u32) -> Acc {
-    let b = coopLoadT<coop_mat16x16<f16, B>>(&deltas16_buf[b_at], 16u);
-    return coopMultiplyAdd(a_tile(a_at), b, acc);
+fn load_delta(at: u32) -> BTile {
+    return coopLoadT<coop_mat16x16<f16, B>>(&deltas16_buf[at], 16u);
+}
+
+fn mma(acc: Acc, lane: u32, a: ATile, b: BTile) -> Acc {
+    return coopMultiplyAdd(a, b, acc);
 }
 
 fn acc_store(acc: Acc, lane: u32, at: u32) {
@@ -58,37 +66,49 @@ fn acc_store(acc: Acc, lane: u32, at: u32) {
 }
 #else
 // A lane's elements of its subgroup's 16 x 16 tile: rows lane / 16 + 2 m, column
-// lane % 16.
+// lane % 16. A tile here is where it is.
 struct Acc {
     e: array<f32, LANE_ELEMS>,
+}
+
+struct ATile {
+    at: u32,
+}
+
+struct BTile {
+    at: u32,
+    delta: bool,
 }
 
 fn acc_zero() -> Acc {
     return Acc(array<f32, LANE_ELEMS>());
 }
 
-fn mma_start(acc: Acc, lane: u32, a_at: u32, b_at: u32) -> Acc {
-    var o = acc;
-    #unroll
-    for (var m = 0u; m < LANE_ELEMS; m++) {
-        let row = a_at + (lane / 16u + 2u * m) * 16u;
-        var x = o.e[m];
-        for (var k = 0u; k < 16u; k++) {
-            x += f32(tiles_buf[row + k]) * f32(starts_buf[b_at + k * 16u + lane % 16u]);
-        }
-        o.e[m] = x;
-    }
-    return o;
+fn load_a(at: u32) -> ATile {
+    return ATile(at);
 }
 
-fn mma_delta(acc: Acc, lane: u32, a_at: u32, b_at: u32) -> Acc {
+fn load_start(at: u32) -> BTile {
+    return BTile(at, false);
+}
+
+fn load_delta(at: u32) -> BTile {
+    return BTile(at, true);
+}
+
+fn b_elem(b: BTile, k: u32, lane: u32) -> f32 {
+    let at = b.at + k * 16u + lane % 16u;
+    return select(f32(starts_buf[at]), f32(deltas16_buf[at]), b.delta);
+}
+
+fn mma(acc: Acc, lane: u32, a: ATile, b: BTile) -> Acc {
     var o = acc;
     #unroll
     for (var m = 0u; m < LANE_ELEMS; m++) {
-        let row = a_at + (lane / 16u + 2u * m) * 16u;
+        let row = a.at + (lane / 16u + 2u * m) * 16u;
         var x = o.e[m];
         for (var k = 0u; k < 16u; k++) {
-            x += f32(tiles_buf[row + k]) * f32(deltas16_buf[b_at + k * 16u + lane % 16u]);
+            x += f32(tiles_buf[row + k]) * b_elem(b, k, lane);
         }
         o.e[m] = x;
     }
@@ -111,40 +131,70 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     let blocks = pad / BLOCK;
     let cb = wg % blocks;
     let chunk = chunk_at(wg / blocks, li); // wgsl/chunk_at.wgsl
-    let d = chunk.d;
-    let h = chunk.h;
     let ch = chunk.ch;
-    let n = chunk.n;
     let base = ch * TILES_PER_CHUNK;
     let sg = li / SUBGROUP_WIDTH;
-    let r = sg / 2u;
-    let c0 = cb * BLOCK + (sg % 2u) * 32u;
+    let rp = sg % 2u;
+    let cg = sg / 2u;
+    let c0 = cb * BLOCK + cg * NCOL * 16u;
 
     let lane = li % SUBGROUP_WIDTH;
-    var y0 = acc_zero();
-    var y1 = acc_zero();
+    var y00 = acc_zero();
+    var y01 = acc_zero();
+    var y10 = acc_zero();
+    var y11 = acc_zero();
     for (var kt = 0u; kt < KT; kt++) {
-        let a = base + QG_AT + (r * KT + kt) * 256u;
-        y0 = mma_start(y0, lane, a, start_at(ch, pad, kt * 16u, c0));
-        y1 = mma_start(y1, lane, a, start_at(ch, pad, kt * 16u, c0 + 16u));
+        let a0 = load_a(base + QG_AT + (2u * rp * KT + kt) * 256u);
+        let a1 = load_a(base + QG_AT + ((2u * rp + 1u) * KT + kt) * 256u);
+        let b0 = load_start(start_at(ch, pad, kt * 16u, c0));
+        y00 = mma(y00, lane, a0, b0);
+        y10 = mma(y10, lane, a1, b0);
+        if NCOL == 2u {
+            let b1 = load_start(start_at(ch, pad, kt * 16u, c0 + 16u));
+            y01 = mma(y01, lane, a0, b1);
+            y11 = mma(y11, lane, a1, b1);
+        }
     }
     for (var ct = 0u; ct < CT; ct++) {
-        let a = base + M_AT + (r * CT + ct) * 256u;
-        y0 = mma_delta(y0, lane, a, delta16_at(ch, pad, ct * 16u, c0));
-        y1 = mma_delta(y1, lane, a, delta16_at(ch, pad, ct * 16u, c0 + 16u));
+        let a0 = load_a(base + M_AT + (2u * rp * CT + ct) * 256u);
+        let a1 = load_a(base + M_AT + ((2u * rp + 1u) * CT + ct) * 256u);
+        let b0 = load_delta(delta16_at(ch, pad, ct * 16u, c0));
+        y00 = mma(y00, lane, a0, b0);
+        y10 = mma(y10, lane, a1, b0);
+        if NCOL == 2u {
+            let b1 = load_delta(delta16_at(ch, pad, ct * 16u, c0 + 16u));
+            y01 = mma(y01, lane, a0, b1);
+            y11 = mma(y11, lane, a1, b1);
+        }
     }
-    let at = r * 16u * BLOCK + (sg % 2u) * 32u;
-    acc_store(y0, lane, at);
-    acc_store(y1, lane, at + 16u);
+    // Round j: row tiles j and 2 + j, as `ys`' rows 0-15 and 16-31.
+    let at = rp * 16u * BLOCK + cg * NCOL * 16u;
+    acc_store(y00, lane, at);
+    if NCOL == 2u {
+        acc_store(y01, lane, at + 16u);
+    }
     workgroupBarrier();
+    y_out(chunk, cb, li, in_grid, 0u);
+    workgroupBarrier();
+    acc_store(y10, lane, at);
+    if NCOL == 2u {
+        acc_store(y11, lane, at + 16u);
+    }
+    workgroupBarrier();
+    y_out(chunk, cb, li, in_grid, 1u);
+}
 
-    // y out, two neighbouring values a write (a bf16 word has one writer).
+// Round j's half block out of `ys`, two neighbouring values a write (a bf16 word has
+// one writer).
+fn y_out(chunk: ChunkAt, cb: u32, li: u32, in_grid: bool, j: u32) {
+    let d = chunk.d;
     for (var l = 0u; l < PAIRS; l++) {
         let e = 2u * (li + l * WG_SIZE);
-        let t = n * CHUNK + e / BLOCK;
+        let q = e / BLOCK;
+        let t = chunk.n * CHUNK + (q / 16u) * 32u + j * 16u + q % 16u;
         let dv = cb * BLOCK + e % BLOCK;
         if in_grid && t < d.steps && dv < d.value_dim {
-            let at = v_index(d, h.b, t, h.hv, dv);
+            let at = v_index(d, chunk.h.b, t, chunk.h.hv, dv);
             if dv + 1u < d.value_dim {
                 store2_y(at, ys[e], ys[e + 1u]);
             } else {

@@ -263,7 +263,8 @@ impl GpuBackend {
             offsets: passes.sequences,
         };
         let slots = out_buffers.slots();
-        let out_key = bound(KernelKey::chunk_out(dtypes, coop), &slots);
+        let block = passes.cshape.out_block();
+        let out_key = bound(KernelKey::chunk_out(dtypes, block, coop), &slots);
         let out = self.runtime.prepare(
             passes
                 .out(out_key, ChunkOutCoopOperands::<()>::SPECS)?

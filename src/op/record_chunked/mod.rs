@@ -160,8 +160,12 @@ pub(crate) const CHUNK_OUT: Op = Op(&OpInfo {
     )
 });
 const OUT_ROOT: (&str, &str) = ("chunk_out_coop", include_str!("chunk_out_coop.wgsl"));
-/// Value columns per workgroup of the output pass (`BLOCK` in its WGSL).
+/// Value columns per workgroup of the output pass (`BLOCK` in its WGSL) where Dv
+/// allows no wider block, and what the walk's stores pad Dv to.
 const OUT_BLOCK: usize = 64;
+/// The output pass's wider block, where Dv allows: each tile it loads serves twice the
+/// products (`chunk_out_coop.wgsl`).
+const OUT_BLOCK_WIDE: usize = 128;
 /// Key columns of the cooperative path's tiles: Dk up to this (`TILE_DK` in
 /// `wgsl/chunk_tiles.wgsl`, which has the layout).
 pub(crate) const COOP_MAX_KEY_DIM: usize = 128;
@@ -386,10 +390,18 @@ impl ChunkShape {
     pub fn deltas16_len(&self) -> usize {
         self.scratch_rows().saturating_mul(self.padded_value_dim())
     }
+    /// The output pass's value columns a workgroup: [`OUT_BLOCK_WIDE`] where they
+    /// divide the padded Dv, else [`OUT_BLOCK`].
+    pub(crate) fn out_block(&self) -> usize {
+        match self.padded_value_dim() % OUT_BLOCK_WIDE {
+            0 => OUT_BLOCK_WIDE,
+            _ => OUT_BLOCK,
+        }
+    }
     /// The output pass's workgroups: one per (b, hv, chunk, block of value columns).
     pub(crate) fn out_workgroups(&self) -> usize {
         self.head_chunks()
-            .saturating_mul(self.padded_value_dim() / OUT_BLOCK)
+            .saturating_mul(self.padded_value_dim() / self.out_block())
     }
     /// `[B, Hv, chunks]` blocks of `3 C 128 + C C` f16 (`wgsl/chunk_tiles.wgsl`).
     pub fn tiles_len(&self) -> usize {
@@ -617,12 +629,13 @@ impl KernelKey {
         })
     }
 
-    /// The fast path's output pass, on cooperative matrices (`coop`) or its portable
+    /// The fast path's output pass, `block` value columns a workgroup
+    /// ([`ChunkShape::out_block`]), on cooperative matrices (`coop`) or its portable
     /// twin.
-    pub fn chunk_out(dtypes: GdnDtypes, coop: bool) -> Self {
+    pub fn chunk_out(dtypes: GdnDtypes, block: usize, coop: bool) -> Self {
         let op = if coop { CHUNK_OUT_COOP } else { CHUNK_OUT };
         let c = COOP_CHUNK.steps() as u32;
-        KernelKey::plain(op, dtypes, (OUT_BLOCK as u32, 1, 1), c, false)
+        KernelKey::plain(op, dtypes, (block as u32, 1, 1), c, false)
     }
 }
 
@@ -801,17 +814,19 @@ impl OpKernel for ChunkWalk {
 }
 
 impl OpKernel for ChunkOut {
-    /// y's block in f32.
+    /// Half of y's block in f32 (`ys`).
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
         let PlainClass { chunk, rows, .. } = key.plain_class();
-        chunk * rows * 4 + sequence_bytes(key)
+        chunk / 2 * rows * 4 + sequence_bytes(key)
     }
     fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
-        KernelKey::chunk_out(at.dtypes, self.coop)
+        KernelKey::chunk_out(at.dtypes, OUT_BLOCK_WIDE, self.coop)
     }
-    /// Over packed sequences.
+    /// The narrow block; over packed sequences.
     fn extra_keys(&self) -> Vec<KernelKey> {
-        vec![packed(KernelKey::chunk_out(GdnDtypes::F32, self.coop))]
+        let narrow = KernelKey::chunk_out(GdnDtypes::F32, OUT_BLOCK, self.coop);
+        let wide = KernelKey::chunk_out(GdnDtypes::F32, OUT_BLOCK_WIDE, self.coop);
+        vec![narrow, packed(wide)]
     }
 }
 
