@@ -57,16 +57,21 @@ pub enum VarlenSplit {
     },
 }
 
+/// Record's kernel over several sequences: what one more (token, value head) pair of
+/// theirs costs, as a fraction of one sequence's step (H100, fitted on eight packed
+/// mixes: docs/PERFORMANCE.md, "the mixed form").
+pub(crate) const TOKEN_HEADS_A_STEP: usize = 96;
+
 impl VarlenSplit {
     /// The fast path's default for sequences of lengths `lens` with `value_heads`
     /// value heads, chunks of `chunk` steps. The chunked passes take the sequences of
     /// `chunked_from_steps` steps or more, longest first, while they stay within
     /// `chunked_max_heads` (sequence, value head) pairs (record's own rule for one
-    /// batch). The others then run in record's kernel, at the cost of their longest
-    /// one's steps, unless the chunked passes take them for less: their chunks times
-    /// the value heads, at most that many steps (a chunk of one head in the passes
-    /// costs about what a step of the sequential kernel does: docs/PERFORMANCE.md,
-    /// "Packed prompts").
+    /// batch). The others then run in record's kernel unless the chunked passes take
+    /// them for less. In units of one sequence's step in record's kernel, the passes
+    /// cost a step a (chunk, value head), and record's kernel over the others their
+    /// longest one's steps plus one for every 96 (token, value head) pairs of
+    /// theirs (docs/PERFORMANCE.md, "the mixed form").
     pub fn by_length(lens: &[usize], value_heads: usize, chunk: ChunkSize) -> VarlenSplit {
         let mut order: Vec<usize> = (0..lens.len()).collect();
         order.sort_by_key(|&s| std::cmp::Reverse(lens[s]));
@@ -87,8 +92,10 @@ impl VarlenSplit {
         }
         let rest = || (0..lens.len()).filter(|&s| !chunked[s]);
         let rest_steps = rest().map(|s| lens[s]).max().unwrap_or(0);
+        let rest_tokens: usize = rest().map(|s| lens[s]).sum();
         let rest_chunks: usize = rest().map(|s| lens[s].div_ceil(chunk.steps())).sum();
-        if rest_chunks.saturating_mul(value_heads) <= rest_steps {
+        let sequential = rest_steps + rest_tokens.saturating_mul(value_heads) / TOKEN_HEADS_A_STEP;
+        if rest_chunks.saturating_mul(value_heads) <= sequential {
             return VarlenSplit::Chunked(chunk);
         }
         VarlenSplit::Mixed { chunk, chunked }
@@ -578,20 +585,26 @@ mod tests {
 
     /// The fast path's default split of a packed call: long sequences in chunks within
     /// the pairs' budget, the rest token by token unless the chunked passes take them
-    /// for less (a short one rides along; many short ones, or one of comparable length,
-    /// do not).
+    /// for less (a short one rides along, and long ones whose tokens keep record's
+    /// kernel busy; many short ones do not).
     #[test]
     fn varlen_split_by_length() {
         let c = ChunkSize::C64;
         let split = |lens: &[usize], hv| VarlenSplit::by_length(lens, hv, c);
         let marks = |on: &[usize], n: usize| (0..n).map(|s| on.contains(&s)).collect::<Vec<_>>();
         let fla = [37, 130, 511, 1000, 1777, 2048, 300, 4096];
-        // The two longest within 64 pairs; 511 steps and less in record's kernel.
+        // The two longest within 64 pairs; the six others (61 chunks of 32 heads) ride
+        // along: their longest one's 1777 steps and 3755 tokens cost more.
+        assert_eq!(split(&fla, 32), VarlenSplit::Chunked(c));
+        // Six of 300 beside one of 2048: 30 chunks of 32 heads against 300 steps and
+        // 1800 tokens (960 against 900).
+        let mut six = vec![2048];
+        six.extend([300; 6]);
         assert_eq!(
-            split(&fla, 32),
+            split(&six, 32),
             VarlenSplit::Mixed {
                 chunk: c,
-                chunked: marks(&[5, 7], 8)
+                chunked: marks(&[0], 7)
             }
         );
         // A short one rides along (2 chunks of 32 heads: 64 pairs for 100 steps).
@@ -616,14 +629,19 @@ mod tests {
             split(&[3000, 2500, 2400, 2100], 16),
             VarlenSplit::Chunked(c)
         );
-        // Four taken, longest first (of equal lengths the first), six left over.
+        // Four taken, longest first (of equal lengths the first); six of 1500 left
+        // over ride along (144 chunks of 16 heads against 1500 steps and 9000 tokens),
+        // 64 of 100 do not (128 chunks against 100 steps and 6400 tokens).
         let mut two = vec![1500, 3000, 2500];
         two.extend([1500; 7]);
+        assert_eq!(split(&two, 16), VarlenSplit::Chunked(c));
+        let mut short = vec![1500, 3000, 2500, 1500];
+        short.extend([100; 64]);
         assert_eq!(
-            split(&two, 16),
+            split(&short, 16),
             VarlenSplit::Mixed {
                 chunk: c,
-                chunked: marks(&[0, 1, 2, 3], 10)
+                chunked: marks(&[0, 1, 2, 3], 68)
             }
         );
         assert_eq!(split(&[3000, 0], 32), VarlenSplit::Chunked(c));
