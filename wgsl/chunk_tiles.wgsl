@@ -1,5 +1,5 @@
 #provides TILE_DK, TILES_PER_CHUNK, W_AT, QG_AT, KT_AT, M_AT, tile_at, to_f16_range
-#provides padded_value_dim, start_at, delta16_at, amat_at
+#provides padded_value_dim, start_at, delta16_at
 #requires CHUNK
 // The f16 operands of record_chunked's walk and output pass, as the pack pass
 // writes them: per (b, hv, chunk), four matrices of 16 x 16 tiles, each tile 256
@@ -38,13 +38,6 @@ fn start_at(ch: u32, pad: u32, r: u32, c: u32) -> u32 {
 
 fn delta16_at(ch: u32, pad: u32, r: u32, c: u32) -> u32 {
     return ch * CHUNK * pad + tile_at(r, c, pad);
-}
-
-// The first pass's split form hands the W / U pass A = A0 diag(beta) and Gam o A,
-// each in two f16 parts (hi, lo), per (b, hv, chunk): parts 0, 1 (A) and 2, 3
-// (Gam o A), each [CHUNK][CHUNK] as 16 x 16 tiles.
-fn amat_at(ch: u32, part: u32, i: u32, j: u32) -> u32 {
-    return (ch * 4u + part) * CHUNK * CHUNK + tile_at(i, j, CHUNK);
 }
 
 // x clamped to f16's finite range when it is finite and beyond it, so rounding to f16

@@ -1,7 +1,7 @@
 enable f16;
 enable wgpu_cooperative_matrix;
 
-// deltatape kernel chunk_prep_coop.f32.f32.f32.workgroup.l1r1g1t1c64.v4+v+u
+// deltatape kernel chunk_prep_coop.f32.f32.f32.workgroup.l1r1g1t1c64.v4
 const HAS_Q: bool = true;
 const HAS_K: bool = true;
 const HAS_V: bool = true;
@@ -11,7 +11,6 @@ const HAS_MASK: bool = false;
 const HAS_U: bool = true;
 const HAS_DECAY: bool = true;
 const HAS_TILES: bool = true;
-const HAS_AMAT: bool = false;
 const HAS_OFFSETS: bool = false;
 const WG_SIZE: u32 = 256u;
 const VEC4: bool = true;
@@ -327,13 +326,6 @@ fn delta16_at(ch: u32, pad: u32, r: u32, c: u32) -> u32 {
     return ch * CHUNK * pad + tile_at(r, c, pad);
 }
 
-// The first pass's split form hands the W / U pass A = A0 diag(beta) and Gam o A,
-// each in two f16 parts (hi, lo), per (b, hv, chunk): parts 0, 1 (A) and 2, 3
-// (Gam o A), each [CHUNK][CHUNK] as 16 x 16 tiles.
-fn amat_at(ch: u32, part: u32, i: u32, j: u32) -> u32 {
-    return (ch * 4u + part) * CHUNK * CHUNK + tile_at(i, j, CHUNK);
-}
-
 // x clamped to f16's finite range when it is finite and beyond it, so rounding to f16
 // never makes an infinity of a finite value; infinities and NaN pass through.
 fn to_f16_range(x: f32) -> f32 {
@@ -366,10 +358,7 @@ fn to_f16_range(x: f32) -> f32 {
 //      (X in tiles of A's upper right block); A = A0 diag(beta)
 //   6. W over 4 blocks of 32 key columns, then (A masked by Gam) U over the value
 //      columns, 32 at a time: subgroup sg makes the tile at row tile sg % 4, column
-//      tile sg / 4 over the 4 inner tiles; its lanes scale, round and store. Where `amat`
-//      is bound (HAS_AMAT, the split form), A and Gam o A go out instead, in two f16
-//      parts each (`amat_at`), and chunk_wu_coop.wgsl makes W and U from them in
-//      workgroups of their own.
+//      tile sg / 4 over the 4 inner tiles; its lanes scale, round and store
 // Precision: A and the merges' operands in two f16 parts (hi + lo, about 22 bits); k
 // and q in the Gram products in two parts where the activations are f32 (GROUPS = 1:
 // blocks of 16 columns), else in one (GROUPS = 2: f16 holds bf16 and f16 exactly within
@@ -2690,8 +2679,8 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     workgroupBarrier();
 
     // 5c. A0 complete (its last blocks from the halves); A = A0 diag(beta), W's left
-    // operand. X's tiles are zeroed only where A goes out whole (`amat`); phase 6 reads
-    // the zero tile above the diagonal and stages its blocks over them.
+    // operand. X's tiles are left as they are: phase 6 reads the zero tile above the
+    // diagonal, not them, and stages its blocks over them.
     for (var m = 0u; m < CHUNK * CHUNK / WG_SIZE; m++) {
         let e = li + m * WG_SIZE;
         let i = e / CHUNK;

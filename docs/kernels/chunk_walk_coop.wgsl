@@ -350,13 +350,6 @@ fn delta16_at(ch: u32, pad: u32, r: u32, c: u32) -> u32 {
     return ch * CHUNK * pad + tile_at(r, c, pad);
 }
 
-// The first pass's split form hands the W / U pass A = A0 diag(beta) and Gam o A,
-// each in two f16 parts (hi, lo), per (b, hv, chunk): parts 0, 1 (A) and 2, 3
-// (Gam o A), each [CHUNK][CHUNK] as 16 x 16 tiles.
-fn amat_at(ch: u32, part: u32, i: u32, j: u32) -> u32 {
-    return (ch * 4u + part) * CHUNK * CHUNK + tile_at(i, j, CHUNK);
-}
-
 // x clamped to f16's finite range when it is finite and beyond it, so rounding to f16
 // never makes an infinity of a finite value; infinities and NaN pass through.
 fn to_f16_range(x: f32) -> f32 {

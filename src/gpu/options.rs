@@ -39,12 +39,6 @@ pub struct GpuOptions {
     /// Fewer rows give more workgroups, each with a shorter chain of products per
     /// chunk (docs/PERFORMANCE.md has both measured).
     pub chunk_walk_rows: u32,
-    /// The chunked record's fast path with its first pass in two: the solve into
-    /// scratch (A and Gam o A, 32 KiB a chunk), then W and U in workgroups of their
-    /// own, each a block of 32 columns of one chunk. Off by default: on an H100 it cost
-    /// the same as the whole pass (docs/PERFORMANCE.md, "The first pass in two"). The
-    /// same values either way, within the path's bound.
-    pub chunk_prep_split: bool,
 }
 
 /// How the chunked record rounds the operands of its products.
@@ -84,7 +78,6 @@ impl Default for GpuOptions {
             chunk_precision: ChunkPrecision::Exact,
             force_loop_bounding: false,
             chunk_walk_rows: WALK_ROWS[0],
-            chunk_prep_split: false,
         }
     }
 }
@@ -93,7 +86,7 @@ impl GpuOptions {
     /// The defaults, overridden by `DELTATAPE_GPU_TIMEOUT_MS`, `DELTATAPE_SPIN_US`,
     /// `DELTATAPE_CHUNK_PRECISION` (`exact`, `fast-f16`),
     /// `DELTATAPE_FORCE_LOOP_BOUNDING` (`1` or `0`), `DELTATAPE_CHUNK_WALK_ROWS` (`16`
-    /// or `32`), `DELTATAPE_CHUNK_PREP_SPLIT` (`1` or `0`), `WGPU_ADAPTER_NAME` and
+    /// or `32`), `WGPU_ADAPTER_NAME` and
     /// `WGPU_BACKEND` (as wgpu reads it). Consent to cooperative matrices is never
     /// read from the environment. The shape-class
     /// knobs are [`super::Tuning::from_env`]'s.
@@ -146,19 +139,6 @@ impl GpuOptions {
                     value,
                     why: "expected 16 or 32",
                 })?;
-        }
-        if let Ok(value) = std::env::var("DELTATAPE_CHUNK_PREP_SPLIT") {
-            options.chunk_prep_split = match value.as_str() {
-                "1" => true,
-                "0" => false,
-                _ => {
-                    return Err(Error::BadEnv {
-                        var: "DELTATAPE_CHUNK_PREP_SPLIT".into(),
-                        value,
-                        why: "expected 1 (the first pass in two) or 0",
-                    })
-                }
-            };
         }
         options.adapter_name = std::env::var("WGPU_ADAPTER_NAME").ok();
         if let Some(backends) = wgpu::Backends::from_env() {

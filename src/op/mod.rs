@@ -85,7 +85,6 @@ impl Op {
     /// record_chunked's fast path: its first pass on cooperative matrices.
     pub const ChunkPrepCoop: Op = record_chunked::CHUNK_PREP_COOP;
     /// record_chunked's fast path: the walk through the chunks on cooperative matrices.
-    pub const ChunkWuCoop: Op = record_chunked::CHUNK_WU_COOP;
     pub const ChunkWalkCoop: Op = record_chunked::CHUNK_WALK_COOP;
     /// record_chunked's fast path: y, every chunk at once, on cooperative matrices.
     pub const ChunkOutCoop: Op = record_chunked::CHUNK_OUT_COOP;
@@ -109,12 +108,7 @@ impl Op {
     ];
     /// The ops on cooperative matrices: only naga's validation and SPIR-V writer check
     /// them without such a device (see [`OpInfo::coop`]).
-    pub const COOP: &[Op] = &[
-        Op::ChunkPrepCoop,
-        Op::ChunkWuCoop,
-        Op::ChunkWalkCoop,
-        Op::ChunkOutCoop,
-    ];
+    pub const COOP: &[Op] = &[Op::ChunkPrepCoop, Op::ChunkWalkCoop, Op::ChunkOutCoop];
 }
 
 impl std::str::FromStr for Op {

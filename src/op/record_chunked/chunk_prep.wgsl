@@ -8,14 +8,9 @@
 #import chunk_at
 #import chunk_tiles
 #provides kernel_main
-#requires load_q, load_k, load1_g, load1_beta, store_decay, store1_tiles
+#requires load_q, load_k, load1_v, load1_g, load1_beta, store_u, store_decay, store1_tiles
 #requires qk_row, v_index, gate_index, mask_index, CHUNK, WG_SIZE, GROUPS
 #requires COOP, LANE_ELEMS, TILE16
-#if HAS_AMAT
-#requires amat_buf
-#else
-#requires load1_v, store_u
-#endif
 // record_chunked's first pass on the fast path (`chunk_prep_coop`; `chunk_prep` is the
 // same pass with its tile products as lane loops, the test of its structure where no
 // adapter has cooperative matrices): one workgroup of 8 subgroups of 32 per (b, hv,
@@ -41,10 +36,7 @@
 //      (X in tiles of A's upper right block); A = A0 diag(beta)
 //   6. W over 4 blocks of 32 key columns, then (A masked by Gam) U over the value
 //      columns, 32 at a time: subgroup sg makes the tile at row tile sg % 4, column
-//      tile sg / 4 over the 4 inner tiles; its lanes scale, round and store. Where `amat`
-//      is bound (HAS_AMAT, the split form), A and Gam o A go out instead, in two f16
-//      parts each (`amat_at`), and chunk_wu_coop.wgsl makes W and U from them in
-//      workgroups of their own.
+//      tile sg / 4 over the 4 inner tiles; its lanes scale, round and store
 // Precision: A and the merges' operands in two f16 parts (hi + lo, about 22 bits); k
 // and q in the Gram products in two parts where the activations are f32 (GROUPS = 1:
 // blocks of 16 columns), else in one (GROUPS = 2: f16 holds bf16 and f16 exactly within
@@ -298,7 +290,6 @@ fn live_quad(x: Quads, li: u32, m: u32) -> vec4<f32> {
     return select(vec4(0.0), select(x.a, x.b, m == 1u), live_sh[quad_row(li, m)] != 0.0h);
 }
 
-#if !HAS_AMAT
 // A lane's 8 values of W's [C][BW] block of k from key column c0: row li / 4, columns
 // (li % 4) * 8 on (0 past T and past Dk).
 fn load_k_block(d: GdnDims, h: Head, t0: u32, li: u32, c0: u32) -> Quads {
@@ -335,7 +326,6 @@ fn load_v_block(d: GdnDims, h: Head, t0: u32, li: u32, c0: u32) -> Quads {
 fn bs_at(r: u32, c: u32) -> u32 {
     return BS + ((r / 16u) * 2u + c / 16u) * 256u + (r % 16u) * 16u + c % 16u;
 }
-#endif
 
 // Gam[i0 + y][j] = g[j+1] ... g[i0+y] for y = 0..7 (0 where i0 + y < j), i0 a multiple
 // of 8: products of the gates over (j, i0] from j's suffix in its eight steps and the
@@ -546,10 +536,8 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         }
         workgroupBarrier(); // the block is read
     }
-#if !HAS_AMAT
     // W's first block of k (again: from L2), in flight through phases 3 to 5.
     var pre = load_k_block(d, h, t0, li, 0u);
-#endif
 
     // 3. The Gram tiles through `fs`, 8 a round. Round 0 also zeroes A's zero tile and
     // M's tiles above the diagonal.
@@ -661,8 +649,8 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     workgroupBarrier();
 
     // 5c. A0 complete (its last blocks from the halves); A = A0 diag(beta), W's left
-    // operand. X's tiles are zeroed only where A goes out whole (`amat`); phase 6 reads
-    // the zero tile above the diagonal and stages its blocks over them.
+    // operand. X's tiles are left as they are: phase 6 reads the zero tile above the
+    // diagonal, not them, and stages its blocks over them.
     for (var m = 0u; m < CHUNK * CHUNK / WG_SIZE; m++) {
         let e = li + m * WG_SIZE;
         let i = e / CHUNK;
@@ -676,37 +664,8 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             }
             put2(a_at(i, j), AL, a0 * beta_sh[j]);
         }
-#if HAS_AMAT
-        if i < 32u && j >= 32u {
-            put2(a_at(i, j), XL, 0.0);
-        }
-#endif
     }
 
-#if HAS_AMAT
-    // 6. A out (both parts), then Gam o A in its place and out.
-    workgroupBarrier(); // A is complete
-    amat_out(ch, li, in_grid, 0u);
-    workgroupBarrier(); // A is read
-    gam_mask_a(li);
-    workgroupBarrier();
-    amat_out(ch, li, in_grid, 2u);
-}
-
-// The matrix in A's two parts as amat's parts `part` and `part + 1` of chunk ch.
-fn amat_out(ch: u32, li: u32, in_grid: bool, part: u32) {
-    for (var m = 0u; m < CHUNK * CHUNK / WG_SIZE; m++) {
-        let e = li + m * WG_SIZE;
-        let i = e / CHUNK;
-        let j = e % CHUNK;
-        let at = a_at(i, j);
-        if in_grid {
-            amat_buf[amat_at(ch, part, i, j)] = h16[at];
-            amat_buf[amat_at(ch, part + 1u, i, j)] = h16[at + low_of(at)];
-        }
-    }
-}
-#else
     // 6. W = diag(gam) A K over KW_BLOCKS blocks of BW key columns, then U = (Gam o A) V
     // over the value columns: subgroup sg makes the block's tile at row tile sg % 4,
     // column tile sg / 4 over all 4 inner tiles, both parts (8 products; above the
@@ -759,8 +718,6 @@ fn amat_out(ch: u32, li: u32, in_grid: bool, part: u32) {
     out_block(d, ch, tiles, in_grid, li, KW_BLOCKS + ublocks - 1u);
 }
 
-#endif
-
 // A becomes Gam o A, U's left operand: columns j in eights of rows.
 fn gam_mask_a(li: u32) {
     for (var m = 0u; m < CHUNK * CHUNK / (LANE_ELEMS * WG_SIZE); m++) {
@@ -780,7 +737,6 @@ fn gam_mask_a(li: u32) {
     }
 }
 
-#if !HAS_AMAT
 // Block `blk`'s [C][BW] output from `fs` ([C][FS], FS = BW): W's rows scaled by gam
 // and rounded to f16 into its tiles, or U's in f32.
 fn out_block(d: GdnDims, ch: u32, tiles: u32, in_grid: bool, li: u32, blk: u32) {
@@ -801,4 +757,3 @@ fn out_block(d: GdnDims, ch: u32, tiles: u32, in_grid: bool, li: u32, blk: u32) 
         }
     }
 }
-#endif

@@ -3,8 +3,7 @@
 
 use super::{
     ChunkOutCoopOperands, ChunkPrepOperands, ChunkShape, ChunkSize, ChunkStateOperands,
-    ChunkWalkCoopOperands, ChunkWuOperands, ChunkWyOperands, COOP_CHUNK, COOP_MAX_KEY_DIM, OP,
-    PORTABLE_CHUNK,
+    ChunkWalkCoopOperands, ChunkWyOperands, COOP_CHUNK, COOP_MAX_KEY_DIM, OP, PORTABLE_CHUNK,
 };
 use crate::dtype::{DType, GdnDtypes};
 use crate::engine::cache::small_buffer;
@@ -187,8 +186,7 @@ impl GpuBackend {
     /// The fast path: `chunk_prep_coop` (each chunk's decay-free solve, W and U, and
     /// the walk's and the output pass's operands as f16 tiles), the walk and the output
     /// pass, all on the matrix units; or all three as their portable twins, where
-    /// `walk_key` is the twin's. With [`crate::GpuOptions::chunk_prep_split`] the first
-    /// pass hands A and Gam o A to a pass of its own for W and U (`chunk_wu_coop`).
+    /// `walk_key` is the twin's.
     fn prepare_fast_passes(
         &self,
         passes: &Passes<'_>,
@@ -197,46 +195,19 @@ impl GpuBackend {
         buffers: &RecordBuffers<'_>,
     ) -> Result<Prepared> {
         let cshape = passes.cshape;
-        let split = self.options().chunk_prep_split;
-        let mut rows = vec![
-            ("u", cshape.u_len(), 4),
-            ("decay", cshape.decay_len(), 4),
-            ("tiles", cshape.tiles_len(), 2),
-            ("starts", cshape.starts_len(), 2),
-            ("deltas16", cshape.deltas16_len(), 2),
-        ];
-        if split {
-            rows.push(("amat", cshape.amat_len(), 2));
-        }
-        let scratch = self.runtime.scratch(SCRATCH, &rows)?;
+        let scratch = self.runtime.scratch(
+            SCRATCH,
+            &[
+                ("u", cshape.u_len(), 4),
+                ("decay", cshape.decay_len(), 4),
+                ("tiles", cshape.tiles_len(), 2),
+                ("starts", cshape.starts_len(), 2),
+                ("deltas16", cshape.deltas16_len(), 2),
+            ],
+        )?;
         let [u, decay, tiles, starts, deltas16] = [0, 1, 2, 3, 4].map(|i| &scratch[i]);
         let coop = walk_key.op.coop();
-        let amat = scratch.get(5);
-        let prep =
-            self.prepare_chunk_prep(passes, dtypes, coop, buffers, ([u, decay, tiles], amat))?;
-        let first = match amat {
-            None => prep,
-            Some(amat) => {
-                let wu_buffers = ChunkWuOperands {
-                    k: buffers.k,
-                    v: buffers.v,
-                    mask: buffers.mask,
-                    decay,
-                    amat,
-                    tiles,
-                    u,
-                    offsets: passes.sequences,
-                };
-                let slots = wu_buffers.slots();
-                let key = KernelKey::chunk_wu(dtypes, buffers.mask.is_some(), coop);
-                let wu = self.runtime.prepare(
-                    passes
-                        .wu(bound(key, &slots), ChunkWuOperands::<()>::SPECS)?
-                        .bind(slots),
-                )?;
-                prep.then(wu, Vec::new())
-            }
-        };
+        let prep = self.prepare_chunk_prep(passes, dtypes, coop, buffers, [u, decay, tiles])?;
         // Masked steps are zero in the tiles and U: the walk needs no mask.
         let walk_buffers = ChunkWalkCoopOperands {
             state_in: buffers.state_in,
@@ -270,34 +241,31 @@ impl GpuBackend {
                 .out(out_key, ChunkOutCoopOperands::<()>::SPECS)?
                 .bind(slots),
         )?;
-        Ok(first.then(walk, Vec::new()).then(out, scratch))
+        Ok(prep.then(walk, Vec::new()).then(out, scratch))
     }
 
     /// The fast path's first pass (`coop`: on cooperative matrices, else its portable
-    /// twin) from `buffers`' q, k, v, gates and mask into `[u, decay, tiles]`; given
-    /// `amat`, its split form: A and Gam o A there in place of U (and W), v not read.
+    /// twin) from `buffers`' q, k, v, gates and mask into `[u, decay, tiles]`.
     fn prepare_chunk_prep(
         &self,
         passes: &Passes<'_>,
         dtypes: GdnDtypes,
         coop: bool,
         buffers: &RecordBuffers<'_>,
-        ([u, decay, tiles], amat): ([&wgpu::Buffer; 3], Option<&wgpu::Buffer>),
+        [u, decay, tiles]: [&wgpu::Buffer; 3],
     ) -> Result<Prepared> {
         let vec4 = passes.cshape.gdn().key_dim().is_multiple_of(4);
         let key = KernelKey::chunk_prep(dtypes, buffers.mask.is_some(), vec4, coop);
-        let whole = amat.is_none();
         let prep_buffers = ChunkPrepOperands {
             q: buffers.q,
             k: buffers.k,
-            v: whole.then_some(buffers.v),
+            v: buffers.v,
             g: buffers.g,
             beta: buffers.beta,
             mask: buffers.mask,
-            u: whole.then_some(u),
+            u,
             decay,
             tiles,
-            amat,
             offsets: passes.sequences,
         };
         let slots = prep_buffers.slots();
@@ -353,15 +321,6 @@ impl<'a> Passes<'a> {
         specs: &'static [OperandSpec<ChunkShape>],
     ) -> Result<Plan<'a, ChunkShape>> {
         self.plan(key, self.heads * self.row_blocks, specs)
-    }
-
-    /// The fast path's W / U pass: one workgroup per (b, hv, chunk, column block).
-    fn wu(
-        &self,
-        key: KernelKey,
-        specs: &'static [OperandSpec<ChunkShape>],
-    ) -> Result<Plan<'a, ChunkShape>> {
-        self.plan(key, self.cshape.wu_workgroups() as u64, specs)
     }
 
     /// The fast path's output pass: one workgroup per (b, hv, chunk, column block).
@@ -690,7 +649,7 @@ mod tests {
         let passes = Passes::new(cshape, layout, &walk_key, None);
         let [u, decay, tiles] = [0, 1, 2].map(|i| &scratch[i]);
         let prep = gpu
-            .prepare_chunk_prep(&passes, dtypes, false, &buffers, ([u, decay, tiles], None))
+            .prepare_chunk_prep(&passes, dtypes, false, &buffers, [u, decay, tiles])
             .unwrap();
         assert_eq!(prep.keys()[0].op, super::super::CHUNK_PREP);
         let read = |b: &wgpu::Buffer, len: usize| -> Vec<u32> { gpu.read_buffer(b, len).unwrap() };
@@ -867,12 +826,8 @@ mod tests {
             .prepare_fast_passes(&passes, GdnDtypes::F32, walk_key, &buffers)
             .unwrap();
         let ops: Vec<Op> = prepared.keys().iter().map(|k| k.op).collect();
-        use super::super::{CHUNK_OUT, CHUNK_PREP, CHUNK_WALK, CHUNK_WU};
-        let want: &[Op] = match gpu.options().chunk_prep_split {
-            false => &[CHUNK_PREP, CHUNK_WALK, CHUNK_OUT],
-            true => &[CHUNK_PREP, CHUNK_WU, CHUNK_WALK, CHUNK_OUT],
-        };
-        assert_eq!(ops, want);
+        use super::super::{CHUNK_OUT, CHUNK_PREP, CHUNK_WALK};
+        assert_eq!(ops, [CHUNK_PREP, CHUNK_WALK, CHUNK_OUT]);
         let mut encoder = gpu.encoder();
         prepared.encode(&mut encoder);
         gpu.queue().submit([encoder.finish()]);
@@ -907,22 +862,10 @@ mod tests {
     /// delta against the CPU twin `record_fast`; padded sequences (a mask, both layouts,
     /// both walk widths, odd Dk and Dv, a batch) and packed ones (`wgsl/chunk_at.wgsl`'s
     /// table: empty, one-step and several-chunk sequences in one call, then a part of
-    /// them as record_varlen's mixed form runs it). Both forms of the first pass:
-    /// whole, and split (`chunk_wu` after it).
+    /// them as record_varlen's mixed form runs it).
     #[test]
     fn portable_fast_passes_are_their_twin() {
         let Some((gpu, _turn)) = gpu() else { return };
-        fast_passes_case(&gpu);
-        let options = GpuOptions {
-            chunk_prep_split: true,
-            ..gpu.options().clone()
-        };
-        fast_passes_case(&GpuBackend::new(options).unwrap());
-    }
-
-    fn fast_passes_case(gpu: &GpuBackend) {
-        let gpu = gpu.clone();
-        let split = gpu.options().chunk_prep_split;
         // The wider walk where the adapter has its workgroup memory (not lavapipe's).
         let wide = KernelKey::chunk_walk(GdnDtypes::F32, WALK_ROWS[1], true, false);
         let room = gpu.limits().max_compute_workgroup_storage_size;
@@ -941,9 +884,7 @@ mod tests {
                 wide,
             ),
         ];
-        // The split form's twin compiles slowly on lavapipe: its first case and the
-        // packed one.
-        for (shape, layout, masked, rows) in cases.into_iter().take(if split { 1 } else { 2 }) {
+        for (shape, layout, masked, rows) in cases {
             let shape = shape.unwrap();
             let d = draw(&shape, 7, 1.0, (0.5, 1.0));
             let m = mask(&shape);
@@ -959,17 +900,17 @@ mod tests {
                 mask,
             };
             let (y, state, delta) = cpu_fast::record_fast(&shape, layout, &x, &d.state, true);
-            let what = format!("{shape:?} {layout:?} mask {masked} rows {rows} split {split}");
+            let what = format!("{shape:?} {layout:?} mask {masked} rows {rows}");
             check_fast(&what, &got, [&y, &state, &delta], FAST_TWIN_BOUND);
         }
 
-        packed_fast_case(&gpu, split);
+        packed_fast_case(&gpu);
     }
 
     /// The twins over packed sequences (`wgsl/chunk_at.wgsl`'s table: empty, one-step
     /// and several-chunk sequences in one call), each against `record_fast` on it alone;
     /// then a part of them (record_varlen's mixed form).
-    fn packed_fast_case(gpu: &GpuBackend, split: bool) {
+    fn packed_fast_case(gpu: &GpuBackend) {
         let lens = [130usize, 0, 1, 64, 63, 65];
         let mut offsets = vec![0u32];
         for l in lens {
@@ -1015,7 +956,7 @@ mod tests {
                 got_state.to_vec(),
                 part(&got[2], hv * dv),
             ];
-            let what = format!("packed {lens:?}, sequence {s}, split {split}");
+            let what = format!("packed {lens:?}, sequence {s}");
             check_fast(&what, &mine, [&y, &state_want, &delta], FAST_TWIN_BOUND);
         }
 

@@ -89,32 +89,6 @@ pub(crate) const CHUNK_PREP: Op = Op(&OpInfo {
     )
 });
 const PREP_ROOT: (&str, &str) = ("chunk_prep", include_str!("chunk_prep.wgsl"));
-/// The fast path's W and U where its first pass runs in two
-/// ([`crate::GpuOptions::chunk_prep_split`]): from the solve's A and Gam o A, a block of
-/// columns of one chunk a workgroup.
-pub const CHUNK_WU_COOP: Op = Op(&OpInfo {
-    coop: true,
-    mask_bit: ChunkWuRow::Mask.bit(),
-    ..OpInfo::new(
-        "chunk_wu_coop",
-        WU_ROOT,
-        ChunkWuOperands::<()>::ROWS,
-        (&ChunkWu { coop: true }, &TWIN_COOP_FAMILY),
-    )
-});
-/// [`CHUNK_WU_COOP`] with its tile products as lane loops (see [`CHUNK_WALK`]).
-pub(crate) const CHUNK_WU: Op = Op(&OpInfo {
-    mask_bit: ChunkWuRow::Mask.bit(),
-    ..OpInfo::new(
-        "chunk_wu",
-        WU_ROOT,
-        ChunkWuOperands::<()>::ROWS,
-        (&ChunkWu { coop: false }, &TWIN_FAMILY),
-    )
-});
-const WU_ROOT: (&str, &str) = ("chunk_wu_coop", include_str!("chunk_wu_coop.wgsl"));
-/// Columns per workgroup of the W / U pass (`BW` in its WGSL).
-const WU_BLOCK: usize = 32;
 /// The fast path's walk: the state through the chunks on cooperative matrices, storing
 /// the tape's delta, and for the output pass delta and the state at each chunk's start.
 pub const CHUNK_WALK_COOP: Op = Op(&OpInfo {
@@ -374,18 +348,6 @@ impl ChunkShape {
         let per_chunk = COOP_MAX_KEY_DIM * self.padded_value_dim();
         self.head_chunks().saturating_mul(per_chunk)
     }
-    /// The split first pass's A and Gam o A in two f16 parts each, `[B, Hv, chunks]`
-    /// blocks of `4 [C][C]` (`amat_at` in `wgsl/chunk_tiles.wgsl`).
-    pub fn amat_len(&self) -> usize {
-        let c = self.chunk_steps();
-        self.head_chunks().saturating_mul(4 * c * c)
-    }
-    /// The W / U pass's workgroups: one per (b, hv, chunk, block of 32 key columns of
-    /// the tiles' 128, or of value columns).
-    pub(crate) fn wu_workgroups(&self) -> usize {
-        let blocks = COOP_MAX_KEY_DIM / WU_BLOCK + self.gdn.value_dim().div_ceil(WU_BLOCK);
-        self.head_chunks().saturating_mul(blocks)
-    }
     /// The walk's delta in f16, `[B, Hv, chunks]` blocks of `[C][padded Dv]`.
     pub fn deltas16_len(&self) -> usize {
         self.scratch_rows().saturating_mul(self.padded_value_dim())
@@ -435,14 +397,6 @@ pub(crate) fn packed(key: KernelKey) -> KernelKey {
     let row = key.op.0.rows.iter().position(|row| row.name == SEQUENCES);
     let bit = row.map_or(0, |i| 1 << i);
     key.with_bound(key.bound | bit)
-}
-
-/// The first pass's `key` in the split form: A and Gam o A out (`amat`); no v in, no U
-/// out.
-pub(crate) fn prep_split(key: KernelKey) -> KernelKey {
-    let whole = ChunkPrepRow::V.bit() | ChunkPrepRow::U.bit();
-    let bits = (key.bound & !whole) | ChunkPrepRow::Amat.bit();
-    key.with_bound(bits)
 }
 
 /// The sequence table's row in each pass's table (`use chunk_sequences`).
@@ -602,17 +556,7 @@ impl KernelKey {
         let c = COOP_CHUNK.steps() as u32;
         let groups = prep_groups(dtypes);
         let key = KernelKey::plain(op, dtypes, (1, groups, 1), c, vec4);
-        let mask = if masked { ChunkPrepRow::Mask.bit() } else { 0 };
-        key.with_bound(mask | ChunkPrepRow::V.bit() | ChunkPrepRow::U.bit())
-    }
-
-    /// The fast path's W / U pass (the first pass's split form), on cooperative
-    /// matrices (`coop`) or its portable twin.
-    pub fn chunk_wu(dtypes: GdnDtypes, masked: bool, coop: bool) -> Self {
-        let op = if coop { CHUNK_WU_COOP } else { CHUNK_WU };
-        let c = COOP_CHUNK.steps() as u32;
-        let key = KernelKey::plain(op, dtypes, (WU_BLOCK as u32, 1, 1), c, false);
-        key.with_bound(if masked { ChunkWuRow::Mask.bit() } else { 0 })
+        key.with_bound(if masked { ChunkPrepRow::Mask.bit() } else { 0 })
     }
 
     /// The fast path's walk, `rows` value rows a workgroup (one of [`WALK_ROWS`]),
@@ -696,53 +640,20 @@ mod prep_table {
         /// `chunk_prep`, this folder), in binding order: the walk's and the output pass's
         /// operands from q, k, v and the gates.
         pub struct ChunkPrepOperands, rows ChunkPrepRow, op "chunk_prep", for ChunkShape {
-            use query_key;
-            /// `[B, T, Hv, Dv]`; `None` in the split form, whose W / U pass reads it.
-            [V] v: Option<T>, Activation Act Read Scalars = v_len, optional;
-            /// `[B, T, Hv]`, the decay, already exponentiated.
-            [G] g: T, Activation Gate Read Scalars = gate_len;
-            /// `[B, T, Hv]`, already sigmoid'ed.
-            [Beta] beta: T, Activation Gate Read Scalars = gate_len;
+            use activations;
             /// `[B, T]` u32, non-zero = live; `None`: every step is live.
             [Mask] mask: Option<T>, Control U32 Read Words = mask_len, optional;
-            /// `U = T diag(beta) V` per chunk, f32 bits, `[B, Hv, chunks, C, Dv]`;
-            /// `None` in the split form, where the W / U pass writes it.
-            [U] u: Option<T>, Scratch U32 Write Words = u_len, optional;
+            /// `U = T diag(beta) V` per chunk, f32 bits, `[B, Hv, chunks, C, Dv]`.
+            [U] u: T, Scratch U32 Write Words = u_len;
             /// The decays, `[B, Hv, chunks, 3C]` (f32 bits): `gam[i]`, `G(C-1, j)`, `gam[C-1]`.
             [Decay] decay: T, Scratch U32 Write Words = decay_len;
-            /// W, gam Q, (G_end K)^T and M as f16 tiles (`wgsl/chunk_tiles.wgsl`);
-            /// gam Q, (G_end K)^T and M only in the split form.
+            /// W, gam Q, (G_end K)^T and M as f16 tiles (`wgsl/chunk_tiles.wgsl`).
             [Tiles] tiles: T, Scratch F16 Write Scalars = tiles_len;
-            /// The split form: A and Gam o A for the W / U pass; `None`: this pass
-            /// makes W and U itself.
-            [Amat] amat: Option<T>, Scratch F16 Write Scalars = amat_len, optional;
-            use chunk_sequences;
-        }
-    }
-
-    operand_table! {
-        /// The fast path's W / U pass (`chunk_wu_coop` and its twin `chunk_wu`, this
-        /// folder), in binding order: W and U from k, v and the split first pass's A.
-        pub struct ChunkWuOperands, rows ChunkWuRow, op "chunk_wu", for ChunkShape {
-            /// `[B, T, Hk, Dk]`.
-            [K] k: T, Activation Act Read Rows = qk_len;
-            /// `[B, T, Hv, Dv]`.
-            [V] v: T, Activation Act Read Scalars = v_len;
-            /// `[B, T]` u32, non-zero = live; `None`: every step is live.
-            [Mask] mask: Option<T>, Control U32 Read Words = mask_len, optional;
-            /// The first pass's decays (gam for W's rows).
-            [Decay] decay: T, Scratch U32 Read Words = decay_len;
-            /// The first pass's A and Gam o A.
-            [Amat] amat: T, Scratch F16 Read Scalars = amat_len;
-            /// W's tiles (the first pass wrote the others).
-            [Tiles] tiles: T, Scratch F16 Write Scalars = tiles_len;
-            /// U, f32 bits.
-            [U] u: T, Scratch U32 Write Words = u_len;
             use chunk_sequences;
         }
     }
 }
-pub use prep_table::{ChunkPrepOperands, ChunkPrepRow, ChunkWuOperands, ChunkWuRow};
+pub use prep_table::{ChunkPrepOperands, ChunkPrepRow};
 
 operand_table! {
     /// The fast path's walk (`chunk_walk_coop`, this folder), in binding order.
@@ -830,29 +741,6 @@ impl OpKernel for ChunkOut {
     }
 }
 
-/// The fast path's W / U pass, on cooperative matrices or not.
-struct ChunkWu {
-    coop: bool,
-}
-
-impl OpKernel for ChunkWu {
-    /// The staged block of k or v (f16, rows padded by 8), the output block (f32, rows
-    /// padded by 4) and gam (`BSS`, `FS` in its WGSL).
-    fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
-        let PlainClass {
-            chunk: c, rows: bw, ..
-        } = key.plain_class();
-        c * (bw + 8) * 2 + c * (bw + 4) * 4 + c * 4 + sequence_bytes(key)
-    }
-    fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
-        KernelKey::chunk_wu(at.dtypes, at.masked, self.coop)
-    }
-    /// Over packed sequences.
-    fn extra_keys(&self) -> Vec<KernelKey> {
-        vec![packed(KernelKey::chunk_wu(GdnDtypes::F32, true, self.coop))]
-    }
-}
-
 /// The fast path's first pass, on cooperative matrices or not.
 struct ChunkPrep {
     coop: bool,
@@ -867,14 +755,14 @@ impl OpKernel for ChunkPrep {
         let vec4 = at.shape.key_dim().is_multiple_of(4);
         KernelKey::chunk_prep(at.dtypes, at.masked, vec4, self.coop)
     }
-    /// f32 gates beside bf16 activations; over packed sequences; the split form.
+    /// f32 gates beside bf16 activations; over packed sequences.
     fn extra_keys(&self) -> Vec<KernelKey> {
         let gated = GdnDtypes {
             act: DType::BF16,
             ..GdnDtypes::F32
         };
         let key = KernelKey::chunk_prep(gated, true, true, self.coop);
-        vec![key, packed(key), prep_split(key)]
+        vec![key, packed(key)]
     }
 }
 
@@ -937,9 +825,8 @@ mod tests {
 
     /// The first pass's workgroup memory (what the encoder checks against the device's
     /// limit) is what its WGSL declares as naga lays it out, on cooperative matrices and
-    /// not, at every dtype triple's Gram blocks, whole, split and over packed sequences,
-    /// and the W / U pass's; within the 32 KiB lavapipe offers, and the first pass's
-    /// within the 24 KiB that lets two workgroups share an SM.
+    /// not, at every dtype triple's Gram blocks, whole and over packed sequences; within
+    /// the 32 KiB lavapipe offers and the 24 KiB that lets two workgroups share an SM.
     #[test]
     fn prep_workgroup_bytes_match_the_declared_arrays() {
         for coop in [false, true] {
@@ -949,11 +836,10 @@ mod tests {
                     ..GdnDtypes::F32
                 };
                 let prep = KernelKey::chunk_prep(dtypes, true, act != DType::F16, coop);
-                for key in [prep, prep_split(prep), packed(prep)] {
+                for key in [prep, packed(prep)] {
                     declared_bytes_match(&key);
                     assert!(key.workgroup_bytes() <= PREP_BYTES_MAX, "{}", key.label());
                 }
-                declared_bytes_match(&KernelKey::chunk_wu(dtypes, true, coop));
             }
         }
     }
