@@ -1,7 +1,7 @@
 #provides TILE_DK, TILES_PER_CHUNK, W_AT, QG_AT, KT_AT, M_AT, tile_at, to_f16_range
 #provides padded_value_dim, start_at, delta16_at
 #requires CHUNK
-// The f16 operands of record_chunked's walk and output pass, as the pack pass
+// The f16 operands of record_chunked's walk and output pass, as the first pass
 // writes them: per (b, hv, chunk), four matrices of 16 x 16 tiles, each tile 256
 // contiguous values, row-major within the tile (a tile loads with stride 16; rows of a
 // wider stride load three times slower on the H200, docs/PERFORMANCE.md). Key columns

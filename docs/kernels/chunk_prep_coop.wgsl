@@ -287,7 +287,7 @@ fn head_chunks(head: u32, li: u32) -> HeadChunks {
     return HeadChunks(d, h, head * params.chunks, params.chunks, false);
 }
 
-// The f16 operands of record_chunked's walk and output pass, as the pack pass
+// The f16 operands of record_chunked's walk and output pass, as the first pass
 // writes them: per (b, hv, chunk), four matrices of 16 x 16 tiles, each tile 256
 // contiguous values, row-major within the tile (a tile loads with stride 16; rows of a
 // wider stride load three times slower on the H200, docs/PERFORMANCE.md). Key columns

@@ -311,7 +311,7 @@ fn head_chunks(head: u32, li: u32) -> HeadChunks {
     return HeadChunks(d, h, head * params.chunks, params.chunks, false);
 }
 
-// The f16 operands of record_chunked's walk and output pass, as the pack pass
+// The f16 operands of record_chunked's walk and output pass, as the first pass
 // writes them: per (b, hv, chunk), four matrices of 16 x 16 tiles, each tile 256
 // contiguous values, row-major within the tile (a tile loads with stride 16; rows of a
 // wider stride load three times slower on the H200, docs/PERFORMANCE.md). Key columns
@@ -362,7 +362,7 @@ fn to_f16_range(x: f32) -> f32 {
 // head's chunks in order (wgsl/chunk_at.wgsl), with nothing but the state's own
 // recurrence on the chain. The block's transposed state S^T [TILE_DK][ROWS] stays in
 // registers as f32 accumulators: subgroup sg holds key rows 16 sg .. 16 sg + 15,
-// ROWS / 16 tiles. Per chunk, with the pack pass's f16 tiles (cpu.rs beside it has the
+// ROWS / 16 tiles. Per chunk, with the first pass's f16 tiles (cpu.rs beside it has the
 // math):
 //   delta = U - W S^T                          (record's delta, the tape's)
 //   S^T   = gam_C S^T + (G_end K)^T delta

@@ -15,7 +15,7 @@
 // head's chunks in order (wgsl/chunk_at.wgsl), with nothing but the state's own
 // recurrence on the chain. The block's transposed state S^T [TILE_DK][ROWS] stays in
 // registers as f32 accumulators: subgroup sg holds key rows 16 sg .. 16 sg + 15,
-// ROWS / 16 tiles. Per chunk, with the pack pass's f16 tiles (cpu.rs beside it has the
+// ROWS / 16 tiles. Per chunk, with the first pass's f16 tiles (cpu.rs beside it has the
 // math):
 //   delta = U - W S^T                          (record's delta, the tape's)
 //   S^T   = gam_C S^T + (G_end K)^T delta

@@ -1,5 +1,5 @@
 //! record_chunked on the GPU: the passes' dispatches over the caller's buffers (two
-//! portable ones, or four on the fast path), and the host call.
+//! portable ones, or three on the fast path), and the host call.
 
 use super::{
     ChunkOutCoopOperands, ChunkPrepOperands, ChunkShape, ChunkSize, ChunkStateOperands,

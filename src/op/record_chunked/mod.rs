@@ -668,7 +668,7 @@ operand_table! {
         [U] u: T, Scratch U32 Read Words = u_len;
         /// The first pass's decays.
         [Decay] decay: T, Scratch U32 Read Words = decay_len;
-        /// The pack pass's tiles.
+        /// The first pass's tiles.
         [Tiles] tiles: T, Scratch F16 Read Scalars = tiles_len;
         /// The state at each chunk's start, f16 tiles for the output pass.
         [Starts] starts: T, Scratch F16 Write Scalars = starts_len;
@@ -683,7 +683,7 @@ operand_table! {
     pub struct ChunkOutCoopOperands, rows ChunkOutCoopRow, op "chunk_out_coop", for ChunkShape {
         /// `[B, T, Hv, Dv]`.
         [Y] y: T, Output Act Write Scalars = v_len;
-        /// The pack pass's tiles.
+        /// The first pass's tiles.
         [Tiles] tiles: T, Scratch F16 Read Scalars = tiles_len;
         /// The walk's states at each chunk's start.
         [Starts] starts: T, Scratch F16 Read Scalars = starts_len;
