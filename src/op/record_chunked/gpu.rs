@@ -467,8 +467,9 @@ mod tests {
             }
         };
         let room = g.limits().max_compute_workgroup_storage_size;
-        if !g.features().contains(wgpu::Features::SHADER_F16) || room < 32288 {
-            eprintln!("SKIPPED: chunk_prep needs SHADER_F16 and 32288 bytes of workgroup memory");
+        let need = crate::op::record_chunked::PREP_BYTES_MAX;
+        if !g.features().contains(wgpu::Features::SHADER_F16) || room < need {
+            eprintln!("SKIPPED: chunk_prep needs SHADER_F16 and {need} bytes of workgroup memory");
             return None;
         }
         Some((g, turn))

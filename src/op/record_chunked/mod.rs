@@ -77,7 +77,7 @@ pub const CHUNK_PREP_COOP: Op = Op(&OpInfo {
 });
 /// [`CHUNK_PREP_COOP`] with its tile products as lane loops (portable WGSL): the test of
 /// the pass's structure where no adapter has cooperative matrices (the unit tests run
-/// it on lavapipe). Not among [`Op::ALL`]: its 32288 bytes of workgroup memory are past
+/// it on lavapipe). Not among [`Op::ALL`]: its 24480 bytes of workgroup memory are past
 /// the 16 KiB every adapter offers.
 pub(crate) const CHUNK_PREP: Op = Op(&OpInfo {
     mask_bit: ChunkPrepRow::Mask.bit(),
