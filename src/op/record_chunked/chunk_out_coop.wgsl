@@ -96,9 +96,13 @@ fn load_delta(at: u32) -> BTile {
     return BTile(at, true);
 }
 
+// (A branch, not a select: a start tile's index may lie past delta's buffer.)
 fn b_elem(b: BTile, k: u32, lane: u32) -> f32 {
     let at = b.at + k * 16u + lane % 16u;
-    return select(f32(starts_buf[at]), f32(deltas16_buf[at]), b.delta);
+    if b.delta {
+        return f32(deltas16_buf[at]);
+    }
+    return f32(starts_buf[at]);
 }
 
 fn mma(acc: Acc, lane: u32, a: ATile, b: BTile) -> Acc {
