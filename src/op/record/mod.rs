@@ -60,7 +60,7 @@ pub enum VarlenSplit {
 /// Record's kernel over several sequences: what one more (token, value head) pair of
 /// theirs costs, as a fraction of one sequence's step (H100, fitted on eight packed
 /// mixes: docs/PERFORMANCE.md, "the mixed form").
-pub(crate) const TOKEN_HEADS_A_STEP: usize = 96;
+const TOKEN_HEADS_A_STEP: usize = 96;
 
 impl VarlenSplit {
     /// The fast path's default for sequences of lengths `lens` with `value_heads`
@@ -70,8 +70,8 @@ impl VarlenSplit {
     /// batch). The others then run in record's kernel unless the chunked passes take
     /// them for less. In units of one sequence's step in record's kernel, the passes
     /// cost a step a (chunk, value head), and record's kernel over the others their
-    /// longest one's steps plus one for every 96 (token, value head) pairs of
-    /// theirs (docs/PERFORMANCE.md, "the mixed form").
+    /// longest one's steps plus one for every `TOKEN_HEADS_A_STEP` (96) (token, value
+    /// head) pairs of theirs (docs/PERFORMANCE.md, "the mixed form").
     pub fn by_length(lens: &[usize], value_heads: usize, chunk: ChunkSize) -> VarlenSplit {
         let mut order: Vec<usize> = (0..lens.len()).collect();
         order.sort_by_key(|&s| std::cmp::Reverse(lens[s]));
@@ -94,7 +94,8 @@ impl VarlenSplit {
         let rest_steps = rest().map(|s| lens[s]).max().unwrap_or(0);
         let rest_tokens: usize = rest().map(|s| lens[s]).sum();
         let rest_chunks: usize = rest().map(|s| lens[s].div_ceil(chunk.steps())).sum();
-        let sequential = rest_steps + rest_tokens.saturating_mul(value_heads) / TOKEN_HEADS_A_STEP;
+        let sequential =
+            rest_steps.saturating_add(rest_tokens.saturating_mul(value_heads) / TOKEN_HEADS_A_STEP);
         if rest_chunks.saturating_mul(value_heads) <= sequential {
             return VarlenSplit::Chunked(chunk);
         }
