@@ -70,12 +70,15 @@ fn load1_beta(i: u32) -> f32 {
     return x;
 }
 
-@group(0) @binding(6) var<storage, read_write> u_buf: array<u32>;
+@group(0) @binding(6) var<storage, read_write> u_buf: array<vec4<u32>>;
 fn load_u(i: u32) -> u32 {
-    return u_buf[i];
+    return u_buf[i >> 2u][i & 3u];
 }
 fn store_u(i: u32, v: u32) {
-    u_buf[i] = v;
+    u_buf[i >> 2u][i & 3u] = v;
+}
+fn store4_u(i4: u32, v: vec4<u32>) {
+    u_buf[i4] = v;
 }
 
 @group(0) @binding(7) var<storage, read_write> decay_buf: array<u32>;
@@ -86,17 +89,22 @@ fn store_decay(i: u32, v: u32) {
     decay_buf[i] = v;
 }
 
-@group(0) @binding(8) var<storage, read_write> tiles_buf: array<f16>;
+@group(0) @binding(8) var<storage, read_write> tiles_buf: array<vec4<f16>>;
 fn load1_tiles(i: u32) -> f32 {
-    let x = tiles_buf[i];
+    let x = tiles_buf[i >> 2u][i & 3u];
     return f32(x);
 }
-fn store1_tiles(i: u32, v: f32) {
-    tiles_buf[i] = f16(v);
+fn load_tiles(base: u32, i: u32, n: u32) -> vec4<f32> {
+    let x = tiles_buf[(base + i) >> 2u];
+    return select(vec4<f32>(0.0), vec4<f32>(x), i < n);
 }
-fn store2_tiles(i: u32, a: f32, b: f32) {
-    tiles_buf[i] = f16(a);
-    tiles_buf[i + 1u] = f16(b);
+fn store_tiles(base: u32, i: u32, n: u32, v: vec4<f32>) {
+    if i < n {
+        tiles_buf[(base + i) >> 2u] = vec4<f16>(v);
+    }
+}
+fn store1_tiles(i: u32, v: f32) {
+    tiles_buf[i >> 2u][i & 3u] = f16(v);
 }
 
 
@@ -423,6 +431,20 @@ fn half16(x: f32) -> f16 {
     return f16(to_f16_range(x));
 }
 
+fn f16_range4(v: vec4<f32>) -> vec4<f32> {
+    return vec4(to_f16_range(v.x), to_f16_range(v.y), to_f16_range(v.z), to_f16_range(v.w));
+}
+
+// Four consecutive values of a tile's row from `at` (a multiple of 4) in one store.
+fn store_tile4(at: u32, v: vec4<f32>) {
+    store_tiles(at, 0u, 4u, v);
+}
+
+// Four consecutive f16 values of `h16` from `at`, as f32.
+fn h16x4(at: u32) -> vec4<f32> {
+    return vec4(f32(h16[at]), f32(h16[at + 1u]), f32(h16[at + 2u]), f32(h16[at + 3u]));
+}
+
 // x in two f16 parts, hi = x rounded to f16 (to nearest even, into f16's range) and lo =
 // the rest rounded: (hi, lo). hi's value in f32 comes from x's bits, not from the round
 // trip f32(f16(x)): NVIDIA's Vulkan compiler folds that trip into x, so x - f32(f16(x))
@@ -574,21 +596,35 @@ fn load_k_block(d: GdnDims, h: Head, t0: u32, li: u32, c0: u32) -> Quads {
     return Quads(vec4(0.0), vec4(0.0));
 }
 
-// A lane's 8 values of U's [C][BW] block of v from value column c0: row e / BW, column
-// e % BW for e = li + m WG_SIZE, m < 8 (0 past T and past Dv).
+// v's elements i and i + 1: one word where bf16 pairs them (i even).
+fn load2_v(i: u32) -> vec2<f32> {
+    return vec2(load1_v(i), load1_v(i + 1u));
+}
+
+// A lane's 8 values of U's [C][BW] block of v from value column c0, in pairs: pair
+// p = li + m WG_SIZE (m < 4) is row p / (BW / 2), columns 2 (p % (BW / 2)) and the next,
+// in (a.xy, a.zw, b.xy, b.zw) (0 past T and past Dv).
 fn load_v_block(d: GdnDims, h: Head, t0: u32, li: u32, c0: u32) -> Quads {
     var r = Quads(vec4(0.0), vec4(0.0));
-    for (var m = 0u; m < 8u; m++) {
-        let e = li + m * WG_SIZE;
-        let t = t0 + e / BW;
-        let dv = c0 + e % BW;
+    for (var m = 0u; m < 4u; m++) {
+        let p = li + m * WG_SIZE;
+        let t = t0 + p / (BW / 2u);
+        let dv = c0 + (p % (BW / 2u)) * 2u;
+        var x = vec2(0.0);
         if t < d.steps && dv < d.value_dim {
-            let x = load1_v(v_index(d, h.b, t, h.hv, dv));
-            if m < 4u {
-                r.a[m] = x;
+            let i = v_index(d, h.b, t, h.hv, dv);
+            if dv + 1u < d.value_dim {
+                x = load2_v(i);
             } else {
-                r.b[m - 4u] = x;
+                x.x = load1_v(i);
             }
+        }
+        if m < 2u {
+            r.a[2u * m] = x.x;
+            r.a[2u * m + 1u] = x.y;
+        } else {
+            r.b[2u * m - 4u] = x.x;
+            r.b[2u * m - 3u] = x.y;
         }
     }
     return r;
@@ -883,21 +919,21 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             acc1 = gram_products(acc1, sg + SG_COUNT, lane, ks);
             acc2 = gram_products(acc2, sg + 2u * SG_COUNT, lane, ks);
         }
-        // gam Q's and (G_end K)^T's tiles of the block out, neighbouring invocations at
-        // neighbouring columns (q from its staged parts).
-        for (var m = 0u; m < 4u * GROUPS; m++) {
+        // gam Q's and (G_end K)^T's tiles of the block out, four neighbouring columns
+        // an invocation and store (q from its staged parts).
+        for (var m = 0u; m < GROUPS; m++) {
             let e = li + m * WG_SIZE;
-            let i = e / KB;
-            let c = e % KB;
-            var qv = f32(h16[GQ + i * KS + c]);
+            let i = e / (KB / 4u);
+            let c = (e % (KB / 4u)) * 4u;
+            var qv = h16x4(GQ + i * KS + c);
             if PARTS == 2u {
-                qv += f32(h16[GQ + GLO + i * KS + c]);
+                qv += h16x4(GQ + GLO + i * KS + c);
             }
-            let r = e / CHUNK;
-            let j = e % CHUNK;
+            let r = e / (CHUNK / 4u);
+            let j = (e % (CHUNK / 4u)) * 4u;
             if in_grid {
-                store1_tiles(tiles + QG_AT + tile_at(i, c0 + c, TILE_DK), to_f16_range(gam_sh[i] * qv));
-                store1_tiles(tiles + KT_AT + tile_at(c0 + r, j, CHUNK), f32(h16[GT + r * HS + j]));
+                store_tile4(tiles + QG_AT + tile_at(i, c0 + c, TILE_DK), f16_range4(gam_sh[i] * qv));
+                store_tile4(tiles + KT_AT + tile_at(c0 + r, j, CHUNK), h16x4(GT + r * HS + j));
             }
         }
         workgroupBarrier(); // the block is read
@@ -911,15 +947,16 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     workgroupBarrier();
     gram_round(0u, li, tiles, in_grid);
     h16[ZT + li] = f16(0.0);
-    for (var m = 0u; m < 6u; m++) {
-        let e = li + m * WG_SIZE; // 6 tiles: (0,1) (0,2) (0,3) (1,2) (1,3) (2,3)
+    for (var m = 0u; m < 2u; m++) {
+        // 6 tiles, four values a store: (0,1) (0,2) (0,3) (1,2) (1,3) (2,3)
+        let e = (li + m * WG_SIZE) * 4u;
         let tb = e / 256u;
         let rt = select(0u, select(1u, 2u, tb >= 5u), tb >= 3u);
         let ct = tb + 1u - select(0u, select(2u, 3u, tb >= 5u), tb >= 3u);
         let i = rt * 16u + (e % 256u) / 16u;
         let j = ct * 16u + e % 16u;
-        if in_grid {
-            store1_tiles(tiles + M_AT + tile_at(i, j, CHUNK), 0.0);
+        if in_grid && tb < 6u {
+            store_tile4(tiles + M_AT + tile_at(i, j, CHUNK), vec4(0.0));
         }
     }
     workgroupBarrier();
@@ -2722,11 +2759,15 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 h16[bs_at(r, col + 4u)] = half16(select(0.0, pre.b[c], live));
             }
         } else {
-            for (var m = 0u; m < 8u; m++) {
-                let e = li + m * WG_SIZE;
-                let r = e / BW;
-                let x = select(pre.b[m % 4u], pre.a[m % 4u], m < 4u);
-                h16[bs_at(r, e % BW)] = half16(select(0.0, x, live_sh[r] != 0.0h));
+            for (var m = 0u; m < 4u; m++) {
+                let p = li + m * WG_SIZE;
+                let r = p / (BW / 2u);
+                let at = bs_at(r, (p % (BW / 2u)) * 2u);
+                let live = live_sh[r] != 0.0h;
+                let x = select(pre.b, pre.a, m < 2u);
+                let even = m % 2u == 0u;
+                h16[at] = half16(select(0.0, select(x.z, x.x, even), live));
+                h16[at + 1u] = half16(select(0.0, select(x.w, x.y, even), live));
             }
         }
         workgroupBarrier(); // the block and A are staged; `fs` is read
@@ -2832,22 +2873,31 @@ fn gam_mask_a(li: u32) {
     }
 }
 
-// Block `blk`'s [C][BW] output from `fs` ([C][FS], FS = BW): W's rows scaled by gam
-// and rounded to f16 into its tiles, or U's in f32.
+// Block `blk`'s [C][BW] output from `fs` ([C][FS], FS = BW), four neighbouring columns
+// an invocation: W's rows scaled by gam and rounded to f16 into its tiles, or U's in
+// f32 (one 16-byte store where Dv is a multiple of 4, so that the four are aligned).
 fn out_block(d: GdnDims, ch: u32, tiles: u32, in_grid: bool, li: u32, blk: u32) {
-    for (var m = 0u; m < CHUNK * BW / WG_SIZE; m++) {
+    for (var m = 0u; m < CHUNK * BW / (4u * WG_SIZE); m++) {
         let e = li + m * WG_SIZE;
-        let i = e / BW;
-        let c = e % BW;
-        let v = fs[i * FS + c];
+        let i = e / (BW / 4u);
+        let c = (e % (BW / 4u)) * 4u;
+        let at = i * FS + c;
+        let v = vec4(fs[at], fs[at + 1u], fs[at + 2u], fs[at + 3u]);
         if blk < KW_BLOCKS {
             if in_grid {
-                store1_tiles(tiles + W_AT + tile_at(i, blk * BW + c, TILE_DK), to_f16_range(gam_sh[i] * v));
+                store_tile4(tiles + W_AT + tile_at(i, blk * BW + c, TILE_DK), f16_range4(gam_sh[i] * v));
             }
         } else {
             let dv = (blk - KW_BLOCKS) * BW + c;
-            if in_grid && dv < d.value_dim {
-                store_u((ch * CHUNK + i) * d.value_dim + dv, bitcast<u32>(v));
+            let u = (ch * CHUNK + i) * d.value_dim + dv;
+            if in_grid && d.value_dim % 4u == 0u && dv < d.value_dim {
+                store4_u(u / 4u, bitcast<vec4<u32>>(v));
+            } else if in_grid {
+                for (var x = 0u; x < 4u; x++) {
+                    if dv + x < d.value_dim {
+                        store_u(u + x, bitcast<u32>(v[x]));
+                    }
+                }
             }
         }
     }

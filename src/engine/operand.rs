@@ -89,6 +89,10 @@ pub enum Walk {
     Scalars,
     /// Plain u32 data (mask, accepted): `load_X(i)`.
     Words,
+    /// u32 words written four at a time where the kernel can (a 16-byte store):
+    /// `store4_X(i4, v)` writes words `4 i4 .. 4 i4 + 3`, `store_X(i, v)` one word.
+    /// Declared `array<vec4<u32>>`, so the buffer holds a whole number of quads.
+    Quads,
 }
 
 /// One row of an operand table.

@@ -85,6 +85,22 @@ impl WriteWgsl for Binding {
             out.push('\n');
             return;
         }
+        if self.kind == Walk::Quads {
+            let _ = writeln!(
+                out,
+                "@group(0) @binding({index}) var<storage, {access}> {n}_buf: array<vec4<u32>>;\n\
+                 fn load_{n}(i: u32) -> u32 {{\n    return {n}_buf[i >> 2u][i & 3u];\n}}"
+            );
+            if self.access.writes() {
+                let _ = writeln!(
+                    out,
+                    "fn store_{n}(i: u32, v: u32) {{\n    {n}_buf[i >> 2u][i & 3u] = v;\n}}\n\
+                     fn store4_{n}(i4: u32, v: vec4<u32>) {{\n    {n}_buf[i4] = v;\n}}"
+                );
+            }
+            out.push('\n');
+            return;
+        }
         let vec = vec4 && self.kind == Walk::Rows;
         let elem = match (self.dtype, vec) {
             (DType::F32, false) => "f32",
@@ -128,6 +144,13 @@ impl WriteWgsl for Binding {
         }
         if self.kind == Walk::Rows {
             self.write_group_accessors(out, vec, split);
+            if self.access.writes() && self.dtype == DType::F16 {
+                // One element of an f16 row (the fast path's tiles).
+                let _ = writeln!(
+                    out,
+                    "fn store1_{n}(i: u32, v: f32) {{\n    {raw1} = f16(v);\n}}"
+                );
+            }
         }
         if self.access.writes() && self.kind == Walk::Scalars {
             // Scalars are never vec4-declared.

@@ -643,12 +643,14 @@ mod prep_table {
             use activations;
             /// `[B, T]` u32, non-zero = live; `None`: every step is live.
             [Mask] mask: Option<T>, Control U32 Read Words = mask_len, optional;
-            /// `U = T diag(beta) V` per chunk, f32 bits, `[B, Hv, chunks, C, Dv]`.
-            [U] u: T, Scratch U32 Write Words = u_len;
+            /// `U = T diag(beta) V` per chunk, f32 bits, `[B, Hv, chunks, C, Dv]`
+            /// (written four words at a time where Dv allows).
+            [U] u: T, Scratch U32 Write Quads = u_len;
             /// The decays, `[B, Hv, chunks, 3C]` (f32 bits): `gam[i]`, `G(C-1, j)`, `gam[C-1]`.
             [Decay] decay: T, Scratch U32 Write Words = decay_len;
-            /// W, gam Q, (G_end K)^T and M as f16 tiles (`wgsl/chunk_tiles.wgsl`).
-            [Tiles] tiles: T, Scratch F16 Write Scalars = tiles_len;
+            /// W, gam Q, (G_end K)^T and M as f16 tiles (`wgsl/chunk_tiles.wgsl`),
+            /// written four values (a quarter of a tile's row) at a time.
+            [Tiles] tiles: T, Scratch F16 Write Rows = tiles_len;
             use chunk_sequences;
         }
     }
