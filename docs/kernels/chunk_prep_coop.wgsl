@@ -530,10 +530,6 @@ fn acc_store(acc: Acc, lane: u32, at: u32) {
     coopStoreT(acc, &fs[at], FS);
 }
 
-fn acc_add(a: Acc, b: Acc) -> Acc {
-    return a + b;
-}
-
 // acc + A B with both in two parts (hi hi + lo hi + hi lo), the low parts `alo` and
 // `blo` further on.
 fn mma2(acc: Acc, lane: u32, a_at: u32, sa: u32, alo: u32, b_at: u32, sb: u32, blo: u32) -> Acc {
@@ -2782,16 +2778,14 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         } else if blk + 1u < KW_BLOCKS + ublocks {
             pre = load_v_block(d, h, t0, li, (blk + 1u - KW_BLOCKS) * BW);
         }
-        // The high parts' and the low parts' products in two chains, added at the end.
         var out = acc_zero();
-        var out_lo = acc_zero();
         for (var kt = 0u; kt < 4u; kt++) {
             let a = select(ZT, a_tile(rt, kt), kt <= rt);
             let b = bs_at(kt * 16u, ct * 16u);
             out = mma(out, lane, a, 16u, b, 16u);
-            out_lo = mma(out_lo, lane, a + low_of(a), 16u, b, 16u);
+            out = mma(out, lane, a + low_of(a), 16u, b, 16u);
         }
-        acc_store(acc_add(out, out_lo), lane, slot_at(sg));
+        acc_store(out, lane, slot_at(sg));
         workgroupBarrier(); // the products are in `fs`; the block is read
     }
     out_block(d, ch, tiles, in_grid, li, KW_BLOCKS + ublocks - 1u);

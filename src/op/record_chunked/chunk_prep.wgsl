@@ -201,10 +201,6 @@ fn mma_t(acc: Acc, lane: u32, a_at: u32, sa: u32, b_at: u32, sb: u32) -> Acc {
 fn acc_store(acc: Acc, lane: u32, at: u32) {
     coopStoreT(acc, &fs[at], FS);
 }
-
-fn acc_add(a: Acc, b: Acc) -> Acc {
-    return a + b;
-}
 #else
 // A lane's elements of its subgroup's 16 x 16 tile: rows lane / 16 + 2 m, column
 // lane % 16.
@@ -242,15 +238,6 @@ fn mma_t(acc: Acc, lane: u32, a_at: u32, sa: u32, b_at: u32, sb: u32) -> Acc {
             s += f32(h16[a_at + row * sa + k]) * f32(h16[b_at + col * sb + k]);
         }
         r.e[m] = s;
-    }
-    return r;
-}
-
-fn acc_add(a: Acc, b: Acc) -> Acc {
-    var r = a;
-    #unroll
-    for (var m = 0u; m < LANE_ELEMS; m++) {
-        r.e[m] += b.e[m];
     }
     return r;
 }
@@ -760,16 +747,14 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         } else if blk + 1u < KW_BLOCKS + ublocks {
             pre = load_v_block(d, h, t0, li, (blk + 1u - KW_BLOCKS) * BW);
         }
-        // The high parts' and the low parts' products in two chains, added at the end.
         var out = acc_zero();
-        var out_lo = acc_zero();
         for (var kt = 0u; kt < 4u; kt++) {
             let a = select(ZT, a_tile(rt, kt), kt <= rt);
             let b = bs_at(kt * 16u, ct * 16u);
             out = mma(out, lane, a, 16u, b, 16u);
-            out_lo = mma(out_lo, lane, a + low_of(a), 16u, b, 16u);
+            out = mma(out, lane, a + low_of(a), 16u, b, 16u);
         }
-        acc_store(acc_add(out, out_lo), lane, slot_at(sg));
+        acc_store(out, lane, slot_at(sg));
         workgroupBarrier(); // the products are in `fs`; the block is read
     }
     out_block(d, ch, tiles, in_grid, li, KW_BLOCKS + ublocks - 1u);
