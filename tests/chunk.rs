@@ -1096,7 +1096,8 @@ fn gpu_fast_path_keeps_values_beyond_f16_finite_and_nan_where_record_has_it() {
 
 /// With the fast path allowed, `record` itself takes it where the tuning table's
 /// thresholds say (from `chunked_from_steps` steps, up to `chunked_max_heads` (sequence,
-/// value head) pairs: its outputs within the fast path's bound, its kernels the matrix
+/// value head) pairs, `chunked_max_heads_half` with bf16 activations: its outputs
+/// within the fast path's bound, its kernels the matrix
 /// units'), stays the sequential kernel, bit for bit, a step short of the threshold or a
 /// head past it, and follows `ShapeClass::chunked` where that says otherwise.
 #[test]
@@ -1127,6 +1128,36 @@ fn gpu_record_takes_the_fast_path_where_its_thresholds_say() {
             "T = {steps}, {heads} heads: not the sequential kernel"
         );
         assert!(!fast.compiled_kernels().iter().any(|k| k.op.coop()));
+    }
+
+    // 16-bit activations have their own pair budget: a head past it, the sequential
+    // kernel bit for bit (still nothing on the matrix units); past f32's but within
+    // theirs, the fast path.
+    let half_heads = Threshold::ChunkedMaxHeadsHalf.value() as usize;
+    assert!(half_heads > max_heads, "the bf16 budget is f32's");
+    for (heads, chunked) in [(half_heads + 1, false), (max_heads + 1, true)] {
+        let shape = GdnShape::new(1, from, 1, heads, 32, 16).unwrap();
+        let d = draw(&shape, 32);
+        let t = d.typed::<bf16>();
+        let got: Recorded<bf16, f32, f32> = fast
+            .record(&shape, layout, &t.inputs(None), &d.state)
+            .unwrap();
+        let on_units = fast.compiled_kernels().iter().any(|k| k.op.coop());
+        assert_eq!(on_units, chunked, "bf16, {heads} heads");
+        let want: Recorded<bf16, f32, f32> = if chunked {
+            cpu()
+                .record(&shape, layout, &t.inputs(None), &d.state)
+                .unwrap()
+        } else {
+            plain
+                .record(&shape, layout, &t.inputs(None), &d.state)
+                .unwrap()
+        };
+        if chunked {
+            assert_within_fast_bound(&got, &want, &format!("bf16, {heads} heads"));
+        } else {
+            assert_eq!(got, want, "bf16, {heads} heads: not the sequential kernel");
+        }
     }
 
     // At the threshold: the fast path, by default.

@@ -55,8 +55,12 @@ pub enum Threshold {
     /// Record runs in the chunked form on the matrix units from this many steps, where
     /// the backend may (see `ShapeClass::chunked`) ...
     ChunkedFromSteps,
-    /// ... and the batch has at most this many (sequence, value head) pairs.
+    /// ... and the batch has at most this many (sequence, value head) pairs with f32
+    /// activations ...
     ChunkedMaxHeads,
+    /// ... or this many with 16-bit activations (bf16, f16: the first pass stages them
+    /// in one f16 part, not two).
+    ChunkedMaxHeadsHalf,
     /// record_layer of one sequence (B = 1) runs as the prologue pass then record from
     /// this many steps on; a batch always does (see `ShapeClass::split`).
     LayerSplitFromSteps,
@@ -73,7 +77,7 @@ pub struct ThresholdRow {
 }
 
 impl Threshold {
-    pub const ALL: [Threshold; 17] = [
+    pub const ALL: [Threshold; 18] = [
         Threshold::RecordElementsPerLane,
         Threshold::ReplayElementsPerLane,
         Threshold::ReplayElementsPerLaneLong,
@@ -90,6 +94,7 @@ impl Threshold {
         Threshold::SpinMicros,
         Threshold::ChunkedFromSteps,
         Threshold::ChunkedMaxHeads,
+        Threshold::ChunkedMaxHeadsHalf,
         Threshold::LayerSplitFromSteps,
     ];
 
@@ -107,7 +112,7 @@ impl Threshold {
 /// [`Threshold::row`]'s table, in the enum's order (a test checks it): one row a line,
 /// so that it reads as the table it is.
 #[rustfmt::skip]
-const TABLE: [ThresholdRow; 17] = [
+const TABLE: [ThresholdRow; 18] = [
     ThresholdRow { name: "record_elements_per_lane", value: 32, reason: "4 lanes a row at Dk = 128: two shuffle levels per reduction; 8 lanes lost 5-32% on large grids", source: "h200-2026-12-01-class-sweep.txt" },
     ThresholdRow { name: "replay_elements_per_lane", value: 8, reason: "16 lanes a row up to T = 8 (B = 64, T = 8: 78 us against 82 with 8 lanes; the round 0.4-1% faster)", source: "h200-2026-11-30-replay-lanes-ab.txt" },
     ThresholdRow { name: "replay_elements_per_lane_long", value: 16, reason: "8 lanes a row past T = 8 (B = 256, T = 16: 369 us against 381); 16 lanes, 16-step chunks and 2 rows per invocation tie or lose", source: "h200-2026-11-30-replay-lanes-ab.txt, h200-2026-12-01-class-sweep.txt" },
@@ -123,7 +128,8 @@ const TABLE: [ThresholdRow; 17] = [
     ThresholdRow { name: "conv_copy_dispatch_from", value: 2 << 20, reason: "copy_buffer_to_buffer moved about 400 GB/s (32 MiB, B = 64, T = 16: about 80 us); at 1 MiB and below the dispatch and its barrier cost more than the transfer (B = 1, T = 8: 575 against 491 us)", source: "h200-2026-11-30-conv-copy-ab.txt" },
     ThresholdRow { name: "spin_micros", value: 2000, reason: "a blocking wait sleeps until the driver wakes the thread, which added 35-100 us to a resident round; waits longer than this block", source: "h200-2026-12-01-spin-ab.txt" },
     ThresholdRow { name: "chunked_from_steps", value: 512, reason: "from here on the fast path (its first pass in 24 KiB) beats record at B = 1 (32 value heads) in both dtypes: bf16 149 against 235 us at T = 512, 480 against 966 at 2048, 1748 against 3847 at 8192; f32 146 against 192, 477 against 766, 1740 against 3047; at B = 2 from 512 in bf16 (267 against 313) and from 1024 in f32 (486 against 511; at 512 it loses 3%, 267 against 259); below 512 not measured", source: "h100-2026-12-06-thresholds.txt" },
-    ThresholdRow { name: "chunked_max_heads", value: 64, reason: "B = 2 at Qwen3-Next's 32 value heads wins from 1024 steps in both dtypes (bf16 912 against 1236 us at T = 2048, 3404 against 4922 at 8192; f32 904 against 1013, 3390 against 4046); at B = 4 (128 heads) f32 loses at every T measured (493 against 405 at 512, 6673 against 6356 at 8192) and bf16 wins only from 1024, by 2-10% (6723 against 7482 at 8192)", source: "h100-2026-12-06-thresholds.txt" },
+    ThresholdRow { name: "chunked_max_heads", value: 64, reason: "f32 activations: B = 2 at Qwen3-Next's 32 value heads wins from 1024 steps (904 against 1013 us at T = 2048, 3390 against 4046 at 8192); at B = 4 (128 heads) it loses at T = 1024 (843 against 796) and wins 4% at 8192 (6086 against 6308) with the first pass's four-value stores, lost at every T before them (493 against 405 at 512)", source: "h100-2026-12-06-thresholds.txt, h100-2026-12-06-p1-quads.txt" },
+    ThresholdRow { name: "chunked_max_heads_half", value: 128, reason: "bf16 activations: B = 2 wins from 512 steps (912 against 1236 us at T = 2048, 3404 against 4922 at 8192); B = 4 (128 heads) wins by 13-21% with the first pass's four-value stores (816 against 936 at T = 1024, 5833 against 7429 at 8192; at T = 512 it lost 4% before them, 494 against 475, not measured since); B = 8 not measured; f16 activations take bf16's first-pass form and are assumed alike", source: "h100-2026-12-06-thresholds.txt, h100-2026-12-06-p1-quads.txt" },
     ThresholdRow { name: "layer_split_from_steps", value: 8, reason: "one sequence (B = 1) runs fused below 8 steps, where the split form's second dependent dispatch costs what its prologue saves (H100, f32: 7.4 fused against 7.9 us split at T = 1, 8.7 against 9.4 at T = 4; bf16 0.3-0.8 us the other way; the f32 36-layer round at B = 1, T = 4 on the H200: 509 against 554 us); at T = 8 the forms tie (bf16 13.7 / 12.3, f32 10.5 / 11.4), from T = 16 the split form wins (22.4 against 15.9), 3.9-4.2x at T = 2048 and 8192 through the fast path; a batch (B >= 2) always splits: B = 8, T = 1 24.0 against 15.4, B = 256, T = 16 1753 against 976", source: "h100-2026-12-05-split.txt, h200-2026-12-05-split-closing.txt" },
 ];
 
@@ -151,7 +157,8 @@ pub struct ShapeClass {
     /// [`crate::ChunkPrecision::FastF16`], `Dk <= 128`), else its portable passes
     /// (C = 32), with their errors where they refuse the shape. `None`: the fast path
     /// alone, from [`Threshold::ChunkedFromSteps`] steps on, up to
-    /// [`Threshold::ChunkedMaxHeads`] (sequence, value head) pairs; the portable
+    /// [`Threshold::ChunkedMaxHeads`] (f32 activations) or
+    /// [`Threshold::ChunkedMaxHeadsHalf`] (bf16, f16) (sequence, value head) pairs; the portable
     /// passes are never the table's default (slower than the sequential kernel wherever
     /// they were measured), but `tune` times them at shapes of two chunks or more and
     /// keeps them where they win on the adapter.

@@ -311,7 +311,7 @@ impl GpuBackend {
         let chunked = if op != Op::Record {
             None
         } else if self.chunked_on_matrix_units(shape, COOP_CHUNK) {
-            Some(!chunked_by_default(shape))
+            Some(!chunked_by_default(shape, &dtypes))
         } else {
             let long = shape.steps() >= TUNE_PORTABLE_CHUNKS * PORTABLE_CHUNK.steps();
             (long && self.portable_chunked_takes(shape, dtypes)).then_some(true)

@@ -42,7 +42,7 @@ impl GpuBackend {
         buffers: &RecordBuffers<'_>,
     ) -> Result<Prepared> {
         let class = &self.tuning().class(Op::Record, shape, dtypes);
-        if !self.record_runs_chunked(shape, class) {
+        if !self.record_runs_chunked(shape, dtypes, class) {
             return self.prepare_form(shape, layout, dtypes, slots(buffers), Vec::new());
         }
         let chunk = self.record_chunk(shape);
@@ -209,7 +209,7 @@ impl GpuBackend {
         }
         if shape.tokens() >= SKIPPED_SEQUENCE as usize {
             // No table can mark a sequence skipped: record's rule at the class shape.
-            return Ok(whole(chunked_by_default(&at)));
+            return Ok(whole(chunked_by_default(&at, &dtypes)));
         }
         let lens: Vec<usize> = (0..shape.sequences())
             .map(|s| shape.sequence(s).len())
@@ -217,6 +217,7 @@ impl GpuBackend {
         Ok(VarlenSplit::by_length(
             &lens,
             shape.packed().value_heads(),
+            dtypes.act,
             COOP_CHUNK,
         ))
     }
@@ -490,9 +491,9 @@ impl GpuBackend {
     /// Whether record at `shape` runs in the chunked form: see `ShapeClass::chunked`.
     /// By default only on the matrix units; where the class asks for it, on the
     /// portable passes too.
-    fn record_runs_chunked(&self, shape: &GdnShape, class: &ShapeClass) -> bool {
+    fn record_runs_chunked(&self, shape: &GdnShape, dtypes: GdnDtypes, class: &ShapeClass) -> bool {
         class.chunked.unwrap_or_else(|| {
-            self.chunked_on_matrix_units(shape, COOP_CHUNK) && chunked_by_default(shape)
+            self.chunked_on_matrix_units(shape, COOP_CHUNK) && chunked_by_default(shape, &dtypes)
         })
     }
 

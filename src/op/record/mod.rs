@@ -23,11 +23,11 @@
 //! (`cpu.rs`, `prologue.rs`) are written once over it.
 
 use super::gdn;
-use crate::dtype::{Element, GdnDtypes};
+use crate::dtype::{DType, Element, GdnDtypes};
 use crate::engine::key::{KernelKey, KeyAt, Op, OpInfo, OpKernel, Reduction};
 use crate::engine::operand::{operand_table, OperandSpec};
 use crate::error::Result;
-use crate::op::record_chunked::ChunkSize;
+use crate::op::record_chunked::{chunked_max_heads, ChunkSize};
 use crate::shape::{GdnShape, LayerShape, VarlenLayerShape, VarlenShape};
 use crate::tuning::{ShapeClass, Threshold};
 
@@ -64,19 +64,24 @@ const TOKEN_HEADS_A_STEP: usize = 96;
 
 impl VarlenSplit {
     /// The fast path's default for sequences of lengths `lens` with `value_heads`
-    /// value heads, chunks of `chunk` steps. The chunked passes take the sequences of
-    /// `chunked_from_steps` steps or more, longest first, while they stay within
-    /// `chunked_max_heads` (sequence, value head) pairs (record's own rule for one
-    /// batch). The others then run in record's kernel unless the chunked passes take
+    /// value heads and activations of dtype `act`, chunks of `chunk` steps. The chunked
+    /// passes take the sequences of `chunked_from_steps` steps or more, longest first,
+    /// while they stay within `chunked_max_heads` (f32) or `chunked_max_heads_half`
+    /// (bf16, f16) (sequence, value head) pairs (record's own rule for one batch). The others then run in record's kernel unless the chunked passes take
     /// them for less. In units of one sequence's step in record's kernel, the passes
     /// cost a step a (chunk, value head), and record's kernel over the others their
     /// longest one's steps plus one for every `TOKEN_HEADS_A_STEP` (96) (token, value
     /// head) pairs of theirs (docs/PERFORMANCE.md, "the mixed form").
-    pub fn by_length(lens: &[usize], value_heads: usize, chunk: ChunkSize) -> VarlenSplit {
+    pub fn by_length(
+        lens: &[usize],
+        value_heads: usize,
+        act: DType,
+        chunk: ChunkSize,
+    ) -> VarlenSplit {
         let mut order: Vec<usize> = (0..lens.len()).collect();
         order.sort_by_key(|&s| std::cmp::Reverse(lens[s]));
         let from = Threshold::ChunkedFromSteps.value();
-        let pairs = Threshold::ChunkedMaxHeads.value();
+        let pairs = chunked_max_heads(act);
         let mut chunked = vec![false; lens.len()];
         let mut taken = 0u64;
         for &s in &order {
@@ -508,7 +513,7 @@ impl KernelKey {
 
 #[cfg(test)]
 mod tests {
-    use super::{ChunkSize, VarlenSplit};
+    use super::{ChunkSize, DType, VarlenSplit};
     use crate::engine::key::{KernelKey, Reduction};
     use crate::engine::wgsl::{assemble_from, Value, WgslError, SOURCES};
 
@@ -591,7 +596,7 @@ mod tests {
     #[test]
     fn varlen_split_by_length() {
         let c = ChunkSize::C64;
-        let split = |lens: &[usize], hv| VarlenSplit::by_length(lens, hv, c);
+        let split = |lens: &[usize], hv| VarlenSplit::by_length(lens, hv, DType::F32, c);
         let marks = |on: &[usize], n: usize| (0..n).map(|s| on.contains(&s)).collect::<Vec<_>>();
         let fla = [37, 130, 511, 1000, 1777, 2048, 300, 4096];
         // The two longest within 64 pairs; the six others (61 chunks of 32 heads) ride
@@ -648,6 +653,18 @@ mod tests {
         assert_eq!(split(&[3000, 0], 32), VarlenSplit::Chunked(c));
         assert_eq!(split(&[0, 0], 32), VarlenSplit::Sequential);
         assert_eq!(split(&[], 32), VarlenSplit::Sequential);
+        // 16-bit activations take twice the pairs (128 of 32 heads: four sequences),
+        // f32 two; the 64 short ones stay token by token either way.
+        let mut four = vec![4096, 4096, 600, 600];
+        four.extend([100; 64]);
+        let by = |act| VarlenSplit::by_length(&four, 32, act, c);
+        let taken = |on: &[usize]| VarlenSplit::Mixed {
+            chunk: c,
+            chunked: marks(on, 68),
+        };
+        assert_eq!(by(DType::F32), taken(&[0, 1]));
+        assert_eq!(by(DType::BF16), taken(&[0, 1, 2, 3]));
+        assert_eq!(by(DType::F16), taken(&[0, 1, 2, 3]));
     }
 
     /// The host's mark of another pass's sequence is the kernels' (two spellings of

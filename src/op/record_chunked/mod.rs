@@ -150,12 +150,22 @@ pub(crate) const COOP_CHUNK: ChunkSize = ChunkSize::C64;
 /// (docs/PERFORMANCE.md, "The chunked record").
 pub(crate) const PORTABLE_CHUNK: ChunkSize = ChunkSize::C32;
 
-/// Whether `record` at `shape` takes the chunked form on the matrix units when the
-/// tuning has no measured choice and the backend may (`ShapeClass::chunked`).
-pub(crate) fn chunked_by_default(shape: &GdnShape) -> bool {
+/// The most (sequence, value head) pairs `record` takes the fast path for by default,
+/// with activations of dtype `act` (f32's first pass stages q and k in two f16 parts,
+/// so it pays off at fewer pairs).
+pub(crate) fn chunked_max_heads(act: DType) -> u64 {
+    match act {
+        DType::F32 => Threshold::ChunkedMaxHeads.value(),
+        DType::BF16 | DType::F16 => Threshold::ChunkedMaxHeadsHalf.value(),
+    }
+}
+
+/// Whether `record` at `shape` with `dtypes` takes the chunked form on the matrix units
+/// when the tuning has no measured choice and the backend may (`ShapeClass::chunked`).
+pub(crate) fn chunked_by_default(shape: &GdnShape, dtypes: &GdnDtypes) -> bool {
     let heads = shape.batch() as u64 * shape.value_heads() as u64;
     shape.steps() as u64 >= Threshold::ChunkedFromSteps.value()
-        && heads <= Threshold::ChunkedMaxHeads.value()
+        && heads <= chunked_max_heads(dtypes.act)
 }
 
 /// A packed sequence's end offset with this bit set: the sequence is another pass's

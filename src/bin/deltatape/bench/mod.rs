@@ -28,7 +28,8 @@ pub struct Args {
     /// every other op of the crate's list whose folder
     /// gives the bench a case of its own (an unknown name lists them all: gates, for
     /// one). With --fast-f16, record itself takes the chunked form's fast path where the tuning table's
-    /// thresholds say (`chunked_from_steps`, `chunked_max_heads`);
+    /// thresholds say (`chunked_from_steps`, `chunked_max_heads` and its `_half` for
+    /// 16-bit activations);
     /// `DELTATAPE_RECORD_CHUNKED` (1 or 0) overrides them (1 without the fast path: the
     /// portable passes); each row says which form ran.
     #[arg(long, value_delimiter = ',', default_value = "record,replay,repeat")]
