@@ -56,6 +56,7 @@ impl KernelKey {
 /// The prelude's declarations of one binding.
 trait WriteWgsl {
     fn write_wgsl(&self, out: &mut String, index: u32, vec4: bool, split: bool);
+    fn write_words(&self, out: &mut String, index: u32, access: &str);
     fn write_group_accessors(&self, out: &mut String, vec: bool, split: bool);
 }
 
@@ -70,35 +71,8 @@ impl WriteWgsl for Binding {
         } else {
             "read"
         };
-        if self.kind == Walk::Words {
-            let _ = writeln!(
-                out,
-                "@group(0) @binding({index}) var<storage, {access}> {n}_buf: array<u32>;\n\
-                 fn load_{n}(i: u32) -> u32 {{\n    return {n}_buf[i];\n}}"
-            );
-            if self.access.writes() {
-                let _ = writeln!(
-                    out,
-                    "fn store_{n}(i: u32, v: u32) {{\n    {n}_buf[i] = v;\n}}"
-                );
-            }
-            out.push('\n');
-            return;
-        }
-        if self.kind == Walk::Quads {
-            let _ = writeln!(
-                out,
-                "@group(0) @binding({index}) var<storage, {access}> {n}_buf: array<vec4<u32>>;\n\
-                 fn load_{n}(i: u32) -> u32 {{\n    return {n}_buf[i >> 2u][i & 3u];\n}}"
-            );
-            if self.access.writes() {
-                let _ = writeln!(
-                    out,
-                    "fn store_{n}(i: u32, v: u32) {{\n    {n}_buf[i >> 2u][i & 3u] = v;\n}}\n\
-                     fn store4_{n}(i4: u32, v: vec4<u32>) {{\n    {n}_buf[i4] = v;\n}}"
-                );
-            }
-            out.push('\n');
+        if matches!(self.kind, Walk::Words | Walk::Quads) {
+            self.write_words(out, index, access);
             return;
         }
         let vec = vec4 && self.kind == Walk::Rows;
@@ -174,6 +148,35 @@ impl WriteWgsl for Binding {
                 out,
                 "fn store2_{n}(i: u32, a: f32, b: f32) {{\n    {body}\n}}"
             );
+        }
+        out.push('\n');
+    }
+
+    /// A binding of u32 words: `load_X(i)`, and for a written one `store_X(i, v)`;
+    /// [`Walk::Quads`] declares them as `vec4<u32>` and adds `store4_X(i4, v)`.
+    fn write_words(&self, out: &mut String, index: u32, access: &str) {
+        let n = self.name;
+        let quads = self.kind == Walk::Quads;
+        let (elem, at) = match quads {
+            true => ("vec4<u32>", "[i >> 2u][i & 3u]"),
+            false => ("u32", "[i]"),
+        };
+        let _ = writeln!(
+            out,
+            "@group(0) @binding({index}) var<storage, {access}> {n}_buf: array<{elem}>;\n\
+             fn load_{n}(i: u32) -> u32 {{\n    return {n}_buf{at};\n}}"
+        );
+        if self.access.writes() {
+            let _ = writeln!(
+                out,
+                "fn store_{n}(i: u32, v: u32) {{\n    {n}_buf{at} = v;\n}}"
+            );
+            if quads {
+                let _ = writeln!(
+                    out,
+                    "fn store4_{n}(i4: u32, v: vec4<u32>) {{\n    {n}_buf[i4] = v;\n}}"
+                );
+            }
         }
         out.push('\n');
     }

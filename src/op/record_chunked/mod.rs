@@ -335,7 +335,8 @@ impl ChunkShape {
     pub fn w_len(&self) -> usize {
         self.scratch_rows().saturating_mul(self.gdn.key_dim())
     }
-    /// `[B, Hv, chunks, C, Dv]`.
+    /// `[B, Hv, chunks, C, Dv]`: a whole number of quads (C is a multiple of 4), as the
+    /// first pass's `array<vec4<u32>>` needs.
     pub fn u_len(&self) -> usize {
         self.scratch_rows().saturating_mul(self.gdn.value_dim())
     }
