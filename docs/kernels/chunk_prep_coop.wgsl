@@ -103,9 +103,6 @@ fn store_tiles(base: u32, i: u32, n: u32, v: vec4<f32>) {
         tiles_buf[(base + i) >> 2u] = vec4<f16>(v);
     }
 }
-fn store1_tiles(i: u32, v: f32) {
-    tiles_buf[i >> 2u][i & 3u] = f16(v);
-}
 
 
 // Index formulas of SPEC.md: the WGSL twin of src/shape.rs (row-major, last index
@@ -358,12 +355,14 @@ fn to_f16_range(x: f32) -> f32 {
 //   2. K K^T and Q K^T over blocks of KB key columns staged in f16 (the next block's
 //      loads in flight through each block's products); gam Q's and (G_end K)^T's
 //      tiles on the way
-//   3. the Gram products through `fs` in three rounds of 8 tiles: M out, L0 = beta K K^T
-//      (strictly lower) into A in two f16 parts
+//   3. the Gram products through `fs` in three rounds of 8 tiles: M out (four columns a
+//      store, Gam along the rows), L0 = beta K K^T (strictly lower) into A in two f16
+//      parts
 //   4. A0's four 16 x 16 diagonal blocks by forward substitution (an invocation a
 //      column)
 //   5. the merges 16 -> 32 -> 64 as tile products, X = L0_21 A0_11, A0_21 = -A0_22 X
-//      (X in tiles of A's upper right block); A = A0 diag(beta)
+//      (X in tiles of A's upper right block); A = A0 diag(beta) over A's stored
+//      tiles, four values an invocation
 //   6. W over 4 blocks of 32 key columns, then (A masked by Gam) U over the value
 //      columns, 32 at a time: subgroup sg makes the tile at row tile sg % 4, column
 //      tile sg / 4 over the 4 inner tiles; its lanes scale, round and store
@@ -723,88 +722,71 @@ fn gram_products(acc: Acc, s: u32, lane: u32, ks: u32) -> Acc {
     return r;
 }
 
+// Gam[i][j + x] for x = 0..3 (0 where j + x > i), j a multiple of 4: the product of
+// the gates over (top, i] for the row's highest column top = min(j + 3, i) from top's
+// suffix in its eight steps, the whole eights after it and i's prefix in its own (or the
+// gates themselves within one eight), then running products backwards along the row
+// (no ratio anywhere: a zero gate stays exact).
+fn gam_row4(i: u32, j: u32) -> vec4<f32> {
+    var out = vec4(0.0);
+    if j > i {
+        return out;
+    }
+    let top = min(j + 3u, i);
+    var r = 1.0;
+    var first = top + 1u;
+    if top / 8u < i / 8u {
+        r = suf_sh[top];
+        for (var b = top / 8u + 1u; b < i / 8u; b++) {
+            r *= eight_sh[b];
+        }
+        first = (i / 8u) * 8u;
+    }
+    for (var l = first; l < i + 1u; l++) {
+        r *= gate_sh[l];
+    }
+    for (var y = 0u; y < 4u; y++) {
+        let x = 3u - y;
+        if j + x <= i {
+            out[x] = r;
+            r *= gate_sh[j + x];
+        }
+    }
+    return out;
+}
+
 // Round u of the Gram products' tiles, in `fs`'s slots: M = Gam o (Q K^T) out (rows i
-// of Q K^T's tiles), L0 = beta K K^T's strictly lower elements into A in two parts.
-// Invocation li: slot li / 32, its column li % 16, rows 8 ((li / 16) % 2) on.
+// of Q K^T's tiles, four neighbouring columns an invocation and store), L0 = beta K K^T's
+// strictly lower elements into A in two parts (an invocation a column, 8 of its rows).
 fn gram_round(u: u32, li: u32, tiles: u32, in_grid: bool) {
     let s = li / SUBGROUP_WIDTH;
     let w = SLOTS[s + SG_COUNT * u];
-    let c = li % 16u;
-    let r0 = ((li / 16u) % 2u) * 8u;
-    let i0 = (w & 15u) * 16u + r0;
-    let j = ((w >> 4u) & 15u) * 16u + c;
     if (w & 0x200u) != 0u {
         return;
     }
+    let ti = (w & 15u) * 16u;
+    let tj = ((w >> 4u) & 15u) * 16u;
     if (w & 0x100u) != 0u {
-        let gm = gam_col8(i0, j);
-        {
-            let y = 0u;
-            let i = i0 + y;
-            let v = select(0.0, gm[y] * fs[slot_at(s) + (r0 + y) * FS + c], j <= i);
+        for (var m = 0u; m < 2u; m++) {
+            let e = li % SUBGROUP_WIDTH + m * SUBGROUP_WIDTH;
+            let r = e / 4u;
+            let c = (e % 4u) * 4u;
+            let i = ti + r;
+            let j = tj + c;
+            let at = slot_at(s) + r * FS + c;
+            let qk = vec4(fs[at], fs[at + 1u], fs[at + 2u], fs[at + 3u]);
+            let live = vec4<u32>(j, j + 1u, j + 2u, j + 3u) <= vec4(i);
+            let v = select(vec4(0.0), gam_row4(i, j) * qk, live);
             if in_grid {
-                store1_tiles(tiles + M_AT + tile_at(i, j, CHUNK), to_f16_range(v));
-            }
-        }
-        {
-            let y = 1u;
-            let i = i0 + y;
-            let v = select(0.0, gm[y] * fs[slot_at(s) + (r0 + y) * FS + c], j <= i);
-            if in_grid {
-                store1_tiles(tiles + M_AT + tile_at(i, j, CHUNK), to_f16_range(v));
-            }
-        }
-        {
-            let y = 2u;
-            let i = i0 + y;
-            let v = select(0.0, gm[y] * fs[slot_at(s) + (r0 + y) * FS + c], j <= i);
-            if in_grid {
-                store1_tiles(tiles + M_AT + tile_at(i, j, CHUNK), to_f16_range(v));
-            }
-        }
-        {
-            let y = 3u;
-            let i = i0 + y;
-            let v = select(0.0, gm[y] * fs[slot_at(s) + (r0 + y) * FS + c], j <= i);
-            if in_grid {
-                store1_tiles(tiles + M_AT + tile_at(i, j, CHUNK), to_f16_range(v));
-            }
-        }
-        {
-            let y = 4u;
-            let i = i0 + y;
-            let v = select(0.0, gm[y] * fs[slot_at(s) + (r0 + y) * FS + c], j <= i);
-            if in_grid {
-                store1_tiles(tiles + M_AT + tile_at(i, j, CHUNK), to_f16_range(v));
-            }
-        }
-        {
-            let y = 5u;
-            let i = i0 + y;
-            let v = select(0.0, gm[y] * fs[slot_at(s) + (r0 + y) * FS + c], j <= i);
-            if in_grid {
-                store1_tiles(tiles + M_AT + tile_at(i, j, CHUNK), to_f16_range(v));
-            }
-        }
-        {
-            let y = 6u;
-            let i = i0 + y;
-            let v = select(0.0, gm[y] * fs[slot_at(s) + (r0 + y) * FS + c], j <= i);
-            if in_grid {
-                store1_tiles(tiles + M_AT + tile_at(i, j, CHUNK), to_f16_range(v));
-            }
-        }
-        {
-            let y = 7u;
-            let i = i0 + y;
-            let v = select(0.0, gm[y] * fs[slot_at(s) + (r0 + y) * FS + c], j <= i);
-            if in_grid {
-                store1_tiles(tiles + M_AT + tile_at(i, j, CHUNK), to_f16_range(v));
+                store_tile4(tiles + M_AT + tile_at(i, j, CHUNK), f16_range4(v));
             }
         }
     } else {
+        let c = li % 16u;
+        let r0 = ((li / 16u) % 2u) * 8u;
+        let j = tj + c;
         for (var y = 0u; y < LANE_ELEMS; y++) {
-            let i = i0 + y;
+            let i = ti + r0 + y;
             if j < i {
                 put2(a_at(i, j), AL, beta_sh[i] * fs[slot_at(s) + (r0 + y) * FS + c]);
             }
@@ -843,18 +825,525 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     var kx = load_quads(d, h, t0, li, 0u, false);
     var qx = load_quads(d, h, t0, li, 0u, true);
     workgroupBarrier();
-    // gam[i] = g[0] ... g[i] and G(C-1, j) = g[j+1] ... g[C-1], in order.
+    // gam[i] = g[0] ... g[i] and G(C-1, j) = g[j+1] ... g[C-1], in order (unrolled over
+    // the whole chunk, so that the loads need not wait for the products).
     if li < CHUNK {
         var r = 1.0;
-        for (var l = 0u; l < li + 1u; l++) {
-            r *= gate_sh[l];
+        {
+            let l = 0u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 1u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 2u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 3u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 4u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 5u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 6u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 7u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 8u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 9u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 10u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 11u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 12u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 13u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 14u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 15u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 16u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 17u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 18u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 19u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 20u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 21u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 22u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 23u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 24u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 25u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 26u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 27u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 28u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 29u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 30u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 31u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 32u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 33u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 34u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 35u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 36u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 37u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 38u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 39u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 40u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 41u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 42u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 43u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 44u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 45u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 46u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 47u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 48u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 49u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 50u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 51u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 52u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 53u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 54u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 55u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 56u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 57u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 58u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 59u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 60u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 61u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 62u;
+            r = select(r, r * gate_sh[l], l <= li);
+        }
+        {
+            let l = 63u;
+            r = select(r, r * gate_sh[l], l <= li);
         }
         gam_sh[li] = r;
     } else if li < 2u * CHUNK {
         let j = li - CHUNK;
         var r = 1.0;
-        for (var l = j + 1u; l < CHUNK; l++) {
-            r *= gate_sh[l];
+        {
+            let l = 0u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 1u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 2u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 3u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 4u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 5u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 6u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 7u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 8u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 9u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 10u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 11u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 12u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 13u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 14u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 15u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 16u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 17u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 18u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 19u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 20u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 21u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 22u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 23u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 24u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 25u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 26u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 27u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 28u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 29u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 30u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 31u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 32u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 33u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 34u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 35u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 36u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 37u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 38u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 39u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 40u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 41u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 42u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 43u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 44u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 45u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 46u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 47u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 48u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 49u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 50u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 51u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 52u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 53u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 54u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 55u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 56u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 57u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 58u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 59u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 60u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 61u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 62u;
+            r = select(r, r * gate_sh[l], l > j);
+        }
+        {
+            let l = 63u;
+            r = select(r, r * gate_sh[l], l > j);
         }
         end_sh[j] = r;
     } else if li < 3u * CHUNK {
@@ -2717,20 +3206,33 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     workgroupBarrier();
 
     // 5c. A0 complete (its last blocks from the halves); A = A0 diag(beta), W's left
-    // operand. X's tiles are left as they are: phase 6 reads the zero tile above the
-    // diagonal, not them, and stages its blocks over them.
-    for (var m = 0u; m < CHUNK * CHUNK / WG_SIZE; m++) {
-        let e = li + m * WG_SIZE;
-        let i = e / CHUNK;
-        let j = e % CHUNK;
-        if j <= i {
-            var a0 = get2(a_at(i, j), AL);
-            if i >= 32u && j < 32u {
-                let q = (i / 16u - 2u) * 2u + j / 16u;
-                let at = (i % 16u) * FS + j % 16u;
-                a0 = -(fs[slot_at(q) + at] + fs[slot_at(q + 4u) + at]);
+    // operand: A's 10 stored tiles are 2560 contiguous values, four neighbouring
+    // columns an invocation (the diagonal tiles' zeros above the diagonal stay zeros).
+    // X's tiles are left as they are: phase 6 reads the zero tile above the diagonal,
+    // not them, and stages its blocks over them.
+    for (var m = 0u; m < (AL / 4u + WG_SIZE - 1u) / WG_SIZE; m++) {
+        let at = (li + m * WG_SIZE) * 4u;
+        if at < AL {
+            let t = at / 256u;
+            let r = select(select(select(0u, 1u, t >= 1u), 2u, t >= 3u), 3u, t >= 6u);
+            let c = t - r * (r + 1u) / 2u;
+            let i = r * 16u + (at % 256u) / 16u;
+            let j = c * 16u + at % 16u;
+            var a0 = h16x4(at) + h16x4(at + AL);
+            if r >= 2u && c < 2u {
+                let q = (r - 2u) * 2u + c;
+                let f = (at % 256u) / 16u * FS + at % 16u;
+                let h0 = slot_at(q) + f; // the two halves of the inner tiles
+                let h1 = slot_at(q + 4u) + f;
+                a0 = -(vec4(fs[h0], fs[h0 + 1u], fs[h0 + 2u], fs[h0 + 3u])
+                    + vec4(fs[h1], fs[h1 + 1u], fs[h1 + 2u], fs[h1 + 3u]));
             }
-            put2(a_at(i, j), AL, a0 * beta_sh[j]);
+            let b = vec4(beta_sh[j], beta_sh[j + 1u], beta_sh[j + 2u], beta_sh[j + 3u]);
+            let lower = vec4<u32>(j, j + 1u, j + 2u, j + 3u) <= vec4(i);
+            let v = select(vec4(0.0), a0 * b, lower);
+            for (var x = 0u; x < 4u; x++) {
+                put2(at + x, AL, v[x]);
+            }
         }
     }
 

@@ -118,13 +118,6 @@ impl WriteWgsl for Binding {
         }
         if self.kind == Walk::Rows {
             self.write_group_accessors(out, vec, split);
-            if self.access.writes() && self.dtype == DType::F16 {
-                // One element of an f16 row (the fast path's tiles).
-                let _ = writeln!(
-                    out,
-                    "fn store1_{n}(i: u32, v: f32) {{\n    {raw1} = f16(v);\n}}"
-                );
-            }
         }
         if self.access.writes() && self.kind == Walk::Scalars {
             // Scalars are never vec4-declared.

@@ -9,7 +9,7 @@
 #import chunk_tiles
 #provides kernel_main
 #requires load_q, load_k, load1_v, v_buf, load1_g, load1_beta, store_u, store4_u, store_decay
-#requires store1_tiles, store_tiles
+#requires store_tiles
 #requires qk_row, v_index, gate_index, mask_index, CHUNK, WG_SIZE, GROUPS
 #requires COOP, LANE_ELEMS, TILE16
 // record_chunked's first pass on the fast path (`chunk_prep_coop`; `chunk_prep` is the
@@ -29,12 +29,14 @@
 //   2. K K^T and Q K^T over blocks of KB key columns staged in f16 (the next block's
 //      loads in flight through each block's products); gam Q's and (G_end K)^T's
 //      tiles on the way
-//   3. the Gram products through `fs` in three rounds of 8 tiles: M out, L0 = beta K K^T
-//      (strictly lower) into A in two f16 parts
+//   3. the Gram products through `fs` in three rounds of 8 tiles: M out (four columns a
+//      store, Gam along the rows), L0 = beta K K^T (strictly lower) into A in two f16
+//      parts
 //   4. A0's four 16 x 16 diagonal blocks by forward substitution (an invocation a
 //      column)
 //   5. the merges 16 -> 32 -> 64 as tile products, X = L0_21 A0_11, A0_21 = -A0_22 X
-//      (X in tiles of A's upper right block); A = A0 diag(beta)
+//      (X in tiles of A's upper right block); A = A0 diag(beta) over A's stored
+//      tiles, four values an invocation
 //   6. W over 4 blocks of 32 key columns, then (A masked by Gam) U over the value
 //      columns, 32 at a time: subgroup sg makes the tile at row tile sg % 4, column
 //      tile sg / 4 over the 4 inner tiles; its lanes scale, round and store
@@ -212,17 +214,18 @@ fn acc_zero() -> Acc {
     return Acc(array<f32, LANE_ELEMS>());
 }
 
+// The inner index outermost, so that B's element serves the lane's 8 rows from one
+// load (each sum still in the order of k).
 fn mma(acc: Acc, lane: u32, a_at: u32, sa: u32, b_at: u32, sb: u32) -> Acc {
     var r = acc;
     let col = lane % 16u;
-    #unroll
-    for (var m = 0u; m < LANE_ELEMS; m++) {
-        let row = lane / 16u + 2u * m;
-        var s = r.e[m];
-        for (var k = 0u; k < 16u; k++) {
-            s += f32(h16[a_at + row * sa + k]) * f32(h16[b_at + k * sb + col]);
+    let a0 = a_at + (lane / 16u) * sa;
+    for (var k = 0u; k < 16u; k++) {
+        let b = f32(h16[b_at + k * sb + col]);
+        #unroll
+        for (var m = 0u; m < LANE_ELEMS; m++) {
+            r.e[m] += f32(h16[a0 + 2u * m * sa + k]) * b;
         }
-        r.e[m] = s;
     }
     return r;
 }
@@ -230,14 +233,13 @@ fn mma(acc: Acc, lane: u32, a_at: u32, sa: u32, b_at: u32, sb: u32) -> Acc {
 fn mma_t(acc: Acc, lane: u32, a_at: u32, sa: u32, b_at: u32, sb: u32) -> Acc {
     var r = acc;
     let col = lane % 16u;
-    #unroll
-    for (var m = 0u; m < LANE_ELEMS; m++) {
-        let row = lane / 16u + 2u * m;
-        var s = r.e[m];
-        for (var k = 0u; k < 16u; k++) {
-            s += f32(h16[a_at + row * sa + k]) * f32(h16[b_at + col * sb + k]);
+    let a0 = a_at + (lane / 16u) * sa;
+    for (var k = 0u; k < 16u; k++) {
+        let b = f32(h16[b_at + col * sb + k]);
+        #unroll
+        for (var m = 0u; m < LANE_ELEMS; m++) {
+            r.e[m] += f32(h16[a0 + 2u * m * sa + k]) * b;
         }
-        r.e[m] = s;
     }
     return r;
 }
@@ -408,32 +410,71 @@ fn gram_products(acc: Acc, s: u32, lane: u32, ks: u32) -> Acc {
     return r;
 }
 
+// Gam[i][j + x] for x = 0..3 (0 where j + x > i), j a multiple of 4: the product of
+// the gates over (top, i] for the row's highest column top = min(j + 3, i) from top's
+// suffix in its eight steps, the whole eights after it and i's prefix in its own (or the
+// gates themselves within one eight), then running products backwards along the row
+// (no ratio anywhere: a zero gate stays exact).
+fn gam_row4(i: u32, j: u32) -> vec4<f32> {
+    var out = vec4(0.0);
+    if j > i {
+        return out;
+    }
+    let top = min(j + 3u, i);
+    var r = 1.0;
+    var first = top + 1u;
+    if top / 8u < i / 8u {
+        r = suf_sh[top];
+        for (var b = top / 8u + 1u; b < i / 8u; b++) {
+            r *= eight_sh[b];
+        }
+        first = (i / 8u) * 8u;
+    }
+    for (var l = first; l < i + 1u; l++) {
+        r *= gate_sh[l];
+    }
+    for (var y = 0u; y < 4u; y++) {
+        let x = 3u - y;
+        if j + x <= i {
+            out[x] = r;
+            r *= gate_sh[j + x];
+        }
+    }
+    return out;
+}
+
 // Round u of the Gram products' tiles, in `fs`'s slots: M = Gam o (Q K^T) out (rows i
-// of Q K^T's tiles), L0 = beta K K^T's strictly lower elements into A in two parts.
-// Invocation li: slot li / 32, its column li % 16, rows 8 ((li / 16) % 2) on.
+// of Q K^T's tiles, four neighbouring columns an invocation and store), L0 = beta K K^T's
+// strictly lower elements into A in two parts (an invocation a column, 8 of its rows).
 fn gram_round(u: u32, li: u32, tiles: u32, in_grid: bool) {
     let s = li / SUBGROUP_WIDTH;
     let w = SLOTS[s + SG_COUNT * u];
-    let c = li % 16u;
-    let r0 = ((li / 16u) % 2u) * 8u;
-    let i0 = (w & 15u) * 16u + r0;
-    let j = ((w >> 4u) & 15u) * 16u + c;
     if (w & 0x200u) != 0u {
         return;
     }
+    let ti = (w & 15u) * 16u;
+    let tj = ((w >> 4u) & 15u) * 16u;
     if (w & 0x100u) != 0u {
-        let gm = gam_col8(i0, j);
-        #unroll
-        for (var y = 0u; y < LANE_ELEMS; y++) {
-            let i = i0 + y;
-            let v = select(0.0, gm[y] * fs[slot_at(s) + (r0 + y) * FS + c], j <= i);
+        for (var m = 0u; m < 2u; m++) {
+            let e = li % SUBGROUP_WIDTH + m * SUBGROUP_WIDTH;
+            let r = e / 4u;
+            let c = (e % 4u) * 4u;
+            let i = ti + r;
+            let j = tj + c;
+            let at = slot_at(s) + r * FS + c;
+            let qk = vec4(fs[at], fs[at + 1u], fs[at + 2u], fs[at + 3u]);
+            let live = vec4<u32>(j, j + 1u, j + 2u, j + 3u) <= vec4(i);
+            let v = select(vec4(0.0), gam_row4(i, j) * qk, live);
             if in_grid {
-                store1_tiles(tiles + M_AT + tile_at(i, j, CHUNK), to_f16_range(v));
+                store_tile4(tiles + M_AT + tile_at(i, j, CHUNK), f16_range4(v));
             }
         }
     } else {
+        let c = li % 16u;
+        let r0 = ((li / 16u) % 2u) * 8u;
+        let j = tj + c;
         for (var y = 0u; y < LANE_ELEMS; y++) {
-            let i = i0 + y;
+            let i = ti + r0 + y;
             if j < i {
                 put2(a_at(i, j), AL, beta_sh[i] * fs[slot_at(s) + (r0 + y) * FS + c]);
             }
@@ -477,18 +518,21 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     var kx = load_quads(d, h, t0, li, 0u, false);
     var qx = load_quads(d, h, t0, li, 0u, true);
     workgroupBarrier();
-    // gam[i] = g[0] ... g[i] and G(C-1, j) = g[j+1] ... g[C-1], in order.
+    // gam[i] = g[0] ... g[i] and G(C-1, j) = g[j+1] ... g[C-1], in order (unrolled over
+    // the whole chunk, so that the loads need not wait for the products).
     if li < CHUNK {
         var r = 1.0;
-        for (var l = 0u; l < li + 1u; l++) {
-            r *= gate_sh[l];
+        #unroll
+        for (var l = 0u; l < CHUNK; l++) {
+            r = select(r, r * gate_sh[l], l <= li);
         }
         gam_sh[li] = r;
     } else if li < 2u * CHUNK {
         let j = li - CHUNK;
         var r = 1.0;
-        for (var l = j + 1u; l < CHUNK; l++) {
-            r *= gate_sh[l];
+        #unroll
+        for (var l = 0u; l < CHUNK; l++) {
+            r = select(r, r * gate_sh[l], l > j);
         }
         end_sh[j] = r;
     } else if li < 3u * CHUNK {
@@ -686,20 +730,33 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     workgroupBarrier();
 
     // 5c. A0 complete (its last blocks from the halves); A = A0 diag(beta), W's left
-    // operand. X's tiles are left as they are: phase 6 reads the zero tile above the
-    // diagonal, not them, and stages its blocks over them.
-    for (var m = 0u; m < CHUNK * CHUNK / WG_SIZE; m++) {
-        let e = li + m * WG_SIZE;
-        let i = e / CHUNK;
-        let j = e % CHUNK;
-        if j <= i {
-            var a0 = get2(a_at(i, j), AL);
-            if i >= 32u && j < 32u {
-                let q = (i / 16u - 2u) * 2u + j / 16u;
-                let at = (i % 16u) * FS + j % 16u;
-                a0 = -(fs[slot_at(q) + at] + fs[slot_at(q + 4u) + at]);
+    // operand: A's 10 stored tiles are 2560 contiguous values, four neighbouring
+    // columns an invocation (the diagonal tiles' zeros above the diagonal stay zeros).
+    // X's tiles are left as they are: phase 6 reads the zero tile above the diagonal,
+    // not them, and stages its blocks over them.
+    for (var m = 0u; m < (AL / 4u + WG_SIZE - 1u) / WG_SIZE; m++) {
+        let at = (li + m * WG_SIZE) * 4u;
+        if at < AL {
+            let t = at / 256u;
+            let r = select(select(select(0u, 1u, t >= 1u), 2u, t >= 3u), 3u, t >= 6u);
+            let c = t - r * (r + 1u) / 2u;
+            let i = r * 16u + (at % 256u) / 16u;
+            let j = c * 16u + at % 16u;
+            var a0 = h16x4(at) + h16x4(at + AL);
+            if r >= 2u && c < 2u {
+                let q = (r - 2u) * 2u + c;
+                let f = (at % 256u) / 16u * FS + at % 16u;
+                let h0 = slot_at(q) + f; // the two halves of the inner tiles
+                let h1 = slot_at(q + 4u) + f;
+                a0 = -(vec4(fs[h0], fs[h0 + 1u], fs[h0 + 2u], fs[h0 + 3u])
+                    + vec4(fs[h1], fs[h1 + 1u], fs[h1 + 2u], fs[h1 + 3u]));
             }
-            put2(a_at(i, j), AL, a0 * beta_sh[j]);
+            let b = vec4(beta_sh[j], beta_sh[j + 1u], beta_sh[j + 2u], beta_sh[j + 3u]);
+            let lower = vec4<u32>(j, j + 1u, j + 2u, j + 3u) <= vec4(i);
+            let v = select(vec4(0.0), a0 * b, lower);
+            for (var x = 0u; x < 4u; x++) {
+                put2(at + x, AL, v[x]);
+            }
         }
     }
 
