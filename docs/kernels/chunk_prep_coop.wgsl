@@ -383,9 +383,11 @@ const KB: u32 = 16u * GROUPS;
 const KS: u32 = KB + 8u;
 const KBLOCKS: u32 = TILE_DK / KB;
 const PARTS: u32 = 3u - GROUPS;
-// The row stride of (G_end K)^T's block in f16; W's and U's blocks of BW columns; `fs`'s
-// row stride in f32 (8 slots of 16 x 16 as a [C][32] block, unpadded: see below).
-const HS: u32 = CHUNK + 8u;
+// The row stride of (G_end K)^T's block in f16 (33 words: the transposing stores of a
+// subgroup's four-column quads fall in different banks); W's and U's blocks of BW
+// columns; `fs`'s row stride in f32 (8 slots of 16 x 16 as a [C][32] block, unpadded:
+// see below).
+const HS: u32 = CHUNK + 2u;
 const BW: u32 = 32u;
 const FS: u32 = 32u;
 const KW_BLOCKS: u32 = TILE_DK / BW;
@@ -490,6 +492,14 @@ fn a_tile(r: u32, c: u32) -> u32 {
 // Where A's element (i, j) is (its high part).
 fn a_at(i: u32, j: u32) -> u32 {
     return a_tile(i / 16u, j / 16u) + (i % 16u) * 16u + j % 16u;
+}
+
+// The row and column of the element at `at` (below AL) of A's 10 stored tiles.
+fn a_elem(at: u32) -> vec2<u32> {
+    let t = at / 256u;
+    let r = select(select(select(0u, 1u, t >= 1u), 2u, t >= 3u), 3u, t >= 6u);
+    let c = t - r * (r + 1u) / 2u;
+    return vec2(r * 16u + (at % 256u) / 16u, c * 16u + at % 16u);
 }
 
 // How far the low part is from the high part at `at` (a high part's place): none in
@@ -634,73 +644,6 @@ fn bs_at(r: u32, c: u32) -> u32 {
     return BS + ((r / 16u) * 2u + c / 16u) * 256u + (r % 16u) * 16u + c % 16u;
 }
 
-// Gam[i0 + y][j] = g[j+1] ... g[i0+y] for y = 0..7 (0 where i0 + y < j), i0 a multiple
-// of 8: products of the gates over (j, i0] from j's suffix in its eight steps and the
-// whole eights after it, then running products down column j (no ratio anywhere: a
-// zero gate stays exact).
-fn gam_col8(i0: u32, j: u32) -> array<f32, LANE_ELEMS> {
-    var r = 1.0;
-    if i0 > j {
-        r = suf_sh[j];
-        for (var b = j / 8u + 1u; b < i0 / 8u; b++) {
-            r *= eight_sh[b];
-        }
-        if i0 >= (j / 8u + 1u) * 8u {
-            r *= gate_sh[i0];
-        }
-    }
-    var out: array<f32, LANE_ELEMS>;
-    {
-        let y = 0u;
-        let i = i0 + y;
-        out[y] = select(0.0, r, i >= j);
-        r = select(r, r * gate_sh[min(i + 1u, CHUNK - 1u)], i >= j);
-    }
-    {
-        let y = 1u;
-        let i = i0 + y;
-        out[y] = select(0.0, r, i >= j);
-        r = select(r, r * gate_sh[min(i + 1u, CHUNK - 1u)], i >= j);
-    }
-    {
-        let y = 2u;
-        let i = i0 + y;
-        out[y] = select(0.0, r, i >= j);
-        r = select(r, r * gate_sh[min(i + 1u, CHUNK - 1u)], i >= j);
-    }
-    {
-        let y = 3u;
-        let i = i0 + y;
-        out[y] = select(0.0, r, i >= j);
-        r = select(r, r * gate_sh[min(i + 1u, CHUNK - 1u)], i >= j);
-    }
-    {
-        let y = 4u;
-        let i = i0 + y;
-        out[y] = select(0.0, r, i >= j);
-        r = select(r, r * gate_sh[min(i + 1u, CHUNK - 1u)], i >= j);
-    }
-    {
-        let y = 5u;
-        let i = i0 + y;
-        out[y] = select(0.0, r, i >= j);
-        r = select(r, r * gate_sh[min(i + 1u, CHUNK - 1u)], i >= j);
-    }
-    {
-        let y = 6u;
-        let i = i0 + y;
-        out[y] = select(0.0, r, i >= j);
-        r = select(r, r * gate_sh[min(i + 1u, CHUNK - 1u)], i >= j);
-    }
-    {
-        let y = 7u;
-        let i = i0 + y;
-        out[y] = select(0.0, r, i >= j);
-        r = select(r, r * gate_sh[min(i + 1u, CHUNK - 1u)], i >= j);
-    }
-    return out;
-}
-
 // The Gram products' output tiles, three a subgroup (slot s = sg + 8 u): K K^T's 10
 // tiles on and below the diagonal, Q K^T's 10, and 4 spare (Q K^T above the diagonal,
 // unused). Each: row tile (bits 0-3), column tile (4-7), 1 for Q K^T (8), 1 if spare (9).
@@ -755,9 +698,10 @@ fn gam_row4(i: u32, j: u32) -> vec4<f32> {
     return out;
 }
 
-// Round u of the Gram products' tiles, in `fs`'s slots: M = Gam o (Q K^T) out (rows i
-// of Q K^T's tiles, four neighbouring columns an invocation and store), L0 = beta K K^T's
-// strictly lower elements into A in two parts (an invocation a column, 8 of its rows).
+// Round u of the Gram products' tiles, in `fs`'s slots, four neighbouring columns of a
+// row an invocation: M = Gam o (Q K^T) out (rows i of Q K^T's tiles; one store), L0 =
+// beta K K^T's strictly lower elements into A in two parts (0 on and above the diagonal,
+// where the forward substitution writes the diagonal blocks without reading them).
 fn gram_round(u: u32, li: u32, tiles: u32, in_grid: bool) {
     let s = li / SUBGROUP_WIDTH;
     let w = SLOTS[s + SG_COUNT * u];
@@ -766,29 +710,25 @@ fn gram_round(u: u32, li: u32, tiles: u32, in_grid: bool) {
     }
     let ti = (w & 15u) * 16u;
     let tj = ((w >> 4u) & 15u) * 16u;
-    if (w & 0x100u) != 0u {
-        for (var m = 0u; m < 2u; m++) {
-            let e = li % SUBGROUP_WIDTH + m * SUBGROUP_WIDTH;
-            let r = e / 4u;
-            let c = (e % 4u) * 4u;
-            let i = ti + r;
-            let j = tj + c;
-            let at = slot_at(s) + r * FS + c;
-            let qk = vec4(fs[at], fs[at + 1u], fs[at + 2u], fs[at + 3u]);
-            let live = vec4<u32>(j, j + 1u, j + 2u, j + 3u) <= vec4(i);
-            let v = select(vec4(0.0), gam_row4(i, j) * qk, live);
+    for (var m = 0u; m < 2u; m++) {
+        let e = li % SUBGROUP_WIDTH + m * SUBGROUP_WIDTH;
+        let r = e / 4u;
+        let c = (e % 4u) * 4u;
+        let i = ti + r;
+        let j = tj + c;
+        let at = slot_at(s) + r * FS + c;
+        let x = vec4(fs[at], fs[at + 1u], fs[at + 2u], fs[at + 3u]);
+        let cols = vec4<u32>(j, j + 1u, j + 2u, j + 3u);
+        if (w & 0x100u) != 0u {
+            let v = select(vec4(0.0), gam_row4(i, j) * x, cols <= vec4(i));
             if in_grid {
                 store_tile4(tiles + M_AT + tile_at(i, j, CHUNK), f16_range4(v));
             }
-        }
-    } else {
-        let c = li % 16u;
-        let r0 = ((li / 16u) % 2u) * 8u;
-        let j = tj + c;
-        for (var y = 0u; y < LANE_ELEMS; y++) {
-            let i = ti + r0 + y;
-            if j < i {
-                put2(a_at(i, j), AL, beta_sh[i] * fs[slot_at(s) + (r0 + y) * FS + c]);
+        } else {
+            let v = select(vec4(0.0), beta_sh[i] * x, cols < vec4(i));
+            let a = a_tile(ti / 16u, tj / 16u) + r * 16u + c;
+            for (var y = 0u; y < 4u; y++) {
+                put2(a + y, AL, v[y]);
             }
         }
     }
@@ -3213,14 +3153,12 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     for (var m = 0u; m < (AL / 4u + WG_SIZE - 1u) / WG_SIZE; m++) {
         let at = (li + m * WG_SIZE) * 4u;
         if at < AL {
-            let t = at / 256u;
-            let r = select(select(select(0u, 1u, t >= 1u), 2u, t >= 3u), 3u, t >= 6u);
-            let c = t - r * (r + 1u) / 2u;
-            let i = r * 16u + (at % 256u) / 16u;
-            let j = c * 16u + at % 16u;
+            let ij = a_elem(at);
+            let i = ij.x;
+            let j = ij.y;
             var a0 = h16x4(at) + h16x4(at + AL);
-            if r >= 2u && c < 2u {
-                let q = (r - 2u) * 2u + c;
+            if i >= 32u && j < 32u {
+                let q = (i / 16u - 2u) * 2u + j / 16u;
                 let f = (at % 256u) / 16u * FS + at % 16u;
                 let h0 = slot_at(q) + f; // the two halves of the inner tiles
                 let h1 = slot_at(q + 4u) + f;
@@ -3293,83 +3231,17 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     out_block(d, ch, tiles, in_grid, li, KW_BLOCKS + ublocks - 1u);
 }
 
-// A becomes Gam o A, U's left operand: columns j in eights of rows.
+// A becomes Gam o A, U's left operand: its 10 stored tiles, four neighbouring columns
+// an invocation (the diagonal tiles' zeros above the diagonal stay zeros).
 fn gam_mask_a(li: u32) {
-    for (var m = 0u; m < CHUNK * CHUNK / (LANE_ELEMS * WG_SIZE); m++) {
-        let grp = li + m * WG_SIZE;
-        let j = grp % CHUNK;
-        let i0 = (grp / CHUNK) * LANE_ELEMS;
-        let gm = gam_col8(i0, j);
-        {
-            let yy = 0u;
-            // On and below the diagonal only: above it are the zero tile and X's tiles
-            // (the staged block in phase 6).
-            if j <= i0 + yy {
-                let at = a_at(i0 + yy, j);
-                put2(at, AL, gm[yy] * get2(at, AL));
-            }
-        }
-        {
-            let yy = 1u;
-            // On and below the diagonal only: above it are the zero tile and X's tiles
-            // (the staged block in phase 6).
-            if j <= i0 + yy {
-                let at = a_at(i0 + yy, j);
-                put2(at, AL, gm[yy] * get2(at, AL));
-            }
-        }
-        {
-            let yy = 2u;
-            // On and below the diagonal only: above it are the zero tile and X's tiles
-            // (the staged block in phase 6).
-            if j <= i0 + yy {
-                let at = a_at(i0 + yy, j);
-                put2(at, AL, gm[yy] * get2(at, AL));
-            }
-        }
-        {
-            let yy = 3u;
-            // On and below the diagonal only: above it are the zero tile and X's tiles
-            // (the staged block in phase 6).
-            if j <= i0 + yy {
-                let at = a_at(i0 + yy, j);
-                put2(at, AL, gm[yy] * get2(at, AL));
-            }
-        }
-        {
-            let yy = 4u;
-            // On and below the diagonal only: above it are the zero tile and X's tiles
-            // (the staged block in phase 6).
-            if j <= i0 + yy {
-                let at = a_at(i0 + yy, j);
-                put2(at, AL, gm[yy] * get2(at, AL));
-            }
-        }
-        {
-            let yy = 5u;
-            // On and below the diagonal only: above it are the zero tile and X's tiles
-            // (the staged block in phase 6).
-            if j <= i0 + yy {
-                let at = a_at(i0 + yy, j);
-                put2(at, AL, gm[yy] * get2(at, AL));
-            }
-        }
-        {
-            let yy = 6u;
-            // On and below the diagonal only: above it are the zero tile and X's tiles
-            // (the staged block in phase 6).
-            if j <= i0 + yy {
-                let at = a_at(i0 + yy, j);
-                put2(at, AL, gm[yy] * get2(at, AL));
-            }
-        }
-        {
-            let yy = 7u;
-            // On and below the diagonal only: above it are the zero tile and X's tiles
-            // (the staged block in phase 6).
-            if j <= i0 + yy {
-                let at = a_at(i0 + yy, j);
-                put2(at, AL, gm[yy] * get2(at, AL));
+    for (var m = 0u; m < (AL / 4u + WG_SIZE - 1u) / WG_SIZE; m++) {
+        let at = (li + m * WG_SIZE) * 4u;
+        if at < AL {
+            let ij = a_elem(at);
+            let lower = vec4<u32>(ij.y, ij.y + 1u, ij.y + 2u, ij.y + 3u) <= vec4(ij.x);
+            let v = select(vec4(0.0), gam_row4(ij.x, ij.y) * (h16x4(at) + h16x4(at + AL)), lower);
+            for (var x = 0u; x < 4u; x++) {
+                put2(at + x, AL, v[x]);
             }
         }
     }
