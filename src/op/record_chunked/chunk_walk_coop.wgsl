@@ -160,17 +160,18 @@ fn acc_scale(acc: Acc, x: f32) -> Acc {
     return o;
 }
 
+// The inner index outermost, so that B's element serves the lane's 8 rows from one
+// load (each sum still in the order of k).
 fn mma_s(acc: Acc, lane: u32, a: ATile, r: u32, j: u32) -> Acc {
     var o = acc;
     let b = r * 16u * HS + j * 16u + lane % 16u;
-    #unroll
-    for (var m = 0u; m < LANE_ELEMS; m++) {
-        let row = a + (lane / 16u + 2u * m) * 16u;
-        var x = o.e[m];
-        for (var k = 0u; k < 16u; k++) {
-            x += f32(tiles_buf[row + k]) * f32(s16[b + k * HS]);
+    let a0 = a + (lane / 16u) * 16u;
+    for (var k = 0u; k < 16u; k++) {
+        let y = f32(s16[b + k * HS]);
+        #unroll
+        for (var m = 0u; m < LANE_ELEMS; m++) {
+            o.e[m] += f32(tiles_buf[a0 + 32u * m + k]) * y;
         }
-        o.e[m] = x;
     }
     return o;
 }
@@ -178,14 +179,13 @@ fn mma_s(acc: Acc, lane: u32, a: ATile, r: u32, j: u32) -> Acc {
 fn mma_d(acc: Acc, lane: u32, a: ATile, r: u32, j: u32) -> Acc {
     var o = acc;
     let b = r * 16u * HS + j * 16u + lane % 16u;
-    #unroll
-    for (var m = 0u; m < LANE_ELEMS; m++) {
-        let row = a + (lane / 16u + 2u * m) * 16u;
-        var x = o.e[m];
-        for (var k = 0u; k < 16u; k++) {
-            x += f32(tiles_buf[row + k]) * f32(d16[b + k * HS]);
+    let a0 = a + (lane / 16u) * 16u;
+    for (var k = 0u; k < 16u; k++) {
+        let y = f32(d16[b + k * HS]);
+        #unroll
+        for (var m = 0u; m < LANE_ELEMS; m++) {
+            o.e[m] += f32(tiles_buf[a0 + 32u * m + k]) * y;
         }
-        o.e[m] = x;
     }
     return o;
 }
