@@ -10,20 +10,9 @@
 # t/{chunk,lib,varlen,layer,rollback}(.gz) (new2's stripped test executables), fla/
 # (fla_prefill_bench.py, the fla 0.6.0 wheels). Run with carry [".dev/s8", ".gl"].
 set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-start=$(date +%s); left() { echo $(( ${BUDGET_S:-480} - ($(date +%s) - start) )); }
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json} WGPU_BACKEND=vulkan CI=true
-E=$PWD/.dev/s8; N=$E/new2; export DELTATAPE_BIN=$N
-for f in $(find "$E" -name '*.gz'); do gunzip -f "$f"; chmod +x "${f%.gz}"; done
-b() { local bin=$1; shift; [ "$(left)" -lt 60 ] && { echo "skipped bench $*"; return; }
-  timeout 45 $E/$bin bench --fast-f16 --ops record_chunked "$@" --warmup 2 --copy-mib 64 2>&1 \
-    | grep -E "^record|chunk_prep|rror" | sed "s/^/$bin /"; }
-tests() { for t in "$@"; do
-  set -- $t; [ "$(left)" -lt $(( $2 + 10 )) ] && { echo "skipped $1"; continue; }
-  echo "== test $1"; timeout $2 $E/t/$1 --nocapture --test-threads 1 ${3:-} > "$OUT/t-$1.log" 2>&1; echo "rc $?"
-  grep -E "^test result|panicked|FAILED" "$OUT/t-$1.log" | sort | uniq -c | head -8
-done; }
+E=.dev/s8 DEFAULT_BUDGET_S=480
+. benches/device_env.sh # left, b, tests
+N=$E/new2; export DELTATAPE_BIN=$N
 { nvidia-smi --query-gpu=name --format=csv,noheader
   for r in 1 2; do
     for bin in new new2 hs72; do b $bin --batches 1 --steps 2048,8192 --dtypes bf16,f32 --runs 5; done

@@ -1,0 +1,34 @@
+# The setup the device calls' scripts share (benches/h200_p1_*.sh and later ones),
+# sourced from the repository root after they set E (the carried folder of builds and
+# test executables, relative to the root) and DEFAULT_BUDGET_S:
+# - the .gl/ libraries unpacked, NVIDIA's Vulkan driver chosen, CI=true (a test without
+#   an adapter fails);
+# - every *.gz under $E unpacked and made executable, and E made absolute;
+# - left: the seconds left of BUDGET_S (default DEFAULT_BUDGET_S);
+# - b BIN ARGS...: `$E/BIN bench --fast-f16 --ops record_chunked ARGS`, its rows and
+#   pass lines prefixed with BIN (skipped with under a minute left);
+# - tests "NAME SECONDS [FILTER]"...: the test executable $E/t/NAME, its log in
+#   $OUT/t-NAME.log and its summary printed (skipped where the time left is short).
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+start=$(date +%s)
+left() { echo $(( ${BUDGET_S:-$DEFAULT_BUDGET_S} - ($(date +%s) - start) )); }
+for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
+export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json} WGPU_BACKEND=vulkan CI=true
+E=$PWD/$E
+for f in $(find "$E" -name '*.gz'); do gunzip -f "$f"; chmod +x "${f%.gz}"; done
+b() {
+  local bin=$1; shift
+  [ "$(left)" -lt 60 ] && { echo "skipped bench $*"; return; }
+  timeout 45 "$E/$bin" bench --fast-f16 --ops record_chunked "$@" --warmup 2 --copy-mib 64 2>&1 \
+    | grep -E "^record|chunk_prep|rror" | sed "s/^/$bin /"
+}
+tests() {
+  for t in "$@"; do
+    set -- $t
+    [ "$(left)" -lt $(( $2 + 10 )) ] && { echo "skipped $1"; continue; }
+    echo "== test $1"
+    timeout "$2" "$E/t/$1" --nocapture --test-threads 1 ${3:-} > "$OUT/t-$1.log" 2>&1; echo "rc $?"
+    grep -E "^test result|panicked|FAILED|fast path by default|cooperative-matrix path" "$OUT/t-$1.log" \
+      | sort | uniq -c | head -8
+  done
+}
