@@ -105,17 +105,16 @@ fn b_elem(b: BTile, k: u32, lane: u32) -> f32 {
     return f32(starts_buf[at]);
 }
 
-// The inner index outermost, so that B's element serves the lane's 8 rows from one
-// load (each sum still in the order of k).
 fn mma(acc: Acc, lane: u32, a: ATile, b: BTile) -> Acc {
     var o = acc;
-    let a0 = a.at + (lane / 16u) * 16u;
-    for (var k = 0u; k < 16u; k++) {
-        let y = b_elem(b, k, lane);
-        #unroll
-        for (var m = 0u; m < LANE_ELEMS; m++) {
-            o.e[m] += f32(tiles_buf[a0 + 32u * m + k]) * y;
+    #unroll
+    for (var m = 0u; m < LANE_ELEMS; m++) {
+        let row = a.at + (lane / 16u + 2u * m) * 16u;
+        var x = o.e[m];
+        for (var k = 0u; k < 16u; k++) {
+            x += f32(tiles_buf[row + k]) * b_elem(b, k, lane);
         }
+        o.e[m] = x;
     }
     return o;
 }
