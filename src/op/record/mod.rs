@@ -68,10 +68,11 @@ impl VarlenSplit {
     /// passes take the sequences of `chunked_from_steps` steps or more, longest first,
     /// while they stay within `chunked_max_heads` (f32) or `chunked_max_heads_half`
     /// (bf16, f16) (sequence, value head) pairs (record's own rule for one batch). The
-    /// others then run in record's kernel unless the chunked passes take them for less. In units of one sequence's step in record's kernel, the passes
-    /// cost a step a (chunk, value head), and record's kernel over the others their
-    /// longest one's steps plus one for every `TOKEN_HEADS_A_STEP` (96) (token, value
-    /// head) pairs of theirs (docs/PERFORMANCE.md, "the mixed form").
+    /// others then run in record's kernel unless the chunked passes take them for less.
+    /// In units of one sequence's step in record's kernel, the passes cost a step a
+    /// (chunk, value head), and record's kernel over the others their longest one's
+    /// steps plus one for every `TOKEN_HEADS_A_STEP` (96) (token, value head) pairs of
+    /// theirs (docs/PERFORMANCE.md, "the mixed form").
     pub fn by_length(
         lens: &[usize],
         value_heads: usize,

@@ -148,6 +148,18 @@ fn put2(at: u32, low: u32, x: f32) {
     h16[at + low] = p.y;
 }
 
+// Four neighbouring values into A's tiles from `at` in two parts (`put2`).
+fn put2x4(at: u32, v: vec4<f32>) {
+    for (var x = 0u; x < 4u; x++) {
+        put2(at + x, AL, v[x]);
+    }
+}
+
+// Columns j .. j + 3, to compare with a row's index.
+fn cols4(j: u32) -> vec4<u32> {
+    return vec4(j, j + 1u, j + 2u, j + 3u);
+}
+
 fn get2(at: u32, low: u32) -> f32 {
     return f32(h16[at]) + f32(h16[at + low]);
 }
@@ -448,18 +460,14 @@ fn gram_round(u: u32, li: u32, tiles: u32, in_grid: bool) {
         let j = tj + c;
         let at = slot_at(s) + r * FS + c;
         let x = vec4(fs[at], fs[at + 1u], fs[at + 2u], fs[at + 3u]);
-        let cols = vec4<u32>(j, j + 1u, j + 2u, j + 3u);
         if (w & 0x100u) != 0u {
-            let v = select(vec4(0.0), gam_row4(i, j) * x, cols <= vec4(i));
+            let v = select(vec4(0.0), gam_row4(i, j) * x, cols4(j) <= vec4(i));
             if in_grid {
                 store_tile4(tiles + M_AT + tile_at(i, j, CHUNK), f16_range4(v));
             }
         } else {
-            let v = select(vec4(0.0), beta_sh[i] * x, cols < vec4(i));
-            let a = a_tile(ti / 16u, tj / 16u) + r * 16u + c;
-            for (var y = 0u; y < 4u; y++) {
-                put2(a + y, AL, v[y]);
-            }
+            let v = select(vec4(0.0), beta_sh[i] * x, cols4(j) < vec4(i));
+            put2x4(a_tile(ti / 16u, tj / 16u) + r * 16u + c, v);
         }
     }
 }
@@ -732,11 +740,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                     + vec4(fs[h1], fs[h1 + 1u], fs[h1 + 2u], fs[h1 + 3u]));
             }
             let b = vec4(beta_sh[j], beta_sh[j + 1u], beta_sh[j + 2u], beta_sh[j + 3u]);
-            let lower = vec4<u32>(j, j + 1u, j + 2u, j + 3u) <= vec4(i);
-            let v = select(vec4(0.0), a0 * b, lower);
-            for (var x = 0u; x < 4u; x++) {
-                put2(at + x, AL, v[x]);
-            }
+            put2x4(at, select(vec4(0.0), a0 * b, cols4(j) <= vec4(i)));
         }
     }
 
@@ -804,11 +808,8 @@ fn gam_mask_a(li: u32) {
         let at = (li + m * WG_SIZE) * 4u;
         if at < AL {
             let ij = a_elem(at);
-            let lower = vec4<u32>(ij.y, ij.y + 1u, ij.y + 2u, ij.y + 3u) <= vec4(ij.x);
-            let v = select(vec4(0.0), gam_row4(ij.x, ij.y) * (h16x4(at) + h16x4(at + AL)), lower);
-            for (var x = 0u; x < 4u; x++) {
-                put2(at + x, AL, v[x]);
-            }
+            let a = h16x4(at) + h16x4(at + AL);
+            put2x4(at, select(vec4(0.0), gam_row4(ij.x, ij.y) * a, cols4(ij.y) <= vec4(ij.x)));
         }
     }
 }
