@@ -365,7 +365,8 @@ fn to_f16_range(x: f32) -> f32 {
 //      tiles, four values an invocation
 //   6. W over 4 blocks of 32 key columns, then (A masked by Gam) U over the value
 //      columns, 32 at a time: subgroup sg makes the tile at row tile sg % 4, column
-//      tile sg / 4 over the 4 inner tiles; its lanes scale, round and store
+//      tile sg / 4 over the 4 inner tiles (its row of A's tiles loaded once for W's
+//      blocks and once for U's); its lanes scale, round and store
 // Precision: A and the merges' operands in two f16 parts (hi + lo, about 22 bits); k
 // and q in the Gram products in two parts where the activations are f32 (GROUPS = 1:
 // blocks of 16 columns), else in one (GROUPS = 2: f16 holds bf16 and f16 exactly within
@@ -514,6 +515,11 @@ fn a_elem(at: u32) -> vec2<u32> {
     return vec2(r * 16u + (at % 256u) / 16u, c * 16u + at % 16u);
 }
 
+// Tile (rt, kt) of A in phase 6, the zero tile above the diagonal.
+fn a6_tile(rt: u32, kt: u32) -> u32 {
+    return select(ZT, a_tile(rt, kt), kt <= rt);
+}
+
 // How far the low part is from the high part at `at` (a high part's place): none in
 // the zero tile.
 fn low_of(at: u32) -> u32 {
@@ -549,6 +555,23 @@ fn mma_t(acc: Acc, lane: u32, a_at: u32, sa: u32, b_at: u32, sb: u32) -> Acc {
 
 fn acc_store(acc: Acc, lane: u32, at: u32) {
     coopStoreT(acc, &fs[at], FS);
+}
+
+// An A operand loaded once from `h16` (row stride 16) for several products.
+alias ATile = coop_mat16x16<f16, A>;
+
+fn a_load(at: u32) -> ATile {
+    return coopLoadT<coop_mat16x16<f16, A>>(&h16[at], 16u);
+}
+
+fn a_none() -> ATile {
+    return coop_mat16x16<f16, A>();
+}
+
+// acc + a B, B row-major at b_at (row stride sb).
+fn mma_a(acc: Acc, lane: u32, a: ATile, b_at: u32, sb: u32) -> Acc {
+    let b = coopLoadT<coop_mat16x16<f16, B>>(&h16[b_at], sb);
+    return coopMultiplyAdd(a, b, acc);
 }
 
 // acc + A B with both in two parts (hi hi + lo hi + hi lo), the low parts `alo` and
@@ -3186,6 +3209,16 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     let ublocks = (d.value_dim + BW - 1u) / BW;
     let rt = sg % 4u;
     let ct = sg / 4u;
+    // The subgroup's row of A's tiles (kt = 0 .. 3), high and low parts, loaded once for
+    // W's blocks and again for U's (after Gam's mask); above the diagonal the zero tile.
+    var ah0 = a_none();
+    var al0 = a_none();
+    var ah1 = a_none();
+    var al1 = a_none();
+    var ah2 = a_none();
+    var al2 = a_none();
+    var ah3 = a_none();
+    var al3 = a_none();
     for (var blk = 0u; blk < KW_BLOCKS + ublocks; blk++) {
         if blk > 0u {
             out_block(d, ch, tiles, in_grid, li, blk - 1u);
@@ -3222,13 +3255,24 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         } else if blk + 1u < KW_BLOCKS + ublocks {
             pre = load_v_block(d, h, t0, li, (blk + 1u - KW_BLOCKS) * BW);
         }
-        var out = acc_zero();
-        for (var kt = 0u; kt < 4u; kt++) {
-            let a = select(ZT, a_tile(rt, kt), kt <= rt);
-            let b = bs_at(kt * 16u, ct * 16u);
-            out = mma(out, lane, a, 16u, b, 16u);
-            out = mma(out, lane, a + low_of(a), 16u, b, 16u);
+        if blk == 0u || blk == KW_BLOCKS {
+            ah0 = a_load(a6_tile(rt, 0u));
+            al0 = a_load(a6_tile(rt, 0u) + low_of(a6_tile(rt, 0u)));
+            ah1 = a_load(a6_tile(rt, 1u));
+            al1 = a_load(a6_tile(rt, 1u) + low_of(a6_tile(rt, 1u)));
+            ah2 = a_load(a6_tile(rt, 2u));
+            al2 = a_load(a6_tile(rt, 2u) + low_of(a6_tile(rt, 2u)));
+            ah3 = a_load(a6_tile(rt, 3u));
+            al3 = a_load(a6_tile(rt, 3u) + low_of(a6_tile(rt, 3u)));
         }
+        var out = mma_a(acc_zero(), lane, ah0, bs_at(0u, ct * 16u), 16u);
+        out = mma_a(out, lane, al0, bs_at(0u, ct * 16u), 16u);
+        out = mma_a(out, lane, ah1, bs_at(16u, ct * 16u), 16u);
+        out = mma_a(out, lane, al1, bs_at(16u, ct * 16u), 16u);
+        out = mma_a(out, lane, ah2, bs_at(32u, ct * 16u), 16u);
+        out = mma_a(out, lane, al2, bs_at(32u, ct * 16u), 16u);
+        out = mma_a(out, lane, ah3, bs_at(48u, ct * 16u), 16u);
+        out = mma_a(out, lane, al3, bs_at(48u, ct * 16u), 16u);
         acc_store(out, lane, slot_at(sg));
         workgroupBarrier(); // the products are in `fs`; the block is read
     }
