@@ -8,7 +8,12 @@
 # - b BIN ARGS...: `$E/BIN bench --fast-f16 --ops record_chunked ARGS`, its rows and
 #   pass lines prefixed with BIN (skipped with under a minute left);
 # - tests "NAME SECONDS [FILTER]"...: the test executable $E/t/NAME, its log in
-#   $OUT/t-NAME.log and its summary printed (skipped where the time left is short).
+#   $OUT/t-NAME.log and its summary printed (skipped where the time left is short);
+# - variant BIN NAME [STEPS DTYPE BATCHES]: `$E/BIN bench --fast-f16 --ops
+#   record_chunked` (5 runs; T = 8192, bf16, B = 1 by default) with $E/w/NAME.wgsl, where
+#   it exists, in place of a pass's WGSL (a probe build's DELTATAPE_ROOT_<root>: the
+#   walk's for names from `w`, else the first pass's), its pass line prefixed with NAME
+#   (skipped with under RESERVE_S seconds left, default 60).
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 start=$(date +%s)
 left() { echo $(( ${BUDGET_S:-$DEFAULT_BUDGET_S} - ($(date +%s) - start) )); }
@@ -31,4 +36,16 @@ tests() {
     grep -E "^test result|panicked|FAILED|fast path by default|cooperative-matrix path" "$OUT/t-$1.log" \
       | sort | uniq -c | head -8
   done
+}
+variant() {
+  local bin=$1 n=$2 steps=${3:-8192} dt=${4:-bf16} batches=${5:-1}
+  [ "$(left)" -lt "${RESERVE_S:-60}" ] && { echo "skipped $n $steps $dt"; return; }
+  local envs=()
+  if [ -f "$E/w/$n.wgsl" ]; then
+    case $n in w*) envs=(DELTATAPE_ROOT_chunk_walk_coop=$E/w/$n.wgsl) ;;
+      *) envs=(DELTATAPE_ROOT_chunk_prep=$E/w/$n.wgsl) ;; esac
+  fi
+  timeout 60 env "${envs[@]}" "$E/$bin" bench --fast-f16 --ops record_chunked --batches $batches \
+    --steps $steps --dtypes $dt --runs 5 --warmup 2 --copy-mib 64 2>&1 \
+    | grep -E "chunk_prep|rror" | sed "s/^/$n /"
 }

@@ -23,19 +23,9 @@
 # wheels). Run with carry [".dev/s10", ".gl"].
 set -u
 E=.dev/s10 DEFAULT_BUDGET_S=480
-. benches/device_env.sh # left, tests
+. benches/device_env.sh # left, tests, variant
 export DELTATAPE_BIN=$E/new
-# v NAME [STEPS DTYPE BATCHES]: the variant's pass timed (its pass line).
-v() {
-  local n=$1 steps=${2:-8192} dt=${3:-bf16} batches=${4:-1}
-  [ "$(left)" -lt 60 ] && { echo "skipped $n $steps $dt"; return; }
-  local envs=()
-  case $n in base) ;; w*) envs=(DELTATAPE_ROOT_chunk_walk_coop=$E/w/$n.wgsl) ;;
-    *) envs=(DELTATAPE_ROOT_chunk_prep=$E/w/$n.wgsl) ;; esac
-  timeout 60 env "${envs[@]}" "$E/pv" bench --fast-f16 --ops record_chunked --batches $batches \
-    --steps $steps --dtypes $dt --runs 5 --warmup 2 --copy-mib 64 2>&1 \
-    | grep -E "chunk_prep|rror" | sed "s/^/$n /"
-}
+v() { variant pv "$@"; } # benches/device_env.sh
 { nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader
   tests "chunk 100"
   for round in 1 2; do

@@ -14,15 +14,10 @@
 # test executables). Run with carry [".dev/s10", ".gl"].
 set -u
 E=.dev/s10 DEFAULT_BUDGET_S=170
-. benches/device_env.sh # left, tests
+. benches/device_env.sh # left, tests, variant
 export DELTATAPE_BIN=$E/pv4
-v() {
-  local n=$1 steps=${2:-8192} dt=${3:-bf16} batches=${4:-1}
-  [ "$(left)" -lt 100 ] && { echo "skipped $n $steps $dt"; return; }
-  timeout 60 env DELTATAPE_ROOT_chunk_prep=$E/w/$n.wgsl "$E/pv4" bench --fast-f16 \
-    --ops record_chunked --batches $batches --steps $steps --dtypes $dt --runs 5 --warmup 2 \
-    --copy-mib 64 2>&1 | grep -E "chunk_prep|rror" | sed "s/^/$n /"
-}
+RESERVE_S=100
+v() { variant pv4 "$@"; } # benches/device_env.sh
 { nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader
   for round in 1 2; do
     for n in p6a g3; do v $n; v $n 8192 f32; done
