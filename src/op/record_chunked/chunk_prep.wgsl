@@ -273,14 +273,15 @@ fn acc_zero() -> Acc {
     return Acc(array<f32, LANE_ELEMS>());
 }
 
-// The inner index outermost, so that B's element serves the lane's 8 rows from one
-// load (each sum still in the order of k).
-fn mma(acc: Acc, lane: u32, a_at: u32, sa: u32, b_at: u32, sb: u32) -> Acc {
+// acc + A B with B's element (k, c) at b_at + k sk + c sc. The inner index outermost,
+// so that B's element serves the lane's 8 rows from one load (each sum still in the
+// order of k).
+fn mma_strided(acc: Acc, lane: u32, a_at: u32, sa: u32, b_at: u32, sk: u32, sc: u32) -> Acc {
     var r = acc;
-    let col = lane % 16u;
     let a0 = a_at + (lane / 16u) * sa;
+    let b0 = b_at + (lane % 16u) * sc;
     for (var k = 0u; k < 16u; k++) {
-        let b = f32(h16[b_at + k * sb + col]);
+        let b = f32(h16[b0 + k * sk]);
         #unroll
         for (var m = 0u; m < LANE_ELEMS; m++) {
             r.e[m] += f32(h16[a0 + 2u * m * sa + k]) * b;
@@ -289,18 +290,12 @@ fn mma(acc: Acc, lane: u32, a_at: u32, sa: u32, b_at: u32, sb: u32) -> Acc {
     return r;
 }
 
+fn mma(acc: Acc, lane: u32, a_at: u32, sa: u32, b_at: u32, sb: u32) -> Acc {
+    return mma_strided(acc, lane, a_at, sa, b_at, sb, 1u);
+}
+
 fn mma_t(acc: Acc, lane: u32, a_at: u32, sa: u32, b_at: u32, sb: u32) -> Acc {
-    var r = acc;
-    let col = lane % 16u;
-    let a0 = a_at + (lane / 16u) * sa;
-    for (var k = 0u; k < 16u; k++) {
-        let b = f32(h16[b_at + col * sb + k]);
-        #unroll
-        for (var m = 0u; m < LANE_ELEMS; m++) {
-            r.e[m] += f32(h16[a0 + 2u * m * sa + k]) * b;
-        }
-    }
-    return r;
+    return mma_strided(acc, lane, a_at, sa, b_at, 1u, sb);
 }
 
 fn acc_store(acc: Acc, lane: u32, at: u32) {
