@@ -248,20 +248,6 @@ fn mma_a(acc: Acc, lane: u32, a: ATile, b_at: u32, sb: u32) -> Acc {
     let b = coopLoadT<coop_mat16x16<f16, B>>(&h16[b_at], sb);
     return coopMultiplyAdd(a, b, acc);
 }
-
-// A B operand loaded once for several products: the transpose of the row-major block
-// at `at` (row stride sb), as `mma_t` takes it.
-alias BTile = coop_mat16x16<f16, B>;
-
-fn b_load_t(at: u32, sb: u32) -> BTile {
-    return coopLoad<coop_mat16x16<f16, B>>(&h16[at], sb);
-}
-
-// acc + A b, A row-major at a_at (row stride sa).
-fn mma_b(acc: Acc, lane: u32, a_at: u32, sa: u32, b: BTile, sb: u32) -> Acc {
-    let a = coopLoadT<coop_mat16x16<f16, A>>(&h16[a_at], sa);
-    return coopMultiplyAdd(a, b, acc);
-}
 #else
 // A lane's elements of its subgroup's 16 x 16 tile: rows lane / 16 + 2 m, column
 // lane % 16.
@@ -320,17 +306,6 @@ fn a_none() -> ATile {
 
 fn mma_a(acc: Acc, lane: u32, a: ATile, b_at: u32, sb: u32) -> Acc {
     return mma(acc, lane, a, 16u, b_at, sb);
-}
-
-// A B operand is its place too, read as `mma_t` reads it.
-alias BTile = u32;
-
-fn b_load_t(at: u32, sb: u32) -> BTile {
-    return at;
-}
-
-fn mma_b(acc: Acc, lane: u32, a_at: u32, sa: u32, b: BTile, sb: u32) -> Acc {
-    return mma_t(acc, lane, a_at, sa, b, sb);
 }
 #endif
 
@@ -448,37 +423,22 @@ fn bs_at(r: u32, c: u32) -> u32 {
 // The Gram products' output tiles, three a subgroup (slot s = sg + 8 u): K K^T's 10
 // tiles on and below the diagonal, Q K^T's 10, and 4 spare (Q K^T above the diagonal,
 // unused). Each: row tile (bits 0-3), column tile (4-7), 1 for Q K^T (8), 1 if spare (9).
-// With k and q in two parts (PARTS = 2) a subgroup's three share their column tile,
-// K's B operand, loaded once (both parts) for the three (SLOTS2); in one part the
-// first table, each slot loading its own, measured the faster (docs/PERFORMANCE.md).
-const SLOTS1 = array<u32, 24>(
+const SLOTS = array<u32, 24>(
     0x000u, 0x001u, 0x011u, 0x002u, 0x012u, 0x022u, 0x003u, 0x013u,
     0x023u, 0x033u, 0x100u, 0x101u, 0x111u, 0x102u, 0x112u, 0x122u,
     0x103u, 0x113u, 0x123u, 0x133u, 0x310u, 0x320u, 0x330u, 0x321u,
 );
-const SLOTS2 = array<u32, 24>(
-    0x000u, 0x003u, 0x102u, 0x011u, 0x111u, 0x022u, 0x023u, 0x033u,
-    0x001u, 0x100u, 0x103u, 0x012u, 0x112u, 0x122u, 0x123u, 0x133u,
-    0x002u, 0x101u, 0x300u, 0x013u, 0x113u, 0x320u, 0x321u, 0x330u,
-);
 
-fn slot(s: u32) -> u32 {
-    if PARTS == 2u {
-        return SLOTS2[s];
-    }
-    return SLOTS1[s];
-}
-
-// Where slot s's A operand (a row tile of K or Q) is in block column ks.
-fn gram_a(s: u32, ks: u32) -> u32 {
-    let w = slot(s);
-    return select(GK, GQ, (w & 0x100u) != 0u) + (w & 15u) * 16u * KS + ks * 16u;
-}
-
-// Slot s's products of block column ks in one part: its own column tile of K.
 fn gram_products(acc: Acc, s: u32, lane: u32, ks: u32) -> Acc {
-    let b = GK + ((slot(s) >> 4u) & 15u) * 16u * KS + ks * 16u;
-    return mma_t(acc, lane, gram_a(s, ks), KS, b, KS);
+    let w = SLOTS[s];
+    let a = select(GK, GQ, (w & 0x100u) != 0u) + (w & 15u) * 16u * KS + ks * 16u;
+    let b = GK + ((w >> 4u) & 15u) * 16u * KS + ks * 16u;
+    var r = mma_t(acc, lane, a, KS, b, KS);
+    if PARTS == 2u {
+        r = mma_t(r, lane, a + GLO, KS, b, KS);
+        r = mma_t(r, lane, a, KS, b + GLO, KS);
+    }
+    return r;
 }
 
 // Gam[i][j + x] for x = 0..3 (0 where j + x > i), j a multiple of 4: the product of
@@ -520,7 +480,7 @@ fn gam_row4(i: u32, j: u32) -> vec4<f32> {
 // where the forward substitution writes the diagonal blocks without reading them).
 fn gram_round(u: u32, li: u32, tiles: u32, in_grid: bool) {
     let s = li / SUBGROUP_WIDTH;
-    let w = slot(s + SG_COUNT * u);
+    let w = SLOTS[s + SG_COUNT * u];
     if (w & 0x200u) != 0u {
         return;
     }
@@ -657,29 +617,9 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             qx = load_quads(d, h, t0, li, c0 + KB, true);
         }
         for (var ks = 0u; ks < GROUPS; ks++) {
-            if PARTS == 2u {
-                // The subgroup's column tile of K in both parts, each loaded once; each
-                // slot's sum in the order hi hi + lo hi + hi lo.
-                let bk = GK + ((slot(sg) >> 4u) & 15u) * 16u * KS + ks * 16u;
-                let a0 = gram_a(sg, ks);
-                let a1 = gram_a(sg + SG_COUNT, ks);
-                let a2 = gram_a(sg + 2u * SG_COUNT, ks);
-                let b = b_load_t(bk, KS);
-                acc0 = mma_b(acc0, lane, a0, KS, b, KS);
-                acc0 = mma_b(acc0, lane, a0 + GLO, KS, b, KS);
-                acc1 = mma_b(acc1, lane, a1, KS, b, KS);
-                acc1 = mma_b(acc1, lane, a1 + GLO, KS, b, KS);
-                acc2 = mma_b(acc2, lane, a2, KS, b, KS);
-                acc2 = mma_b(acc2, lane, a2 + GLO, KS, b, KS);
-                let bl = b_load_t(bk + GLO, KS);
-                acc0 = mma_b(acc0, lane, a0, KS, bl, KS);
-                acc1 = mma_b(acc1, lane, a1, KS, bl, KS);
-                acc2 = mma_b(acc2, lane, a2, KS, bl, KS);
-            } else {
-                acc0 = gram_products(acc0, sg, lane, ks);
-                acc1 = gram_products(acc1, sg + SG_COUNT, lane, ks);
-                acc2 = gram_products(acc2, sg + 2u * SG_COUNT, lane, ks);
-            }
+            acc0 = gram_products(acc0, sg, lane, ks);
+            acc1 = gram_products(acc1, sg + SG_COUNT, lane, ks);
+            acc2 = gram_products(acc2, sg + 2u * SG_COUNT, lane, ks);
         }
         // gam Q's and (G_end K)^T's tiles of the block out, four neighbouring columns
         // an invocation and store (q from its staged parts).
