@@ -336,12 +336,13 @@ fn tint_rejects_a_divergent_subgroup_op() {
         &format!("if li % 2u == 0u {{\n        {call}\n    }}"),
         1,
     );
+    // Every butterfly's shuffle (three values a step, or four: the kernel calls one of
+    // the two).
     let shuffle = "s += subgroupShuffleXor(s, o);";
     assert!(src.contains(shuffle), "{label}: no `{shuffle}` to move");
-    let divergent_shuffle = src.replacen(
+    let divergent_shuffle = src.replace(
         shuffle,
         &format!("if (li & 1u) == 1u {{\n                {shuffle}\n            }}"),
-        1,
     );
     let dir = scratch("guard");
     let files = write_modules(

@@ -267,6 +267,40 @@ fn record_scaled_state_on_every_shape() {
     );
 }
 
+/// Every shape, layout, mask and count of `check_gdn` with record's steps taken 2, 4 and
+/// 8 a reduction (the table's default is one, which the other tests run), the last group
+/// cut short where T is not a multiple: 4 in f32 and bf16 (its output pairs) and with the
+/// workgroup reduction, 2 in f32, 8 in bf16 (each a kernel compile per shape: lavapipe's
+/// compile time is most of this test's).
+#[test]
+fn record_steps_per_sum_on_every_shape() {
+    let Some(g) = gpu() else { return };
+    let grouped = |sps: u32| {
+        let class = deltatape::internals::ShapeClass {
+            steps_per_sum: Some(sps),
+            ..Default::default()
+        };
+        g.with_tuning(Tuning::default().with_record_class(class))
+            .unwrap()
+    };
+    check_gdn::<f32, f32, f32>(&grouped(2));
+    let four = grouped(4);
+    check_gdn::<f32, f32, f32>(&four);
+    check_gdn::<bf16, bf16, bf16>(&four);
+    check_gdn::<f32, f32, f32>(&four.with_reduction(Reduction::Workgroup).unwrap());
+    check_gdn::<bf16, bf16, bf16>(&grouped(8));
+    // The backends share one pipeline cache: every setting's kernels are among those
+    // compiled.
+    let records: Vec<(u32, Reduction)> = (g.compiled_kernels().iter())
+        .filter(|k| k.op == Op::Record)
+        .map(|k| (k.gdn().steps_per_sum, k.reduction))
+        .collect();
+    for want in [2, 4, 8] {
+        assert!(records.iter().any(|r| r.0 == want), "{want}: {records:?}");
+    }
+    assert!(records.contains(&(4, Reduction::Workgroup)), "{records:?}");
+}
+
 /// Tests that run `check_gdn` on the default backend, one dtype triple after another.
 macro_rules! gdn_tests {
     ($($name:ident: $(($a:ty, $s:ty, $p:ty))*;)*) => {

@@ -322,7 +322,7 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
     }
 #endif
     if !in_subgroup {
-        row_partials[li] = vec3<f32>(sums, 0.0);
+        row_partials[li] = vec4<f32>(sums, 0.0, 0.0);
         workgroupBarrier();
         var total = vec2<f32>(0.0);
         for (var j = 0u; j < NORM_LANES; j++) {

@@ -37,6 +37,10 @@ const PAIRS_IN_THREAD: bool = false;
 const FOLD: bool = false;
 const EARLY_FOLD: bool = false;
 const SCALED_STATE: bool = false;
+const STEPS_PER_SUM: u32 = 1u;
+const STEP_VALUES: u32 = 4u;
+const STEP_SUMS: u32 = 1u;
+const MULTI_STEP: bool = false;
 const QK_OWNED: u32 = 1u;
 const V_OWNED: u32 = 1u;
 
@@ -1015,7 +1019,7 @@ fn stage_chunk(d: GdnDims, b: u32, hv: u32, hk: u32, row_base: u32, t0: u32, li:
         }
     }
     if !in_subgroup {
-        row_partials[li] = vec3<f32>(sums, 0.0);
+        row_partials[li] = vec4<f32>(sums, 0.0, 0.0);
         workgroupBarrier();
         var total = vec2<f32>(0.0);
         for (var j = 0u; j < NORM_LANES; j++) {
@@ -1079,7 +1083,7 @@ fn main(
 // every lane of the row. Assumes what Metal guarantees and Vulkan drivers do: subgroups
 // are consecutive runs of local_invocation_index of `sg` lanes (sg a power of two).
 
-var<workgroup> row_partials: array<vec3<f32>, WG_SIZE>;
+var<workgroup> row_partials: array<vec4<f32>, WG_SIZE>;
 
 fn row_sum3(x: vec3<f32>, li: u32, sg: u32) -> vec3<f32> {
     if LANES <= sg {
@@ -1092,10 +1096,28 @@ fn row_sum3(x: vec3<f32>, li: u32, sg: u32) -> vec3<f32> {
     }
     // The row spans LANES / sg subgroups: one subgroupAdd each (Metal's simd_sum),
     // then the partial sums meet in workgroup memory.
+    return row_sum_across(vec4<f32>(x, 0.0), li, sg).xyz;
+}
+
+// row_sum3 of four values (record's steps taken several at a time).
+fn row_sum4(x: vec4<f32>, li: u32, sg: u32) -> vec4<f32> {
+    if LANES <= sg {
+        var s = x;
+        for (var o = 1u; o < LANES; o = o << 1u) {
+            s += subgroupShuffleXor(s, o);
+        }
+        return s;
+    }
+    return row_sum_across(x, li, sg);
+}
+
+// A row over LANES / sg subgroups: one subgroupAdd each, then the partial sums meet in
+// workgroup memory.
+fn row_sum_across(x: vec4<f32>, li: u32, sg: u32) -> vec4<f32> {
     row_partials[li] = subgroupAdd(x);
     workgroupBarrier();
     let first = li - li % LANES;
-    var s = vec3<f32>(0.0);
+    var s = vec4<f32>(0.0);
     for (var j = 0u; j < strides(0u, LANES, sg); j++) {
         s += row_partials[first + j * sg];
     }
@@ -1122,6 +1144,19 @@ fn emit_row(li: u32, r: u32, at: u32, valid: bool, y: f32, delta: f32, t: u32) {
 // is kept, y and delta are written as zeros. The steps' inputs are staged a chunk at a
 // time (staging.wgsl, record_staging.wgsl).
 //
+// With STEPS_PER_SUM = M > 1 (MULTI_STEP: a class of record's for grids too small to
+// hide a step's latency, where the row's reduction is the chain each step waits on; the
+// table's default is one step) the steps go M at a time from the state S they start
+// from, one reduction for the group's M. With P_j the product of the group's gates
+// through step j and D_ji that of steps i + 1 .. j (running products, no ratios: zero
+// gates stay exact), a_j = S.k_j and b_j = S.q_j:
+//   delta_j = beta_j (v_j - P_j a_j) - sum_{i<j} beta_j D_ji (k_i.k_j) delta_i
+//   y_j     = P_j b_j + sum_{i<=j} D_ji (k_i.q_j) delta_i
+//   S      <- P_{M-1} S + sum_j D_{M-1,j} delta_j k_j
+// The dot products of the group's k and q with each other are the same for every row:
+// the workgroup computes them once a chunk (stage_groups), with the gates' products.
+// src/op/record/cpu.rs checks the identity against the step-by-step form.
+//
 // The staging picks its buffers by #if, not through hook functions shared with replay:
 // shared staging measured f32 record 5-19% slower on the H200 at B >= 64, traced to the
 // tape k writer test computed where unused (commit 28c208e). That A/B left
@@ -1147,11 +1182,11 @@ fn record_steps(s: ptr<function, StateTile>, d: GdnDims, tile: RowTile, hk: u32,
         workgroupBarrier(); // the previous chunk has been read
         stage_chunk(d, b, hv, hk, row_base, t0, li, sg);
         workgroupBarrier();
+        let n = min(CHUNK, d.steps - t0);
         if t0 + CHUNK < d.steps {
             fetch_chunk(d, b, hv, hk, row_base, t0 + CHUNK, li);
         }
 
-        let n = min(CHUNK, d.steps - t0);
         for (var c = 0u; c < n; c++) {
             let t = t0 + c;
             let gate = gate_stage[c];
@@ -1296,6 +1331,7 @@ fn record_steps(s: ptr<function, StateTile>, d: GdnDims, tile: RowTile, hk: u32,
         }
     }
 }
+
 
 // A packed sequence's end offset with this bit set: the sequence belongs to another
 // pass of the same call (record_varlen's mixed form runs its long sequences in chunks

@@ -33,6 +33,10 @@ const PAIRS_IN_THREAD: bool = false;
 const FOLD: bool = false;
 const EARLY_FOLD: bool = false;
 const SCALED_STATE: bool = false;
+const STEPS_PER_SUM: u32 = 1u;
+const STEP_VALUES: u32 = 4u;
+const STEP_SUMS: u32 = 1u;
+const MULTI_STEP: bool = false;
 const QK_OWNED: u32 = 1u;
 const V_OWNED: u32 = 1u;
 

@@ -3,7 +3,7 @@
 //! ```text
 //! deltatape-tuning 1
 //! adapter  name=...  backend=...  vendor=...  device=...  driver=...  driver_info=...
-//! choice  op=record  shape=B,T,Hk,Hv,Dk,Dv  dtypes=act,state,tape,gate  lanes=4  rows=-  rpt=1  chunk=8  early=-  scaled=0  chunked=-  split=-  us=..  default_us=..  clock=gpu
+//! choice  op=record  shape=B,T,Hk,Hv,Dk,Dv  dtypes=act,state,tape,gate  lanes=4  rows=-  rpt=1  chunk=8  early=-  scaled=0  sps=-  chunked=-  split=-  us=..  default_us=..  clock=gpu
 //! ```
 //! (`-`: the table's default for that parameter.)
 
@@ -33,7 +33,7 @@ fn to_text(tuning: &Tuning, adapter: &AdapterKey) -> String {
         let (s, d) = (&c.shape, &c.dtypes);
         let _ = writeln!(
             out,
-            "choice\top={}\tshape={},{},{},{},{},{}\tdtypes={},{},{},{}\tlanes={}\trows={}\trpt={}\tchunk={}\tearly={}\tscaled={}\tchunked={}\tsplit={}\tus={:.3}\tdefault_us={:.3}\tclock={}",
+            "choice\top={}\tshape={},{},{},{},{},{}\tdtypes={},{},{},{}\tlanes={}\trows={}\trpt={}\tchunk={}\tearly={}\tscaled={}\tsps={}\tchunked={}\tsplit={}\tus={:.3}\tdefault_us={:.3}\tclock={}",
             c.op.name(),
             s.batch(),
             s.steps(),
@@ -51,6 +51,7 @@ fn to_text(tuning: &Tuning, adapter: &AdapterKey) -> String {
             opt(c.class.chunk),
             flag(c.class.early_fold),
             flag(c.class.scaled_state),
+            opt(c.class.steps_per_sum),
             flag(c.class.chunked),
             flag(c.class.split),
             c.micros,
@@ -150,6 +151,11 @@ fn parse(text: &str) -> std::result::Result<Tuning, ParseError> {
             early_fold: f.flag("early")?,
             scaled_state: f.flag("scaled")?,
             // Files written before the field was: the default.
+            steps_per_sum: if f.has("sps") {
+                f.optional("sps")?
+            } else {
+                None
+            },
             chunked: if f.has("chunked") {
                 f.flag("chunked")?
             } else {

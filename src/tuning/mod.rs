@@ -64,6 +64,9 @@ pub enum Threshold {
     /// record_layer of one sequence (B = 1) runs as the prologue pass then record from
     /// this many steps on; a batch always does (see `ShapeClass::split`).
     LayerSplitFromSteps,
+    /// Record's steps a row reduction serves on small grids (drafts of more than one
+    /// step; see `ShapeClass::steps_per_sum`).
+    RecordStepsPerSum,
 }
 
 /// One row of the table: a threshold's value, why it has it, and where that was measured.
@@ -77,7 +80,7 @@ pub struct ThresholdRow {
 }
 
 impl Threshold {
-    pub const ALL: [Threshold; 18] = [
+    pub const ALL: [Threshold; 19] = [
         Threshold::RecordElementsPerLane,
         Threshold::ReplayElementsPerLane,
         Threshold::ReplayElementsPerLaneLong,
@@ -96,6 +99,7 @@ impl Threshold {
         Threshold::ChunkedMaxHeads,
         Threshold::ChunkedMaxHeadsHalf,
         Threshold::LayerSplitFromSteps,
+        Threshold::RecordStepsPerSum,
     ];
 
     /// The threshold's value.
@@ -112,7 +116,7 @@ impl Threshold {
 /// [`Threshold::row`]'s table, in the enum's order (a test checks it): one row a line,
 /// so that it reads as the table it is.
 #[rustfmt::skip]
-const TABLE: [ThresholdRow; 18] = [
+const TABLE: [ThresholdRow; 19] = [
     ThresholdRow { name: "record_elements_per_lane", value: 32, reason: "4 lanes a row at Dk = 128: two shuffle levels per reduction; 8 lanes lost 5-32% on large grids", source: "h200-2026-12-01-class-sweep.txt" },
     ThresholdRow { name: "replay_elements_per_lane", value: 8, reason: "16 lanes a row up to T = 8 (B = 64, T = 8: 78 us against 82 with 8 lanes; the round 0.4-1% faster)", source: "h200-2026-11-30-replay-lanes-ab.txt" },
     ThresholdRow { name: "replay_elements_per_lane_long", value: 16, reason: "8 lanes a row past T = 8 (B = 256, T = 16: 369 us against 381); 16 lanes, 16-step chunks and 2 rows per invocation tie or lose", source: "h200-2026-11-30-replay-lanes-ab.txt, h200-2026-12-01-class-sweep.txt" },
@@ -131,6 +135,7 @@ const TABLE: [ThresholdRow; 18] = [
     ThresholdRow { name: "chunked_max_heads", value: 64, reason: "f32 activations: B = 2 at Qwen3-Next's 32 value heads wins from 1024 steps (904 against 1013 us at T = 2048, 3390 against 4046 at 8192); at B = 4 (128 heads) it loses at T = 1024 (843 against 796) and wins 4% at 8192 (6086 against 6308) with the first pass's four-value stores, lost at every T before them (493 against 405 at 512)", source: "h100-2026-12-06-thresholds.txt, h100-2026-12-06-p1-quads.txt" },
     ThresholdRow { name: "chunked_max_heads_half", value: 128, reason: "bf16 activations: B = 2 wins from 512 steps (912 against 1236 us at T = 2048, 3404 against 4922 at 8192); B = 4 (128 heads) wins by 13-21% with the first pass's four-value stores (816 against 936 at T = 1024, 5833 against 7429 at 8192; at T = 512 it lost 4% before them, 494 against 475, not measured since); B = 8 not measured; f16 activations take bf16's first-pass form and are assumed alike", source: "h100-2026-12-06-thresholds.txt, h100-2026-12-06-p1-quads.txt" },
     ThresholdRow { name: "layer_split_from_steps", value: 8, reason: "one sequence (B = 1) runs fused below 8 steps, where the split form's second dependent dispatch costs what its prologue saves (H100, f32: 7.4 fused against 7.9 us split at T = 1, 8.7 against 9.4 at T = 4; bf16 0.3-0.8 us the other way; the f32 36-layer round at B = 1, T = 4 on the H200: 509 against 554 us); at T = 8 the forms tie (bf16 13.7 / 12.3, f32 10.5 / 11.4), from T = 16 the split form wins (22.4 against 15.9), 3.9-4.2x at T = 2048 and 8192 through the fast path; a batch (B >= 2) always splits: B = 8, T = 1 24.0 against 15.4, B = 256, T = 16 1753 against 976", source: "h100-2026-12-05-split.txt, h200-2026-12-05-split-closing.txt" },
+    ThresholdRow { name: "record_steps_per_sum", value: 1, reason: "one step a reduction until a GPU has timed the groups (the form is for GPUs whose small grids wait on each step's reduction; benches/h200_record_groups.sh is ready): on lavapipe, a CPU adapter, 2, 4 and 8 steps a reduction took record 1.5, 1.75 and 2.4x as long (B = 1, T = 256: 47, 55, 74 ms against 31.5) and its compile about 4x; `tune` times 1, 2, 4 and 8 on the user's adapter", source: "lavapipe-2026-12-07-groups.txt; no GPU run yet" },
 ];
 
 /// Overrides of the shape class a kernel key picks for record or replay (`None`: the
@@ -151,6 +156,10 @@ pub struct ShapeClass {
     /// record and fold_record: keep the state as a scale times its registers
     /// (`GdnClass::scaled_state`). Record's class only.
     pub scaled_state: Option<bool>,
+    /// record and fold_record: the steps one row reduction serves, 1, 2, 4 or 8
+    /// (`GdnClass::steps_per_sum`; at most the chunk; 1 where the state is scaled).
+    /// Record's class only.
+    pub steps_per_sum: Option<u32>,
     /// record only: run the chunked form (the tape's copies, where a call binds them,
     /// as copy dispatches after its passes): `record_chunked`'s fast
     /// path (C = 64) where the backend has it (cooperative matrices and
@@ -201,6 +210,18 @@ impl ShapeClass {
         if self.chunk.is_some_and(|v| !v.is_power_of_two() || v > 16) {
             return bad("chunk", "1, 2, 4, 8 or 16");
         }
+        if self
+            .steps_per_sum
+            .is_some_and(|v| !v.is_power_of_two() || v > 8)
+        {
+            return bad("steps_per_sum", "1, 2, 4 or 8");
+        }
+        if replay && self.steps_per_sum.is_some() {
+            return bad(
+                "steps_per_sum",
+                "replay takes one step a reduction: the value would do nothing",
+            );
+        }
         if replay && self.early_fold.is_some() {
             return bad(
                 "early_fold",
@@ -229,8 +250,9 @@ impl ShapeClass {
     }
 
     /// Read `DELTATAPE_<OP>_{LANES,ROWS,RPT,CHUNK}` and, for record,
+    /// `DELTATAPE_RECORD_SPS` (steps a reduction) and
     /// `DELTATAPE_RECORD_{EARLY,SCALED,CHUNKED,SPLIT}` (0 or 1). `replay`: the knobs replay has no
-    /// use for (`EARLY`, `SCALED`) are an error when set.
+    /// use for (`EARLY`, `SCALED`, `SPS`) are an error when set.
     pub(crate) fn from_env(op: &str, replay: bool) -> Result<Self> {
         let read = |what: &str| -> Result<Option<u32>> {
             let var = format!("DELTATAPE_{op}_{what}");
@@ -272,6 +294,19 @@ impl ShapeClass {
             chunk: read("CHUNK")?,
             early_fold: flag("EARLY")?,
             scaled_state: flag("SCALED")?,
+            steps_per_sum: match replay {
+                false => read("SPS")?,
+                true => match std::env::var(format!("DELTATAPE_{op}_SPS")) {
+                    Err(_) => None,
+                    Ok(value) => {
+                        return Err(Error::BadEnv {
+                            var: format!("DELTATAPE_{op}_SPS"),
+                            value,
+                            why: "replay takes one step a reduction: the knob would do nothing",
+                        })
+                    }
+                },
+            },
             chunked: flag("CHUNKED")?,
             split: flag("SPLIT")?,
         })
@@ -314,7 +349,7 @@ pub struct Tuning {
 
 impl Tuning {
     /// The default tuning overridden by the shape-class knobs
-    /// `DELTATAPE_{RECORD,REPLAY}_{LANES,ROWS,RPT,CHUNK}` and
+    /// `DELTATAPE_{RECORD,REPLAY}_{LANES,ROWS,RPT,CHUNK}`, `DELTATAPE_RECORD_SPS` and
     /// `DELTATAPE_RECORD_{EARLY,SCALED}` (0 or 1). A knob that has no effect
     /// (`DELTATAPE_REPLAY_EARLY`, `DELTATAPE_REPLAY_SCALED`) is an `Error::BadEnv`.
     pub fn from_env() -> Result<Self> {

@@ -37,6 +37,10 @@ pub struct Args {
     /// Value dimension Dv.
     #[arg(long, default_value_t = 128)]
     dv: usize,
+    /// Steps T of the draft (picks the shape class: record takes its steps several a
+    /// reduction from 2).
+    #[arg(long, default_value_t = 1)]
+    steps: usize,
     /// With a step mask.
     #[arg(long)]
     masked: bool,
@@ -66,7 +70,7 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
     let Some(kernel) = args.kernel else {
         return Ok(ExitCode::from(2)); // clap requires one of the two
     };
-    let shape = GdnShape::new(1, 1, 1, 1, args.dk, args.dv)?;
+    let shape = GdnShape::new(1, args.steps, 1, 1, args.dk, args.dv)?;
     let dtypes = args.dtypes.gdn();
     let dtypes = dtypes.with_gate(args.gate_dtype.unwrap_or(dtypes.act));
     let reduction = match args.reduction.as_str() {

@@ -80,6 +80,7 @@ fn describe(class: &ShapeClass) -> String {
     num("rows", class.rows);
     num("rpt", class.rows_per_invocation);
     num("chunk", class.chunk);
+    num("sps", class.steps_per_sum);
     let flags = [
         ("early", class.early_fold),
         ("scaled", class.scaled_state),

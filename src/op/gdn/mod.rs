@@ -94,6 +94,20 @@ pub(crate) fn key(
             && tuning
                 .scaled_state
                 .unwrap_or(!small_grid && shape.steps() as u64 >= Th::ScaledFromSteps.value()),
+        steps_per_sum: 1,
+    };
+    // Several steps a reduction where a step's latency is the kernel's time (record's
+    // small grids, drafts of more than one step), as the table says; the scaled state
+    // keeps one.
+    let default_sps = match small_grid && shape.steps() > 1 {
+        true => {
+            (Th::RecordStepsPerSum.value() as u32).min(shape.steps().next_power_of_two() as u32)
+        }
+        false => 1,
+    };
+    let steps_per_sum = match family.records && !class.scaled_state {
+        true => tuning.steps_per_sum.unwrap_or(default_sps),
+        false => 1,
     };
     let vec4 = dk.is_multiple_of(4);
     let mut key = KernelKey::new(op, dtypes, reduction, class.into(), vec4);
@@ -117,7 +131,13 @@ pub(crate) fn key(
     } {
         chunk /= 2;
     }
-    key.with_gdn(GdnClass { chunk, ..class })
+    // The steps a reduction take: a whole number of them a chunk.
+    let steps_per_sum = steps_per_sum.min(chunk);
+    key.with_gdn(GdnClass {
+        chunk,
+        steps_per_sum,
+        ..class
+    })
 }
 
 /// Workgroup memory of a record or fold_record kernel (record's forms add theirs:
@@ -139,7 +159,12 @@ pub(crate) fn record_workgroup_bytes(key: &KernelKey) -> u32 {
     };
     // fold_record's count of steps to fold (`steps_shared`).
     let fold = if Gdn::of(key.op).folds { 4 } else { 0 };
-    staged + reduction + pairs + fold
+    // Several steps a reduction: the group's products and gates (`mix_stage`, `step_coef`).
+    let groups = match key.gdn().steps_per_sum {
+        1 => 0,
+        sps => chunk * sps * 4 + chunk * VEC4,
+    };
+    staged + reduction + pairs + fold + groups
 }
 
 /// Workgroup memory of a replay kernel.
@@ -311,11 +336,18 @@ pub struct GdnClass {
     /// when it leaves (2^-40, 2^40)). Only on grids that are not small and drafts of
     /// more than one step (`Threshold::{SmallGridInvocations, ScaledFromSteps}`).
     pub scaled_state: bool,
+    /// record and fold_record without the scaled state: the steps a row reduction
+    /// serves (1, 2, 4 or 8, at most the chunk), the steps of a group computed from the
+    /// state before it (wgsl/record_steps.wgsl has the identity). A row's reduction is
+    /// the step's chain on grids too small to hide it; a group of M steps waits on one.
+    /// By default `Threshold::RecordStepsPerSum` on small grids and drafts of more
+    /// than one step (1 until a GPU has timed it), else 1.
+    pub steps_per_sum: u32,
 }
 
 impl From<GdnClass> for Class {
     fn from(c: GdnClass) -> Class {
-        let flags = c.early_fold as u32 | (c.scaled_state as u32) << 1;
+        let flags = c.early_fold as u32 | (c.scaled_state as u32) << 1 | c.steps_per_sum << 8;
         Class([c.lanes, c.rows, c.groups, c.rows_per_thread, c.chunk, flags])
     }
 }
@@ -330,6 +362,7 @@ impl From<Class> for GdnClass {
             chunk: w[4],
             early_fold: w[5] & 1 != 0,
             scaled_state: w[5] & 2 != 0,
+            steps_per_sum: w[5] >> 8,
         }
     }
 }
@@ -380,7 +413,7 @@ impl Family for Gdn {
     fn label(&self, key: &KernelKey) -> String {
         let c = key.gdn();
         format!(
-            "l{}r{}g{}t{}c{}{}{}{}",
+            "l{}r{}g{}t{}c{}{}{}{}{}",
             c.lanes,
             c.rows,
             c.groups,
@@ -389,6 +422,10 @@ impl Family for Gdn {
             if key.vec4 { ".v4" } else { "" },
             if c.early_fold { ".early" } else { "" },
             if c.scaled_state { ".scaled" } else { "" },
+            match c.steps_per_sum {
+                1 => String::new(),
+                m => format!(".s{m}"),
+            },
         )
     }
 
@@ -419,6 +456,10 @@ impl Family for Gdn {
             ("FOLD", Value::Bool(self.folds)),
             ("EARLY_FOLD", Value::Bool(c.early_fold)),
             ("SCALED_STATE", Value::Bool(c.scaled_state)),
+            ("STEPS_PER_SUM", Value::U32(c.steps_per_sum)),
+            ("STEP_VALUES", Value::U32(2 * c.steps_per_sum.max(2))),
+            ("STEP_SUMS", Value::U32((c.steps_per_sum / 2).max(1))),
+            ("MULTI_STEP", Value::Bool(c.steps_per_sum > 1)),
             // record_layer: the channel groups of q and k, and the v rows, an
             // invocation owns (wgsl/layer_staging.wgsl).
             ("QK_OWNED", Value::U32((2 * key.staged_row()).div_ceil(wg))),

@@ -301,6 +301,14 @@ impl GpuBackend {
                 scaled_state: Some(!base.scaled_state),
                 ..none
             });
+            // Steps a reduction: one, and the table's other choices (duplicate keys,
+            // where the chunk or the scaled state cap them, fall out below).
+            for steps_per_sum in [1, 2, 4, 8] {
+                list.push(ShapeClass {
+                    steps_per_sum: Some(steps_per_sum),
+                    ..none
+                });
+            }
         }
         let replay = op == Op::Replay;
         let mut keys: Vec<KernelKey> = Vec::new();

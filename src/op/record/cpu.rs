@@ -283,3 +283,161 @@ struct RecordStep {
     beta: f32,
     v: usize,
 }
+
+/// A twin of record's steps taken several a reduction (wgsl/record_steps.wgsl,
+/// `MULTI_STEP`), in f64 on one state row: the identity it computes against the SPEC's
+/// step-by-step form, with zero gates, masked steps whose k and q are NaN, and a last
+/// group cut short by the draft's end.
+#[cfg(test)]
+mod group_twin {
+    use crate::op::record_chunked::cpu_fast::tests::Rng;
+
+    /// One step of a row: k, q, v (the row's element), g, beta, live.
+    struct Step {
+        k: Vec<f64>,
+        q: Vec<f64>,
+        v: f64,
+        g: f64,
+        beta: f64,
+        live: bool,
+    }
+
+    /// The SPEC's order: `S *= g; delta = (v - S.k) beta; S += k delta; y = S.q`; a
+    /// masked step keeps S and gives 0, 0.
+    fn by_step(row: &mut [f64], steps: &[Step]) -> Vec<(f64, f64)> {
+        let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+        let mut out = Vec::new();
+        for st in steps {
+            if !st.live {
+                out.push((0.0, 0.0));
+                continue;
+            }
+            row.iter_mut().for_each(|s| *s *= st.g);
+            let delta = (st.v - dot(row, &st.k)) * st.beta;
+            row.iter_mut().zip(&st.k).for_each(|(s, k)| *s += k * delta);
+            out.push((dot(row, &st.q), delta));
+        }
+        out
+    }
+
+    /// The kernel's groups of `m` steps: each group's dot products against the state it
+    /// starts from, the workgroup's `mix_stage` and `step_coef` (the products of the
+    /// group's gates, dead steps' as 1, and of its k and q with each other, 0 where a
+    /// step is dead), the deltas in order, y, then the state once.
+    fn by_group(row: &mut [f64], steps: &[Step], m: usize) -> Vec<(f64, f64)> {
+        let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+        let mut out = Vec::new();
+        for group in steps.chunks(m) {
+            let n = group.len();
+            let gate = |l: usize| {
+                if l < n && group[l].live {
+                    group[l].g
+                } else {
+                    1.0
+                }
+            };
+            let live = |l: usize| l < n && group[l].live;
+            // D_hi,lo: the gates of steps lo + 1 ..= hi.
+            let decay = |hi: usize, lo: usize| (lo + 1..=hi).map(gate).product::<f64>();
+            let through = |j: usize| (0..=j).map(gate).product::<f64>();
+            // A dead step's k and q stand in as they are (NaN here): selected away.
+            let kq = |a: usize, b: usize, with_k: bool| {
+                let other = if with_k { &group[b].k } else { &group[b].q };
+                let x = dot(&group[a].k, other);
+                if live(a) && live(b) {
+                    x
+                } else {
+                    0.0
+                }
+            };
+            let sums: Vec<(f64, f64)> = group
+                .iter()
+                .map(|st| (dot(row, &st.k), dot(row, &st.q)))
+                .collect();
+            let mut deltas = vec![0.0; m];
+            for j in 0..n {
+                let st = &group[j];
+                let mut x = (st.v - through(j) * sums[j].0) * st.beta;
+                for (i, d) in deltas[..j].iter().enumerate() {
+                    x -= st.beta * decay(j, i) * kq(j, i, true) * d;
+                }
+                deltas[j] = if live(j) { x } else { 0.0 };
+            }
+            for j in 0..n {
+                let mut y = through(j) * sums[j].1;
+                for (i, d) in deltas[..=j].iter().enumerate() {
+                    y += decay(j, i) * kq(i, j, false) * d;
+                }
+                out.push((if live(j) { y } else { 0.0 }, deltas[j]));
+            }
+            let keep = through(m - 1);
+            for (e, s) in row.iter_mut().enumerate() {
+                let mut x = *s * keep;
+                for (i, st) in group.iter().enumerate() {
+                    if live(i) {
+                        x += st.k[e] * (decay(m - 1, i) * deltas[i]);
+                    }
+                }
+                *s = x;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn groups_of_steps_are_the_steps() {
+        let mut rng = Rng(7);
+        let dk = 24;
+        for (case, m) in [(0, 2), (1, 4), (2, 8), (3, 4), (4, 8)] {
+            for len in [1, 3, 4, 7, 8, 13] {
+                let steps: Vec<Step> = (0..len)
+                    .map(|t| {
+                        let live = case < 3 || t % 3 != 1;
+                        let nan = if live { 1.0 } else { f64::NAN };
+                        let g = match (case, t % 4) {
+                            (2, 0) | (4, 2) => 0.0,
+                            _ => rng.range(0.3, 1.0),
+                        };
+                        Step {
+                            k: rng.keys(1, dk, Some(1.0)).iter().map(|x| x * nan).collect(),
+                            q: rng.keys(1, dk, None).iter().map(|x| x * nan).collect(),
+                            v: rng.range(-1.0, 1.0),
+                            g,
+                            beta: rng.range(0.0, 1.0),
+                            live,
+                        }
+                    })
+                    .collect();
+                let start: Vec<f64> = (0..dk).map(|_| rng.range(-1.0, 1.0)).collect();
+                let (mut a, mut b) = (start.clone(), start);
+                let want = by_step(&mut a, &steps);
+                let got = by_group(&mut b, &steps, m);
+                let what = format!("case {case}, M = {m}, T = {len}");
+                for (t, (w, g)) in want.iter().zip(&got).enumerate() {
+                    assert!(
+                        (w.0 - g.0).abs() < 1e-12,
+                        "{what}: y[{t}] {} against {}",
+                        g.0,
+                        w.0
+                    );
+                    assert!(
+                        (w.1 - g.1).abs() < 1e-12,
+                        "{what}: delta[{t}] {} against {}",
+                        g.1,
+                        w.1
+                    );
+                }
+                for (e, (w, g)) in a.iter().zip(&b).enumerate() {
+                    assert!((w - g).abs() < 1e-12, "{what}: state[{e}] {g} against {w}");
+                }
+                if case == 2 && len >= 8 {
+                    // A zero gate cuts the past off exactly in both forms.
+                    assert!(a
+                        .iter()
+                        .zip(&b)
+                        .all(|(w, g)| w.is_finite() && g.is_finite()));
+                }
+            }
+        }
+    }
+}

@@ -535,12 +535,17 @@ mod tests {
             .collect();
         sources.push(("record", root));
         let shape = crate::shape::GdnShape::new(1, 2, 16, 32, 128, 128).unwrap();
+        // One step a reduction: the loops below are the step's own.
+        let class = crate::tuning::ShapeClass {
+            steps_per_sum: Some(1),
+            ..Default::default()
+        };
         let key = KernelKey::record(
             &shape,
             crate::dtype::GdnDtypes::uniform(crate::DType::F32),
             Reduction::Subgroup,
             false,
-            &Default::default(),
+            &class,
         );
         let defines = key.defines();
         let defines: Vec<(&str, Value)> = defines.iter().map(|(n, v)| (n.as_str(), *v)).collect();
