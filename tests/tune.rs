@@ -73,7 +73,11 @@ fn threshold_table_cites_its_sources() {
 #[test]
 fn knob_without_effect_is_an_error() {
     let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
-    for var in ["DELTATAPE_REPLAY_EARLY", "DELTATAPE_REPLAY_SCALED"] {
+    for var in [
+        "DELTATAPE_REPLAY_EARLY",
+        "DELTATAPE_REPLAY_SCALED",
+        "DELTATAPE_REPLAY_SPS",
+    ] {
         std::env::set_var(var, "1");
         let got = Tuning::from_env();
         // The backends' environment constructors refuse it too (before any device).
@@ -100,6 +104,29 @@ fn knob_without_effect_is_an_error() {
     assert_eq!(got.replay_class().lanes, Some(8));
     assert!(matches!(bad, Err(Error::BadEnv { .. })), "{bad:?}");
     assert_eq!(Tuning::from_env().unwrap(), Tuning::default());
+    // Steps a reduction: 1, 2, 4 or 8, and not beside a scaled state asked for.
+    std::env::set_var("DELTATAPE_RECORD_SPS", "4");
+    let four = Tuning::from_env();
+    std::env::set_var("DELTATAPE_RECORD_SPS", "3");
+    let three = Tuning::from_env();
+    std::env::set_var("DELTATAPE_RECORD_SCALED", "1");
+    std::env::set_var("DELTATAPE_RECORD_SPS", "2");
+    let both = Tuning::from_env();
+    std::env::remove_var("DELTATAPE_RECORD_SCALED");
+    std::env::remove_var("DELTATAPE_RECORD_SPS");
+    assert_eq!(four.unwrap().record_class().steps_per_sum, Some(4));
+    for bad in [three, both] {
+        assert!(
+            matches!(
+                &bad,
+                Err(Error::Unsupported {
+                    arg: "steps_per_sum",
+                    ..
+                })
+            ),
+            "{bad:?}"
+        );
+    }
     // A walk width the chunked record has no kernel for.
     std::env::set_var("DELTATAPE_CHUNK_WALK_ROWS", "24");
     let walk = deltatape::GpuOptions::from_env().map(|o| o.chunk_walk_rows);

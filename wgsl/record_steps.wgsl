@@ -343,6 +343,9 @@ fn group_steps(s: ptr<function, StateTile>, d: GdnDims, tile: RowTile, c: u32, t
             #unroll
             for (var rr = 0u; rr < RPT; rr++) {
                 // A masked step's k may be NaN: selected away, not multiplied by 0.
+                // Unmasked, a slot past the draft's end (delta 0) holds an earlier
+                // step's k or 0 (the staging writes every slot), finite unless the
+                // state already is not: no select on the hot path.
                 let add = kk * (coef.y * deltas[rr][j]);
                 (*s)[rr * GROUPS + m] += select(vec4<f32>(0.0), add, !HAS_MASK || coef.z != 0.0);
             }

@@ -216,6 +216,12 @@ impl ShapeClass {
         {
             return bad("steps_per_sum", "1, 2, 4 or 8");
         }
+        if self.scaled_state == Some(true) && self.steps_per_sum.is_some_and(|v| v > 1) {
+            return bad(
+                "steps_per_sum",
+                "the scaled state takes one step a reduction: both set would leave one unheeded",
+            );
+        }
         if replay && self.steps_per_sum.is_some() {
             return bad(
                 "steps_per_sum",
