@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One command for record's small-grid classes (2026-12-07), when a device call is all a
 # session gets: record's steps a reduction (DELTATAPE_RECORD_SPS 1 / 4 / 8 / 2) at B = 1 and
-# 8, T = 16, 256 and 2048, bf16 and f32, twice alternating; then the lanes a row (8, 16)
+# 8, T = 16, 256 and 2048, bf16 and f32, twice alternating; at T = 8192 beside the fast path; then the lanes a row (8, 16)
 # against SPS 1 / 4 / 8; fla 0.6.0's fused recurrent kernel beside; record_layer and
 # fold_record at SPS 1 and 4; then the grouped form's tests on the device (the .dev/s14
 # build runs it by default). Expects what benches/h200_record_groups.sh expects (carry
@@ -22,6 +22,10 @@ g() { # LANES SPS BENCH-ARGS... (LANES 0: the table's)
   for round in 1 2; do for sps in 1 4 8 2; do
     g 0 $sps --ops record --batches 1,8 --steps 16,256,2048 --dtypes bf16,f32
   done; done
+  RESERVE_S=240
+  for sps in 1 4 8; do g 0 $sps --ops record --batches 1 --steps 8192 --dtypes bf16,f32; done
+  timeout 60 "$E/bin" bench --fast-f16 --ops record_chunked --batches 1 --steps 2048,8192 \
+    --dtypes bf16,f32 --runs 5 --warmup 2 --copy-mib 64 2>&1 | grep -E "^record|rror"
   RESERVE_S=200
   for lanes in 8 16; do for sps in 1 4 8; do
     g $lanes $sps --ops record --batches 1,8 --steps 16,256,2048 --dtypes bf16
