@@ -34,5 +34,8 @@ large=(--ops record --batches 64,256 --steps 1,4,16 --dtypes bf16,f32)
     c large-lanes4 -- "${large[@]}"
     c large-lanes8 DELTATAPE_RECORD_LANES=8 -- "${large[@]}"
   done
+  # The driver's statistics of record's kernel at one step a reduction and at 2 and 4
+  # (spv/: `deltatape msl record --lang spirv`, the grouped ones from the .dev/s14 build).
+  [ -x "$E/vkstats" ] && timeout 60 "$E/vkstats" $E/spv/*.spv.hex 2>&1 | sed "s|$E/spv/||"
   echo "end, $(left) s left"
 } 2>&1 | tee "$OUT/grid.txt"
