@@ -341,7 +341,7 @@ pub struct GdnClass {
     /// state before it (wgsl/record_steps.wgsl has the identity). A row's reduction is
     /// the step's chain on grids too small to hide it; a group of M steps waits on one.
     /// By default `Threshold::RecordStepsPerSum` on small grids and drafts of more
-    /// than one step (1 until a GPU has timed it), else 1.
+    /// than one step (1: the groups were slower on an H100 and on lavapipe), else 1.
     pub steps_per_sum: u32,
 }
 
