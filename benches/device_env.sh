@@ -4,6 +4,7 @@
 # - the .gl/ libraries unpacked, NVIDIA's Vulkan driver chosen, CI=true (a test without
 #   an adapter fails);
 # - every *.gz under $E unpacked and made executable, and E made absolute;
+#   DELTATAPE_BIN=$E/bin where it exists (the tests that run the binary);
 # - left: the seconds left of BUDGET_S (default DEFAULT_BUDGET_S);
 # - b BIN ARGS...: `$E/BIN bench --fast-f16 --ops record_chunked ARGS`, its rows and
 #   pass lines prefixed with BIN (skipped with under a minute left);
@@ -21,6 +22,8 @@ for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json} WGPU_BACKEND=vulkan CI=true
 E=$PWD/$E
 for f in $(find "$E" -name '*.gz'); do gunzip -f "$f"; chmod +x "${f%.gz}"; done
+# The tests that run the binary (tests/demo.rs, varlen's bench test) find it here.
+[ -x "$E/bin" ] && export DELTATAPE_BIN=$E/bin
 b() {
   local bin=$1; shift
   [ "$(left)" -lt 60 ] && { echo "skipped bench $*"; return; }
