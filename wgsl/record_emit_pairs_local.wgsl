@@ -8,7 +8,7 @@
 
 var<private> pending: vec2<f32>;
 
-fn emit_row(li: u32, r: u32, at: u32, valid: bool, y: f32, delta: f32, t: u32) {
+fn emit_row(li: u32, r: u32, at: u32, valid: bool, y: f32, delta: f32, t: u32, sg: u32) {
     if (r & 1u) == 0u {
         pending = vec2<f32>(y, delta);
     } else if valid && li % LANES == 0u {

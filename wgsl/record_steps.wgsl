@@ -239,7 +239,7 @@ fn record_steps(s: ptr<function, StateTile>, d: GdnDims, tile: RowTile, hk: u32,
 #endif
                 let vi = v_index(d, b, t, hv, min(dv_unclamped, d.value_dim - 1u));
                 let valid = dv_unclamped < d.value_dim;
-                emit_row(li, first_row + rr, vi, valid, select(0.0, y, live), select(0.0, delta, live), t);
+                emit_row(li, first_row + rr, vi, valid, select(0.0, y, live), select(0.0, delta, live), t, sg);
             }
         }
 #endif
@@ -325,7 +325,7 @@ fn group_steps(s: ptr<function, StateTile>, d: GdnDims, tile: RowTile, c: u32, t
             for (var rr = 0u; rr < RPT; rr++) {
                 let dv_unclamped = first_dv + rr;
                 let vi = v_index(d, tile.b, t, tile.hv, min(dv_unclamped, d.value_dim - 1u));
-                emit_row(li, first_row + rr, vi, dv_unclamped < d.value_dim, ys[rr][j], deltas[rr][j], t);
+                emit_row(li, first_row + rr, vi, dv_unclamped < d.value_dim, ys[rr][j], deltas[rr][j], t, sg);
             }
         }
     }

@@ -1123,7 +1123,7 @@ fn row_sum_across(x: vec4<f32>, li: u32, sg: u32) -> vec4<f32> {
 // record's per-step outputs when neither y nor delta is bf16: lane 0 of the invocations
 // holding row r (local to the workgroup) writes its element of each.
 
-fn emit_row(li: u32, r: u32, at: u32, valid: bool, y: f32, delta: f32, t: u32) {
+fn emit_row(li: u32, r: u32, at: u32, valid: bool, y: f32, delta: f32, t: u32, sg: u32) {
     if valid && li % LANES == 0u {
         store1_y(at, y);
         store1_delta(at, delta);
@@ -1321,7 +1321,7 @@ fn record_steps(s: ptr<function, StateTile>, d: GdnDims, tile: RowTile, hk: u32,
                 }
                 let vi = v_index(d, b, t, hv, min(dv_unclamped, d.value_dim - 1u));
                 let valid = dv_unclamped < d.value_dim;
-                emit_row(li, first_row + rr, vi, valid, select(0.0, y, live), select(0.0, delta, live), t);
+                emit_row(li, first_row + rr, vi, valid, select(0.0, y, live), select(0.0, delta, live), t, sg);
             }
         }
     }
