@@ -567,7 +567,8 @@ fn row_sum3(x: vec3<f32>, li: u32, sg: u32) -> vec3<f32> {
     return row_sum_across(vec4<f32>(x, 0.0), li, sg).xyz;
 }
 
-// row_sum3 of four values (record's steps taken several at a time).
+// row_sum3 of four values (record's steps taken several at a time). Not the body of
+// row_sum3: record's single step shuffles three values a level, not four.
 fn row_sum4(x: vec4<f32>, li: u32, sg: u32) -> vec4<f32> {
     if LANES <= sg {
         var s = x;
