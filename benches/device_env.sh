@@ -8,8 +8,8 @@
 # - left: the seconds left of BUDGET_S (default DEFAULT_BUDGET_S);
 # - b BIN ARGS...: `$E/BIN bench --fast-f16 --ops record_chunked ARGS`, its rows and
 #   pass lines prefixed with BIN (skipped with under a minute left);
-# - tests "NAME SECONDS [FILTER]"...: the test executable $E/t/NAME, its log in
-#   $OUT/t-NAME.log and its summary printed (skipped where the time left is short);
+# - tests "NAME SECONDS [FILTER]"...: the test executable $E/t/NAME (or $E/NAME where
+#   NAME has a slash: a build's own t/), its log in $OUT/t-NAME.log and its summary printed (skipped where the time left is short);
 # - variant BIN NAME [STEPS DTYPE BATCHES]: `$E/BIN bench --fast-f16 --ops
 #   record_chunked` (5 runs; T = 8192, bf16, B = 1 by default) with $E/w/NAME.wgsl, where
 #   it exists, in place of a pass's WGSL (a probe build's DELTATAPE_ROOT_<root>: the
@@ -35,8 +35,11 @@ tests() {
     set -- $t
     [ "$(left)" -lt $(( $2 + 10 )) ] && { echo "skipped $1"; continue; }
     echo "== test $1"
-    timeout "$2" "$E/t/$1" --nocapture --test-threads 1 ${3:-} > "$OUT/t-$1.log" 2>&1; echo "rc $?"
-    grep -E "^test result|panicked|FAILED|fast path by default|cooperative-matrix path" "$OUT/t-$1.log" \
+    # NAME is a test executable under $E/t, or a path under $E (a build's own t/).
+    local exe="$E/t/$1" log="$OUT/t-${1//\//-}.log"
+    case $1 in */*) exe="$E/$1" ;; esac
+    timeout "$2" "$exe" --nocapture --test-threads 1 ${3:-} > "$log" 2>&1; echo "rc $?"
+    grep -E "^test result|panicked|FAILED|fast path by default|cooperative-matrix path" "$log" \
       | sort | uniq -c | head -8
   done
 }

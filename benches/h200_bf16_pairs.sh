@@ -8,9 +8,11 @@
 # the build before ($OLD, .dev/s15) against the one with the shuffle ($NEW, .dev/s16):
 # record at B = 1, 2, 4, 8, T = 1, 4, 16, 256, 2048, bf16 (f32 as the control: its
 # kernel did not change), alternating twice; then record_layer and fold_record. Carry
-# [".dev/s15", ".dev/s16", ".gl"]; within BUDGET_S (default 300 s).
+# [".dev/s15", ".dev/s16", ".gl"]; within BUDGET_S (default 420 s). First the new build's
+# GPU tests (s16/t: gpu_kernels, rollback, layer), as the shuffle never ran on 32-wide
+# subgroups before.
 set -u
-E=.dev DEFAULT_BUDGET_S=300
+E=.dev DEFAULT_BUDGET_S=420
 . benches/device_env.sh # left (E is now the absolute .dev)
 c() { # NAME BIN BENCH-ARGS...
   local name=$1 bin=$2; shift 2
@@ -19,6 +21,7 @@ c() { # NAME BIN BENCH-ARGS...
     | grep -E "^(record|fold)|rror" | sed "s/^/$name /"
 }
 { nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader
+  tests "s16/t/gpu_kernels 120" "s16/t/rollback 50" "s16/t/layer 50"
   for round in 1 2; do
     for v in old:s15 new:s16; do
       c ${v%%:*} "$E/${v#*:}/bin" --ops record --batches 1,2,4,8 --steps 1,4,16,256,2048 --dtypes bf16,f32
