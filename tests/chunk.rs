@@ -875,6 +875,34 @@ fn coop_gpu_walking(rows: Option<u32>) -> Option<deltatape::GpuBackend> {
     Some(g)
 }
 
+/// A GPU backend that runs the fast path's passes on vector units: [`ChunkPrecision::FastF16`]
+/// without consent to cooperative matrices, its walk at `rows` value rows. `None`, with
+/// a line saying so, where the adapter lacks f16 or the passes' workgroup memory.
+fn vector_gpu_walking(rows: u32) -> Option<deltatape::GpuBackend> {
+    gpu()?;
+    let mut options = deltatape::GpuOptions::from_env().unwrap();
+    options.chunk_walk_rows = rows;
+    options.chunk_precision = deltatape::ChunkPrecision::FastF16;
+    let g = deltatape::GpuBackend::new(options).unwrap();
+    let probe = GdnShape::new(1, 64, 1, 1, 128, 128).unwrap();
+    if !g.chunked_on_vector_units(&probe, ChunkSize::C64) {
+        report!(
+            "not run here: the fast path on vector units at {rows} rows ({}: no f16 or too little workgroup memory)",
+            g.describe()
+        );
+        return None;
+    }
+    Some(g)
+}
+
+/// The fast path's forms this adapter runs, each with the kernels it must compile: on
+/// cooperative matrices where it has them, and on vector units where it has f16.
+fn fast_gpus() -> Vec<(deltatape::GpuBackend, [&'static str; 3])> {
+    let coop = coop_gpu().map(|g| (g, ["chunk_prep_coop", "chunk_walk_coop", "chunk_out_coop"]));
+    let vector = vector_gpu_walking(16).map(|g| (g, ["chunk_prep", "chunk_walk", "chunk_out"]));
+    coop.into_iter().chain(vector).collect()
+}
+
 /// record_chunked's fast path against the CPU's record: the largest relative error of
 /// y, state and delta, each within [`FAST_TOL`] or its dtype's tolerance, whichever is
 /// larger (and finite where record's values are).
@@ -900,7 +928,12 @@ fn fast_case<A: Element, S: Element, P: Element, G: Element>(
 
 #[test]
 fn gpu_fast_path_matches_record_within_its_bound() {
-    let Some(gpu) = coop_gpu() else { return };
+    for (gpu, kernels) in fast_gpus() {
+        fast_path_within_its_bound(&gpu, kernels);
+    }
+}
+
+fn fast_path_within_its_bound(gpu: &deltatape::GpuBackend, kernels: [&str; 3]) {
     let mut largest = 0f64;
     for t in [1, 63, 64, 65, 197] {
         for layout in LAYOUTS {
@@ -908,23 +941,24 @@ fn gpu_fast_path_matches_record_within_its_bound() {
             let d = draw(&shape, 5 + t as u64);
             let m = mask(&shape, t as u64);
             for mask in [None, Some(&m[..])] {
-                let e = fast_case::<f32, f32, f32, f32>(&gpu, &shape, layout, &d, mask);
+                let e = fast_case::<f32, f32, f32, f32>(gpu, &shape, layout, &d, mask);
                 largest = largest.max(e);
             }
         }
     }
-    report!("gpu fast path vs record, f32, T around 64: largest relative error {largest:.2e}");
+    report!(
+        "gpu fast path ({}) vs record, f32, T around 64: largest relative error {largest:.2e}",
+        kernels[1]
+    );
     assert!(
         largest > 1e-6,
         "{largest:e}: as exact as f32, so the f16 path did not run"
     );
-    let ran = gpu.compiled_kernels().iter().any(|k| k.op.coop());
-    assert!(ran, "no cooperative-matrix kernel was compiled");
-    // The first pass is chunk_prep_coop (the decay-free solve, W and U on the matrix
-    // units, the walk's tiles written directly), not chunk_wy + chunk_pack.
+    // The first pass is chunk_prep(_coop) (the decay-free solve, W and U, the walk's
+    // tiles written directly), not chunk_wy + chunk_pack.
     let names: Vec<&str> = gpu.compiled_kernels().iter().map(|k| k.op.name()).collect();
     report!("fast path kernels compiled: {names:?}");
-    for want in ["chunk_prep_coop", "chunk_walk_coop", "chunk_out_coop"] {
+    for want in kernels {
         assert!(names.contains(&want), "{want} was not compiled: {names:?}");
     }
     for old in ["chunk_wy", "chunk_pack"] {
@@ -934,15 +968,16 @@ fn gpu_fast_path_matches_record_within_its_bound() {
     // An empty draft: the state passes through the walk.
     let shape = GdnShape::new(1, 0, 1, 2, 128, 128).unwrap();
     let d = draw(&shape, 1);
-    fast_case::<f32, f32, f32, f32>(&gpu, &shape, GqaLayout::Blocked, &d, None);
+    fast_case::<f32, f32, f32, f32>(gpu, &shape, GqaLayout::Blocked, &d, None);
 
     let shape = GdnShape::new(1, 4096, 1, 2, 128, 128).unwrap();
     let d = draw(&shape, 4096);
     let m = mask(&shape, 4096);
     for (layout, mask) in [(GqaLayout::Blocked, None), (GqaLayout::Tiled, Some(&m[..]))] {
-        let e = fast_case::<f32, f32, f32, f32>(&gpu, &shape, layout, &d, mask);
+        let e = fast_case::<f32, f32, f32, f32>(gpu, &shape, layout, &d, mask);
         report!(
-            "gpu fast path T = 4096 {layout:?} mask {}: {e:.2e}",
+            "gpu fast path ({}) T = 4096 {layout:?} mask {}: {e:.2e}",
+            kernels[1],
             mask.is_some()
         );
     }
@@ -950,13 +985,27 @@ fn gpu_fast_path_matches_record_within_its_bound() {
 
 #[test]
 fn gpu_fast_path_matches_record_in_every_dtype_and_odd_shape() {
-    let Some(gpu) = coop_gpu() else { return };
+    if let Some(gpu) = coop_gpu() {
+        fast_path_every_dtype(&gpu, |rows| coop_gpu_walking(Some(rows)), "chunk_walk_coop");
+    }
+    if let Some(gpu) = vector_gpu_walking(16) {
+        fast_path_every_dtype(&gpu, vector_gpu_walking, "chunk_walk");
+    }
+}
+
+/// The fast path of `gpu` in every dtype set and on odd shapes; its walk (`walk`) at
+/// each block width through `walking`.
+fn fast_path_every_dtype(
+    gpu: &deltatape::GpuBackend,
+    walking: impl Fn(u32) -> Option<deltatape::GpuBackend>,
+    walk: &str,
+) {
     let shape = GdnShape::new(1, 77, 1, 2, 128, 128).unwrap();
     let d = draw(&shape, 3);
     let m = mask(&shape, 3);
     for layout in LAYOUTS {
         for mask in [None, Some(&m[..])] {
-            let g = &gpu;
+            let g = gpu;
             let eb = fast_case::<bf16, f32, f32, bf16>(g, &shape, layout, &d, mask);
             let ebf = fast_case::<bf16, f32, f32, f32>(g, &shape, layout, &d, mask);
             let ebb = fast_case::<bf16, bf16, bf16, bf16>(g, &shape, layout, &d, mask);
@@ -971,7 +1020,8 @@ fn gpu_fast_path_matches_record_in_every_dtype_and_odd_shape() {
     // Dk and Dv off the tiles and off the walk's blocks, GQA groups of 3, a batch; the
     // walk at each of its block widths.
     for rows in [16, 32] {
-        let gpu = coop_gpu_walking(Some(rows)).expect("coop_gpu found the path");
+        // (A walk too wide for the adapter's workgroup memory says so and is skipped.)
+        let Some(gpu) = walking(rows) else { continue };
         for (b, t, hk, hv, dk, dv) in [
             (2, 37, 1, 3, 13, 7),
             (1, 150, 2, 6, 94, 46),
@@ -983,13 +1033,15 @@ fn gpu_fast_path_matches_record_in_every_dtype_and_odd_shape() {
             let m = mask(&shape, dv as u64);
             for layout in LAYOUTS {
                 let e = fast_case::<f32, f32, f32, f32>(&gpu, &shape, layout, &d, Some(&m));
-                report!("gpu fast path, walk of {rows} rows, {shape:?} {layout:?}: {e:.2e}");
+                report!(
+                    "gpu fast path ({walk}), walk of {rows} rows, {shape:?} {layout:?}: {e:.2e}"
+                );
             }
         }
         let walks: Vec<u32> = gpu
             .compiled_kernels()
             .iter()
-            .filter(|k| k.op.name() == "chunk_walk_coop")
+            .filter(|k| k.op.name() == walk)
             .map(|k| k.plain_class().rows)
             .collect();
         assert!(
@@ -998,9 +1050,9 @@ fn gpu_fast_path_matches_record_in_every_dtype_and_odd_shape() {
         );
     }
     for (what, d) in gate_draws(&shape, 13) {
-        let e = fast_case::<f32, f32, f32, f32>(&gpu, &shape, GqaLayout::Blocked, &d, None);
+        let e = fast_case::<f32, f32, f32, f32>(gpu, &shape, GqaLayout::Blocked, &d, None);
         report!("gpu fast path {what} gates: {e:.2e}");
-        let eb = fast_case::<bf16, f32, f32, bf16>(&gpu, &shape, GqaLayout::Tiled, &d, None);
+        let eb = fast_case::<bf16, f32, f32, bf16>(gpu, &shape, GqaLayout::Tiled, &d, None);
         report!("gpu fast path {what} gates, bf16: {eb:.2e}");
     }
     // Strong decays (0.05 to 0.3 a step: the chunk's gam underflows f16's range).
@@ -1008,7 +1060,7 @@ fn gpu_fast_path_matches_record_in_every_dtype_and_odd_shape() {
     for (i, g) in d.g.iter_mut().enumerate() {
         *g = 0.05 + 0.25 * ((i * 7919) % 100) as f32 / 100.0;
     }
-    let e = fast_case::<f32, f32, f32, f32>(&gpu, &shape, GqaLayout::Blocked, &d, None);
+    let e = fast_case::<f32, f32, f32, f32>(gpu, &shape, GqaLayout::Blocked, &d, None);
     report!("gpu fast path strong gates: {e:.2e}");
 }
 

@@ -95,7 +95,12 @@ fn translations_leave_the_loop_counter_out_unless_forced() {
 #[test]
 fn listed_kernels_are_current() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/kernels");
-    let ops: Vec<Op> = Op::ALL.iter().chain(Op::COOP).copied().collect();
+    let ops: Vec<Op> = Op::ALL
+        .iter()
+        .chain(Op::COOP)
+        .chain(Op::VECTOR_F16)
+        .copied()
+        .collect();
     let mut stale = Vec::new();
     for op in &ops {
         let want = listed_key(*op).unwrap().source().unwrap();
@@ -137,7 +142,12 @@ fn msl_takes_every_op_and_writes_the_listed_kernels() {
     };
     let (ok, help) = run(&["--help"]);
     assert!(ok);
-    for op in Op::ALL.iter().chain(Op::COOP).copied() {
+    for op in Op::ALL
+        .iter()
+        .chain(Op::COOP)
+        .chain(Op::VECTOR_F16)
+        .copied()
+    {
         assert!(help.contains(op.name()), "{}: {help}", op.name());
     }
     let dir = std::env::temp_dir().join(format!("deltatape-kernels-{}", std::process::id()));
@@ -145,7 +155,12 @@ fn msl_takes_every_op_and_writes_the_listed_kernels() {
     let (ok, _) = run(&["--all", dir.to_str().unwrap(), "--lang", "wgsl"]);
     assert!(ok);
     let listed = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/kernels");
-    for op in Op::ALL.iter().chain(Op::COOP).copied() {
+    for op in Op::ALL
+        .iter()
+        .chain(Op::COOP)
+        .chain(Op::VECTOR_F16)
+        .copied()
+    {
         let file = format!("{}.wgsl", op.name());
         let written = std::fs::read_to_string(dir.join(&file)).unwrap();
         assert_eq!(
@@ -214,7 +229,7 @@ fn f16_is_enabled_only_where_used() {
 
 /// The workgroup memory the encoder checks against the device limit
 /// (`KernelKey::workgroup_bytes`) is what the WGSL declares, as naga lays it out, and
-/// stays within the budget every adapter offers.
+/// stays within the budget every adapter offers (but for the passes that need more).
 #[test]
 fn workgroup_memory_matches_the_declared_arrays() {
     use deltatape::internals::WORKGROUP_MEMORY_BUDGET;
@@ -229,7 +244,11 @@ fn workgroup_memory_matches_the_declared_arrays() {
             .map(|(_, v)| layouter[v.ty].size)
             .sum();
         assert_eq!(declared, key.workgroup_bytes(), "{}", key.label());
-        assert!(declared <= WORKGROUP_MEMORY_BUDGET, "{}", key.label());
+        // The fast path's passes on vector units are past the budget by design: they
+        // run only where the device offers more (`chunked_on_vector_units`).
+        if !Op::VECTOR_F16.contains(&key.op) {
+            assert!(declared <= WORKGROUP_MEMORY_BUDGET, "{}", key.label());
+        }
     }
 }
 

@@ -23,9 +23,6 @@ const ROWS: u32 = 128u;
 const GROUPS: u32 = 1u;
 const RPT: u32 = 1u;
 const CHUNK: u32 = 64u;
-const COOP: bool = true;
-const LANE_ELEMS: u32 = 8u;
-const TILE16: u32 = 16u;
 
 @group(0) @binding(1) var<storage, read_write> y_buf: array<f32>;
 fn load1_y(i: u32) -> f32 {
@@ -302,8 +299,7 @@ fn to_f16_range(x: f32) -> f32 {
 // NCOL products and each B tile two, which is what bounds the pass (the tiles' traffic
 // from L2), in 2 NCOL independent chains of 12. y leaves through `ys` in two rounds,
 // row tiles 0 and 2, then 1 and 3 (half the block at a time: 16 KiB at 128 columns).
-// Without COOP (`chunk_out`, the twin) the products are lane loops over the same
-// memory (as in chunk_walk_coop.wgsl).
+// Where no adapter has the matrices the same pass runs on vector units (chunk_out.wgsl).
 
 const SUBGROUP_WIDTH: u32 = 32u;
 const KT: u32 = TILE_DK / 16u;
@@ -338,11 +334,11 @@ fn load_delta(at: u32) -> BTile {
     return coopLoadT<coop_mat16x16<f16, B>>(&deltas16_buf[at], 16u);
 }
 
-fn mma(acc: Acc, lane: u32, a: ATile, b: BTile) -> Acc {
+fn mma(acc: Acc, a: ATile, b: BTile) -> Acc {
     return coopMultiplyAdd(a, b, acc);
 }
 
-fn acc_store(acc: Acc, lane: u32, at: u32) {
+fn acc_store(acc: Acc, at: u32) {
     coopStoreT(acc, &ys[at], BLOCK);
 }
 
@@ -361,7 +357,6 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     let cg = sg / 2u;
     let c0 = cb * BLOCK + cg * NCOL * 16u;
 
-    let lane = li % SUBGROUP_WIDTH;
     var y00 = acc_zero();
     var y01 = acc_zero();
     var y10 = acc_zero();
@@ -370,38 +365,38 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         let a0 = load_a(base + QG_AT + (2u * rp * KT + kt) * 256u);
         let a1 = load_a(base + QG_AT + ((2u * rp + 1u) * KT + kt) * 256u);
         let b0 = load_start(start_at(ch, pad, kt * 16u, c0));
-        y00 = mma(y00, lane, a0, b0);
-        y10 = mma(y10, lane, a1, b0);
+        y00 = mma(y00, a0, b0);
+        y10 = mma(y10, a1, b0);
         if NCOL == 2u {
             let b1 = load_start(start_at(ch, pad, kt * 16u, c0 + 16u));
-            y01 = mma(y01, lane, a0, b1);
-            y11 = mma(y11, lane, a1, b1);
+            y01 = mma(y01, a0, b1);
+            y11 = mma(y11, a1, b1);
         }
     }
     for (var ct = 0u; ct < CT; ct++) {
         let a0 = load_a(base + M_AT + (2u * rp * CT + ct) * 256u);
         let a1 = load_a(base + M_AT + ((2u * rp + 1u) * CT + ct) * 256u);
         let b0 = load_delta(delta16_at(ch, pad, ct * 16u, c0));
-        y00 = mma(y00, lane, a0, b0);
-        y10 = mma(y10, lane, a1, b0);
+        y00 = mma(y00, a0, b0);
+        y10 = mma(y10, a1, b0);
         if NCOL == 2u {
             let b1 = load_delta(delta16_at(ch, pad, ct * 16u, c0 + 16u));
-            y01 = mma(y01, lane, a0, b1);
-            y11 = mma(y11, lane, a1, b1);
+            y01 = mma(y01, a0, b1);
+            y11 = mma(y11, a1, b1);
         }
     }
     // Round j: row tiles j and 2 + j, as `ys`' rows 0-15 and 16-31.
     let at = rp * 16u * BLOCK + cg * NCOL * 16u;
-    acc_store(y00, lane, at);
+    acc_store(y00, at);
     if NCOL == 2u {
-        acc_store(y01, lane, at + 16u);
+        acc_store(y01, at + 16u);
     }
     workgroupBarrier();
     y_out(chunk, cb, li, in_grid, 0u);
     workgroupBarrier();
-    acc_store(y10, lane, at);
+    acc_store(y10, at);
     if NCOL == 2u {
-        acc_store(y11, lane, at + 16u);
+        acc_store(y11, at + 16u);
     }
     workgroupBarrier();
     y_out(chunk, cb, li, in_grid, 1u);

@@ -27,9 +27,6 @@ const ROWS: u32 = 16u;
 const GROUPS: u32 = 1u;
 const RPT: u32 = 1u;
 const CHUNK: u32 = 64u;
-const COOP: bool = true;
-const LANE_ELEMS: u32 = 8u;
-const TILE16: u32 = 16u;
 
 @group(0) @binding(1) var<storage, read> state_in_buf: array<f32>;
 fn load1_state_in(i: u32) -> f32 {
@@ -371,10 +368,8 @@ fn to_f16_range(x: f32) -> f32 {
 // this pass stores for it: S^T at each chunk's start and delta, as f16 tiles
 // (`chunk_tiles.wgsl`'s `start_at` and `delta16_at`). Every subgroup does the same
 // fixed count of cooperative ops (naga wants them in workgroup-uniform control flow);
-// a subgroup's role is read only in addresses. Without COOP (`chunk_walk`, the twin
-// that runs where no adapter has the matrices) every cooperative op below is a lane
-// loop over the same memory: a "subgroup" is 32 invocations whatever the adapter's
-// width, which is why every hand-off between them has a barrier.
+// a subgroup's role is read only in addresses. Where no adapter has the matrices the
+// same pass runs on vector units (chunk_walk.wgsl).
 
 const SUBGROUP_WIDTH: u32 = 32u;
 // Column tiles of the block, key-row tiles of a chunk's W, chunk-row tiles.
@@ -400,7 +395,8 @@ var<workgroup> d16: array<f16, CHUNK * HS>;
 
 // ---- Tile ops: A operands are 16 x 16 f16 tiles of `tiles_buf` (row-major,
 // stride 16), B operands tiles of `s16` or `d16` (row r, column j of tiles), sums
-// and the state in f32. ----
+// and the state in f32. Written inline where they multiply: the same ops behind
+// helper functions took 13% longer (docs/PERFORMANCE.md). ----
 alias Acc = coop_mat16x16<f32, C>;
 alias ATile = coop_mat16x16<f16, A>;
 
@@ -412,21 +408,9 @@ fn a_none() -> ATile {
     return coop_mat16x16<f16, A>();
 }
 
-fn acc_zero() -> Acc {
-    return coop_mat16x16<f32, C>();
-}
-
 // A subgroup's tile of `f32s` at `at` (row stride FS).
-fn acc_load(lane: u32, at: u32) -> Acc {
+fn acc_load(at: u32) -> Acc {
     return coopLoadT<coop_mat16x16<f32, C>>(&f32s[at], FS);
-}
-
-fn acc_store(acc: Acc, lane: u32, at: u32) {
-    coopStoreT(acc, &f32s[at], FS);
-}
-
-fn acc_scale(acc: Acc, x: f32) -> Acc {
-    return x * acc;
 }
 
 fn s_tile(r: u32, j: u32) -> coop_mat16x16<f16, B> {
@@ -437,26 +421,14 @@ fn d_tile(r: u32, j: u32) -> coop_mat16x16<f16, B> {
     return coopLoadT<coop_mat16x16<f16, B>>(&d16[r * 16u * HS + j * 16u], HS);
 }
 
-// acc + A (s16's tile (r, j)).
-fn mma_s(acc: Acc, lane: u32, a: ATile, r: u32, j: u32) -> Acc {
-    let b = coopLoadT<coop_mat16x16<f16, B>>(&s16[r * 16u * HS + j * 16u], HS);
-    return coopMultiplyAdd(a, b, acc);
-}
-
-// acc + A (d16's tile (r, j)).
-fn mma_d(acc: Acc, lane: u32, a: ATile, r: u32, j: u32) -> Acc {
-    let b = coopLoadT<coop_mat16x16<f16, B>>(&d16[r * 16u * HS + j * 16u], HS);
-    return coopMultiplyAdd(a, b, acc);
-}
-
 // s16's tile (r, j) to `starts_buf` at `at`, row-major.
-fn start_out(lane: u32, r: u32, j: u32, at: u32) {
+fn start_out(r: u32, j: u32, at: u32) {
     let t = coopLoadT<coop_mat16x16<f16, B>>(&s16[r * 16u * HS + j * 16u], HS);
     coopStoreT(t, &starts_buf[at], 16u);
 }
 
 // d16's tile (r, j) to `deltas16_buf` at `at`, row-major.
-fn delta_out(lane: u32, r: u32, j: u32, at: u32) {
+fn delta_out(r: u32, j: u32, at: u32) {
     let t = coopLoadT<coop_mat16x16<f16, B>>(&d16[r * 16u * HS + j * 16u], HS);
     coopStoreT(t, &deltas16_buf[at], 16u);
 }
@@ -524,11 +496,11 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     workgroupBarrier();
     let own = sg * 16u * FS;
     let own16 = sg * 16u * HS;
-    var s0 = acc_load(lane, own);
+    var s0 = acc_load(own);
     // Tiles past the block's NB alias the first ones and are never used.
-    var s1 = acc_load(lane, own + 16u % ROWS);
-    var s2 = acc_load(lane, own + 32u % ROWS);
-    var s3 = acc_load(lane, own + 48u % ROWS);
+    var s1 = acc_load(own + 16u % ROWS);
+    var s2 = acc_load(own + 32u % ROWS);
+    var s3 = acc_load(own + 48u % ROWS);
     workgroupBarrier();
 
     // The A operands of a chunk's products: W's row tile xr over this subgroup's half
@@ -567,7 +539,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
 
         // The state at the chunk's start, for the output pass (s16 holds it).
         for (var j = 0u; j < NB; j++) {
-            start_out(lane, sg, j, start_at(ch, pad, sg * 16u, v0 + j * 16u));
+            start_out(sg, j, start_at(ch, pad, sg * 16u, v0 + j * 16u));
         }
 
         // Half of W S^T over the key tiles: [xh][xr tile rows][ROWS].
@@ -610,7 +582,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         for (var l = 0u; l < D_STORES; l++) {
             let i = sg + 8u * l;
             let j = min(i / CT, NB - 1u);
-            delta_out(lane, i % CT, j, delta16_at(ch, pad, (i % CT) * 16u, v0 + j * 16u));
+            delta_out(i % CT, j, delta16_at(ch, pad, (i % CT) * 16u, v0 + j * 16u));
         }
 
         // The state through the chunk: this subgroup's key-row tile of S^T.

@@ -31,7 +31,9 @@ fn validate_source(key: &KernelKey, source: &str) -> Result<(naga::Module, Modul
         .map_err(|e| format!("{}: {}", key.label(), e.emit_to_string(source)))?;
     let mut caps = Capabilities::SUBGROUP;
     if key.needs_f16() {
-        caps |= Capabilities::SHADER_FLOAT16;
+        // With f16 goes `unpack2x16float` (eight f16 a 16-byte load): wgpu grants it
+        // where the adapter is downlevel-compliant, and on lavapipe where it has f16.
+        caps |= Capabilities::SHADER_FLOAT16 | Capabilities::SHADER_FLOAT16_IN_FLOAT32;
     }
     if key.op.coop() {
         caps |= Capabilities::COOPERATIVE_MATRIX;

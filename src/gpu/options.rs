@@ -51,7 +51,9 @@ pub enum ChunkPrecision {
     /// the decayed q and k, the decayed `Q K^T`, delta) rounded to f16, f32
     /// accumulators, the state kept in f32. Finite values beyond f16's range are
     /// clamped to it, never made infinite. docs/SPEC.md gives its error. Without
-    /// cooperative matrices the call runs the portable passes, as `Exact`.
+    /// cooperative matrices, the same passes on vector units where the device has f16 and
+    /// their workgroup memory (`GpuBackend::chunked_on_vector_units`), else the portable
+    /// passes, as `Exact`.
     FastF16,
 }
 

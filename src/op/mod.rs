@@ -88,6 +88,12 @@ impl Op {
     pub const ChunkWalkCoop: Op = record_chunked::CHUNK_WALK_COOP;
     /// record_chunked's fast path: y, every chunk at once, on cooperative matrices.
     pub const ChunkOutCoop: Op = record_chunked::CHUNK_OUT_COOP;
+    /// The fast path's first pass on vector units.
+    pub const ChunkPrep: Op = record_chunked::CHUNK_PREP;
+    /// The fast path's walk on vector units.
+    pub const ChunkWalk: Op = record_chunked::CHUNK_WALK;
+    /// The fast path's output pass on vector units.
+    pub const ChunkOut: Op = record_chunked::CHUNK_OUT;
 
     /// Every op that runs on any adapter.
     pub const ALL: &[Op] = &[
@@ -109,6 +115,10 @@ impl Op {
     /// The ops on cooperative matrices: only naga's validation and SPIR-V writer check
     /// them without such a device (see [`OpInfo::coop`]).
     pub const COOP: &[Op] = &[Op::ChunkPrepCoop, Op::ChunkWalkCoop, Op::ChunkOutCoop];
+    /// The fast path's passes on vector units: adapters with `SHADER_F16` and more
+    /// workgroup memory than the 16 KiB every adapter offers (the first pass's 24480
+    /// bytes).
+    pub const VECTOR_F16: &[Op] = &[Op::ChunkPrep, Op::ChunkWalk, Op::ChunkOut];
 }
 
 impl std::str::FromStr for Op {
@@ -117,6 +127,7 @@ impl std::str::FromStr for Op {
         Op::ALL
             .iter()
             .chain(Op::COOP)
+            .chain(Op::VECTOR_F16)
             .copied()
             .find(|op| op.name() == s)
             .ok_or_else(|| {
@@ -146,7 +157,7 @@ pub fn listed_key(op: Op) -> crate::error::Result<KernelKey> {
 /// Every kernel variant the crate can build, for the translation tests (naga's MSL,
 /// SPIR-V and HLSL writers, Tint): every op at every dtype triple and reduction at
 /// representative shapes, with its rollback variants, masked and not, plus each op's
-/// extra keys.
+/// extra keys; the fast path's passes on vector units at two dtype sets.
 pub fn all_variants() -> Vec<KernelKey> {
     let mut keys = Vec::new();
     for &op in Op::ALL {
@@ -186,6 +197,18 @@ pub fn all_variants() -> Vec<KernelKey> {
         }
     }
     for &op in Op::ALL {
+        add_new(&mut keys, op.kernel().extra_keys());
+    }
+    // The fast path's passes on vector units (f16, more workgroup memory than every
+    // adapter offers): f32 and bf16 activations, and their extra keys (the other block
+    // widths, packed sequences).
+    for &op in Op::VECTOR_F16 {
+        for dtypes in [GdnDtypes::F32, GdnDtypes::uniform(DType::BF16)] {
+            add_new(
+                &mut keys,
+                representative_keys(op, dtypes, Reduction::Workgroup),
+            );
+        }
         add_new(&mut keys, op.kernel().extra_keys());
     }
     // Record's steps taken several a reduction (a class the table does not pick yet):

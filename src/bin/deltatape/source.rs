@@ -17,7 +17,8 @@ pub enum Lang {
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The kernel (its names from `deltatape::internals::Op::ALL` and `Op::COOP`).
+    /// The kernel (its names from `deltatape::internals::Op::ALL`, `Op::COOP` and
+    /// `Op::VECTOR_F16`).
     #[arg(required_unless_present = "all", value_parser = op_names())]
     kernel: Option<Op>,
     /// Write every op's source at its listed variant (Dk = Dv = 128, f32, subgroup
@@ -59,7 +60,12 @@ pub struct Args {
 /// The kernels `msl` takes, by name: every op, from the crate's one list of them.
 fn op_names() -> impl clap::builder::TypedValueParser<Value = Op> {
     use clap::builder::TypedValueParser as _;
-    let names = Op::ALL.iter().chain(Op::COOP).copied().map(|op| op.name());
+    let names = Op::ALL
+        .iter()
+        .chain(Op::COOP)
+        .chain(Op::VECTOR_F16)
+        .copied()
+        .map(|op| op.name());
     clap::builder::PossibleValuesParser::new(names).try_map(|name| name.parse::<Op>())
 }
 
@@ -121,7 +127,12 @@ fn write_all(dir: &Path, lang: Lang, force_loop_bounding: bool) -> deltatape::Re
         Lang::Hlsl => "hlsl",
         Lang::Wgsl => "wgsl",
     };
-    for op in Op::ALL.iter().chain(Op::COOP).copied() {
+    for op in Op::ALL
+        .iter()
+        .chain(Op::COOP)
+        .chain(Op::VECTOR_F16)
+        .copied()
+    {
         let key = listed_key(op)?;
         let path = dir.join(format!("{}.{ext}", op.name()));
         let written = source(&key, lang, force_loop_bounding)

@@ -9,7 +9,7 @@
 #import chunk_tiles
 #provides kernel_main
 #requires store2_y, tiles_buf, starts_buf, deltas16_buf, v_index, CHUNK, WG_SIZE
-#requires COOP, LANE_ELEMS, ROWS
+#requires ROWS
 // record_chunked's output on cooperative matrices (the fast path's last pass): one
 // workgroup of 8 subgroups of 32 per (b, hv, chunk, block of BLOCK = ROWS value
 // columns, 128 where the padded Dv allows, else 64), each independent of every other.
@@ -20,8 +20,7 @@
 // NCOL products and each B tile two, which is what bounds the pass (the tiles' traffic
 // from L2), in 2 NCOL independent chains of 12. y leaves through `ys` in two rounds,
 // row tiles 0 and 2, then 1 and 3 (half the block at a time: 16 KiB at 128 columns).
-// Without COOP (`chunk_out`, the twin) the products are lane loops over the same
-// memory (as in chunk_walk_coop.wgsl).
+// Where no adapter has the matrices the same pass runs on vector units (chunk_out.wgsl).
 
 const SUBGROUP_WIDTH: u32 = 32u;
 const KT: u32 = TILE_DK / 16u;
@@ -36,7 +35,6 @@ var<workgroup> ys: array<f32, HALF * BLOCK>;
 
 // ---- Tile products: A a 16 x 16 f16 tile of `tiles_buf` (row-major, stride 16), B
 // one of `starts_buf` or `deltas16_buf` (the same), sums in f32. ----
-#if COOP
 alias Acc = coop_mat16x16<f32, C>;
 alias ATile = coop_mat16x16<f16, A>;
 alias BTile = coop_mat16x16<f16, B>;
@@ -57,75 +55,13 @@ fn load_delta(at: u32) -> BTile {
     return coopLoadT<coop_mat16x16<f16, B>>(&deltas16_buf[at], 16u);
 }
 
-fn mma(acc: Acc, lane: u32, a: ATile, b: BTile) -> Acc {
+fn mma(acc: Acc, a: ATile, b: BTile) -> Acc {
     return coopMultiplyAdd(a, b, acc);
 }
 
-fn acc_store(acc: Acc, lane: u32, at: u32) {
+fn acc_store(acc: Acc, at: u32) {
     coopStoreT(acc, &ys[at], BLOCK);
 }
-#else
-// A lane's elements of its subgroup's 16 x 16 tile: rows lane / 16 + 2 m, column
-// lane % 16. A tile here is where it is.
-struct Acc {
-    e: array<f32, LANE_ELEMS>,
-}
-
-struct ATile {
-    at: u32,
-}
-
-struct BTile {
-    at: u32,
-    delta: bool,
-}
-
-fn acc_zero() -> Acc {
-    return Acc(array<f32, LANE_ELEMS>());
-}
-
-fn load_a(at: u32) -> ATile {
-    return ATile(at);
-}
-
-fn load_start(at: u32) -> BTile {
-    return BTile(at, false);
-}
-
-fn load_delta(at: u32) -> BTile {
-    return BTile(at, true);
-}
-
-// (A branch, not a select: a start tile's index may lie past delta's buffer.)
-fn b_elem(b: BTile, k: u32, lane: u32) -> f32 {
-    let at = b.at + k * 16u + lane % 16u;
-    if b.delta {
-        return f32(deltas16_buf[at]);
-    }
-    return f32(starts_buf[at]);
-}
-
-fn mma(acc: Acc, lane: u32, a: ATile, b: BTile) -> Acc {
-    var o = acc;
-    #unroll
-    for (var m = 0u; m < LANE_ELEMS; m++) {
-        let row = a.at + (lane / 16u + 2u * m) * 16u;
-        var x = o.e[m];
-        for (var k = 0u; k < 16u; k++) {
-            x += f32(tiles_buf[row + k]) * b_elem(b, k, lane);
-        }
-        o.e[m] = x;
-    }
-    return o;
-}
-
-fn acc_store(acc: Acc, lane: u32, at: u32) {
-    #unroll
-    for (var m = 0u; m < LANE_ELEMS; m++) {
-        ys[at + (lane / 16u + 2u * m) * BLOCK + lane % 16u] = acc.e[m];
-    }
-}
-#endif
 
 fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     // No early return (naga then takes the products as outside uniform control flow).
@@ -142,7 +78,6 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     let cg = sg / 2u;
     let c0 = cb * BLOCK + cg * NCOL * 16u;
 
-    let lane = li % SUBGROUP_WIDTH;
     var y00 = acc_zero();
     var y01 = acc_zero();
     var y10 = acc_zero();
@@ -151,38 +86,38 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         let a0 = load_a(base + QG_AT + (2u * rp * KT + kt) * 256u);
         let a1 = load_a(base + QG_AT + ((2u * rp + 1u) * KT + kt) * 256u);
         let b0 = load_start(start_at(ch, pad, kt * 16u, c0));
-        y00 = mma(y00, lane, a0, b0);
-        y10 = mma(y10, lane, a1, b0);
+        y00 = mma(y00, a0, b0);
+        y10 = mma(y10, a1, b0);
         if NCOL == 2u {
             let b1 = load_start(start_at(ch, pad, kt * 16u, c0 + 16u));
-            y01 = mma(y01, lane, a0, b1);
-            y11 = mma(y11, lane, a1, b1);
+            y01 = mma(y01, a0, b1);
+            y11 = mma(y11, a1, b1);
         }
     }
     for (var ct = 0u; ct < CT; ct++) {
         let a0 = load_a(base + M_AT + (2u * rp * CT + ct) * 256u);
         let a1 = load_a(base + M_AT + ((2u * rp + 1u) * CT + ct) * 256u);
         let b0 = load_delta(delta16_at(ch, pad, ct * 16u, c0));
-        y00 = mma(y00, lane, a0, b0);
-        y10 = mma(y10, lane, a1, b0);
+        y00 = mma(y00, a0, b0);
+        y10 = mma(y10, a1, b0);
         if NCOL == 2u {
             let b1 = load_delta(delta16_at(ch, pad, ct * 16u, c0 + 16u));
-            y01 = mma(y01, lane, a0, b1);
-            y11 = mma(y11, lane, a1, b1);
+            y01 = mma(y01, a0, b1);
+            y11 = mma(y11, a1, b1);
         }
     }
     // Round j: row tiles j and 2 + j, as `ys`' rows 0-15 and 16-31.
     let at = rp * 16u * BLOCK + cg * NCOL * 16u;
-    acc_store(y00, lane, at);
+    acc_store(y00, at);
     if NCOL == 2u {
-        acc_store(y01, lane, at + 16u);
+        acc_store(y01, at + 16u);
     }
     workgroupBarrier();
     y_out(chunk, cb, li, in_grid, 0u);
     workgroupBarrier();
-    acc_store(y10, lane, at);
+    acc_store(y10, at);
     if NCOL == 2u {
-        acc_store(y11, lane, at + 16u);
+        acc_store(y11, at + 16u);
     }
     workgroupBarrier();
     y_out(chunk, cb, li, in_grid, 1u);

@@ -9,7 +9,7 @@
 #import chunk_tiles
 #provides kernel_main
 #requires load1_state_in, store2_delta, load_u, load_decay, tiles_buf, starts_buf
-#requires deltas16_buf, state_row, v_index, CHUNK, WG_SIZE, ROWS, COOP, LANE_ELEMS
+#requires deltas16_buf, state_row, v_index, CHUNK, WG_SIZE, ROWS
 // record_chunked's walk on cooperative matrices (the fast path's second pass): one
 // workgroup of 8 subgroups of 32 per (b, hv, block of ROWS value rows), through the
 // head's chunks in order (wgsl/chunk_at.wgsl), with nothing but the state's own
@@ -24,10 +24,8 @@
 // this pass stores for it: S^T at each chunk's start and delta, as f16 tiles
 // (`chunk_tiles.wgsl`'s `start_at` and `delta16_at`). Every subgroup does the same
 // fixed count of cooperative ops (naga wants them in workgroup-uniform control flow);
-// a subgroup's role is read only in addresses. Without COOP (`chunk_walk`, the twin
-// that runs where no adapter has the matrices) every cooperative op below is a lane
-// loop over the same memory: a "subgroup" is 32 invocations whatever the adapter's
-// width, which is why every hand-off between them has a barrier.
+// a subgroup's role is read only in addresses. Where no adapter has the matrices the
+// same pass runs on vector units (chunk_walk.wgsl).
 
 const SUBGROUP_WIDTH: u32 = 32u;
 // Column tiles of the block, key-row tiles of a chunk's W, chunk-row tiles.
@@ -53,8 +51,8 @@ var<workgroup> d16: array<f16, CHUNK * HS>;
 
 // ---- Tile ops: A operands are 16 x 16 f16 tiles of `tiles_buf` (row-major,
 // stride 16), B operands tiles of `s16` or `d16` (row r, column j of tiles), sums
-// and the state in f32. ----
-#if COOP
+// and the state in f32. Written inline where they multiply: the same ops behind
+// helper functions took 13% longer (docs/PERFORMANCE.md). ----
 alias Acc = coop_mat16x16<f32, C>;
 alias ATile = coop_mat16x16<f16, A>;
 
@@ -66,21 +64,9 @@ fn a_none() -> ATile {
     return coop_mat16x16<f16, A>();
 }
 
-fn acc_zero() -> Acc {
-    return coop_mat16x16<f32, C>();
-}
-
 // A subgroup's tile of `f32s` at `at` (row stride FS).
-fn acc_load(lane: u32, at: u32) -> Acc {
+fn acc_load(at: u32) -> Acc {
     return coopLoadT<coop_mat16x16<f32, C>>(&f32s[at], FS);
-}
-
-fn acc_store(acc: Acc, lane: u32, at: u32) {
-    coopStoreT(acc, &f32s[at], FS);
-}
-
-fn acc_scale(acc: Acc, x: f32) -> Acc {
-    return x * acc;
 }
 
 fn s_tile(r: u32, j: u32) -> coop_mat16x16<f16, B> {
@@ -91,121 +77,17 @@ fn d_tile(r: u32, j: u32) -> coop_mat16x16<f16, B> {
     return coopLoadT<coop_mat16x16<f16, B>>(&d16[r * 16u * HS + j * 16u], HS);
 }
 
-// acc + A (s16's tile (r, j)).
-fn mma_s(acc: Acc, lane: u32, a: ATile, r: u32, j: u32) -> Acc {
-    let b = coopLoadT<coop_mat16x16<f16, B>>(&s16[r * 16u * HS + j * 16u], HS);
-    return coopMultiplyAdd(a, b, acc);
-}
-
-// acc + A (d16's tile (r, j)).
-fn mma_d(acc: Acc, lane: u32, a: ATile, r: u32, j: u32) -> Acc {
-    let b = coopLoadT<coop_mat16x16<f16, B>>(&d16[r * 16u * HS + j * 16u], HS);
-    return coopMultiplyAdd(a, b, acc);
-}
-
 // s16's tile (r, j) to `starts_buf` at `at`, row-major.
-fn start_out(lane: u32, r: u32, j: u32, at: u32) {
+fn start_out(r: u32, j: u32, at: u32) {
     let t = coopLoadT<coop_mat16x16<f16, B>>(&s16[r * 16u * HS + j * 16u], HS);
     coopStoreT(t, &starts_buf[at], 16u);
 }
 
 // d16's tile (r, j) to `deltas16_buf` at `at`, row-major.
-fn delta_out(lane: u32, r: u32, j: u32, at: u32) {
+fn delta_out(r: u32, j: u32, at: u32) {
     let t = coopLoadT<coop_mat16x16<f16, B>>(&d16[r * 16u * HS + j * 16u], HS);
     coopStoreT(t, &deltas16_buf[at], 16u);
 }
-#else
-// A lane's elements of its subgroup's 16 x 16 tile: rows lane / 16 + 2 m, column
-// lane % 16.
-struct Acc {
-    e: array<f32, LANE_ELEMS>,
-}
-// An A tile is where it is: `tiles_buf` is read-only here.
-alias ATile = u32;
-
-fn a_tile(at: u32) -> ATile {
-    return at;
-}
-
-fn a_none() -> ATile {
-    return 0u;
-}
-
-fn acc_zero() -> Acc {
-    return Acc(array<f32, LANE_ELEMS>());
-}
-
-fn acc_load(lane: u32, at: u32) -> Acc {
-    var o: Acc;
-    #unroll
-    for (var m = 0u; m < LANE_ELEMS; m++) {
-        o.e[m] = f32s[at + (lane / 16u + 2u * m) * FS + lane % 16u];
-    }
-    return o;
-}
-
-fn acc_store(acc: Acc, lane: u32, at: u32) {
-    #unroll
-    for (var m = 0u; m < LANE_ELEMS; m++) {
-        f32s[at + (lane / 16u + 2u * m) * FS + lane % 16u] = acc.e[m];
-    }
-}
-
-fn acc_scale(acc: Acc, x: f32) -> Acc {
-    var o = acc;
-    #unroll
-    for (var m = 0u; m < LANE_ELEMS; m++) {
-        o.e[m] = x * o.e[m];
-    }
-    return o;
-}
-
-// The inner index outermost, so that B's element serves the lane's 8 rows from one
-// load (each sum still in the order of k).
-fn mma_s(acc: Acc, lane: u32, a: ATile, r: u32, j: u32) -> Acc {
-    var o = acc;
-    let b = r * 16u * HS + j * 16u + lane % 16u;
-    let a0 = a + (lane / 16u) * 16u;
-    for (var k = 0u; k < 16u; k++) {
-        let y = f32(s16[b + k * HS]);
-        #unroll
-        for (var m = 0u; m < LANE_ELEMS; m++) {
-            o.e[m] += f32(tiles_buf[a0 + 32u * m + k]) * y;
-        }
-    }
-    return o;
-}
-
-fn mma_d(acc: Acc, lane: u32, a: ATile, r: u32, j: u32) -> Acc {
-    var o = acc;
-    let b = r * 16u * HS + j * 16u + lane % 16u;
-    let a0 = a + (lane / 16u) * 16u;
-    for (var k = 0u; k < 16u; k++) {
-        let y = f32(d16[b + k * HS]);
-        #unroll
-        for (var m = 0u; m < LANE_ELEMS; m++) {
-            o.e[m] += f32(tiles_buf[a0 + 32u * m + k]) * y;
-        }
-    }
-    return o;
-}
-
-fn start_out(lane: u32, r: u32, j: u32, at: u32) {
-    #unroll
-    for (var m = 0u; m < LANE_ELEMS; m++) {
-        let row = lane / 16u + 2u * m;
-        starts_buf[at + row * 16u + lane % 16u] = s16[(r * 16u + row) * HS + j * 16u + lane % 16u];
-    }
-}
-
-fn delta_out(lane: u32, r: u32, j: u32, at: u32) {
-    #unroll
-    for (var m = 0u; m < LANE_ELEMS; m++) {
-        let row = lane / 16u + 2u * m;
-        deltas16_buf[at + row * 16u + lane % 16u] = d16[(r * 16u + row) * HS + j * 16u + lane % 16u];
-    }
-}
-#endif
 
 // Where W's row tile `xr` over key tiles 4 xh .. 4 xh + 3 of scratch block ch is.
 fn w_at(ch: u32, xr: u32, xh: u32) -> u32 {
@@ -270,11 +152,11 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     workgroupBarrier();
     let own = sg * 16u * FS;
     let own16 = sg * 16u * HS;
-    var s0 = acc_load(lane, own);
+    var s0 = acc_load(own);
     // Tiles past the block's NB alias the first ones and are never used.
-    var s1 = acc_load(lane, own + 16u % ROWS);
-    var s2 = acc_load(lane, own + 32u % ROWS);
-    var s3 = acc_load(lane, own + 48u % ROWS);
+    var s1 = acc_load(own + 16u % ROWS);
+    var s2 = acc_load(own + 32u % ROWS);
+    var s3 = acc_load(own + 48u % ROWS);
     workgroupBarrier();
 
     // The A operands of a chunk's products: W's row tile xr over this subgroup's half
@@ -313,27 +195,18 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
 
         // The state at the chunk's start, for the output pass (s16 holds it).
         for (var j = 0u; j < NB; j++) {
-            start_out(lane, sg, j, start_at(ch, pad, sg * 16u, v0 + j * 16u));
+            start_out(sg, j, start_at(ch, pad, sg * 16u, v0 + j * 16u));
         }
 
         // Half of W S^T over the key tiles: [xh][xr tile rows][ROWS].
         let x_at = (xh * CHUNK + xr * 16u) * FS;
         for (var j = 0u; j < NB; j++) {
-#if COOP
             var x = coop_mat16x16<f32, C>();
             x = coopMultiplyAdd(w0, s_tile(xh * 4u, j), x);
             x = coopMultiplyAdd(w1, s_tile(xh * 4u + 1u, j), x);
             x = coopMultiplyAdd(w2, s_tile(xh * 4u + 2u, j), x);
             x = coopMultiplyAdd(w3, s_tile(xh * 4u + 3u, j), x);
             coopStoreT(x, &f32s[x_at + j * 16u], FS);
-#else
-            var x = acc_zero();
-            x = mma_s(x, lane, w0, xh * 4u, j);
-            x = mma_s(x, lane, w1, xh * 4u + 1u, j);
-            x = mma_s(x, lane, w2, xh * 4u + 2u, j);
-            x = mma_s(x, lane, w3, xh * 4u + 3u, j);
-            acc_store(x, lane, x_at + j * 16u);
-#endif
         }
         workgroupBarrier();
 
@@ -367,73 +240,37 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         for (var l = 0u; l < D_STORES; l++) {
             let i = sg + 8u * l;
             let j = min(i / CT, NB - 1u);
-            delta_out(lane, i % CT, j, delta16_at(ch, pad, (i % CT) * 16u, v0 + j * 16u));
+            delta_out(i % CT, j, delta16_at(ch, pad, (i % CT) * 16u, v0 + j * 16u));
         }
 
         // The state through the chunk: this subgroup's key-row tile of S^T.
-#if COOP
         s0 = last * s0;
         s0 = coopMultiplyAdd(k0, d_tile(0u, 0u), s0);
         s0 = coopMultiplyAdd(k1, d_tile(1u, 0u), s0);
         s0 = coopMultiplyAdd(k2, d_tile(2u, 0u), s0);
         s0 = coopMultiplyAdd(k3, d_tile(3u, 0u), s0);
         coopStoreT(s0, &f32s[own], FS);
-#else
-        s0 = acc_scale(s0, last);
-        s0 = mma_d(s0, lane, k0, 0u, 0u);
-        s0 = mma_d(s0, lane, k1, 1u, 0u);
-        s0 = mma_d(s0, lane, k2, 2u, 0u);
-        s0 = mma_d(s0, lane, k3, 3u, 0u);
-        acc_store(s0, lane, own);
-#endif
         if NB > 1u {
-#if COOP
             s1 = last * s1;
             s1 = coopMultiplyAdd(k0, d_tile(0u, 1u), s1);
             s1 = coopMultiplyAdd(k1, d_tile(1u, 1u), s1);
             s1 = coopMultiplyAdd(k2, d_tile(2u, 1u), s1);
             s1 = coopMultiplyAdd(k3, d_tile(3u, 1u), s1);
             coopStoreT(s1, &f32s[own + 16u % ROWS], FS);
-#else
-            s1 = acc_scale(s1, last);
-            s1 = mma_d(s1, lane, k0, 0u, 1u);
-            s1 = mma_d(s1, lane, k1, 1u, 1u);
-            s1 = mma_d(s1, lane, k2, 2u, 1u);
-            s1 = mma_d(s1, lane, k3, 3u, 1u);
-            acc_store(s1, lane, own + 16u % ROWS);
-#endif
         }
         if NB > 2u {
-#if COOP
             s2 = last * s2;
             s2 = coopMultiplyAdd(k0, d_tile(0u, 2u), s2);
             s2 = coopMultiplyAdd(k1, d_tile(1u, 2u), s2);
             s2 = coopMultiplyAdd(k2, d_tile(2u, 2u), s2);
             s2 = coopMultiplyAdd(k3, d_tile(3u, 2u), s2);
             coopStoreT(s2, &f32s[own + 32u % ROWS], FS);
-#else
-            s2 = acc_scale(s2, last);
-            s2 = mma_d(s2, lane, k0, 0u, 2u);
-            s2 = mma_d(s2, lane, k1, 1u, 2u);
-            s2 = mma_d(s2, lane, k2, 2u, 2u);
-            s2 = mma_d(s2, lane, k3, 3u, 2u);
-            acc_store(s2, lane, own + 32u % ROWS);
-#endif
-#if COOP
             s3 = last * s3;
             s3 = coopMultiplyAdd(k0, d_tile(0u, 3u), s3);
             s3 = coopMultiplyAdd(k1, d_tile(1u, 3u), s3);
             s3 = coopMultiplyAdd(k2, d_tile(2u, 3u), s3);
             s3 = coopMultiplyAdd(k3, d_tile(3u, 3u), s3);
             coopStoreT(s3, &f32s[own + 48u % ROWS], FS);
-#else
-            s3 = acc_scale(s3, last);
-            s3 = mma_d(s3, lane, k0, 0u, 3u);
-            s3 = mma_d(s3, lane, k1, 1u, 3u);
-            s3 = mma_d(s3, lane, k2, 2u, 3u);
-            s3 = mma_d(s3, lane, k3, 3u, 3u);
-            acc_store(s3, lane, own + 48u % ROWS);
-#endif
         }
         k0 = a_tile(k_at(next, sg));
         k1 = a_tile(k_at(next, sg) + 256u);

@@ -2,8 +2,9 @@
 //! portable ones, or three on the fast path), and the host call.
 
 use super::{
-    ChunkOutCoopOperands, ChunkPrepOperands, ChunkShape, ChunkSize, ChunkStateOperands,
-    ChunkWalkCoopOperands, ChunkWyOperands, COOP_CHUNK, COOP_MAX_KEY_DIM, OP, PORTABLE_CHUNK,
+    vector_passes_bytes, ChunkOutCoopOperands, ChunkPrepOperands, ChunkShape, ChunkSize,
+    ChunkStateOperands, ChunkWalkCoopOperands, ChunkWyOperands, COOP_CHUNK, COOP_MAX_KEY_DIM, OP,
+    PORTABLE_CHUNK,
 };
 use crate::dtype::{DType, GdnDtypes};
 use crate::engine::cache::small_buffer;
@@ -37,6 +38,27 @@ impl GpuBackend {
             && self.options().chunk_precision == ChunkPrecision::FastF16
             && chunk == COOP_CHUNK
             && shape.key_dim() <= COOP_MAX_KEY_DIM
+    }
+
+    /// Whether the chunked record of `shape` in chunks of `chunk` runs the fast path's
+    /// passes on vector units (`chunk_prep`, `chunk_walk`, `chunk_out`: the same f16
+    /// operands and f32 sums as on the matrix units, so the same bound of docs/SPEC.md):
+    /// the options ask for [`crate::ChunkPrecision::FastF16`], the device has no
+    /// cooperative matrices that serve the path but has `SHADER_F16` and the passes'
+    /// workgroup memory, chunks of 64 steps, `Dk <= 128`. Otherwise, without the
+    /// matrix units, it runs the portable passes.
+    pub fn chunked_on_vector_units(
+        &self,
+        shape: &crate::GdnShape,
+        chunk: crate::ChunkSize,
+    ) -> bool {
+        !self.coop
+            && self.options().chunk_precision == ChunkPrecision::FastF16
+            && chunk == COOP_CHUNK
+            && shape.key_dim() <= COOP_MAX_KEY_DIM
+            && self.features().contains(wgpu::Features::SHADER_F16)
+            && vector_passes_bytes(self.options().chunk_walk_rows)
+                <= self.limits().max_compute_workgroup_storage_size
     }
 
     /// Whether the portable passes take record at `shape` in `dtypes` (their checks of
@@ -130,9 +152,10 @@ impl GpuBackend {
         let (shape, chunk) = (cshape.gdn(), cshape.chunk);
         let masked = buffers.mask.is_some();
         let state_out = buffers.state_out.is_some();
-        if self.chunked_on_matrix_units(shape, chunk) {
-            let walk_key =
-                KernelKey::chunk_walk(dtypes, self.options().chunk_walk_rows, state_out, true);
+        let vector = self.chunked_on_vector_units(shape, chunk);
+        if vector || self.chunked_on_matrix_units(shape, chunk) {
+            let rows = self.options().chunk_walk_rows;
+            let walk_key = KernelKey::chunk_walk(dtypes, rows, state_out, !vector);
             let passes = Passes::new(cshape, layout, &walk_key, sequences);
             return self.prepare_fast_passes(&passes, dtypes, walk_key, buffers);
         }

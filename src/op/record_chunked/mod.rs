@@ -26,7 +26,7 @@ use super::gdn::WORKGROUP_MEMORY_BUDGET;
 use super::plain::{Plain, PlainClass};
 use crate::dtype::{DType, GdnDtypes};
 use crate::engine::key::{KernelKey, KeyAt, Op, OpInfo, OpKernel, Value};
-use crate::engine::operand::operand_table;
+use crate::engine::operand::{operand_table, Row, Walk};
 use crate::error::{Error, Result};
 pub(crate) use crate::gpu::options::WALK_ROWS;
 use crate::shape::{GdnShape, VarlenShape};
@@ -75,11 +75,10 @@ pub const CHUNK_PREP_COOP: Op = Op(&OpInfo {
         (&ChunkPrep { coop: true }, &PREP_COOP_FAMILY),
     )
 });
-/// [`CHUNK_PREP_COOP`] with its tile products as lane loops (portable WGSL): the test of
-/// the pass's structure where no adapter has cooperative matrices (the unit tests run
-/// it on lavapipe). Not among [`Op::ALL`]: its 24480 bytes of workgroup memory are past
-/// the 16 KiB every adapter offers.
-pub(crate) const CHUNK_PREP: Op = Op(&OpInfo {
+/// [`CHUNK_PREP_COOP`] with its tile products as lane loops (portable WGSL), the fast
+/// path's first pass on vector units. Not among [`Op::ALL`]: its 24480 bytes of
+/// workgroup memory are past the 16 KiB every adapter offers ([`Op::VECTOR_F16`]).
+pub const CHUNK_PREP: Op = Op(&OpInfo {
     mask_bit: ChunkPrepRow::Mask.bit(),
     ..OpInfo::new(
         "chunk_prep",
@@ -98,22 +97,55 @@ pub const CHUNK_WALK_COOP: Op = Op(&OpInfo {
         "chunk_walk_coop",
         WALK_ROOT,
         ChunkWalkCoopOperands::<()>::ROWS,
-        (&ChunkWalk { coop: true }, &TWIN_COOP_FAMILY),
+        (&ChunkWalk { coop: true }, &COOP_FAMILY),
     )
 });
-/// [`CHUNK_WALK_COOP`] with its tile products as lane loops (portable WGSL), as
-/// [`CHUNK_PREP`] is of its pass: with it and [`CHUNK_OUT`] the fast path's three
-/// passes run on any adapter with f16 (the unit tests run them on lavapipe).
-pub(crate) const CHUNK_WALK: Op = Op(&OpInfo {
+/// [`CHUNK_WALK_COOP`] on vector units (`chunk_walk.wgsl`: register-tiled f32 products
+/// of the same f16 operands): with it, [`CHUNK_PREP`] and [`CHUNK_OUT`] the fast path's
+/// three passes run on any adapter with f16 (the unit tests run them on lavapipe).
+pub const CHUNK_WALK: Op = Op(&OpInfo {
     plain_rows: ChunkWalkCoopRow::StateOut.bit(),
     ..OpInfo::new(
         "chunk_walk",
-        WALK_ROOT,
-        ChunkWalkCoopOperands::<()>::ROWS,
-        (&ChunkWalk { coop: false }, &TWIN_FAMILY),
+        ("chunk_walk", include_str!("chunk_walk.wgsl")),
+        &WALK_VECTOR_ROWS,
+        (&ChunkWalk { coop: false }, &WALK_VECTOR_FAMILY),
     )
 });
 const WALK_ROOT: (&str, &str) = ("chunk_walk_coop", include_str!("chunk_walk_coop.wgsl"));
+/// The walk's table as [`CHUNK_WALK`] declares it: the tiles as `vec4<u32>` words.
+const WALK_VECTOR_ROWS: [Row; ChunkWalkCoopOperands::<()>::ROWS.len()] = with_quads(
+    ChunkWalkCoopOperands::<()>::ROWS,
+    &[ChunkWalkCoopRow::Tiles as usize],
+);
+/// The output pass's table as [`CHUNK_OUT`] declares it: the tiles, the starts and
+/// delta as `vec4<u32>` words.
+const OUT_VECTOR_ROWS: [Row; ChunkOutCoopOperands::<()>::ROWS.len()] = with_quads(
+    ChunkOutCoopOperands::<()>::ROWS,
+    &[
+        ChunkOutCoopRow::Tiles as usize,
+        ChunkOutCoopRow::Starts as usize,
+        ChunkOutCoopRow::Deltas16 as usize,
+    ],
+);
+
+/// `table` with its rows at `quads` declared as `vec4<u32>` words, so that one load
+/// brings eight f16 (the same buffers and bindings): the tables of the passes on vector
+/// units.
+const fn with_quads<const N: usize>(table: &[Row], quads: &[usize]) -> [Row; N] {
+    let mut rows = [table[0]; N];
+    let mut i = 0;
+    while i < N {
+        rows[i] = table[i];
+        i += 1;
+    }
+    let mut q = 0;
+    while q < quads.len() {
+        rows[quads[q]].walk = Walk::Quads;
+        q += 1;
+    }
+    rows
+}
 /// The fast path's output pass: y from what the walk stored, every chunk at once.
 pub const CHUNK_OUT_COOP: Op = Op(&OpInfo {
     coop: true,
@@ -121,16 +153,17 @@ pub const CHUNK_OUT_COOP: Op = Op(&OpInfo {
         "chunk_out_coop",
         OUT_ROOT,
         ChunkOutCoopOperands::<()>::ROWS,
-        (&ChunkOut { coop: true }, &TWIN_COOP_FAMILY),
+        (&ChunkOut { coop: true }, &COOP_FAMILY),
     )
 });
-/// [`CHUNK_OUT_COOP`] with its tile products as lane loops (see [`CHUNK_WALK`]).
-pub(crate) const CHUNK_OUT: Op = Op(&OpInfo {
+/// [`CHUNK_OUT_COOP`] on vector units (`chunk_out.wgsl`: register-tiled f32 products of
+/// the same f16 operands; see [`CHUNK_WALK`]).
+pub const CHUNK_OUT: Op = Op(&OpInfo {
     ..OpInfo::new(
         "chunk_out",
-        OUT_ROOT,
-        ChunkOutCoopOperands::<()>::ROWS,
-        (&ChunkOut { coop: false }, &TWIN_FAMILY),
+        ("chunk_out", include_str!("chunk_out.wgsl")),
+        &OUT_VECTOR_ROWS,
+        (&ChunkOut { coop: false }, &OUT_VECTOR_FAMILY),
     )
 });
 const OUT_ROOT: (&str, &str) = ("chunk_out_coop", include_str!("chunk_out_coop.wgsl"));
@@ -434,15 +467,26 @@ const PREP_COOP_FAMILY: Plain = Plain {
     extra: |_| prep_defines(true),
 };
 
-/// The walk's and the output pass's families: [`CHUNK_WG`] invocations and the
-/// switch between cooperative matrices and lane loops.
-const TWIN_FAMILY: Plain = Plain {
+/// The walk's and the output pass's family on cooperative matrices: [`CHUNK_WG`]
+/// invocations.
+const COOP_FAMILY: Plain = Plain {
     workgroup: Some(CHUNK_WG),
-    extra: |_| prep_defines(false),
+    extra: |_| Vec::new(),
 };
-const TWIN_COOP_FAMILY: Plain = Plain {
+
+/// [`CHUNK_WALK`]'s family: [`CHUNK_WG`] invocations, `XR` value rows an invocation's
+/// block (`ROWS / 8`: 32 step pairs by 8 row blocks, and 32 key quads by 8 rows).
+const WALK_VECTOR_FAMILY: Plain = Plain {
     workgroup: Some(CHUNK_WG),
-    extra: |_| prep_defines(true),
+    extra: |c| vec![("XR", Value::U32(c.rows / 8))],
+};
+
+/// [`CHUNK_OUT`]'s family: [`CHUNK_WG`] invocations, `YS` steps an invocation's block
+/// (`ROWS / 32`: 64 / YS step groups by the block's ROWS / 8 column octets), and the
+/// f16 a 16-byte word holds (an `#unroll` bound).
+const OUT_VECTOR_FAMILY: Plain = Plain {
+    workgroup: Some(CHUNK_WG),
+    extra: |c| vec![("YS", Value::U32(c.rows / 32)), ("F16_WORD", Value::U32(8))],
 };
 
 fn prep_defines(coop: bool) -> Vec<(&'static str, Value)> {
@@ -451,6 +495,27 @@ fn prep_defines(coop: bool) -> Vec<(&'static str, Value)> {
         ("LANE_ELEMS", Value::U32(PREP_LANE_ELEMS)),
         ("TILE16", Value::U32(16)),
     ]
+}
+
+/// The most workgroup memory any of the fast path's passes on vector units declares
+/// with the walk at `rows` value rows, over every dtype set, packed or not: what the
+/// device must offer for [`crate::GpuBackend::chunked_on_vector_units`].
+pub(crate) fn vector_passes_bytes(rows: u32) -> u32 {
+    let bf16 = GdnDtypes {
+        act: DType::BF16,
+        ..GdnDtypes::F32
+    };
+    let keys = [GdnDtypes::F32, bf16].into_iter().flat_map(|dtypes| {
+        [
+            KernelKey::chunk_prep(dtypes, true, true, false),
+            KernelKey::chunk_walk(dtypes, rows, true, false),
+            KernelKey::chunk_out(dtypes, OUT_BLOCK_WIDE, false),
+        ]
+    });
+    keys.flat_map(|key| [key, packed(key)])
+        .map(|key| key.workgroup_bytes())
+        .max()
+        .unwrap_or(0)
 }
 
 /// A lane's elements of a 16 x 16 tile (32 lanes a subgroup).
@@ -716,12 +781,19 @@ struct ChunkOut {
 }
 
 impl OpKernel for ChunkWalk {
-    /// The state's transpose in f32 (also the two halves of `W S^T`) and in f16, and
-    /// delta in f16, rows padded by 4 f32 and 8 f16 (`FS`, `HS` in its WGSL).
+    /// On cooperative matrices: the state's transpose in f32 (also the two halves of
+    /// `W S^T`) and in f16, and delta in f16, rows padded by 4 f32 and 8 f16 (`FS`,
+    /// `HS` in its WGSL). On vector units: the state rounded to f16 and f16(delta) as
+    /// f32 rows of Dk and C values, each padded by a vec4 (`SW`, `DW`).
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
         let PlainClass { chunk: c, rows, .. } = key.plain_class();
         let dk = COOP_MAX_KEY_DIM as u32;
-        dk * (rows + 4) * 4 + (dk + c) * (rows + 8) * 2 + sequence_bytes(key)
+        let bytes = if self.coop {
+            dk * (rows + 4) * 4 + (dk + c) * (rows + 8) * 2
+        } else {
+            rows * (dk + 4 + c + 4) * 4
+        };
+        bytes + sequence_bytes(key)
     }
     fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
         KernelKey::chunk_walk(at.dtypes, WALK_ROWS[0], true, self.coop)
@@ -738,10 +810,12 @@ impl OpKernel for ChunkWalk {
 }
 
 impl OpKernel for ChunkOut {
-    /// Half of y's block in f32 (`ys`).
+    /// On cooperative matrices half of y's block in f32 (`ys`); on vector units none
+    /// (y leaves from registers).
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
         let PlainClass { chunk, rows, .. } = key.plain_class();
-        chunk / 2 * rows * 4 + sequence_bytes(key)
+        let ys = if self.coop { chunk / 2 * rows * 4 } else { 0 };
+        ys + sequence_bytes(key)
     }
     fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
         KernelKey::chunk_out(at.dtypes, OUT_BLOCK_WIDE, self.coop)

@@ -40,6 +40,8 @@ pub struct Args {
     /// record_chunked's fast path: consent to wgpu's experimental cooperative matrices
     /// and f16 operands (`ChunkPrecision::FastF16`). It runs where the adapter serves
     /// it (16x16x16 f16, 32-wide subgroups) at --chunk 64; each row says which form ran.
+    /// (`DELTATAPE_CHUNK_PRECISION=fast-f16` without this flag: the same passes on
+    /// vector units, `vector-f16`, where the adapter has f16.)
     #[arg(long)]
     fast_f16: bool,
     /// record_varlen's and record_layer_varlen's sequence lengths (the prompts of a

@@ -176,10 +176,11 @@ impl BenchOp {
 #[derive(Clone, Debug)]
 pub struct Cell {
     pub op: BenchOp,
-    /// Which chunked form ran, if one did (record_chunked's `portable` or `coop-f16`,
+    /// Which chunked form ran, if one did (record_chunked's `portable`, or `coop-f16`,
     /// its fast path on cooperative matrices, which record takes where its shape class
-    /// says so; `mixed-coop-f16`: record_varlen's long sequences on it, the others in
-    /// record's kernel); empty otherwise.
+    /// says so, or `vector-f16`, the fast path's passes on vector units; `mixed-coop-f16`
+    /// and `mixed-vector-f16`: record_varlen's long sequences on one of them, the others
+    /// in record's kernel); empty otherwise.
     pub form: &'static str,
     /// A multi-kernel op's passes, each timed alone: (kernel, best microseconds).
     pub passes: Vec<(&'static str, f64)>,
@@ -887,6 +888,12 @@ impl Bench<'_> {
                 "mixed-coop-f16"
             } else {
                 "coop-f16"
+            }
+        } else if ops.contains(&Op::ChunkWalk) {
+            if sequential {
+                "mixed-vector-f16"
+            } else {
+                "vector-f16"
             }
         } else if ops.contains(&Op::ChunkWy) {
             "portable"

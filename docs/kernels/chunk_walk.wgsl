@@ -1,0 +1,645 @@
+enable f16;
+
+// deltatape kernel chunk_walk.f32.f32.f32.workgroup.l1r16g1t1c64
+const HAS_STATE_IN: bool = true;
+const HAS_STATE_OUT: bool = true;
+const HAS_DELTA: bool = true;
+const HAS_U: bool = true;
+const HAS_DECAY: bool = true;
+const HAS_TILES: bool = true;
+const HAS_STARTS: bool = true;
+const HAS_DELTAS16: bool = true;
+const HAS_OFFSETS: bool = false;
+const WG_SIZE: u32 = 256u;
+const VEC4: bool = false;
+const HAS_BF16: bool = false;
+const SUBGROUP: bool = false;
+const ACT_BF16: bool = false;
+const ACT_F16: bool = false;
+const STATE_BF16: bool = false;
+const STATE_F16: bool = false;
+const TAPE_BF16: bool = false;
+const GATE_BF16: bool = false;
+const GATE_F16: bool = false;
+const LANES: u32 = 1u;
+const ROWS: u32 = 16u;
+const GROUPS: u32 = 1u;
+const RPT: u32 = 1u;
+const CHUNK: u32 = 64u;
+const XR: u32 = 2u;
+
+@group(0) @binding(1) var<storage, read> state_in_buf: array<f32>;
+fn load1_state_in(i: u32) -> f32 {
+    let x = state_in_buf[i];
+    return x;
+}
+fn load_state_in(base: u32, i: u32, n: u32) -> vec4<f32> {
+    var v = vec4<f32>(0.0);
+    for (var c = 0u; c < 4u; c++) {
+        if i + c < n {
+            v[c] = load1_state_in(base + i + c);
+        }
+    }
+    return v;
+}
+
+@group(0) @binding(2) var<storage, read_write> state_out_buf: array<f32>;
+fn load1_state_out(i: u32) -> f32 {
+    let x = state_out_buf[i];
+    return x;
+}
+fn load_state_out(base: u32, i: u32, n: u32) -> vec4<f32> {
+    var v = vec4<f32>(0.0);
+    for (var c = 0u; c < 4u; c++) {
+        if i + c < n {
+            v[c] = load1_state_out(base + i + c);
+        }
+    }
+    return v;
+}
+fn store_state_out(base: u32, i: u32, n: u32, v: vec4<f32>) {
+    for (var c = 0u; c < 4u; c++) {
+        if i + c < n {
+            state_out_buf[base + i + c] = v[c];
+        }
+    }
+}
+
+@group(0) @binding(3) var<storage, read_write> delta_buf: array<f32>;
+fn load1_delta(i: u32) -> f32 {
+    let x = delta_buf[i];
+    return x;
+}
+fn store1_delta(i: u32, v: f32) {
+    delta_buf[i] = v;
+}
+fn store2_delta(i: u32, a: f32, b: f32) {
+    delta_buf[i] = a;
+    delta_buf[i + 1u] = b;
+}
+
+@group(0) @binding(4) var<storage, read> u_buf: array<u32>;
+fn load_u(i: u32) -> u32 {
+    return u_buf[i];
+}
+
+@group(0) @binding(5) var<storage, read> decay_buf: array<u32>;
+fn load_decay(i: u32) -> u32 {
+    return decay_buf[i];
+}
+
+@group(0) @binding(6) var<storage, read> tiles_buf: array<vec4<u32>>;
+fn load_tiles(i: u32) -> u32 {
+    return tiles_buf[i >> 2u][i & 3u];
+}
+
+@group(0) @binding(7) var<storage, read_write> starts_buf: array<f16>;
+fn load1_starts(i: u32) -> f32 {
+    let x = starts_buf[i];
+    return f32(x);
+}
+fn store1_starts(i: u32, v: f32) {
+    starts_buf[i] = f16(v);
+}
+fn store2_starts(i: u32, a: f32, b: f32) {
+    starts_buf[i] = f16(a);
+    starts_buf[i + 1u] = f16(b);
+}
+
+@group(0) @binding(8) var<storage, read_write> deltas16_buf: array<f16>;
+fn load1_deltas16(i: u32) -> f32 {
+    let x = deltas16_buf[i];
+    return f32(x);
+}
+fn store1_deltas16(i: u32, v: f32) {
+    deltas16_buf[i] = f16(v);
+}
+fn store2_deltas16(i: u32, a: f32, b: f32) {
+    deltas16_buf[i] = f16(a);
+    deltas16_buf[i + 1u] = f16(b);
+}
+
+
+// Index formulas of SPEC.md: the WGSL twin of src/shape.rs (row-major, last index
+// contiguous). The GPU tests against the CPU reference keep the two in step.
+
+struct GdnDims {
+    batch: u32,
+    steps: u32,
+    key_heads: u32,
+    value_heads: u32,
+    key_dim: u32,
+    value_dim: u32,
+    // record_varlen: the sequence's first packed token (wgsl/packed_sequences.wgsl
+    // sets it per workgroup); 0 in the parameters.
+    first_token: u32,
+    // record_layer: the conv's taps K (wgsl/layer_staging.wgsl); 0 for the other ops.
+    conv_taps: u32,
+}
+
+// Parameters of record and replay. One workgroup serves ROWS rows (dv) of one
+// (b, hv) head; `row_blocks` workgroups cover a head's Dv rows.
+struct GdnParams {
+    dims: GdnDims,
+    gqa_layout: u32,  // 0 = blocked, 1 = tiled
+    row_blocks: u32,  // ceil(Dv / ROWS)
+    workgroups: u32,  // batch * value_heads * row_blocks
+    _pad: u32,
+}
+
+// The key head serving value head `hv`: blocked hv / (Hv / Hk), tiled hv % Hk.
+fn key_head(gqa_layout: u32, hv: u32, key_heads: u32, value_heads: u32) -> u32 {
+    return select(hv / (value_heads / key_heads), hv % key_heads, gqa_layout == 1u);
+}
+
+// The first value head that key head `hk` serves (the inverse of key_head's grouping):
+// blocked hk * (Hv / Hk), tiled hk.
+fn first_value_head(gqa_layout: u32, hk: u32, key_heads: u32, value_heads: u32) -> u32 {
+    return select(hk * (value_heads / key_heads), hk, gqa_layout == 1u);
+}
+
+// The token of step t of sequence b: b * T + t, or with packed sequences of their own
+// lengths (record_varlen, HAS_OFFSETS) the sequence's first token plus t.
+fn token(d: GdnDims, b: u32, t: u32) -> u32 {
+    return b * d.steps + t;
+}
+
+// Start of q[b, t, hk, :] and k[b, t, hk, :] (and of the tape's k at key heads).
+fn qk_row(d: GdnDims, b: u32, t: u32, hk: u32) -> u32 {
+    return (token(d, b, t) * d.key_heads + hk) * d.key_dim;
+}
+
+// Index of v[b, t, hv, dv], y[...] and the tape's delta[...].
+fn v_index(d: GdnDims, b: u32, t: u32, hv: u32, dv: u32) -> u32 {
+    return (token(d, b, t) * d.value_heads + hv) * d.value_dim + dv;
+}
+
+// Index of g[b, t, hv], beta[...] and the tape's g[...].
+fn gate_index(d: GdnDims, b: u32, t: u32, hv: u32) -> u32 {
+    return token(d, b, t) * d.value_heads + hv;
+}
+
+// Index of mask[b, t].
+fn mask_index(d: GdnDims, b: u32, t: u32) -> u32 {
+    return token(d, b, t);
+}
+
+// Start of state[b, hv, dv, :].
+fn state_row(d: GdnDims, b: u32, hv: u32, dv: u32) -> u32 {
+    return ((b * d.value_heads + hv) * d.value_dim + dv) * d.key_dim;
+}
+
+// Start of the tape's k[b, t, hv, :].
+fn tape_k_row(d: GdnDims, b: u32, t: u32, hv: u32) -> u32 {
+    return (token(d, b, t) * d.value_heads + hv) * d.key_dim;
+}
+
+// The state rows one invocation of record / replay holds. Workgroup wg serves ROWS rows
+// of head (b, hv), from dv = row_base; LANES lanes share a row and an invocation holds
+// the local rows first_row + rr, rr < RPT. Lane `lane` keeps the columns
+// lane_col(m, lane) .. + 4 of each, m < GROUPS.
+struct RowTile {
+    b: u32,
+    hv: u32,
+    lane: u32,
+    row_base: u32,
+    first_row: u32,
+}
+
+fn row_tile(d: GdnDims, row_blocks: u32, wg: u32, li: u32) -> RowTile {
+    let head = wg / row_blocks;
+    return RowTile(head / d.value_heads, head % d.value_heads, li % LANES, (wg % row_blocks) * ROWS, (li / LANES) * RPT);
+}
+
+fn lane_col(m: u32, lane: u32) -> u32 {
+    return (m * LANES + lane) * 4u;
+}
+
+// Entry point for kernels that use no subgroup operations (and for devices without
+// Features::SUBGROUP). Large grids are folded into two dimensions; `wg` is the linear
+// workgroup index.
+
+@compute @workgroup_size(WG_SIZE)
+fn main(
+    @builtin(local_invocation_index) li: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    kernel_main(li, wid.x + wid.y * nwg.x, 0u);
+}
+
+// The head (b, hv) a flat index head = b * Hv + hv names, and the key head serving hv
+// (record_chunked's two passes number their workgroups by it).
+
+struct Head {
+    b: u32,
+    hv: u32,
+    hk: u32,
+}
+
+fn head_at(d: GdnDims, gqa_layout: u32, head: u32) -> Head {
+    let hv = head % d.value_heads;
+    return Head(head / d.value_heads, hv, key_head(gqa_layout, hv, d.key_heads, d.value_heads));
+}
+
+// The parameters of record_chunked's passes: record's dimensions, the state pass's row
+// blocks and the chunks.
+
+struct ChunkParams {
+    dims: GdnDims,
+    gqa_layout: u32,  // 0 = blocked, 1 = tiled
+    row_blocks: u32,  // the state pass's row blocks per head
+    workgroups: u32,
+    chunks: u32,      // ceil(T / CHUNK)
+}
+
+@group(0) @binding(0) var<uniform> params: ChunkParams;
+
+// Where record_chunked's passes find their chunks (ChunkShape in
+// src/op/record_chunked/mod.rs is the host's side of these formulas).
+//
+// B padded sequences of T steps (record): chunk n of head (b, hv) is the scratch's block
+// ch = (b Hv + hv) chunks + n, chunks = ceil(T / C).
+//
+// Packed sequences of their own lengths (record_varlen, HAS_OFFSETS): the offsets
+// binding holds the S + 1 offsets, then each sequence's first chunk (S + 1 prefix sums
+// of ceil(L_s / C), the last the chunks of all sequences), then each chunk's sequence.
+// Chunk n of head (s, hv) is the block ch = first[s] Hv + hv ceil(L_s / C) + n: a
+// head's chunks follow one another, and ch / Hv lies in first[s] .. first[s + 1], where
+// the table names s. A chunk never straddles two sequences. The dims a pass sees are
+// the sequence's: its first token, and its length as T. A sequence whose end carries
+// SKIPPED_SEQUENCE (wgsl/skipped_sequence.wgsl) is another pass's: it has no chunks in
+// the table, and the walk writes nothing of it.
+
+struct ChunkAt {
+    d: GdnDims,
+    h: Head,
+    // The chunk's index in its sequence: its steps are n C .. n C + C - 1 (those from
+    // d.steps on are dead).
+    n: u32,
+    // Its block of the scratch.
+    ch: u32,
+}
+
+struct HeadChunks {
+    d: GdnDims,
+    h: Head,
+    // The scratch block of the head's first chunk; the others follow it.
+    first: u32,
+    // The head's chunks.
+    count: u32,
+    // Whether the head's sequence is another pass's (then count is 0 and the walk
+    // writes no state).
+    skipped: bool,
+}
+
+// The chunk of scratch block ch (uniform in the workgroup, below the pass's blocks).
+fn chunk_at(ch: u32, li: u32) -> ChunkAt {
+    var d = params.dims;
+    let h = head_at(d, params.gqa_layout, ch / params.chunks);
+    return ChunkAt(d, h, ch % params.chunks, ch);
+}
+
+// The chunks of head `head` (b Hv + hv; packed, s Hv + hv), uniform in the workgroup.
+fn head_chunks(head: u32, li: u32) -> HeadChunks {
+    var d = params.dims;
+    let h = head_at(d, params.gqa_layout, head);
+    return HeadChunks(d, h, head * params.chunks, params.chunks, false);
+}
+
+// The f16 operands of record_chunked's walk and output pass, as the first pass
+// writes them: per (b, hv, chunk), four matrices of 16 x 16 tiles, each tile 256
+// contiguous values, row-major within the tile (a tile loads with stride 16; rows of a
+// wider stride load three times slower on the H200, docs/PERFORMANCE.md). Key columns
+// are padded with zeros to TILE_DK.
+//   W   [C][TILE_DK]   the first pass's W                       at W_AT
+//   QG  [C][TILE_DK]   gam[i] q[i]                              at QG_AT
+//   KT  [TILE_DK][C]   G(C-1, j) k[j], transposed               at KT_AT
+//   M   [C][C]         the first pass's decayed Q K^T           at M_AT
+
+const TILE_DK: u32 = 128u;
+const W_AT: u32 = 0u;
+const QG_AT: u32 = CHUNK * TILE_DK;
+const KT_AT: u32 = 2u * CHUNK * TILE_DK;
+const M_AT: u32 = 3u * CHUNK * TILE_DK;
+const TILES_PER_CHUNK: u32 = 3u * CHUNK * TILE_DK + CHUNK * CHUNK;
+
+// Element (r, c) of a matrix `cols` wide stored as 16 x 16 tiles.
+fn tile_at(r: u32, c: u32, cols: u32) -> u32 {
+    return ((r / 16u) * (cols / 16u) + c / 16u) * 256u + (r % 16u) * 16u + c % 16u;
+}
+
+// What the walk hands the output pass, per (b, hv, chunk), as f16 tiles of value
+// columns padded with zeros to `padded_value_dim` (a whole number of every block
+// width either pass takes, so no tile of theirs is out of range):
+//   S^T at the chunk's start  [TILE_DK][pad]   at start_at
+//   delta                     [CHUNK][pad]     at delta16_at
+fn padded_value_dim(dv: u32) -> u32 {
+    return (dv + 63u) / 64u * 64u;
+}
+
+fn start_at(ch: u32, pad: u32, r: u32, c: u32) -> u32 {
+    return ch * TILE_DK * pad + tile_at(r, c, pad);
+}
+
+fn delta16_at(ch: u32, pad: u32, r: u32, c: u32) -> u32 {
+    return ch * CHUNK * pad + tile_at(r, c, pad);
+}
+
+// x clamped to f16's finite range when it is finite and beyond it, so rounding to f16
+// never makes an infinity of a finite value; infinities and NaN pass through.
+fn to_f16_range(x: f32) -> f32 {
+    let big = abs(x) > 65504.0 && abs(x) <= 0x1.fffffep+127f;
+    return select(x, clamp(x, -65504.0, 65504.0), big);
+}
+
+// record_chunked's walk on vector units (the fast path's second pass where no adapter
+// has cooperative matrices): the same work, memory and math as chunk_walk_coop.wgsl
+// (cpu_fast.rs has it), one workgroup of 256 invocations per (b, hv, block of ROWS
+// value rows), through the head's chunks in order. Per chunk, with the first pass's
+// f16 tiles and s16 the state rounded to f16:
+//   delta = U - W s16^T                         (record's delta, the tape's)
+//   S^T   = gam_C S^T + (G_end K)^T f16(delta)
+// Each product is register-tiled: an invocation keeps a small block of outputs and
+// reads each operand once for all of them, the tiles eight f16 at a time (`tiles_buf`
+// is bound as vec4<u32> words, two f16 each).
+//   - W s16^T: invocation li makes steps 2 (li / 8) and 2 (li / 8) + 1 at value rows
+//     XR (li % 8) .. + XR - 1 (XR = ROWS / 8, adjacent, so a bf16 word of the tape's
+//     delta has one writer), from `sw` (s16 as f32, a value row's keys contiguous).
+//   - The state: invocation li holds S^T at keys 4 (li / 8) .. + 3 and value rows
+//     li % 8 + 8 j (j < XR) in registers, in f32, for the whole walk; delta reaches it
+//     through `dw` (f16(delta) as f32, a value row's steps contiguous).
+// Two barriers a chunk: after delta is in `dw` (the state's product reads it), after
+// the new s16 is in `sw` (the next chunk's W product reads it).
+
+// Vec4s a row of `sw` and of `dw`: one past the row, so that the rows a quarter of a
+// subgroup reads at one column fall in different banks.
+const SW: u32 = TILE_DK / 4u + 1u;
+const DW: u32 = CHUNK / 4u + 1u;
+
+var<workgroup> sw: array<vec4<f32>, ROWS * SW>;
+var<workgroup> dw: array<vec4<f32>, ROWS * DW>;
+
+// Eight f16 of `tiles_buf` from element `at` (a multiple of 8) as f32.
+fn tiles8(at: u32) -> array<vec4<f32>, 2> {
+    let w = tiles_buf[at / 8u];
+    return array<vec4<f32>, 2>(
+        vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)),
+        vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)),
+    );
+}
+
+// x as the products read it: rounded to f16 (within its range), back in f32.
+fn f16r(x: vec4<f32>) -> vec4<f32> {
+    let big = abs(x) > vec4<f32>(65504.0) & abs(x) <= vec4<f32>(0x1.fffffep+127f);
+    return vec4<f32>(vec4<f16>(select(x, clamp(x, vec4<f32>(-65504.0), vec4<f32>(65504.0)), big)));
+}
+
+// Element c of a state row from `row`, zero past Dk.
+fn state_in(row: u32, c: u32, dk: u32) -> f32 {
+    if c < dk {
+        return load1_state_in(row + c);
+    }
+    return 0.0;
+}
+
+// The tape's delta at step t, value rows dv (even) and dv + 1: a and b, where they
+// exist.
+fn tape_pair(d: GdnDims, h: Head, t: u32, dv: u32, a: f32, b: f32) {
+    if t < d.steps && dv < d.value_dim {
+        let at = v_index(d, h.b, t, h.hv, dv);
+        if dv + 1u < d.value_dim {
+            store2_delta(at, a, b);
+        } else {
+            // The last row of an odd Dv (never bf16: the host refuses it).
+            store1_delta(at, a);
+        }
+    }
+}
+
+fn kernel_main(li: u32, wg_in: u32, unused: u32) {
+    // A workgroup past the grid's end (a folded grid) walks the last one's chunks and
+    // writes nothing (its barriers stay in uniform control flow).
+    let in_grid = wg_in < params.workgroups;
+    let wg = min(wg_in, params.workgroups - 1u);
+    let rb = wg % params.row_blocks;
+    let hc = head_chunks(wg / params.row_blocks, li); // wgsl/chunk_at.wgsl
+    let d = hc.d;
+    let h = hc.h;
+    let v0 = rb * ROWS;
+    let pad = padded_value_dim(d.value_dim);
+    // The W product's block: steps t2, t2 + 1 at rows xv .. xv + XR - 1.
+    let t2 = 2u * (li / 8u);
+    let xv = XR * (li % 8u);
+    // The state's block: keys c4 .. c4 + 3 at rows sv + 8 j.
+    let c4 = 4u * (li / 8u);
+    let sv = li % 8u;
+
+    // S^T in registers (zero past Dk and Dv, so it stays zero there), s16 in `sw`.
+    var s: array<vec4<f32>, XR>;
+    {
+        let j = 0u;
+        let v = sv + 8u * j;
+        var x = vec4<f32>(0.0);
+        if v0 + v < d.value_dim {
+            let row = state_row(d, h.b, h.hv, v0 + v);
+            x = vec4<f32>(
+                state_in(row, c4, d.key_dim),
+                state_in(row, c4 + 1u, d.key_dim),
+                state_in(row, c4 + 2u, d.key_dim),
+                state_in(row, c4 + 3u, d.key_dim),
+            );
+        }
+        s[j] = x;
+        sw[v * SW + c4 / 4u] = f16r(x);
+    }
+    {
+        let j = 1u;
+        let v = sv + 8u * j;
+        var x = vec4<f32>(0.0);
+        if v0 + v < d.value_dim {
+            let row = state_row(d, h.b, h.hv, v0 + v);
+            x = vec4<f32>(
+                state_in(row, c4, d.key_dim),
+                state_in(row, c4 + 1u, d.key_dim),
+                state_in(row, c4 + 2u, d.key_dim),
+                state_in(row, c4 + 3u, d.key_dim),
+            );
+        }
+        s[j] = x;
+        sw[v * SW + c4 / 4u] = f16r(x);
+    }
+    workgroupBarrier();
+
+    for (var n = 0u; n < hc.count; n++) {
+        let ch = hc.first + n;
+        let tiles = ch * TILES_PER_CHUNK;
+        let last = bitcast<f32>(load_decay(ch * 3u * CHUNK + 2u * CHUNK));
+
+        // The state at the chunk's start, for the output pass.
+        {
+            let j = 0u;
+            let v = v0 + sv + 8u * j;
+            let x = vec4<f16>(sw[(sv + 8u * j) * SW + c4 / 4u]);
+            starts_buf[start_at(ch, pad, c4, v)] = x.x;
+            starts_buf[start_at(ch, pad, c4 + 1u, v)] = x.y;
+            starts_buf[start_at(ch, pad, c4 + 2u, v)] = x.z;
+            starts_buf[start_at(ch, pad, c4 + 3u, v)] = x.w;
+        }
+        {
+            let j = 1u;
+            let v = v0 + sv + 8u * j;
+            let x = vec4<f16>(sw[(sv + 8u * j) * SW + c4 / 4u]);
+            starts_buf[start_at(ch, pad, c4, v)] = x.x;
+            starts_buf[start_at(ch, pad, c4 + 1u, v)] = x.y;
+            starts_buf[start_at(ch, pad, c4 + 2u, v)] = x.z;
+            starts_buf[start_at(ch, pad, c4 + 3u, v)] = x.w;
+        }
+
+        // W s16^T over the keys, eight at a time.
+        var x0: array<f32, XR>;
+        var x1: array<f32, XR>;
+        for (var c = 0u; c < TILE_DK; c += 8u) {
+            let w0 = tiles8(tiles + W_AT + tile_at(t2, c, TILE_DK));
+            let w1 = tiles8(tiles + W_AT + tile_at(t2 + 1u, c, TILE_DK));
+            {
+                let j = 0u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+            {
+                let j = 1u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+        }
+
+        // delta = U - W s16^T: the tape's, and f16(delta) for the state's product and
+        // the output pass.
+        {
+            let j = 0u;
+            let v = xv + j;
+            let dv = v0 + v;
+            var da = 0.0;
+            var db = 0.0;
+            if dv < d.value_dim {
+                da = bitcast<f32>(load_u((ch * CHUNK + t2) * d.value_dim + dv)) - x0[j];
+                db = bitcast<f32>(load_u((ch * CHUNK + t2 + 1u) * d.value_dim + dv)) - x1[j];
+            }
+            let r = f16r(vec4<f32>(da, db, 0.0, 0.0));
+            dw[v * DW + t2 / 4u][t2 % 4u] = r.x;
+            dw[v * DW + t2 / 4u][t2 % 4u + 1u] = r.y;
+            deltas16_buf[delta16_at(ch, pad, t2, dv)] = f16(r.x);
+            deltas16_buf[delta16_at(ch, pad, t2 + 1u, dv)] = f16(r.y);
+            x0[j] = da;
+            x1[j] = db;
+        }
+        {
+            let j = 1u;
+            let v = xv + j;
+            let dv = v0 + v;
+            var da = 0.0;
+            var db = 0.0;
+            if dv < d.value_dim {
+                da = bitcast<f32>(load_u((ch * CHUNK + t2) * d.value_dim + dv)) - x0[j];
+                db = bitcast<f32>(load_u((ch * CHUNK + t2 + 1u) * d.value_dim + dv)) - x1[j];
+            }
+            let r = f16r(vec4<f32>(da, db, 0.0, 0.0));
+            dw[v * DW + t2 / 4u][t2 % 4u] = r.x;
+            dw[v * DW + t2 / 4u][t2 % 4u + 1u] = r.y;
+            deltas16_buf[delta16_at(ch, pad, t2, dv)] = f16(r.x);
+            deltas16_buf[delta16_at(ch, pad, t2 + 1u, dv)] = f16(r.y);
+            x0[j] = da;
+            x1[j] = db;
+        }
+        // The tape's delta, two value rows a store (a bf16 word whole).
+        {
+            let j = 0u;
+            if in_grid && j % 2u == 1u {
+                let e = j & ~1u;
+                let t = n * CHUNK + t2;
+                tape_pair(d, h, t, v0 + xv + e, x0[e], x0[j]);
+                tape_pair(d, h, t + 1u, v0 + xv + e, x1[e], x1[j]);
+            }
+        }
+        {
+            let j = 1u;
+            if in_grid && j % 2u == 1u {
+                let e = j & ~1u;
+                let t = n * CHUNK + t2;
+                tape_pair(d, h, t, v0 + xv + e, x0[e], x0[j]);
+                tape_pair(d, h, t + 1u, v0 + xv + e, x1[e], x1[j]);
+            }
+        }
+        workgroupBarrier();
+
+        // The state through the chunk: S^T = gam_C S^T + (G_end K)^T f16(delta), the
+        // steps eight at a time.
+        {
+            let j = 0u;
+            s[j] = last * s[j];
+        }
+        {
+            let j = 1u;
+            s[j] = last * s[j];
+        }
+        for (var t = 0u; t < CHUNK; t += 8u) {
+            let k0 = tiles8(tiles + KT_AT + tile_at(c4, t, CHUNK));
+            let k1 = tiles8(tiles + KT_AT + tile_at(c4 + 1u, t, CHUNK));
+            let k2 = tiles8(tiles + KT_AT + tile_at(c4 + 2u, t, CHUNK));
+            let k3 = tiles8(tiles + KT_AT + tile_at(c4 + 3u, t, CHUNK));
+            {
+                let j = 0u;
+                let v = sv + 8u * j;
+                let lo = dw[v * DW + t / 4u];
+                let hi = dw[v * DW + t / 4u + 1u];
+                s[j] += vec4<f32>(
+                    dot(k0[0], lo) + dot(k0[1], hi),
+                    dot(k1[0], lo) + dot(k1[1], hi),
+                    dot(k2[0], lo) + dot(k2[1], hi),
+                    dot(k3[0], lo) + dot(k3[1], hi),
+                );
+            }
+            {
+                let j = 1u;
+                let v = sv + 8u * j;
+                let lo = dw[v * DW + t / 4u];
+                let hi = dw[v * DW + t / 4u + 1u];
+                s[j] += vec4<f32>(
+                    dot(k0[0], lo) + dot(k0[1], hi),
+                    dot(k1[0], lo) + dot(k1[1], hi),
+                    dot(k2[0], lo) + dot(k2[1], hi),
+                    dot(k3[0], lo) + dot(k3[1], hi),
+                );
+            }
+        }
+        {
+            let j = 0u;
+            sw[(sv + 8u * j) * SW + c4 / 4u] = f16r(s[j]);
+        }
+        {
+            let j = 1u;
+            sw[(sv + 8u * j) * SW + c4 / 4u] = f16r(s[j]);
+        }
+        workgroupBarrier();
+    }
+
+    {
+        let j = 0u;
+        let v = sv + 8u * j;
+        if in_grid && !hc.skipped && v0 + v < d.value_dim && c4 < d.key_dim {
+            store_state_out(state_row(d, h.b, h.hv, v0 + v), c4, d.key_dim, s[j]);
+        }
+    }
+    {
+        let j = 1u;
+        let v = sv + 8u * j;
+        if in_grid && !hc.skipped && v0 + v < d.value_dim && c4 < d.key_dim {
+            store_state_out(state_row(d, h.b, h.hv, v0 + v), c4, d.key_dim, s[j]);
+        }
+    }
+}

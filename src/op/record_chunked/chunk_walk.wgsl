@@ -1,0 +1,220 @@
+#import shape
+#if HAS_BF16
+#import bf16
+#endif
+#import entry
+#import head_at
+#import chunk_params
+#import chunk_at
+#import chunk_tiles
+#provides kernel_main
+#requires load1_state_in, store2_delta, load_u, load_decay, tiles_buf, starts_buf
+#requires deltas16_buf, state_row, v_index, CHUNK, WG_SIZE, ROWS, XR
+// record_chunked's walk on vector units (the fast path's second pass where no adapter
+// has cooperative matrices): the same work, memory and math as chunk_walk_coop.wgsl
+// (cpu_fast.rs has it), one workgroup of 256 invocations per (b, hv, block of ROWS
+// value rows), through the head's chunks in order. Per chunk, with the first pass's
+// f16 tiles and s16 the state rounded to f16:
+//   delta = U - W s16^T                         (record's delta, the tape's)
+//   S^T   = gam_C S^T + (G_end K)^T f16(delta)
+// Each product is register-tiled: an invocation keeps a small block of outputs and
+// reads each operand once for all of them, the tiles eight f16 at a time (`tiles_buf`
+// is bound as vec4<u32> words, two f16 each).
+//   - W s16^T: invocation li makes steps 2 (li / 8) and 2 (li / 8) + 1 at value rows
+//     XR (li % 8) .. + XR - 1 (XR = ROWS / 8, adjacent, so a bf16 word of the tape's
+//     delta has one writer), from `sw` (s16 as f32, a value row's keys contiguous).
+//   - The state: invocation li holds S^T at keys 4 (li / 8) .. + 3 and value rows
+//     li % 8 + 8 j (j < XR) in registers, in f32, for the whole walk; delta reaches it
+//     through `dw` (f16(delta) as f32, a value row's steps contiguous).
+// Two barriers a chunk: after delta is in `dw` (the state's product reads it), after
+// the new s16 is in `sw` (the next chunk's W product reads it).
+
+// Vec4s a row of `sw` and of `dw`: one past the row, so that the rows a quarter of a
+// subgroup reads at one column fall in different banks.
+const SW: u32 = TILE_DK / 4u + 1u;
+const DW: u32 = CHUNK / 4u + 1u;
+
+var<workgroup> sw: array<vec4<f32>, ROWS * SW>;
+var<workgroup> dw: array<vec4<f32>, ROWS * DW>;
+
+// Eight f16 of `tiles_buf` from element `at` (a multiple of 8) as f32.
+fn tiles8(at: u32) -> array<vec4<f32>, 2> {
+    let w = tiles_buf[at / 8u];
+    return array<vec4<f32>, 2>(
+        vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)),
+        vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)),
+    );
+}
+
+// x as the products read it: rounded to f16 (within its range), back in f32.
+fn f16r(x: vec4<f32>) -> vec4<f32> {
+    let big = abs(x) > vec4<f32>(65504.0) & abs(x) <= vec4<f32>(0x1.fffffep+127f);
+    return vec4<f32>(vec4<f16>(select(x, clamp(x, vec4<f32>(-65504.0), vec4<f32>(65504.0)), big)));
+}
+
+// Element c of a state row from `row`, zero past Dk.
+fn state_in(row: u32, c: u32, dk: u32) -> f32 {
+    if c < dk {
+        return load1_state_in(row + c);
+    }
+    return 0.0;
+}
+
+// The tape's delta at step t, value rows dv (even) and dv + 1: a and b, where they
+// exist.
+fn tape_pair(d: GdnDims, h: Head, t: u32, dv: u32, a: f32, b: f32) {
+    if t < d.steps && dv < d.value_dim {
+        let at = v_index(d, h.b, t, h.hv, dv);
+        if dv + 1u < d.value_dim {
+            store2_delta(at, a, b);
+        } else {
+            // The last row of an odd Dv (never bf16: the host refuses it).
+#if !TAPE_BF16
+            store1_delta(at, a);
+#endif
+        }
+    }
+}
+
+fn kernel_main(li: u32, wg_in: u32, unused: u32) {
+    // A workgroup past the grid's end (a folded grid) walks the last one's chunks and
+    // writes nothing (its barriers stay in uniform control flow).
+    let in_grid = wg_in < params.workgroups;
+    let wg = min(wg_in, params.workgroups - 1u);
+    let rb = wg % params.row_blocks;
+    let hc = head_chunks(wg / params.row_blocks, li); // wgsl/chunk_at.wgsl
+    let d = hc.d;
+    let h = hc.h;
+    let v0 = rb * ROWS;
+    let pad = padded_value_dim(d.value_dim);
+    // The W product's block: steps t2, t2 + 1 at rows xv .. xv + XR - 1.
+    let t2 = 2u * (li / 8u);
+    let xv = XR * (li % 8u);
+    // The state's block: keys c4 .. c4 + 3 at rows sv + 8 j.
+    let c4 = 4u * (li / 8u);
+    let sv = li % 8u;
+
+    // S^T in registers (zero past Dk and Dv, so it stays zero there), s16 in `sw`.
+    var s: array<vec4<f32>, XR>;
+    #unroll
+    for (var j = 0u; j < XR; j++) {
+        let v = sv + 8u * j;
+        var x = vec4<f32>(0.0);
+        if v0 + v < d.value_dim {
+            let row = state_row(d, h.b, h.hv, v0 + v);
+            x = vec4<f32>(
+                state_in(row, c4, d.key_dim),
+                state_in(row, c4 + 1u, d.key_dim),
+                state_in(row, c4 + 2u, d.key_dim),
+                state_in(row, c4 + 3u, d.key_dim),
+            );
+        }
+        s[j] = x;
+        sw[v * SW + c4 / 4u] = f16r(x);
+    }
+    workgroupBarrier();
+
+    for (var n = 0u; n < hc.count; n++) {
+        let ch = hc.first + n;
+        let tiles = ch * TILES_PER_CHUNK;
+        let last = bitcast<f32>(load_decay(ch * 3u * CHUNK + 2u * CHUNK));
+
+        // The state at the chunk's start, for the output pass.
+        #unroll
+        for (var j = 0u; j < XR; j++) {
+            let v = v0 + sv + 8u * j;
+            let x = vec4<f16>(sw[(sv + 8u * j) * SW + c4 / 4u]);
+            starts_buf[start_at(ch, pad, c4, v)] = x.x;
+            starts_buf[start_at(ch, pad, c4 + 1u, v)] = x.y;
+            starts_buf[start_at(ch, pad, c4 + 2u, v)] = x.z;
+            starts_buf[start_at(ch, pad, c4 + 3u, v)] = x.w;
+        }
+
+        // W s16^T over the keys, eight at a time.
+        var x0: array<f32, XR>;
+        var x1: array<f32, XR>;
+        for (var c = 0u; c < TILE_DK; c += 8u) {
+            let w0 = tiles8(tiles + W_AT + tile_at(t2, c, TILE_DK));
+            let w1 = tiles8(tiles + W_AT + tile_at(t2 + 1u, c, TILE_DK));
+            #unroll
+            for (var j = 0u; j < XR; j++) {
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+        }
+
+        // delta = U - W s16^T: the tape's, and f16(delta) for the state's product and
+        // the output pass.
+        #unroll
+        for (var j = 0u; j < XR; j++) {
+            let v = xv + j;
+            let dv = v0 + v;
+            var da = 0.0;
+            var db = 0.0;
+            if dv < d.value_dim {
+                da = bitcast<f32>(load_u((ch * CHUNK + t2) * d.value_dim + dv)) - x0[j];
+                db = bitcast<f32>(load_u((ch * CHUNK + t2 + 1u) * d.value_dim + dv)) - x1[j];
+            }
+            let r = f16r(vec4<f32>(da, db, 0.0, 0.0));
+            dw[v * DW + t2 / 4u][t2 % 4u] = r.x;
+            dw[v * DW + t2 / 4u][t2 % 4u + 1u] = r.y;
+            deltas16_buf[delta16_at(ch, pad, t2, dv)] = f16(r.x);
+            deltas16_buf[delta16_at(ch, pad, t2 + 1u, dv)] = f16(r.y);
+            x0[j] = da;
+            x1[j] = db;
+        }
+        // The tape's delta, two value rows a store (a bf16 word whole).
+        #unroll
+        for (var j = 0u; j < XR; j++) {
+            if in_grid && j % 2u == 1u {
+                let e = j & ~1u;
+                let t = n * CHUNK + t2;
+                tape_pair(d, h, t, v0 + xv + e, x0[e], x0[j]);
+                tape_pair(d, h, t + 1u, v0 + xv + e, x1[e], x1[j]);
+            }
+        }
+        workgroupBarrier();
+
+        // The state through the chunk: S^T = gam_C S^T + (G_end K)^T f16(delta), the
+        // steps eight at a time.
+        #unroll
+        for (var j = 0u; j < XR; j++) {
+            s[j] = last * s[j];
+        }
+        for (var t = 0u; t < CHUNK; t += 8u) {
+            let k0 = tiles8(tiles + KT_AT + tile_at(c4, t, CHUNK));
+            let k1 = tiles8(tiles + KT_AT + tile_at(c4 + 1u, t, CHUNK));
+            let k2 = tiles8(tiles + KT_AT + tile_at(c4 + 2u, t, CHUNK));
+            let k3 = tiles8(tiles + KT_AT + tile_at(c4 + 3u, t, CHUNK));
+            #unroll
+            for (var j = 0u; j < XR; j++) {
+                let v = sv + 8u * j;
+                let lo = dw[v * DW + t / 4u];
+                let hi = dw[v * DW + t / 4u + 1u];
+                s[j] += vec4<f32>(
+                    dot(k0[0], lo) + dot(k0[1], hi),
+                    dot(k1[0], lo) + dot(k1[1], hi),
+                    dot(k2[0], lo) + dot(k2[1], hi),
+                    dot(k3[0], lo) + dot(k3[1], hi),
+                );
+            }
+        }
+        #unroll
+        for (var j = 0u; j < XR; j++) {
+            sw[(sv + 8u * j) * SW + c4 / 4u] = f16r(s[j]);
+        }
+        workgroupBarrier();
+    }
+
+#if HAS_STATE_OUT
+    #unroll
+    for (var j = 0u; j < XR; j++) {
+        let v = sv + 8u * j;
+        if in_grid && !hc.skipped && v0 + v < d.value_dim && c4 < d.key_dim {
+            store_state_out(state_row(d, h.b, h.hv, v0 + v), c4, d.key_dim, s[j]);
+        }
+    }
+#endif
+}
