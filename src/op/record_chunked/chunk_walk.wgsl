@@ -48,7 +48,7 @@ fn tiles8(at: u32) -> array<vec4<f32>, 2> {
 
 // x as the products read it: rounded to f16 (within its range), back in f32.
 fn f16r(x: vec4<f32>) -> vec4<f32> {
-    let big = abs(x) > vec4<f32>(65504.0) & abs(x) <= vec4<f32>(0x1.fffffep+127f);
+    let big = (abs(x) > vec4<f32>(65504.0)) & (abs(x) <= vec4<f32>(0x1.fffffep+127f));
     return vec4<f32>(vec4<f16>(select(x, clamp(x, vec4<f32>(-65504.0), vec4<f32>(65504.0)), big)));
 }
 
