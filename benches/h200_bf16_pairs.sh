@@ -7,12 +7,13 @@
 # against 771 us, h100-2026-12-07-groups.txt) though it reads half the bytes. Times
 # the build before ($OLD, .dev/s15) against the one with the shuffle ($NEW, .dev/s16):
 # record at B = 1, 2, 4, 8, T = 1, 4, 16, 256, 2048, bf16 (f32 as the control: its
-# kernel did not change), alternating twice; then record_layer and fold_record. Carry
-# [".dev/s15", ".dev/s16", ".gl"]; within BUDGET_S (default 420 s). First the new build's
-# GPU tests (s16/t: gpu_kernels, rollback, layer), as the shuffle never ran on 32-wide
-# subgroups before.
+# kernel did not change). Carry
+# [".dev/s15", ".dev/s16", ".gl"]; within BUDGET_S (default 450 s). First the new build's
+# GPU tests (s16/t: gpu_kernels, rollback), as the shuffle never ran on 32-wide
+# subgroups before; one round; then, with what is left, benches/h200_vector_passes.sh
+# on the build in .dev/s16/v (the .dev/s17 build, carried inside s16).
 set -u
-E=.dev DEFAULT_BUDGET_S=420
+E=.dev DEFAULT_BUDGET_S=450
 . benches/device_env.sh # left (E is now the absolute .dev)
 c() { # NAME BIN BENCH-ARGS...
   local name=$1 bin=$2; shift 2
@@ -21,14 +22,10 @@ c() { # NAME BIN BENCH-ARGS...
     | grep -E "^(record|fold)|rror" | sed "s/^/$name /"
 }
 { nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader
-  tests "s16/t/gpu_kernels 120" "s16/t/rollback 50" "s16/t/layer 50"
-  for round in 1 2; do
-    for v in old:s15 new:s16; do
-      c ${v%%:*} "$E/${v#*:}/bin" --ops record --batches 1,2,4,8 --steps 1,4,16,256,2048 --dtypes bf16,f32
-    done
-  done
+  tests "s16/t/gpu_kernels 90" "s16/t/rollback 40"
   for v in old:s15 new:s16; do
-    c ${v%%:*} "$E/${v#*:}/bin" --ops record_layer,fold_record --batches 1,8 --steps 1,4,16 --dtypes bf16
+    c ${v%%:*} "$E/${v#*:}/bin" --ops record --batches 1,2,4,8 --steps 1,4,16,256,2048 --dtypes bf16,f32
   done
   echo "end, $(left) s left"
 } 2>&1 | tee "$OUT/pairs.txt"
+[ -d "$E/s16/v" ] && VEC_E=.dev/s16/v BUDGET_S=$(left) bash benches/h200_vector_passes.sh

@@ -12,10 +12,10 @@
 #            chunk_prep, chunk_walk at 16 value rows, chunk_out
 #   vec32    the same with the walk at 32 rows
 # each row with its passes timed alone; then the driver's statistics (registers) of
-# the walk and the output pass. Carry [".dev/s17", ".gl"]; within BUDGET_S (default
-# 330 s).
+# the walk and the output pass. Carry [".dev/s17", ".gl"] (or the build elsewhere, as
+# VEC_E); within BUDGET_S (default 330 s).
 set -u
-E=.dev/s17 DEFAULT_BUDGET_S=330
+E=${VEC_E:-.dev/s17} DEFAULT_BUDGET_S=330
 . benches/device_env.sh # left, tests
 c() { # NAME ENV... -- BENCH-ARGS...
   local name=$1; shift; local envs=()
