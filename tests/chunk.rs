@@ -895,6 +895,68 @@ fn vector_gpu_walking(rows: u32) -> Option<deltatape::GpuBackend> {
     Some(g)
 }
 
+/// The fast path on vector units runs only where the device has f16 and the passes'
+/// workgroup memory (past the 16 KiB of wgpu's default limits); elsewhere FastF16
+/// without cooperative matrices runs the portable passes, exactly (a host's device
+/// without SHADER_F16, or with the default limits). Where it runs, record itself does
+/// not take it.
+#[test]
+fn gpu_fast_path_on_vector_units_only_where_the_device_serves_it() {
+    let options = deltatape::GpuOptions {
+        chunk_precision: deltatape::ChunkPrecision::FastF16,
+        ..Default::default()
+    };
+    let f16 = deltatape::wgpu::Features::SHADER_F16;
+    let none = deltatape::wgpu::Features::empty();
+    let Some(full) = external_device(f16, true, options.clone()) else {
+        return;
+    };
+    let shape = GdnShape::new(1, 70, 1, 2, 128, 64).unwrap();
+    let d = draw(&shape, 11);
+    let serves = full.limits().max_compute_workgroup_storage_size >= 24 * 1024
+        && full.features().contains(f16);
+    assert_eq!(full.chunked_on_vector_units(&shape, ChunkSize::C64), serves);
+    // wgpu's default limits: too little workgroup memory (and too few storage
+    // bindings for the portable passes, which refuse with a typed error).
+    let small = external_device(f16, false, options.clone()).unwrap();
+    assert!(!small.chunked_on_vector_units(&shape, ChunkSize::C64));
+    // No f16: the portable passes, exactly.
+    let g = external_device(none, true, options).unwrap();
+    assert!(!g.chunked_on_vector_units(&shape, ChunkSize::C64));
+    let got: Recorded<f32, f32, f32> = g
+        .record_chunked(
+            &shape,
+            GqaLayout::Blocked,
+            ChunkSize::C64,
+            &d.inputs(None),
+            &d.state,
+        )
+        .unwrap();
+    let want: Recorded<f32, f32, f32> = cpu()
+        .record(&shape, GqaLayout::Blocked, &d.inputs(None), &d.state)
+        .unwrap();
+    assert_record_close("no f16", &got, &want);
+    let names: Vec<&str> = g.compiled_kernels().iter().map(|k| k.op.name()).collect();
+    assert!(
+        names.contains(&"chunk_wy") && !names.contains(&"chunk_prep"),
+        "{names:?}"
+    );
+    if serves {
+        // record at a long draft stays sequential with the passes on vector units there.
+        let long = GdnShape::new(1, 4096, 1, 2, 128, 128).unwrap();
+        let d = draw(&long, 12);
+        let _: Recorded<f32, f32, f32> = full
+            .record(&long, GqaLayout::Blocked, &d.inputs(None), &d.state)
+            .unwrap();
+        let names: Vec<&str> = full
+            .compiled_kernels()
+            .iter()
+            .map(|k| k.op.name())
+            .collect();
+        assert!(names.iter().all(|n| !n.starts_with("chunk")), "{names:?}");
+    }
+}
+
 /// The fast path's forms this adapter runs, each with the kernels it must compile: on
 /// cooperative matrices where it has them, and on vector units where it has f16.
 fn fast_gpus() -> Vec<(deltatape::GpuBackend, [&'static str; 3])> {

@@ -360,40 +360,11 @@ fn repeat_is_an_exact_copy() {
 // This file again at lavapipe's other subgroup widths (tests/common).
 subgroup_width_tests!();
 
-/// A device made the way a host application might: no SUBGROUP, and optionally
-/// without SHADER_F16 or with wgpu's default limits.
-fn external_device(features: wgpu::Features, adapter_limits: bool) -> Option<GpuBackend> {
-    let g = gpu()?;
-    let info = g.adapter_info().unwrap().clone();
-    let instance =
-        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
-    let adapter = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()))
-        .into_iter()
-        .find(|a| a.get_info().name == info.name)
-        .expect("the adapter the crate chose");
-    let limits = if adapter_limits {
-        adapter.limits()
-    } else {
-        wgpu::Limits::default()
-    };
-    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-        label: Some("host application"),
-        required_features: features & adapter.features(),
-        required_limits: limits,
-        ..Default::default()
-    }))
-    .unwrap();
-    Some(
-        GpuBackend::from_device(device, queue, Some(info), deltatape::GpuOptions::default())
-            .unwrap(),
-    )
-}
-
 use deltatape::wgpu;
 
 #[test]
 fn external_device_without_subgroups_runs_the_workgroup_variant() {
-    let Some(ext) = external_device(wgpu::Features::SHADER_F16, true) else {
+    let Some(ext) = external_device(wgpu::Features::SHADER_F16, true, Default::default()) else {
         return;
     };
     assert_eq!(ext.reduction(), Reduction::Workgroup);
@@ -404,7 +375,7 @@ fn external_device_without_subgroups_runs_the_workgroup_variant() {
 
 #[test]
 fn device_without_shader_f16_refuses_f16() {
-    let Some(ext) = external_device(wgpu::Features::empty(), true) else {
+    let Some(ext) = external_device(wgpu::Features::empty(), true, Default::default()) else {
         return;
     };
     let shape = GdnShape::new(1, 2, 1, 2, 8, 4).unwrap();
@@ -445,7 +416,7 @@ fn device_without_shader_f16_refuses_f16() {
 
 #[test]
 fn default_limits_device_refuses_record_with_a_clear_error() {
-    let Some(ext) = external_device(wgpu::Features::empty(), false) else {
+    let Some(ext) = external_device(wgpu::Features::empty(), false, Default::default()) else {
         return;
     };
     let shape = GdnShape::new(1, 2, 1, 2, 8, 4).unwrap();

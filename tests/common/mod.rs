@@ -269,6 +269,38 @@ pub fn gpu() -> Option<GpuBackend> {
     }
 }
 
+/// A device made the way a host application might: no SUBGROUP, and optionally
+/// without SHADER_F16 (`features` is what it asks for, of what the adapter has) or with
+/// wgpu's default limits; the backend over it with `options`.
+pub fn external_device(
+    features: deltatape::wgpu::Features,
+    adapter_limits: bool,
+    options: deltatape::GpuOptions,
+) -> Option<GpuBackend> {
+    use deltatape::wgpu;
+    let g = gpu()?;
+    let info = g.adapter_info().unwrap().clone();
+    let instance =
+        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let adapter = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()))
+        .into_iter()
+        .find(|a| a.get_info().name == info.name)
+        .expect("the adapter the crate chose");
+    let limits = if adapter_limits {
+        adapter.limits()
+    } else {
+        wgpu::Limits::default()
+    };
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some("host application"),
+        required_features: features & adapter.features(),
+        required_limits: limits,
+        ..Default::default()
+    }))
+    .unwrap();
+    Some(GpuBackend::from_device(device, queue, Some(info), options).unwrap())
+}
+
 /// Packed sequences of these lengths with Hk, Hv, Dk, Dv `heads` (the offsets their
 /// lengths give, `VarlenShape::new`'s).
 pub fn varlen_of(lens: &[usize], [hk, hv, dk, dv]: [usize; 4]) -> deltatape::VarlenShape {
