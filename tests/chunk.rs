@@ -944,9 +944,9 @@ fn gpu_fast_path_on_vector_units_only_where_the_device_serves_it() {
     if serves {
         // record at a long draft stays sequential with the passes on vector units there.
         let long = GdnShape::new(1, 4096, 1, 2, 128, 128).unwrap();
-        let d = draw(&long, 12);
+        let dl = draw(&long, 12);
         let _: Recorded<f32, f32, f32> = full
-            .record(&long, GqaLayout::Blocked, &d.inputs(None), &d.state)
+            .record(&long, GqaLayout::Blocked, &dl.inputs(None), &dl.state)
             .unwrap();
         let names: Vec<&str> = full
             .compiled_kernels()
@@ -954,6 +954,22 @@ fn gpu_fast_path_on_vector_units_only_where_the_device_serves_it() {
             .map(|k| k.op.name())
             .collect();
         assert!(names.iter().all(|n| !n.starts_with("chunk")), "{names:?}");
+        // A class that asks for the chunked form (`DELTATAPE_RECORD_CHUNKED=1`, or what
+        // `tune` measured) gets the passes on vector units, within their bound.
+        let asked = split_chunked(&full);
+        let got: Recorded<f32, f32, f32> = asked
+            .record(&shape, GqaLayout::Tiled, &d.inputs(None), &d.state)
+            .unwrap();
+        let names: Vec<&str> = asked
+            .compiled_kernels()
+            .iter()
+            .map(|k| k.op.name())
+            .collect();
+        assert!(names.contains(&"chunk_walk"), "{names:?}");
+        let want: Recorded<f32, f32, f32> = cpu()
+            .record(&shape, GqaLayout::Tiled, &d.inputs(None), &d.state)
+            .unwrap();
+        assert_within_fast_bound(&got, &want, "record asked for the chunked form");
     }
 }
 

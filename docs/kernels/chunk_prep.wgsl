@@ -533,9 +533,8 @@ fn slot_at(s: u32) -> u32 {
 // ---- Tile products: acc + A B, f16 operands in `h16` (A row-major at a_at, row
 // stride sa; B row-major at b_at, or for `mma_t` the transpose of the row-major block
 // at b_at), f32 sums; `acc_store` puts a subgroup's tile into `fs` row-major. ----
-// A lane's elements of its subgroup's 16 x 16 tile, a 4 x 2 block: e[2 i + j] at row
-// 4 (lane / 8) + i, column 2 (lane % 8) + j. Per inner index a lane reads four of A
-// and two of B for eight products.
+// A lane's elements of its subgroup's 16 x 16 tile: rows lane / 16 + 2 m, column
+// lane % 16.
 struct Acc {
     e: array<f32, LANE_ELEMS>,
 }
@@ -544,27 +543,47 @@ fn acc_zero() -> Acc {
     return Acc(array<f32, LANE_ELEMS>());
 }
 
-// acc + A B with B's element (k, c) at b_at + k sk + c sc (each sum in the order of k).
+// acc + A B with B's element (k, c) at b_at + k sk + c sc. The inner index outermost,
+// so that B's element serves the lane's 8 rows from one load (each sum still in the
+// order of k).
 fn mma_strided(acc: Acc, lane: u32, a_at: u32, sa: u32, b_at: u32, sk: u32, sc: u32) -> Acc {
     var r = acc;
-    let a0 = a_at + 4u * (lane / 8u) * sa;
-    let b0 = b_at + 2u * (lane % 8u) * sc;
+    let a0 = a_at + (lane / 16u) * sa;
+    let b0 = b_at + (lane % 16u) * sc;
     for (var k = 0u; k < 16u; k++) {
-        let b = vec2(f32(h16[b0 + k * sk]), f32(h16[b0 + k * sk + sc]));
-        let a = vec4(
-            f32(h16[a0 + k]),
-            f32(h16[a0 + sa + k]),
-            f32(h16[a0 + 2u * sa + k]),
-            f32(h16[a0 + 3u * sa + k]),
-        );
-        r.e[0] += a.x * b.x;
-        r.e[1] += a.x * b.y;
-        r.e[2] += a.y * b.x;
-        r.e[3] += a.y * b.y;
-        r.e[4] += a.z * b.x;
-        r.e[5] += a.z * b.y;
-        r.e[6] += a.w * b.x;
-        r.e[7] += a.w * b.y;
+        let b = f32(h16[b0 + k * sk]);
+        {
+            let m = 0u;
+            r.e[m] += f32(h16[a0 + 2u * m * sa + k]) * b;
+        }
+        {
+            let m = 1u;
+            r.e[m] += f32(h16[a0 + 2u * m * sa + k]) * b;
+        }
+        {
+            let m = 2u;
+            r.e[m] += f32(h16[a0 + 2u * m * sa + k]) * b;
+        }
+        {
+            let m = 3u;
+            r.e[m] += f32(h16[a0 + 2u * m * sa + k]) * b;
+        }
+        {
+            let m = 4u;
+            r.e[m] += f32(h16[a0 + 2u * m * sa + k]) * b;
+        }
+        {
+            let m = 5u;
+            r.e[m] += f32(h16[a0 + 2u * m * sa + k]) * b;
+        }
+        {
+            let m = 6u;
+            r.e[m] += f32(h16[a0 + 2u * m * sa + k]) * b;
+        }
+        {
+            let m = 7u;
+            r.e[m] += f32(h16[a0 + 2u * m * sa + k]) * b;
+        }
     }
     return r;
 }
@@ -578,38 +597,38 @@ fn mma_t(acc: Acc, lane: u32, a_at: u32, sa: u32, b_at: u32, sb: u32) -> Acc {
 }
 
 fn acc_store(acc: Acc, lane: u32, at: u32) {
-    let o = at + 4u * (lane / 8u) * FS + 2u * (lane % 8u);
+    let col = lane % 16u;
     {
         let m = 0u;
-        fs[o + (m / 2u) * FS + m % 2u] = acc.e[m];
+        fs[at + (lane / 16u + 2u * m) * FS + col] = acc.e[m];
     }
     {
         let m = 1u;
-        fs[o + (m / 2u) * FS + m % 2u] = acc.e[m];
+        fs[at + (lane / 16u + 2u * m) * FS + col] = acc.e[m];
     }
     {
         let m = 2u;
-        fs[o + (m / 2u) * FS + m % 2u] = acc.e[m];
+        fs[at + (lane / 16u + 2u * m) * FS + col] = acc.e[m];
     }
     {
         let m = 3u;
-        fs[o + (m / 2u) * FS + m % 2u] = acc.e[m];
+        fs[at + (lane / 16u + 2u * m) * FS + col] = acc.e[m];
     }
     {
         let m = 4u;
-        fs[o + (m / 2u) * FS + m % 2u] = acc.e[m];
+        fs[at + (lane / 16u + 2u * m) * FS + col] = acc.e[m];
     }
     {
         let m = 5u;
-        fs[o + (m / 2u) * FS + m % 2u] = acc.e[m];
+        fs[at + (lane / 16u + 2u * m) * FS + col] = acc.e[m];
     }
     {
         let m = 6u;
-        fs[o + (m / 2u) * FS + m % 2u] = acc.e[m];
+        fs[at + (lane / 16u + 2u * m) * FS + col] = acc.e[m];
     }
     {
         let m = 7u;
-        fs[o + (m / 2u) * FS + m % 2u] = acc.e[m];
+        fs[at + (lane / 16u + 2u * m) * FS + col] = acc.e[m];
     }
 }
 

@@ -21,9 +21,10 @@ use crate::tuning::{file, AdapterKey, Choice, ShapeClass, Tuning};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use wgpu::util::DeviceExt as _;
-/// Chunks a sequence must have before `tune` times record's portable chunked form (a
-/// shorter one is all padding and setup).
-const TUNE_PORTABLE_CHUNKS: usize = 2;
+/// Chunks a sequence must have before `tune` times record's chunked form off the matrix
+/// units (the portable passes, or the fast path's on vector units; a shorter one is all
+/// padding and setup).
+const TUNE_CHUNKS: usize = 2;
 /// How long each candidate runs before it is timed.
 const WARM_UP: Duration = Duration::from_millis(50);
 /// How long the GPU runs before a shape's first candidate is timed. Making that shape's
@@ -313,15 +314,18 @@ impl GpuBackend {
         let replay = op == Op::Replay;
         let mut keys: Vec<KernelKey> = Vec::new();
         // The chunked form is one candidate more, whose record key is the default's: on
-        // the matrix units against the default rule; without them, the portable passes
-        // where they take the shape and it has a few chunks (never the default: the
-        // adapter's own times decide).
+        // the matrix units against the default rule; without them, the fast path's
+        // passes on vector units, or else the portable passes where they take the
+        // shape, where it has a few chunks (never the default: the adapter's own times
+        // decide).
         let chunked = if op != Op::Record {
             None
         } else if self.chunked_on_matrix_units(shape, COOP_CHUNK) {
             Some(!chunked_by_default(shape, &dtypes))
+        } else if self.chunked_on_vector_units(shape, COOP_CHUNK) {
+            (shape.steps() >= TUNE_CHUNKS * COOP_CHUNK.steps()).then_some(true)
         } else {
-            let long = shape.steps() >= TUNE_PORTABLE_CHUNKS * PORTABLE_CHUNK.steps();
+            let long = shape.steps() >= TUNE_CHUNKS * PORTABLE_CHUNK.steps();
             (long && self.portable_chunked_takes(shape, dtypes)).then_some(true)
         }
         .map(|on| ShapeClass {

@@ -490,17 +490,19 @@ impl GpuBackend {
 
     /// Whether record at `shape` runs in the chunked form: see `ShapeClass::chunked`.
     /// By default only on the matrix units; where the class asks for it, on the
-    /// portable passes too.
+    /// fast path's passes on vector units or the portable passes too.
     fn record_runs_chunked(&self, shape: &GdnShape, dtypes: GdnDtypes, class: &ShapeClass) -> bool {
         class.chunked.unwrap_or_else(|| {
             self.chunked_on_matrix_units(shape, COOP_CHUNK) && chunked_by_default(shape, &dtypes)
         })
     }
 
-    /// The chunk record's chunked form takes at `shape`: the fast path's, else
-    /// [`PORTABLE_CHUNK`].
+    /// The chunk record's chunked form takes at `shape`: the fast path's, on the matrix
+    /// units or on vector units, else [`PORTABLE_CHUNK`].
     fn record_chunk(&self, shape: &GdnShape) -> ChunkSize {
-        if self.chunked_on_matrix_units(shape, COOP_CHUNK) {
+        if self.chunked_on_matrix_units(shape, COOP_CHUNK)
+            || self.chunked_on_vector_units(shape, COOP_CHUNK)
+        {
             COOP_CHUNK
         } else {
             PORTABLE_CHUNK

@@ -249,9 +249,8 @@ fn mma_a(acc: Acc, lane: u32, a: ATile, b_at: u32, sb: u32) -> Acc {
     return coopMultiplyAdd(a, b, acc);
 }
 #else
-// A lane's elements of its subgroup's 16 x 16 tile, a 4 x 2 block: e[2 i + j] at row
-// 4 (lane / 8) + i, column 2 (lane % 8) + j. Per inner index a lane reads four of A
-// and two of B for eight products.
+// A lane's elements of its subgroup's 16 x 16 tile: rows lane / 16 + 2 m, column
+// lane % 16.
 struct Acc {
     e: array<f32, LANE_ELEMS>,
 }
@@ -260,27 +259,19 @@ fn acc_zero() -> Acc {
     return Acc(array<f32, LANE_ELEMS>());
 }
 
-// acc + A B with B's element (k, c) at b_at + k sk + c sc (each sum in the order of k).
+// acc + A B with B's element (k, c) at b_at + k sk + c sc. The inner index outermost,
+// so that B's element serves the lane's 8 rows from one load (each sum still in the
+// order of k).
 fn mma_strided(acc: Acc, lane: u32, a_at: u32, sa: u32, b_at: u32, sk: u32, sc: u32) -> Acc {
     var r = acc;
-    let a0 = a_at + 4u * (lane / 8u) * sa;
-    let b0 = b_at + 2u * (lane % 8u) * sc;
+    let a0 = a_at + (lane / 16u) * sa;
+    let b0 = b_at + (lane % 16u) * sc;
     for (var k = 0u; k < 16u; k++) {
-        let b = vec2(f32(h16[b0 + k * sk]), f32(h16[b0 + k * sk + sc]));
-        let a = vec4(
-            f32(h16[a0 + k]),
-            f32(h16[a0 + sa + k]),
-            f32(h16[a0 + 2u * sa + k]),
-            f32(h16[a0 + 3u * sa + k]),
-        );
-        r.e[0] += a.x * b.x;
-        r.e[1] += a.x * b.y;
-        r.e[2] += a.y * b.x;
-        r.e[3] += a.y * b.y;
-        r.e[4] += a.z * b.x;
-        r.e[5] += a.z * b.y;
-        r.e[6] += a.w * b.x;
-        r.e[7] += a.w * b.y;
+        let b = f32(h16[b0 + k * sk]);
+        #unroll
+        for (var m = 0u; m < LANE_ELEMS; m++) {
+            r.e[m] += f32(h16[a0 + 2u * m * sa + k]) * b;
+        }
     }
     return r;
 }
@@ -294,10 +285,10 @@ fn mma_t(acc: Acc, lane: u32, a_at: u32, sa: u32, b_at: u32, sb: u32) -> Acc {
 }
 
 fn acc_store(acc: Acc, lane: u32, at: u32) {
-    let o = at + 4u * (lane / 8u) * FS + 2u * (lane % 8u);
+    let col = lane % 16u;
     #unroll
     for (var m = 0u; m < LANE_ELEMS; m++) {
-        fs[o + (m / 2u) * FS + m % 2u] = acc.e[m];
+        fs[at + (lane / 16u + 2u * m) * FS + col] = acc.e[m];
     }
 }
 
