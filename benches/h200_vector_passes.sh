@@ -26,7 +26,7 @@ c() { # NAME ENV... -- BENCH-ARGS...
 }
 cells=(--batches 1,4 --steps 2048,8192 --dtypes bf16,f32)
 { nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader
-  tests "chunk 120 gpu_fast_path" "lib 40 portable_fast"
+  tests "chunk 90 gpu_fast_path" "lib 30 portable_fast"
   c coop -- --fast-f16 --ops record_chunked,record "${cells[@]}"
   c vec16 DELTATAPE_CHUNK_PRECISION=fast-f16 -- --ops record_chunked "${cells[@]}"
   c vec32 DELTATAPE_CHUNK_PRECISION=fast-f16 DELTATAPE_CHUNK_WALK_ROWS=32 -- --ops record_chunked "${cells[@]}"
