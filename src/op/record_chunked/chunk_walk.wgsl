@@ -48,8 +48,8 @@ fn tiles8(at: u32) -> array<vec4<f32>, 2> {
 
 // x as the products read it: rounded to f16 (within its range), back in f32.
 fn f16r(x: vec4<f32>) -> vec4<f32> {
-    let big = (abs(x) > vec4<f32>(65504.0)) & (abs(x) <= vec4<f32>(0x1.fffffep+127f));
-    return vec4<f32>(vec4<f16>(select(x, clamp(x, vec4<f32>(-65504.0), vec4<f32>(65504.0)), big)));
+    let r = vec4(to_f16_range(x.x), to_f16_range(x.y), to_f16_range(x.z), to_f16_range(x.w));
+    return vec4<f32>(vec4<f16>(r));
 }
 
 // Element c of a state row from `row`, zero past Dk.
