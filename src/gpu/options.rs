@@ -34,8 +34,9 @@ pub struct GpuOptions {
     /// driver sees each loop's trip count (docs/PORTABILITY.md "Loops"). Bounds checks
     /// are on either way. In a browser (WebGPU) the browser's own checks apply.
     pub force_loop_bounding: bool,
-    /// Value rows per workgroup of the chunked record's walk on cooperative matrices:
-    /// 16 (the default) or 32; anything else is refused when the backend is built.
+    /// Value rows per workgroup of the fast path's walk (on cooperative matrices or on
+    /// vector units): 16 (the default) or 32; anything else is refused when the backend
+    /// is built.
     /// Fewer rows give more workgroups, each with a shorter chain of products per
     /// chunk (docs/PERFORMANCE.md has both measured).
     pub chunk_walk_rows: u32,
