@@ -97,8 +97,15 @@ pub fn run(args: Args) -> deltatape::Result<ExitCode> {
     });
     match source(&key, args.lang, args.force_loop_bounding) {
         Ok(src) => {
-            print!("{src}");
-            Ok(ExitCode::SUCCESS)
+            use std::io::Write as _;
+            // A reader that stops early (`| head`) is not an error of ours.
+            match std::io::stdout().write_all(src.as_bytes()) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    eprintln!("{e}");
+                    Ok(ExitCode::FAILURE)
+                }
+                _ => Ok(ExitCode::SUCCESS),
+            }
         }
         Err(e) => {
             eprintln!("{e}");
