@@ -1,5 +1,5 @@
 #provides TILE_DK, TILES_PER_CHUNK, W_AT, QG_AT, KT_AT, M_AT, tile_at, to_f16_range
-#provides padded_value_dim, start_at, delta16_at
+#provides padded_value_dim, start_at, delta16_at, f16x8
 #requires CHUNK
 // The f16 operands of record_chunked's walk and output pass, as the first pass
 // writes them: per (b, hv, chunk), four matrices of 16 x 16 tiles, each tile 256
@@ -45,4 +45,13 @@ fn delta16_at(ch: u32, pad: u32, r: u32, c: u32) -> u32 {
 fn to_f16_range(x: f32) -> f32 {
     let big = abs(x) > 65504.0 && abs(x) <= 0x1.fffffep+127f;
     return select(x, clamp(x, -65504.0, 65504.0), big);
+}
+
+// The eight f16 of a 16-byte word of a tile binding declared as vec4<u32> words (the
+// passes on vector units), as f32, in order.
+fn f16x8(w: vec4<u32>) -> array<vec4<f32>, 2> {
+    return array<vec4<f32>, 2>(
+        vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)),
+        vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)),
+    );
 }

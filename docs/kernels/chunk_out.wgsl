@@ -287,6 +287,15 @@ fn to_f16_range(x: f32) -> f32 {
     return select(x, clamp(x, -65504.0, 65504.0), big);
 }
 
+// The eight f16 of a 16-byte word of a tile binding declared as vec4<u32> words (the
+// passes on vector units), as f32, in order.
+fn f16x8(w: vec4<u32>) -> array<vec4<f32>, 2> {
+    return array<vec4<f32>, 2>(
+        vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)),
+        vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)),
+    );
+}
+
 // record_chunked's output on vector units (the fast path's last pass where no adapter
 // has cooperative matrices): the same sums as chunk_out_coop.wgsl, one workgroup of 256
 // invocations per (b, hv, chunk, block of BLOCK = ROWS value columns, 128 where the
@@ -303,14 +312,6 @@ fn to_f16_range(x: f32) -> f32 {
 const BLOCK: u32 = ROWS;
 // The block's column octets: 2048 / BLOCK step groups of YS steps cover the chunk.
 const OCTETS: u32 = BLOCK / 8u;
-
-// The eight f16 of a 16-byte word of a tile binding, as f32.
-fn eight(w: vec4<u32>) -> array<vec4<f32>, 2> {
-    return array<vec4<f32>, 2>(
-        vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)),
-        vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)),
-    );
-}
 
 fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     let in_grid = wg_in < params.workgroups;
@@ -331,23 +332,23 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         var a: array<array<vec4<f32>, 2>, YS>;
         {
             let i = 0u;
-            a[i] = eight(tiles_buf[(base + QG_AT + tile_at(t0 + i, k, TILE_DK)) / 8u]);
+            a[i] = f16x8(tiles_buf[(base + QG_AT + tile_at(t0 + i, k, TILE_DK)) / 8u]);
         }
         {
             let i = 1u;
-            a[i] = eight(tiles_buf[(base + QG_AT + tile_at(t0 + i, k, TILE_DK)) / 8u]);
+            a[i] = f16x8(tiles_buf[(base + QG_AT + tile_at(t0 + i, k, TILE_DK)) / 8u]);
         }
         {
             let i = 2u;
-            a[i] = eight(tiles_buf[(base + QG_AT + tile_at(t0 + i, k, TILE_DK)) / 8u]);
+            a[i] = f16x8(tiles_buf[(base + QG_AT + tile_at(t0 + i, k, TILE_DK)) / 8u]);
         }
         {
             let i = 3u;
-            a[i] = eight(tiles_buf[(base + QG_AT + tile_at(t0 + i, k, TILE_DK)) / 8u]);
+            a[i] = f16x8(tiles_buf[(base + QG_AT + tile_at(t0 + i, k, TILE_DK)) / 8u]);
         }
         {
             let e = 0u;
-            let b = eight(starts_buf[start_at(ch, pad, k + e, c) / 8u]);
+            let b = f16x8(starts_buf[start_at(ch, pad, k + e, c) / 8u]);
             {
                 let i = 0u;
                 let x = a[i][e / 4u][e % 4u];
@@ -375,7 +376,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         }
         {
             let e = 1u;
-            let b = eight(starts_buf[start_at(ch, pad, k + e, c) / 8u]);
+            let b = f16x8(starts_buf[start_at(ch, pad, k + e, c) / 8u]);
             {
                 let i = 0u;
                 let x = a[i][e / 4u][e % 4u];
@@ -403,7 +404,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         }
         {
             let e = 2u;
-            let b = eight(starts_buf[start_at(ch, pad, k + e, c) / 8u]);
+            let b = f16x8(starts_buf[start_at(ch, pad, k + e, c) / 8u]);
             {
                 let i = 0u;
                 let x = a[i][e / 4u][e % 4u];
@@ -431,7 +432,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         }
         {
             let e = 3u;
-            let b = eight(starts_buf[start_at(ch, pad, k + e, c) / 8u]);
+            let b = f16x8(starts_buf[start_at(ch, pad, k + e, c) / 8u]);
             {
                 let i = 0u;
                 let x = a[i][e / 4u][e % 4u];
@@ -459,7 +460,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         }
         {
             let e = 4u;
-            let b = eight(starts_buf[start_at(ch, pad, k + e, c) / 8u]);
+            let b = f16x8(starts_buf[start_at(ch, pad, k + e, c) / 8u]);
             {
                 let i = 0u;
                 let x = a[i][e / 4u][e % 4u];
@@ -487,7 +488,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         }
         {
             let e = 5u;
-            let b = eight(starts_buf[start_at(ch, pad, k + e, c) / 8u]);
+            let b = f16x8(starts_buf[start_at(ch, pad, k + e, c) / 8u]);
             {
                 let i = 0u;
                 let x = a[i][e / 4u][e % 4u];
@@ -515,7 +516,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         }
         {
             let e = 6u;
-            let b = eight(starts_buf[start_at(ch, pad, k + e, c) / 8u]);
+            let b = f16x8(starts_buf[start_at(ch, pad, k + e, c) / 8u]);
             {
                 let i = 0u;
                 let x = a[i][e / 4u][e % 4u];
@@ -543,7 +544,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         }
         {
             let e = 7u;
-            let b = eight(starts_buf[start_at(ch, pad, k + e, c) / 8u]);
+            let b = f16x8(starts_buf[start_at(ch, pad, k + e, c) / 8u]);
             {
                 let i = 0u;
                 let x = a[i][e / 4u][e % 4u];
@@ -576,23 +577,23 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             var a: array<array<vec4<f32>, 2>, YS>;
             {
                 let i = 0u;
-                a[i] = eight(tiles_buf[(base + M_AT + tile_at(t0 + i, j, CHUNK)) / 8u]);
+                a[i] = f16x8(tiles_buf[(base + M_AT + tile_at(t0 + i, j, CHUNK)) / 8u]);
             }
             {
                 let i = 1u;
-                a[i] = eight(tiles_buf[(base + M_AT + tile_at(t0 + i, j, CHUNK)) / 8u]);
+                a[i] = f16x8(tiles_buf[(base + M_AT + tile_at(t0 + i, j, CHUNK)) / 8u]);
             }
             {
                 let i = 2u;
-                a[i] = eight(tiles_buf[(base + M_AT + tile_at(t0 + i, j, CHUNK)) / 8u]);
+                a[i] = f16x8(tiles_buf[(base + M_AT + tile_at(t0 + i, j, CHUNK)) / 8u]);
             }
             {
                 let i = 3u;
-                a[i] = eight(tiles_buf[(base + M_AT + tile_at(t0 + i, j, CHUNK)) / 8u]);
+                a[i] = f16x8(tiles_buf[(base + M_AT + tile_at(t0 + i, j, CHUNK)) / 8u]);
             }
             {
                 let e = 0u;
-                let b = eight(deltas16_buf[delta16_at(ch, pad, j + e, c) / 8u]);
+                let b = f16x8(deltas16_buf[delta16_at(ch, pad, j + e, c) / 8u]);
                 {
                     let i = 0u;
                     let x = a[i][e / 4u][e % 4u];
@@ -620,7 +621,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             }
             {
                 let e = 1u;
-                let b = eight(deltas16_buf[delta16_at(ch, pad, j + e, c) / 8u]);
+                let b = f16x8(deltas16_buf[delta16_at(ch, pad, j + e, c) / 8u]);
                 {
                     let i = 0u;
                     let x = a[i][e / 4u][e % 4u];
@@ -648,7 +649,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             }
             {
                 let e = 2u;
-                let b = eight(deltas16_buf[delta16_at(ch, pad, j + e, c) / 8u]);
+                let b = f16x8(deltas16_buf[delta16_at(ch, pad, j + e, c) / 8u]);
                 {
                     let i = 0u;
                     let x = a[i][e / 4u][e % 4u];
@@ -676,7 +677,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             }
             {
                 let e = 3u;
-                let b = eight(deltas16_buf[delta16_at(ch, pad, j + e, c) / 8u]);
+                let b = f16x8(deltas16_buf[delta16_at(ch, pad, j + e, c) / 8u]);
                 {
                     let i = 0u;
                     let x = a[i][e / 4u][e % 4u];
@@ -704,7 +705,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             }
             {
                 let e = 4u;
-                let b = eight(deltas16_buf[delta16_at(ch, pad, j + e, c) / 8u]);
+                let b = f16x8(deltas16_buf[delta16_at(ch, pad, j + e, c) / 8u]);
                 {
                     let i = 0u;
                     let x = a[i][e / 4u][e % 4u];
@@ -732,7 +733,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             }
             {
                 let e = 5u;
-                let b = eight(deltas16_buf[delta16_at(ch, pad, j + e, c) / 8u]);
+                let b = f16x8(deltas16_buf[delta16_at(ch, pad, j + e, c) / 8u]);
                 {
                     let i = 0u;
                     let x = a[i][e / 4u][e % 4u];
@@ -760,7 +761,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             }
             {
                 let e = 6u;
-                let b = eight(deltas16_buf[delta16_at(ch, pad, j + e, c) / 8u]);
+                let b = f16x8(deltas16_buf[delta16_at(ch, pad, j + e, c) / 8u]);
                 {
                     let i = 0u;
                     let x = a[i][e / 4u][e % 4u];
@@ -788,7 +789,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             }
             {
                 let e = 7u;
-                let b = eight(deltas16_buf[delta16_at(ch, pad, j + e, c) / 8u]);
+                let b = f16x8(deltas16_buf[delta16_at(ch, pad, j + e, c) / 8u]);
                 {
                     let i = 0u;
                     let x = a[i][e / 4u][e % 4u];

@@ -353,6 +353,15 @@ fn to_f16_range(x: f32) -> f32 {
     return select(x, clamp(x, -65504.0, 65504.0), big);
 }
 
+// The eight f16 of a 16-byte word of a tile binding declared as vec4<u32> words (the
+// passes on vector units), as f32, in order.
+fn f16x8(w: vec4<u32>) -> array<vec4<f32>, 2> {
+    return array<vec4<f32>, 2>(
+        vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)),
+        vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)),
+    );
+}
+
 // record_chunked's walk on vector units (the fast path's second pass where no adapter
 // has cooperative matrices): the same work, memory and math as chunk_walk_coop.wgsl
 // (cpu_fast.rs has it), one workgroup of 256 invocations per (b, hv, block of ROWS
@@ -379,15 +388,6 @@ const DW: u32 = CHUNK / 4u + 1u;
 
 var<workgroup> sw: array<vec4<f32>, ROWS * SW>;
 var<workgroup> dw: array<vec4<f32>, ROWS * DW>;
-
-// Eight f16 of `tiles_buf` from element `at` (a multiple of 8) as f32.
-fn tiles8(at: u32) -> array<vec4<f32>, 2> {
-    let w = tiles_buf[at / 8u];
-    return array<vec4<f32>, 2>(
-        vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)),
-        vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)),
-    );
-}
 
 // x as the products read it: rounded to f16 (within its range), back in f32.
 fn f16r(x: vec4<f32>) -> vec4<f32> {
@@ -500,8 +500,8 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         var x0: array<f32, XR>;
         var x1: array<f32, XR>;
         for (var c = 0u; c < TILE_DK; c += 8u) {
-            let w0 = tiles8(tiles + W_AT + tile_at(t2, c, TILE_DK));
-            let w1 = tiles8(tiles + W_AT + tile_at(t2 + 1u, c, TILE_DK));
+            let w0 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2, c, TILE_DK)) / 8u]);
+            let w1 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2 + 1u, c, TILE_DK)) / 8u]);
             {
                 let j = 0u;
                 let lo = sw[(xv + j) * SW + c / 4u];
@@ -588,10 +588,10 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             s[j] = last * s[j];
         }
         for (var t = 0u; t < CHUNK; t += 8u) {
-            let k0 = tiles8(tiles + KT_AT + tile_at(c4, t, CHUNK));
-            let k1 = tiles8(tiles + KT_AT + tile_at(c4 + 1u, t, CHUNK));
-            let k2 = tiles8(tiles + KT_AT + tile_at(c4 + 2u, t, CHUNK));
-            let k3 = tiles8(tiles + KT_AT + tile_at(c4 + 3u, t, CHUNK));
+            let k0 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4, t, CHUNK)) / 8u]);
+            let k1 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 1u, t, CHUNK)) / 8u]);
+            let k2 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 2u, t, CHUNK)) / 8u]);
+            let k3 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 3u, t, CHUNK)) / 8u]);
             {
                 let j = 0u;
                 let v = sv + 8u * j;

@@ -354,6 +354,15 @@ fn to_f16_range(x: f32) -> f32 {
     return select(x, clamp(x, -65504.0, 65504.0), big);
 }
 
+// The eight f16 of a 16-byte word of a tile binding declared as vec4<u32> words (the
+// passes on vector units), as f32, in order.
+fn f16x8(w: vec4<u32>) -> array<vec4<f32>, 2> {
+    return array<vec4<f32>, 2>(
+        vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)),
+        vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)),
+    );
+}
+
 // record_chunked's walk on cooperative matrices (the fast path's second pass): one
 // workgroup of 8 subgroups of 32 per (b, hv, block of ROWS value rows), through the
 // head's chunks in order (wgsl/chunk_at.wgsl), with nothing but the state's own

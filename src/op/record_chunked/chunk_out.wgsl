@@ -27,14 +27,6 @@ const BLOCK: u32 = ROWS;
 // The block's column octets: 2048 / BLOCK step groups of YS steps cover the chunk.
 const OCTETS: u32 = BLOCK / 8u;
 
-// The eight f16 of a 16-byte word of a tile binding, as f32.
-fn eight(w: vec4<u32>) -> array<vec4<f32>, 2> {
-    return array<vec4<f32>, 2>(
-        vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)),
-        vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)),
-    );
-}
-
 fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     let in_grid = wg_in < params.workgroups;
     let wg = min(wg_in, params.workgroups - 1u);
@@ -54,11 +46,11 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         var a: array<array<vec4<f32>, 2>, YS>;
         #unroll
         for (var i = 0u; i < YS; i++) {
-            a[i] = eight(tiles_buf[(base + QG_AT + tile_at(t0 + i, k, TILE_DK)) / 8u]);
+            a[i] = f16x8(tiles_buf[(base + QG_AT + tile_at(t0 + i, k, TILE_DK)) / 8u]);
         }
         #unroll
         for (var e = 0u; e < F16_WORD; e++) {
-            let b = eight(starts_buf[start_at(ch, pad, k + e, c) / 8u]);
+            let b = f16x8(starts_buf[start_at(ch, pad, k + e, c) / 8u]);
             #unroll
             for (var i = 0u; i < YS; i++) {
                 let x = a[i][e / 4u][e % 4u];
@@ -73,11 +65,11 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             var a: array<array<vec4<f32>, 2>, YS>;
             #unroll
             for (var i = 0u; i < YS; i++) {
-                a[i] = eight(tiles_buf[(base + M_AT + tile_at(t0 + i, j, CHUNK)) / 8u]);
+                a[i] = f16x8(tiles_buf[(base + M_AT + tile_at(t0 + i, j, CHUNK)) / 8u]);
             }
             #unroll
             for (var e = 0u; e < F16_WORD; e++) {
-                let b = eight(deltas16_buf[delta16_at(ch, pad, j + e, c) / 8u]);
+                let b = f16x8(deltas16_buf[delta16_at(ch, pad, j + e, c) / 8u]);
                 #unroll
                 for (var i = 0u; i < YS; i++) {
                     let x = a[i][e / 4u][e % 4u];
