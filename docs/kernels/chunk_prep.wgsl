@@ -27,9 +27,8 @@ const ROWS: u32 = 1u;
 const GROUPS: u32 = 1u;
 const RPT: u32 = 1u;
 const CHUNK: u32 = 64u;
-const COOP: bool = false;
-const LANE_ELEMS: u32 = 8u;
-const TILE16: u32 = 16u;
+const ROW_GROUPS: u32 = 4u;
+const QUAD: u32 = 4u;
 
 @group(0) @binding(1) var<storage, read> q_buf: array<vec4<f32>>;
 fn load1_q(i: u32) -> f32 {
@@ -346,522 +345,28 @@ fn f16x8(w: vec4<u32>) -> array<vec4<f32>, 2> {
     );
 }
 
-// record_chunked's first pass on the fast path (`chunk_prep_coop`; `chunk_prep` is the
-// same pass with its tile products as lane loops, the test of its structure where no
-// adapter has cooperative matrices): one workgroup of 8 subgroups of 32 per (b, hv,
-// chunk of CHUNK = 64 steps), independent of every other. cpu_fast.rs beside it is its
-// twin (and has the decay-free solve's identity). From q, k, v, g and beta it writes
-// what the walk and the output pass read:
-//   tiles   W = diag(gam) A0 diag(beta) K, gam Q, (G_end K)^T and M = Gam o (Q K^T),
-//           as the f16 16 x 16 tiles of chunk_tiles.wgsl
-//   u       U = (Gam o A0) diag(beta) V, f32                         [C][Dv]
-//   decay   gam[i], G(C-1, j), gam[C-1]                              [3C]
-// with A0 = (I + tril(diag(beta) K K^T, -1))^-1 from k and beta alone, and Gam[i][j] =
-// g[j+1] ... g[i] by running products (no ratio): T = Gam o A0 is the gated solve's
-// inverse. Phases, barriers between:
-//   1. the gates; gam and G_end by running products
-//   2. K K^T and Q K^T over blocks of KB key columns staged in f16 (the next block's
-//      loads in flight through each block's products); gam Q's and (G_end K)^T's
-//      tiles on the way
-//   3. the Gram products through `fs` in three rounds of 8 tiles: M out (four columns a
-//      store, Gam along the rows), L0 = beta K K^T (strictly lower) into A in two f16
-//      parts
-//   4. A0's four 16 x 16 diagonal blocks by forward substitution (an invocation a
-//      column)
-//   5. the merges 16 -> 32 -> 64 as tile products, X = L0_21 A0_11, A0_21 = -A0_22 X
-//      (X in tiles of A's upper right block); A = A0 diag(beta) over A's stored
-//      tiles, four values an invocation
-//   6. W over 4 blocks of 32 key columns, then (A masked by Gam) U over the value
-//      columns, 32 at a time: subgroup sg makes the tile at row tile sg % 4, column
-//      tile sg / 4 over the 4 inner tiles (its row of A's tiles loaded once for W's
-//      blocks and once for U's); its lanes scale, round and store
-// Precision: A and the merges' operands in two f16 parts (hi + lo, about 22 bits); k
-// and q in the Gram products in two parts where the activations are f32 (GROUPS = 1:
-// blocks of 16 columns), else in one (GROUPS = 2: f16 holds bf16 and f16 exactly within
-// its range); k and v in W's and U's products in one; f32 sums. Each stored tile is
-// rounded to f16 once, clamped into its range (to_f16_range). naga wants every
-// cooperative op in workgroup-uniform control flow: no early return, each subgroup does
-// the same fixed sequence of products, its role read only in addresses; a workgroup
-// past the grid's end (a folded grid) redoes the last one and writes nothing.
+// The fast path's first passes (chunk_prep.wgsl on vector units, chunk_prep_coop.wgsl on
+// matrix units): a chunk's gates, its decays by running products (no ratio anywhere: a
+// zero gate stays exact), and Gam's rows. Call in order, a workgroup barrier after each
+// of the first two:
+//   gates_in       the gates, beta and the live flags of the chunk's steps
+//   gate_products  gam, G_end, the eights' suffixes and products
+//   decays_out     the decays out (gam[i], G(C-1, j), gam[C-1]); gam_row4 from here on
 
-const SUBGROUP_WIDTH: u32 = 32u;
-const SG_COUNT: u32 = WG_SIZE / SUBGROUP_WIDTH;
-// The Gram products' blocks: KB key columns, row stride KS in f16 (padded: a tile's
-// rows fall in different banks); k and q in PARTS parts.
-const KB: u32 = 16u * GROUPS;
-const KS: u32 = KB + 8u;
-const KBLOCKS: u32 = TILE_DK / KB;
-const PARTS: u32 = 3u - GROUPS;
-// The row stride of (G_end K)^T's block in f16 (33 words: the transposing stores of a
-// subgroup's four-column quads fall in different banks); W's and U's blocks of BW
-// columns; `fs`'s row stride in f32 (8 slots of 16 x 16 as a [C][32] block, unpadded:
-// see below).
-const HS: u32 = CHUNK + 2u;
-const BW: u32 = 32u;
-const FS: u32 = 32u;
-const KW_BLOCKS: u32 = TILE_DK / BW;
-// The f16 array, in two lives. Phases 1-2: the staged blocks, K's then Q's parts
-// ([C][KS] each, the low part GLO on), then (G_end K)^T's block ([KB][HS]).
-const GK: u32 = 0u;
-const GLO: u32 = CHUNK * KS;
-const GQ: u32 = PARTS * CHUNK * KS;
-const GT: u32 = 2u * PARTS * CHUNK * KS;
-const GRAM_LEN: u32 = GT + KB * HS;
-// Phases 3-6: A (C = 64) as 16 x 16 tiles of 256 contiguous values (`a_tile`): the 10
-// on and below the diagonal (tile (r, c) at r (r + 1) / 2 + c), their low parts AL on;
-// then the 4 of the upper right 32 x 32 block (the merges' X: tile (r, c) at
-// 2 r + c - 2 from XT), their low parts XL on; then one zero tile, which stands for the
-// two tiles above the diagonal blocks (0, 1) and (2, 3), and for every tile above the
-// diagonal in phase 6, in both parts (its low part is itself). In phase 6 X's 8 tiles
-// hold the staged block of k or v ([C][BW] as 4 x 2 tiles, `bs_at`).
-const AL: u32 = 10u * 256u;
-const XT: u32 = 2u * AL;
-const XL: u32 = 4u * 256u;
-const ZT: u32 = XT + 2u * XL;
-const BS: u32 = XT;
-const SOLVE_LEN: u32 = ZT + 256u;
-// All of it in 24480 bytes (24496 over packed sequences): NVIDIA's Vulkan driver gives
-// an SM about 52 KiB of workgroup memory (`coop_micro resident`, docs/PERFORMANCE.md), so
-// at most 24 KiB a workgroup lets two of them share an SM, which takes the pass from one
-// workgroup's latency at a time to two. Hence A's unpadded tiles, `fs` unpadded and the
-// live flags in f16.
-
-var<workgroup> h16: array<f16, max(GRAM_LEN, SOLVE_LEN)>;
-var<workgroup> fs: array<f32, CHUNK * FS>;
 var<workgroup> gate_sh: array<f32, CHUNK>;
 var<workgroup> beta_sh: array<f32, CHUNK>;
+// gam[i] = g[0] ... g[i]; G(C-1, j) = g[j+1] ... g[C-1].
 var<workgroup> gam_sh: array<f32, CHUNK>;
 var<workgroup> end_sh: array<f32, CHUNK>;
+// 1 at a live step, 0 at a masked one and past T (f16: the first pass's memory is tight).
 var<workgroup> live_sh: array<f16, CHUNK>;
-// g[j+1] ... g[8 (j / 8) + 7] (1 at a eight's last step), and each eight's whole product.
+// g[j+1] ... g[8 (j / 8) + 7] (1 at an eight's last step), and each eight's whole product.
 var<workgroup> suf_sh: array<f32, CHUNK>;
 var<workgroup> eight_sh: array<f32, CHUNK / 8u>;
 
-fn half16(x: f32) -> f16 {
-    return f16(to_f16_range(x));
-}
-
-fn f16_range4(v: vec4<f32>) -> vec4<f32> {
-    return vec4(to_f16_range(v.x), to_f16_range(v.y), to_f16_range(v.z), to_f16_range(v.w));
-}
-
-// Four consecutive values of a tile's row from `at` (a multiple of 4) in one store.
-fn store_tile4(at: u32, v: vec4<f32>) {
-    store_tiles(at, 0u, 4u, v);
-}
-
-// Four consecutive f16 values of `h16` from `at`, as f32.
-fn h16x4(at: u32) -> vec4<f32> {
-    return vec4(f32(h16[at]), f32(h16[at + 1u]), f32(h16[at + 2u]), f32(h16[at + 3u]));
-}
-
-// x in two f16 parts, hi = x rounded to f16 (to nearest even, into f16's range) and lo =
-// the rest rounded: (hi, lo). hi's value in f32 comes from x's bits, not from the round
-// trip f32(f16(x)): NVIDIA's Vulkan compiler folds that trip into x, so x - f32(f16(x))
-// was 0 and every low part vanished on the H100 (the portable twin off its CPU twin by
-// exactly what zero low parts give, and the cooperative path's A and f32 q and k in one
-// part).
-fn split2(x: f32) -> vec2<f16> {
-    let y = to_f16_range(x);
-    let a = abs(y);
-    var hi = y; // infinities and NaN (the low part 0)
-    if a < 0x1p-14f {
-        // f16's subnormals: multiples of 2^-24 (the scalings are exact)
-        hi = round(y * 0x1p24f) * 0x1p-24f;
-    } else if a <= 65504.0 {
-        // 11 significant bits, the 13 dropped rounded to nearest even
-        let b = bitcast<u32>(y);
-        hi = bitcast<f32>((b + 0xfffu + ((b >> 13u) & 1u)) & 0xffffe000u);
-    }
-    return vec2(f16(hi), f16(select(0.0, y - hi, a <= 65504.0)));
-}
-
-// x into the f16 array at `at` in two parts, the low one `low` further on.
-fn put2(at: u32, low: u32, x: f32) {
-    let p = split2(x);
-    h16[at] = p.x;
-    h16[at + low] = p.y;
-}
-
-// Four neighbouring values into A's tiles from `at` in two parts (`put2`).
-fn put2x4(at: u32, v: vec4<f32>) {
-    for (var x = 0u; x < 4u; x++) {
-        put2(at + x, AL, v[x]);
-    }
-}
-
-// Columns j .. j + 3, to compare with a row's index.
-fn cols4(j: u32) -> vec4<u32> {
-    return vec4(j, j + 1u, j + 2u, j + 3u);
-}
-
-fn get2(at: u32, low: u32) -> f32 {
-    return f32(h16[at]) + f32(h16[at + low]);
-}
-
-// Where tile (r, c) of A begins in `h16` (its high part), 0 <= r, c < 4.
-fn a_tile(r: u32, c: u32) -> u32 {
-    if c <= r {
-        return (r * (r + 1u) / 2u + c) * 256u;
-    }
-    if r < 2u && c >= 2u {
-        return XT + (2u * r + c - 2u) * 256u;
-    }
-    return ZT;
-}
-
-// Where A's element (i, j) is (its high part).
-fn a_at(i: u32, j: u32) -> u32 {
-    return a_tile(i / 16u, j / 16u) + (i % 16u) * 16u + j % 16u;
-}
-
-// The row and column of the element at `at` (below AL) of A's 10 stored tiles.
-fn a_elem(at: u32) -> vec2<u32> {
-    let t = at / 256u;
-    let r = select(select(select(0u, 1u, t >= 1u), 2u, t >= 3u), 3u, t >= 6u);
-    let c = t - r * (r + 1u) / 2u;
-    return vec2(r * 16u + (at % 256u) / 16u, c * 16u + at % 16u);
-}
-
-// Tile (rt, kt) of A in phase 6, the zero tile above the diagonal.
-fn a6_tile(rt: u32, kt: u32) -> u32 {
-    return select(ZT, a_tile(rt, kt), kt <= rt);
-}
-
-// How far the low part is from the high part at `at` (a high part's place): none in
-// the zero tile.
-fn low_of(at: u32) -> u32 {
-    return select(select(AL, XL, at >= XT), 0u, at >= ZT);
-}
-
-// Where slot s is in `fs`: row tile s % 4, column tile s / 4.
-fn slot_at(s: u32) -> u32 {
-    return (s % 4u) * 16u * FS + (s / 4u) * 16u;
-}
-
-// ---- Tile products: acc + A B, f16 operands in `h16` (A row-major at a_at, row
-// stride sa; B row-major at b_at, or for `mma_t` the transpose of the row-major block
-// at b_at), f32 sums; `acc_store` puts a subgroup's tile into `fs` row-major. ----
-// A lane's elements of its subgroup's 16 x 16 tile: rows lane / 16 + 2 m, column
-// lane % 16.
-struct Acc {
-    e: array<f32, LANE_ELEMS>,
-}
-
-fn acc_zero() -> Acc {
-    return Acc(array<f32, LANE_ELEMS>());
-}
-
-// acc + A B with B's element (k, c) at b_at + k sk + c sc. The inner index outermost,
-// so that B's element serves the lane's 8 rows from one load (each sum still in the
-// order of k).
-fn mma_strided(acc: Acc, lane: u32, a_at: u32, sa: u32, b_at: u32, sk: u32, sc: u32) -> Acc {
-    var r = acc;
-    let a0 = a_at + (lane / 16u) * sa;
-    let b0 = b_at + (lane % 16u) * sc;
-    for (var k = 0u; k < 16u; k++) {
-        let b = f32(h16[b0 + k * sk]);
-        {
-            let m = 0u;
-            r.e[m] += f32(h16[a0 + 2u * m * sa + k]) * b;
-        }
-        {
-            let m = 1u;
-            r.e[m] += f32(h16[a0 + 2u * m * sa + k]) * b;
-        }
-        {
-            let m = 2u;
-            r.e[m] += f32(h16[a0 + 2u * m * sa + k]) * b;
-        }
-        {
-            let m = 3u;
-            r.e[m] += f32(h16[a0 + 2u * m * sa + k]) * b;
-        }
-        {
-            let m = 4u;
-            r.e[m] += f32(h16[a0 + 2u * m * sa + k]) * b;
-        }
-        {
-            let m = 5u;
-            r.e[m] += f32(h16[a0 + 2u * m * sa + k]) * b;
-        }
-        {
-            let m = 6u;
-            r.e[m] += f32(h16[a0 + 2u * m * sa + k]) * b;
-        }
-        {
-            let m = 7u;
-            r.e[m] += f32(h16[a0 + 2u * m * sa + k]) * b;
-        }
-    }
-    return r;
-}
-
-fn mma(acc: Acc, lane: u32, a_at: u32, sa: u32, b_at: u32, sb: u32) -> Acc {
-    return mma_strided(acc, lane, a_at, sa, b_at, sb, 1u);
-}
-
-fn mma_t(acc: Acc, lane: u32, a_at: u32, sa: u32, b_at: u32, sb: u32) -> Acc {
-    return mma_strided(acc, lane, a_at, sa, b_at, 1u, sb);
-}
-
-fn acc_store(acc: Acc, lane: u32, at: u32) {
-    let col = lane % 16u;
-    {
-        let m = 0u;
-        fs[at + (lane / 16u + 2u * m) * FS + col] = acc.e[m];
-    }
-    {
-        let m = 1u;
-        fs[at + (lane / 16u + 2u * m) * FS + col] = acc.e[m];
-    }
-    {
-        let m = 2u;
-        fs[at + (lane / 16u + 2u * m) * FS + col] = acc.e[m];
-    }
-    {
-        let m = 3u;
-        fs[at + (lane / 16u + 2u * m) * FS + col] = acc.e[m];
-    }
-    {
-        let m = 4u;
-        fs[at + (lane / 16u + 2u * m) * FS + col] = acc.e[m];
-    }
-    {
-        let m = 5u;
-        fs[at + (lane / 16u + 2u * m) * FS + col] = acc.e[m];
-    }
-    {
-        let m = 6u;
-        fs[at + (lane / 16u + 2u * m) * FS + col] = acc.e[m];
-    }
-    {
-        let m = 7u;
-        fs[at + (lane / 16u + 2u * m) * FS + col] = acc.e[m];
-    }
-}
-
-// An A operand is its place in `h16`, read at each product (A's tiles do not change
-// while one is in use).
-alias ATile = u32;
-
-fn a_load(at: u32) -> ATile {
-    return at;
-}
-
-fn a_none() -> ATile {
-    return ZT;
-}
-
-fn mma_a(acc: Acc, lane: u32, a: ATile, b_at: u32, sb: u32) -> Acc {
-    return mma(acc, lane, a, 16u, b_at, sb);
-}
-
-// acc + A B with both in two parts (hi hi + lo hi + hi lo), the low parts `alo` and
-// `blo` further on.
-fn mma2(acc: Acc, lane: u32, a_at: u32, sa: u32, alo: u32, b_at: u32, sb: u32, blo: u32) -> Acc {
-    var r = mma(acc, lane, a_at, sa, b_at, sb);
-    r = mma(r, lane, a_at + alo, sa, b_at, sb);
-    return mma(r, lane, a_at, sa, b_at + blo, sb);
-}
-
-// ---- Loads ----
-
-// A lane's share of a [C][KB] block of q or k from key column c0: GROUPS vec4s, for
-// e = li + m WG_SIZE row e / (KB / 4), columns (e % (KB / 4)) * 4 on (0 past T and
-// past Dk; a dead step is zeroed where the block is staged).
-struct Quads {
-    a: vec4<f32>,
-    b: vec4<f32>,
-}
-
-fn quad_row(li: u32, m: u32) -> u32 {
-    return (li + m * WG_SIZE) / (KB / 4u);
-}
-
-fn quad_col(li: u32, m: u32) -> u32 {
-    return ((li + m * WG_SIZE) % (KB / 4u)) * 4u;
-}
-
-fn load_quads(d: GdnDims, h: Head, t0: u32, li: u32, c0: u32, is_q: bool) -> Quads {
-    var r = Quads(vec4(0.0), vec4(0.0));
-    for (var m = 0u; m < GROUPS; m++) {
-        let t = t0 + quad_row(li, m);
-        var x = vec4(0.0);
-        if t < d.steps {
-            let row = qk_row(d, h.b, t, h.hk);
-            let c = c0 + quad_col(li, m);
-            if is_q {
-                x = load_q(row, c, d.key_dim);
-            } else {
-                x = load_k(row, c, d.key_dim);
-            }
-        }
-        if m == 0u {
-            r.a = x;
-        } else {
-            r.b = x;
-        }
-    }
-    return r;
-}
-
-// Quad m of a lane's share, zero at a dead step.
-fn live_quad(x: Quads, li: u32, m: u32) -> vec4<f32> {
-    return select(vec4(0.0), select(x.a, x.b, m == 1u), live_sh[quad_row(li, m)] != 0.0h);
-}
-
-// A lane's 8 values of W's [C][BW] block of k from key column c0: row li / 4, columns
-// (li % 4) * 8 on (0 past T and past Dk).
-fn load_k_block(d: GdnDims, h: Head, t0: u32, li: u32, c0: u32) -> Quads {
-    let t = t0 + li / 4u;
-    if t < d.steps {
-        let row = qk_row(d, h.b, t, h.hk);
-        let c = c0 + (li % 4u) * 8u;
-        return Quads(load_k(row, c, d.key_dim), load_k(row, c + 4u, d.key_dim));
-    }
-    return Quads(vec4(0.0), vec4(0.0));
-}
-
-// v's elements i and i + 1: one word where bf16 pairs them (i even).
-fn load2_v(i: u32) -> vec2<f32> {
-    return vec2(load1_v(i), load1_v(i + 1u));
-}
-
-// A lane's 8 values of U's [C][BW] block of v from value column c0, in pairs: pair
-// p = li + m WG_SIZE (m < 4) is row p / (BW / 2), columns 2 (p % (BW / 2)) and the next,
-// in (a.xy, a.zw, b.xy, b.zw) (0 past T and past Dv).
-fn load_v_block(d: GdnDims, h: Head, t0: u32, li: u32, c0: u32) -> Quads {
-    var r = Quads(vec4(0.0), vec4(0.0));
-    for (var m = 0u; m < 4u; m++) {
-        let p = li + m * WG_SIZE;
-        let t = t0 + p / (BW / 2u);
-        let dv = c0 + (p % (BW / 2u)) * 2u;
-        var x = vec2(0.0);
-        if t < d.steps && dv < d.value_dim {
-            let i = v_index(d, h.b, t, h.hv, dv);
-            if dv + 1u < d.value_dim {
-                x = load2_v(i);
-            } else {
-                x.x = load1_v(i);
-            }
-        }
-        if m < 2u {
-            r.a[2u * m] = x.x;
-            r.a[2u * m + 1u] = x.y;
-        } else {
-            r.b[2u * m - 4u] = x.x;
-            r.b[2u * m - 3u] = x.y;
-        }
-    }
-    return r;
-}
-
-// Where the staged block's element (r, c) is: 4 x 2 tiles of 16 x 16 over X's.
-fn bs_at(r: u32, c: u32) -> u32 {
-    return BS + ((r / 16u) * 2u + c / 16u) * 256u + (r % 16u) * 16u + c % 16u;
-}
-
-// The Gram products' output tiles, three a subgroup (slot s = sg + 8 u): K K^T's 10
-// tiles on and below the diagonal, Q K^T's 10, and 4 spare (Q K^T above the diagonal,
-// unused). Each: row tile (bits 0-3), column tile (4-7), 1 for Q K^T (8), 1 if spare (9).
-const SLOTS = array<u32, 24>(
-    0x000u, 0x001u, 0x011u, 0x002u, 0x012u, 0x022u, 0x003u, 0x013u,
-    0x023u, 0x033u, 0x100u, 0x101u, 0x111u, 0x102u, 0x112u, 0x122u,
-    0x103u, 0x113u, 0x123u, 0x133u, 0x310u, 0x320u, 0x330u, 0x321u,
-);
-
-fn gram_products(acc: Acc, s: u32, lane: u32, ks: u32) -> Acc {
-    let w = SLOTS[s];
-    let a = select(GK, GQ, (w & 0x100u) != 0u) + (w & 15u) * 16u * KS + ks * 16u;
-    let b = GK + ((w >> 4u) & 15u) * 16u * KS + ks * 16u;
-    var r = mma_t(acc, lane, a, KS, b, KS);
-    if PARTS == 2u {
-        r = mma_t(r, lane, a + GLO, KS, b, KS);
-        r = mma_t(r, lane, a, KS, b + GLO, KS);
-    }
-    return r;
-}
-
-// Gam[i][j + x] for x = 0..3 (0 where j + x > i), j a multiple of 4: the product of
-// the gates over (top, i] for the row's highest column top = min(j + 3, i) from top's
-// suffix in its eight steps, the whole eights after it and i's prefix in its own (or the
-// gates themselves within one eight), then running products backwards along the row
-// (no ratio anywhere: a zero gate stays exact).
-fn gam_row4(i: u32, j: u32) -> vec4<f32> {
-    var out = vec4(0.0);
-    if j > i {
-        return out;
-    }
-    let top = min(j + 3u, i);
-    var r = 1.0;
-    var first = top + 1u;
-    if top / 8u < i / 8u {
-        r = suf_sh[top];
-        for (var b = top / 8u + 1u; b < i / 8u; b++) {
-            r *= eight_sh[b];
-        }
-        first = (i / 8u) * 8u;
-    }
-    for (var l = first; l < i + 1u; l++) {
-        r *= gate_sh[l];
-    }
-    for (var y = 0u; y < 4u; y++) {
-        let x = 3u - y;
-        if j + x <= i {
-            out[x] = r;
-            r *= gate_sh[j + x];
-        }
-    }
-    return out;
-}
-
-// Round u of the Gram products' tiles, in `fs`'s slots, four neighbouring columns of a
-// row an invocation: M = Gam o (Q K^T) out (rows i of Q K^T's tiles; one store), L0 =
-// beta K K^T's strictly lower elements into A in two parts (0 on and above the diagonal,
-// where the forward substitution writes the diagonal blocks without reading them).
-fn gram_round(u: u32, li: u32, tiles: u32, in_grid: bool) {
-    let s = li / SUBGROUP_WIDTH;
-    let w = SLOTS[s + SG_COUNT * u];
-    if (w & 0x200u) != 0u {
-        return;
-    }
-    let ti = (w & 15u) * 16u;
-    let tj = ((w >> 4u) & 15u) * 16u;
-    for (var m = 0u; m < 2u; m++) {
-        let e = li % SUBGROUP_WIDTH + m * SUBGROUP_WIDTH;
-        let r = e / 4u;
-        let c = (e % 4u) * 4u;
-        let i = ti + r;
-        let j = tj + c;
-        let at = slot_at(s) + r * FS + c;
-        let x = vec4(fs[at], fs[at + 1u], fs[at + 2u], fs[at + 3u]);
-        if (w & 0x100u) != 0u {
-            let v = select(vec4(0.0), gam_row4(i, j) * x, cols4(j) <= vec4(i));
-            if in_grid {
-                store_tile4(tiles + M_AT + tile_at(i, j, CHUNK), f16_range4(v));
-            }
-        } else {
-            let v = select(vec4(0.0), beta_sh[i] * x, cols4(j) < vec4(i));
-            put2x4(a_tile(ti / 16u, tj / 16u) + r * 16u + c, v);
-        }
-    }
-}
-
-fn kernel_main(li: u32, wg_in: u32, unused: u32) {
-    // No early return (naga then takes the products as outside uniform control flow).
-    let in_grid = wg_in < params.workgroups;
-    let chunk = chunk_at(min(wg_in, params.workgroups - 1u), li); // wgsl/chunk_at.wgsl
-    let d = chunk.d;
-    let h = chunk.h;
-    let ch = chunk.ch;
-    let t0 = chunk.n * CHUNK;
-    let sg = li / SUBGROUP_WIDTH;
-    let lane = li % SUBGROUP_WIDTH;
-    let tiles = ch * TILES_PER_CHUNK;
-
-    // 1. The gates; a masked step, and a step past T, is g = 1, beta = 0,
-    // k = q = v = 0. The first block's loads in flight meanwhile.
+// A masked step, and a step past T, is g = 1, beta = 0 (its k, q and v are zeroed where
+// the passes stage them).
+fn gates_in(li: u32, d: GdnDims, h: Head, t0: u32) {
     if li < CHUNK {
         let t = t0 + li;
         var live = t < d.steps;
@@ -876,11 +381,11 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         beta_sh[li] = bv;
         live_sh[li] = select(0.0h, 1.0h, live);
     }
-    var kx = load_quads(d, h, t0, li, 0u, false);
-    var qx = load_quads(d, h, t0, li, 0u, true);
-    workgroupBarrier();
-    // gam[i] = g[0] ... g[i] and G(C-1, j) = g[j+1] ... g[C-1], in order (unrolled over
-    // the whole chunk, so that the loads need not wait for the products).
+}
+
+// The running products in order (gam and G_end unrolled over the whole chunk, so that
+// loads the caller has in flight need not wait for them).
+fn gate_products(li: u32) {
     if li < CHUNK {
         var r = 1.0;
         {
@@ -1415,7 +920,10 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         }
         eight_sh[b] = r;
     }
-    workgroupBarrier();
+}
+
+// The decays of scratch block `ch`, `[3C]` f32 bits.
+fn decays_out(li: u32, ch: u32, in_grid: bool) {
     let dbase = ch * 3u * CHUNK;
     if in_grid && li < CHUNK {
         store_decay(dbase + li, bitcast<u32>(gam_sh[li]));
@@ -1424,1981 +932,1957 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             store_decay(dbase + 2u * CHUNK, bitcast<u32>(gam_sh[li]));
         }
     }
+}
 
-    // 2. K K^T and Q K^T, KB key columns a block.
-    var acc0 = acc_zero();
-    var acc1 = acc_zero();
-    var acc2 = acc_zero();
+// Columns j .. j + 3, to compare with a row's index.
+fn cols4(j: u32) -> vec4<u32> {
+    return vec4(j, j + 1u, j + 2u, j + 3u);
+}
+
+// Gam[i][j + x] = g[j+x+1] ... g[i] for x = 0..3 (0 where j + x > i), j a multiple of 4:
+// the product of the gates over (top, i] for the row's highest column top = min(j + 3,
+// i) from top's suffix in its eight steps, the whole eights after it and i's prefix in
+// its own (or the gates themselves within one eight), then running products backwards
+// along the row.
+fn gam_row4(i: u32, j: u32) -> vec4<f32> {
+    var out = vec4(0.0);
+    if j > i {
+        return out;
+    }
+    let top = min(j + 3u, i);
+    var r = 1.0;
+    var first = top + 1u;
+    if top / 8u < i / 8u {
+        r = suf_sh[top];
+        for (var b = top / 8u + 1u; b < i / 8u; b++) {
+            r *= eight_sh[b];
+        }
+        first = (i / 8u) * 8u;
+    }
+    for (var l = first; l < i + 1u; l++) {
+        r *= gate_sh[l];
+    }
+    for (var y = 0u; y < 4u; y++) {
+        let x = 3u - y;
+        if j + x <= i {
+            out[x] = r;
+            r *= gate_sh[j + x];
+        }
+    }
+    return out;
+}
+
+// How many of begin, begin + stride, begin + 2 stride, ... lie below end (stride >= 1):
+// the trip count of a strided walk whose end is known only at run time, written
+// `for (var n = 0u; n < strides(begin, end, stride); n++) { let x = begin + n * stride; }`.
+// The loop rule (src/gpu/loops.rs) proves such a loop ends; `x += stride` towards a
+// run-time end could wrap past u32's largest value, and the rule refuses it.
+fn strides(begin: u32, end: u32, stride: u32) -> u32 {
+    if begin >= end {
+        return 0u;
+    }
+    let span = end - begin;
+    return span / stride + select(0u, 1u, span % stride != 0u);
+}
+
+// T = (I + L)^-1 for record_chunked's first passes, in workgroup memory: L's strict
+// lower triangle in l_sh (row i at tri(i)) becomes T's, blockwise (16 x 16 blocks),
+// every step spread over the workgroup with no per-invocation array to index
+// dynamically. The root provides l_sh and a scratch stage of at least CHUNK * BLOCK
+// f32 (stage_at / stage_set, [..][BLOCK]); both are free on entry, and l_sh holds T
+// on return (after a barrier).
+
+const BLOCK: u32 = 16u;
+const BLOCKS: u32 = CHUNK / BLOCK;
+
+// Where row i of a strict lower triangle begins in l_sh.
+fn tri(i: u32) -> u32 {
+    return i * (i - 1u) / 2u;
+}
+
+// Call in workgroup-uniform control flow, after a barrier that completes l_sh.
+fn invert_unit_lower(li: u32) {
+    // T's diagonal blocks: one invocation per column c of a block (all blocks at once),
+    // by forward substitution, into the stage as [C][BLOCK]:
+    // T[r][c] = -sum_{s=c..r-1} L[r][s] T[s][c], T[c][c] = 1.
+    if li < CHUNK {
+        let b0 = li - li % BLOCK;
+        let c = li % BLOCK;
+        for (var r = c + 1u; r < BLOCK; r++) {
+            let lrow = tri(b0 + r) + b0;
+            var acc = l_sh[lrow + c];
+            for (var s = c + 1u; s < r; s++) {
+                acc += l_sh[lrow + s] * stage_at(b0 + s, c);
+            }
+            stage_set(b0 + r, c, -acc);
+        }
+    }
+    workgroupBarrier(); // the diagonal blocks' columns are complete
+    for (var e = li; e < CHUNK * BLOCK; e += WG_SIZE) {
+        let row = e / BLOCK;
+        let c = e % BLOCK;
+        if c < row % BLOCK {
+            l_sh[tri(row) + row - row % BLOCK + c] = stage_at(row, c);
+        }
+    }
+    workgroupBarrier(); // the diagonal blocks of T are in l_sh; the stage is read
+
+    // The blocks left of the diagonal, block row by block row (row rb BLOCK + r, column
+    // j BLOCK + c, j < rb): T[row][col] = -sum_{s=col..row-1} L[row][s] T[s][col], split
+    // at s = rb BLOCK: the part X over the rows of T already formed, then
+    // T_rb,j = -T_rb,rb X_rb,j. X is in the stage as [j][r][c].
+    for (var rb = 1u; rb < BLOCKS; rb++) {
+        let r0 = rb * BLOCK;
+        for (var n = 0u; n < strides(li, rb * BLOCK * BLOCK, WG_SIZE); n++) {
+            let e = li + n * WG_SIZE;
+            let row = r0 + (e / BLOCK) % BLOCK;
+            let col = e / (BLOCK * BLOCK) * BLOCK + e % BLOCK;
+            let lrow = tri(row);
+            var acc = l_sh[lrow + col]; // T[col][col] = 1
+            var ts = tri(col + 1u) + col; // T[s][col], s = col + 1
+            for (var s = col + 1u; s < r0; s++) {
+                acc += l_sh[lrow + s] * l_sh[ts];
+                ts += s;
+            }
+            stage_set(e / BLOCK, e % BLOCK, acc);
+        }
+        workgroupBarrier(); // X is complete
+        for (var n = 0u; n < strides(li, rb * BLOCK * BLOCK, WG_SIZE); n++) {
+            let e = li + n * WG_SIZE;
+            let r = (e / BLOCK) % BLOCK;
+            let c = e % BLOCK;
+            // X_rb,j's first row in the stage, and block j's first column of T.
+            let xj = e / (BLOCK * BLOCK) * BLOCK;
+            let lrow = tri(r0 + r);
+            var acc = stage_at(xj + r, c);
+            for (var s = 0u; s < r; s++) {
+                acc += l_sh[lrow + r0 + s] * stage_at(xj + s, c);
+            }
+            // Only block rb's L entries left of the diagonal are replaced: T_rb,rb and
+            // X, which this loop reads, are not.
+            l_sh[lrow + xj + c] = -acc;
+        }
+        workgroupBarrier(); // block row rb of T is complete; X is read
+    }
+}
+
+// record_chunked's first pass on vector units (the fast path's where no adapter has
+// cooperative matrices; chunk_prep_coop.wgsl is the same pass on matrix units): one
+// workgroup of 256 invocations per (b, hv, chunk of CHUNK = 64 steps), independent of
+// every other, all in f32 but the stored tiles. It writes what the walk and the output
+// pass read (cpu_fast.rs is its twin):
+//   tiles   W = diag(gam) A0 diag(beta) K, gam Q, (G_end K)^T and M = Gam o (Q K^T),
+//           as the f16 16 x 16 tiles of chunk_tiles.wgsl
+//   u       U = (Gam o A0) diag(beta) V, f32                         [C][Dv]
+//   decay   gam[i], G(C-1, j), gam[C-1]                              [3C]
+// with A0 = (I + tril(diag(beta) K K^T, -1))^-1 from k and beta alone and Gam by
+// running products (the decay-free solve: cpu_fast.rs has its identity). Phases,
+// barriers between:
+//   1. the gates (wgsl/chunk_gates.wgsl)
+//   2. K K^T and Q K^T over blocks of KB key columns staged in f32 (the next block's
+//      loads in flight through each block's products); an invocation makes the
+//      elements (ri + 16 m, cj + 16 n), n <= m, of both: 10 of 16, the rest above the
+//      diagonal. gam Q's and (G_end K)^T's tiles on the way.
+//   3. L = beta K K^T's strict lower triangle into l_sh; Q K^T's lower one staged
+//   4. M out, four columns a store, Gam along the rows
+//   5. A0 = (I + L)^-1 in l_sh (wgsl/chunk_solve.wgsl)
+//   6. A = A0 diag(beta) into `a_sh`'s row blocks (the diagonal beta, zeros above it)
+//   7. W = diag(gam) A K: an invocation rows r + 16 m, eight key columns, k straight
+//      from memory (16 invocations read each word); then A becomes Gam o A in place and
+//      U = A V the same way over the value columns.
+// A past the grid's end (a folded grid) redoes the last workgroup and writes nothing.
+
+// The Gram products' blocks: KB key columns, rows of SQ vec4s (one past the block's,
+// so that the rows a quarter of a subgroup reads fall in different banks).
+const KB: u32 = 16u;
+const KBLOCKS: u32 = TILE_DK / KB;
+const SQ: u32 = KB / 4u + 1u;
+// `a_sh` in four lives:
+//   phase 2       k's and q's staged blocks, [C][SQ] each, q's from QS
+//   phases 3-4    Q K^T's lower triangle, row i at i (i + 1) / 2 (f32 elements)
+//   phase 5       the solve's stage, [C][BLOCK] (stage_at)
+//   phases 6-7    A's rows: row i of block b = i / 16 holds columns 0 .. 16 (b + 1) - 1,
+//                 from a_row(i), a row's vec4s one past a multiple of 4 (in different
+//                 banks); 16 x (5 + 9 + 13 + 17) vec4s
+const QS: u32 = CHUNK * SQ;
+const A_LEN: u32 = 16u * (5u + 9u + 13u + 17u);
+var<workgroup> a_sh: array<vec4<f32>, max(2u * QS, A_LEN)>;
+// L's, then A0's, strict lower triangle (wgsl/chunk_solve.wgsl's `tri`).
+var<workgroup> l_sh: array<f32, CHUNK * (CHUNK - 1u) / 2u>;
+
+// The f32 element `at` of `a_sh` (its three scalar lives).
+fn a_get(at: u32) -> f32 {
+    return a_sh[at / 4u][at % 4u];
+}
+
+fn a_set(at: u32, x: f32) {
+    a_sh[at / 4u][at % 4u] = x;
+}
+
+fn stage_at(row: u32, c: u32) -> f32 {
+    return a_get(row * BLOCK + c);
+}
+
+fn stage_set(row: u32, c: u32, x: f32) {
+    a_set(row * BLOCK + c, x);
+}
+
+// Where A's row i begins in `a_sh` (vec4s): the blocks above it, then its rows.
+fn a_row(i: u32) -> u32 {
+    let b = i / 16u;
+    return 16u * (b * (2u * b + 3u)) + (i % 16u) * (4u * b + 5u);
+}
+
+fn f16_range4(v: vec4<f32>) -> vec4<f32> {
+    return vec4(to_f16_range(v.x), to_f16_range(v.y), to_f16_range(v.z), to_f16_range(v.w));
+}
+
+// Four consecutive values of a tile's row from `at` (a multiple of 4), rounded to f16
+// within its range.
+fn store_tile4(at: u32, v: vec4<f32>) {
+    store_tiles(at, 0u, 4u, f16_range4(v));
+}
+
+// Key quad `x` of the block from column c0 at step t, 0 past T (the live flag zeroes a
+// masked step where it is staged).
+fn qk_quad(d: GdnDims, h: Head, t: u32, c: u32, is_q: bool) -> vec4<f32> {
+    if t >= d.steps {
+        return vec4(0.0);
+    }
+    let row = qk_row(d, h.b, t, h.hk);
+    if is_q {
+        return load_q(row, c, d.key_dim);
+    }
+    return load_k(row, c, d.key_dim);
+}
+
+// v's elements i and i + 1: one word where bf16 pairs them (i even).
+fn load2_v(i: u32) -> vec2<f32> {
+    return vec2(load1_v(i), load1_v(i + 1u));
+}
+
+// Eight columns from c of step j's k (`is_v` false) or v, 0 at a dead step and past Dk
+// or Dv.
+fn octet(d: GdnDims, h: Head, t0: u32, j: u32, c: u32, is_v: bool) -> array<vec4<f32>, 2> {
+    var r = array<vec4<f32>, 2>(vec4(0.0), vec4(0.0));
+    if live_sh[j] == 0.0h {
+        return r;
+    }
+    let t = t0 + j;
+    if !is_v {
+        let row = qk_row(d, h.b, t, h.hk);
+        r[0] = load_k(row, c, d.key_dim);
+        r[1] = load_k(row, c + 4u, d.key_dim);
+        return r;
+    }
+    let i = v_index(d, h.b, t, h.hv, c);
+    {
+        let p = 0u;
+        let dv = c + 2u * p;
+        var x = vec2(0.0);
+        if dv + 1u < d.value_dim {
+            x = load2_v(i + 2u * p);
+        } else if dv < d.value_dim {
+            x.x = load1_v(i + 2u * p);
+        }
+        r[p / 2u][2u * (p % 2u)] = x.x;
+        r[p / 2u][2u * (p % 2u) + 1u] = x.y;
+    }
+    {
+        let p = 1u;
+        let dv = c + 2u * p;
+        var x = vec2(0.0);
+        if dv + 1u < d.value_dim {
+            x = load2_v(i + 2u * p);
+        } else if dv < d.value_dim {
+            x.x = load1_v(i + 2u * p);
+        }
+        r[p / 2u][2u * (p % 2u)] = x.x;
+        r[p / 2u][2u * (p % 2u) + 1u] = x.y;
+    }
+    {
+        let p = 2u;
+        let dv = c + 2u * p;
+        var x = vec2(0.0);
+        if dv + 1u < d.value_dim {
+            x = load2_v(i + 2u * p);
+        } else if dv < d.value_dim {
+            x.x = load1_v(i + 2u * p);
+        }
+        r[p / 2u][2u * (p % 2u)] = x.x;
+        r[p / 2u][2u * (p % 2u) + 1u] = x.y;
+    }
+    {
+        let p = 3u;
+        let dv = c + 2u * p;
+        var x = vec2(0.0);
+        if dv + 1u < d.value_dim {
+            x = load2_v(i + 2u * p);
+        } else if dv < d.value_dim {
+            x.x = load1_v(i + 2u * p);
+        }
+        r[p / 2u][2u * (p % 2u)] = x.x;
+        r[p / 2u][2u * (p % 2u) + 1u] = x.y;
+    }
+    return r;
+}
+
+// A's rows r + 16 m (m < ROW_GROUPS) times the chunk's k or v (`is_v`) at eight columns
+// from c. A row of block b has 16 (b + 1) columns in `a_sh`, zeros above the diagonal:
+// block column jb enters the rows of blocks m >= jb.
+fn a_times(d: GdnDims, h: Head, t0: u32, r: u32, c: u32, is_v: bool) -> array<array<vec4<f32>, 2>, ROW_GROUPS> {
+    var acc: array<array<vec4<f32>, 2>, ROW_GROUPS>;
+    var rows: array<u32, ROW_GROUPS>;
+    {
+        let m = 0u;
+        rows[m] = a_row(r + 16u * m);
+    }
+    {
+        let m = 1u;
+        rows[m] = a_row(r + 16u * m);
+    }
+    {
+        let m = 2u;
+        rows[m] = a_row(r + 16u * m);
+    }
+    {
+        let m = 3u;
+        rows[m] = a_row(r + 16u * m);
+    }
+    for (var jb = 0u; jb < ROW_GROUPS; jb++) {
+        {
+            let jq = 0u;
+            var a: array<vec4<f32>, ROW_GROUPS>;
+            {
+                let m = 0u;
+                if m >= jb {
+                    a[m] = a_sh[rows[m] + 4u * jb + jq];
+                }
+            }
+            {
+                let m = 1u;
+                if m >= jb {
+                    a[m] = a_sh[rows[m] + 4u * jb + jq];
+                }
+            }
+            {
+                let m = 2u;
+                if m >= jb {
+                    a[m] = a_sh[rows[m] + 4u * jb + jq];
+                }
+            }
+            {
+                let m = 3u;
+                if m >= jb {
+                    a[m] = a_sh[rows[m] + 4u * jb + jq];
+                }
+            }
+            {
+                let y = 0u;
+                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                {
+                    let m = 0u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 1u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 2u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 3u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+            }
+            {
+                let y = 1u;
+                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                {
+                    let m = 0u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 1u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 2u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 3u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+            }
+            {
+                let y = 2u;
+                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                {
+                    let m = 0u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 1u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 2u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 3u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+            }
+            {
+                let y = 3u;
+                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                {
+                    let m = 0u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 1u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 2u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 3u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+            }
+        }
+        {
+            let jq = 1u;
+            var a: array<vec4<f32>, ROW_GROUPS>;
+            {
+                let m = 0u;
+                if m >= jb {
+                    a[m] = a_sh[rows[m] + 4u * jb + jq];
+                }
+            }
+            {
+                let m = 1u;
+                if m >= jb {
+                    a[m] = a_sh[rows[m] + 4u * jb + jq];
+                }
+            }
+            {
+                let m = 2u;
+                if m >= jb {
+                    a[m] = a_sh[rows[m] + 4u * jb + jq];
+                }
+            }
+            {
+                let m = 3u;
+                if m >= jb {
+                    a[m] = a_sh[rows[m] + 4u * jb + jq];
+                }
+            }
+            {
+                let y = 0u;
+                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                {
+                    let m = 0u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 1u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 2u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 3u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+            }
+            {
+                let y = 1u;
+                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                {
+                    let m = 0u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 1u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 2u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 3u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+            }
+            {
+                let y = 2u;
+                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                {
+                    let m = 0u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 1u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 2u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 3u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+            }
+            {
+                let y = 3u;
+                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                {
+                    let m = 0u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 1u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 2u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 3u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+            }
+        }
+        {
+            let jq = 2u;
+            var a: array<vec4<f32>, ROW_GROUPS>;
+            {
+                let m = 0u;
+                if m >= jb {
+                    a[m] = a_sh[rows[m] + 4u * jb + jq];
+                }
+            }
+            {
+                let m = 1u;
+                if m >= jb {
+                    a[m] = a_sh[rows[m] + 4u * jb + jq];
+                }
+            }
+            {
+                let m = 2u;
+                if m >= jb {
+                    a[m] = a_sh[rows[m] + 4u * jb + jq];
+                }
+            }
+            {
+                let m = 3u;
+                if m >= jb {
+                    a[m] = a_sh[rows[m] + 4u * jb + jq];
+                }
+            }
+            {
+                let y = 0u;
+                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                {
+                    let m = 0u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 1u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 2u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 3u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+            }
+            {
+                let y = 1u;
+                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                {
+                    let m = 0u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 1u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 2u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 3u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+            }
+            {
+                let y = 2u;
+                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                {
+                    let m = 0u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 1u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 2u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 3u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+            }
+            {
+                let y = 3u;
+                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                {
+                    let m = 0u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 1u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 2u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 3u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+            }
+        }
+        {
+            let jq = 3u;
+            var a: array<vec4<f32>, ROW_GROUPS>;
+            {
+                let m = 0u;
+                if m >= jb {
+                    a[m] = a_sh[rows[m] + 4u * jb + jq];
+                }
+            }
+            {
+                let m = 1u;
+                if m >= jb {
+                    a[m] = a_sh[rows[m] + 4u * jb + jq];
+                }
+            }
+            {
+                let m = 2u;
+                if m >= jb {
+                    a[m] = a_sh[rows[m] + 4u * jb + jq];
+                }
+            }
+            {
+                let m = 3u;
+                if m >= jb {
+                    a[m] = a_sh[rows[m] + 4u * jb + jq];
+                }
+            }
+            {
+                let y = 0u;
+                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                {
+                    let m = 0u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 1u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 2u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 3u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+            }
+            {
+                let y = 1u;
+                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                {
+                    let m = 0u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 1u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 2u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 3u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+            }
+            {
+                let y = 2u;
+                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                {
+                    let m = 0u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 1u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 2u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 3u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+            }
+            {
+                let y = 3u;
+                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                {
+                    let m = 0u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 1u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 2u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+                {
+                    let m = 3u;
+                    if m >= jb {
+                        acc[m][0] += a[m][y] * x[0];
+                        acc[m][1] += a[m][y] * x[1];
+                    }
+                }
+            }
+        }
+    }
+    return acc;
+}
+
+fn kernel_main(li: u32, wg_in: u32, unused: u32) {
+    // No early return: every invocation reaches every barrier.
+    let in_grid = wg_in < params.workgroups;
+    let chunk = chunk_at(min(wg_in, params.workgroups - 1u), li); // wgsl/chunk_at.wgsl
+    let d = chunk.d;
+    let h = chunk.h;
+    let ch = chunk.ch;
+    let t0 = chunk.n * CHUNK;
+    let tiles = ch * TILES_PER_CHUNK;
+
+    // 1. The gates, the first block's loads in flight meanwhile: invocation li stages
+    // quad li % 4 of step li / 4's k and q.
+    gates_in(li, d, h, t0);
+    let srow = li / 4u;
+    let sq = li % 4u;
+    var kx = qk_quad(d, h, t0 + srow, 4u * sq, false);
+    var qx = qk_quad(d, h, t0 + srow, 4u * sq, true);
+    workgroupBarrier();
+    gate_products(li);
+    workgroupBarrier();
+    decays_out(li, ch, in_grid);
+
+    // 2. The Gram products. A quarter of a subgroup reads eight rows ri (one vec4
+    // each, in different banks) and four rows cj (broadcast).
+    let ri = li % 8u + 8u * ((li / 32u) % 2u);
+    let cj = (li / 8u) % 4u + 4u * (li / 64u);
+    var kk: array<array<f32, ROW_GROUPS>, ROW_GROUPS>;
+    var qk: array<array<f32, ROW_GROUPS>, ROW_GROUPS>;
     for (var blk = 0u; blk < KBLOCKS; blk++) {
         let c0 = blk * KB;
-        for (var m = 0u; m < GROUPS; m++) {
-            let i = quad_row(li, m);
-            let c = quad_col(li, m);
-            let kv = live_quad(kx, li, m);
-            let qv = live_quad(qx, li, m);
-            // (G_end K)^T's block, transposed here from the lanes' k (one rounding); a
-            // zero decay adds nothing, whatever k is.
-            let e = end_sh[i];
-            for (var x = 0u; x < 4u; x++) {
-                if PARTS == 2u {
-                    put2(GK + i * KS + c + x, GLO, kv[x]);
-                    put2(GQ + i * KS + c + x, GLO, qv[x]);
-                } else {
-                    h16[GK + i * KS + c + x] = half16(kv[x]);
-                    h16[GQ + i * KS + c + x] = half16(qv[x]);
-                }
-                h16[GT + (c + x) * HS + i] = half16(select(0.0, e * kv[x], e != 0.0));
-            }
-        }
+        let live = live_sh[srow] != 0.0h;
+        a_sh[srow * SQ + sq] = select(vec4(0.0), kx, live);
+        a_sh[QS + srow * SQ + sq] = select(vec4(0.0), qx, live);
         workgroupBarrier(); // the block is staged
-        // The next block's loads in flight through this block's products (issued after
-        // the barrier rather than before it: 2% faster on an H100).
         if blk + 1u < KBLOCKS {
-            kx = load_quads(d, h, t0, li, c0 + KB, false);
-            qx = load_quads(d, h, t0, li, c0 + KB, true);
+            kx = qk_quad(d, h, t0 + srow, c0 + KB + 4u * sq, false);
+            qx = qk_quad(d, h, t0 + srow, c0 + KB + 4u * sq, true);
         }
-        for (var ks = 0u; ks < GROUPS; ks++) {
-            acc0 = gram_products(acc0, sg, lane, ks);
-            acc1 = gram_products(acc1, sg + SG_COUNT, lane, ks);
-            acc2 = gram_products(acc2, sg + 2u * SG_COUNT, lane, ks);
+        {
+            let x = 0u;
+            var kr: array<vec4<f32>, ROW_GROUPS>;
+            var qr: array<vec4<f32>, ROW_GROUPS>;
+            var kc: array<vec4<f32>, ROW_GROUPS>;
+            {
+                let m = 0u;
+                kr[m] = a_sh[(ri + 16u * m) * SQ + x];
+                qr[m] = a_sh[QS + (ri + 16u * m) * SQ + x];
+                kc[m] = a_sh[(cj + 16u * m) * SQ + x];
+            }
+            {
+                let m = 1u;
+                kr[m] = a_sh[(ri + 16u * m) * SQ + x];
+                qr[m] = a_sh[QS + (ri + 16u * m) * SQ + x];
+                kc[m] = a_sh[(cj + 16u * m) * SQ + x];
+            }
+            {
+                let m = 2u;
+                kr[m] = a_sh[(ri + 16u * m) * SQ + x];
+                qr[m] = a_sh[QS + (ri + 16u * m) * SQ + x];
+                kc[m] = a_sh[(cj + 16u * m) * SQ + x];
+            }
+            {
+                let m = 3u;
+                kr[m] = a_sh[(ri + 16u * m) * SQ + x];
+                qr[m] = a_sh[QS + (ri + 16u * m) * SQ + x];
+                kc[m] = a_sh[(cj + 16u * m) * SQ + x];
+            }
+            {
+                let m = 0u;
+                {
+                    let n = 0u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 1u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 2u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 3u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+            }
+            {
+                let m = 1u;
+                {
+                    let n = 0u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 1u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 2u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 3u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+            }
+            {
+                let m = 2u;
+                {
+                    let n = 0u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 1u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 2u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 3u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+            }
+            {
+                let m = 3u;
+                {
+                    let n = 0u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 1u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 2u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 3u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+            }
         }
-        // gam Q's and (G_end K)^T's tiles of the block out, four neighbouring columns
-        // an invocation and store (q from its staged parts).
-        for (var m = 0u; m < GROUPS; m++) {
-            let e = li + m * WG_SIZE;
-            let i = e / (KB / 4u);
-            let c = (e % (KB / 4u)) * 4u;
-            var qv = h16x4(GQ + i * KS + c);
-            if PARTS == 2u {
-                qv += h16x4(GQ + GLO + i * KS + c);
+        {
+            let x = 1u;
+            var kr: array<vec4<f32>, ROW_GROUPS>;
+            var qr: array<vec4<f32>, ROW_GROUPS>;
+            var kc: array<vec4<f32>, ROW_GROUPS>;
+            {
+                let m = 0u;
+                kr[m] = a_sh[(ri + 16u * m) * SQ + x];
+                qr[m] = a_sh[QS + (ri + 16u * m) * SQ + x];
+                kc[m] = a_sh[(cj + 16u * m) * SQ + x];
             }
-            let r = e / (CHUNK / 4u);
-            let j = (e % (CHUNK / 4u)) * 4u;
-            if in_grid {
-                store_tile4(tiles + QG_AT + tile_at(i, c0 + c, TILE_DK), f16_range4(gam_sh[i] * qv));
-                store_tile4(tiles + KT_AT + tile_at(c0 + r, j, CHUNK), h16x4(GT + r * HS + j));
+            {
+                let m = 1u;
+                kr[m] = a_sh[(ri + 16u * m) * SQ + x];
+                qr[m] = a_sh[QS + (ri + 16u * m) * SQ + x];
+                kc[m] = a_sh[(cj + 16u * m) * SQ + x];
             }
+            {
+                let m = 2u;
+                kr[m] = a_sh[(ri + 16u * m) * SQ + x];
+                qr[m] = a_sh[QS + (ri + 16u * m) * SQ + x];
+                kc[m] = a_sh[(cj + 16u * m) * SQ + x];
+            }
+            {
+                let m = 3u;
+                kr[m] = a_sh[(ri + 16u * m) * SQ + x];
+                qr[m] = a_sh[QS + (ri + 16u * m) * SQ + x];
+                kc[m] = a_sh[(cj + 16u * m) * SQ + x];
+            }
+            {
+                let m = 0u;
+                {
+                    let n = 0u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 1u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 2u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 3u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+            }
+            {
+                let m = 1u;
+                {
+                    let n = 0u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 1u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 2u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 3u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+            }
+            {
+                let m = 2u;
+                {
+                    let n = 0u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 1u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 2u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 3u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+            }
+            {
+                let m = 3u;
+                {
+                    let n = 0u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 1u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 2u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 3u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+            }
+        }
+        {
+            let x = 2u;
+            var kr: array<vec4<f32>, ROW_GROUPS>;
+            var qr: array<vec4<f32>, ROW_GROUPS>;
+            var kc: array<vec4<f32>, ROW_GROUPS>;
+            {
+                let m = 0u;
+                kr[m] = a_sh[(ri + 16u * m) * SQ + x];
+                qr[m] = a_sh[QS + (ri + 16u * m) * SQ + x];
+                kc[m] = a_sh[(cj + 16u * m) * SQ + x];
+            }
+            {
+                let m = 1u;
+                kr[m] = a_sh[(ri + 16u * m) * SQ + x];
+                qr[m] = a_sh[QS + (ri + 16u * m) * SQ + x];
+                kc[m] = a_sh[(cj + 16u * m) * SQ + x];
+            }
+            {
+                let m = 2u;
+                kr[m] = a_sh[(ri + 16u * m) * SQ + x];
+                qr[m] = a_sh[QS + (ri + 16u * m) * SQ + x];
+                kc[m] = a_sh[(cj + 16u * m) * SQ + x];
+            }
+            {
+                let m = 3u;
+                kr[m] = a_sh[(ri + 16u * m) * SQ + x];
+                qr[m] = a_sh[QS + (ri + 16u * m) * SQ + x];
+                kc[m] = a_sh[(cj + 16u * m) * SQ + x];
+            }
+            {
+                let m = 0u;
+                {
+                    let n = 0u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 1u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 2u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 3u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+            }
+            {
+                let m = 1u;
+                {
+                    let n = 0u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 1u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 2u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 3u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+            }
+            {
+                let m = 2u;
+                {
+                    let n = 0u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 1u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 2u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 3u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+            }
+            {
+                let m = 3u;
+                {
+                    let n = 0u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 1u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 2u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 3u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+            }
+        }
+        {
+            let x = 3u;
+            var kr: array<vec4<f32>, ROW_GROUPS>;
+            var qr: array<vec4<f32>, ROW_GROUPS>;
+            var kc: array<vec4<f32>, ROW_GROUPS>;
+            {
+                let m = 0u;
+                kr[m] = a_sh[(ri + 16u * m) * SQ + x];
+                qr[m] = a_sh[QS + (ri + 16u * m) * SQ + x];
+                kc[m] = a_sh[(cj + 16u * m) * SQ + x];
+            }
+            {
+                let m = 1u;
+                kr[m] = a_sh[(ri + 16u * m) * SQ + x];
+                qr[m] = a_sh[QS + (ri + 16u * m) * SQ + x];
+                kc[m] = a_sh[(cj + 16u * m) * SQ + x];
+            }
+            {
+                let m = 2u;
+                kr[m] = a_sh[(ri + 16u * m) * SQ + x];
+                qr[m] = a_sh[QS + (ri + 16u * m) * SQ + x];
+                kc[m] = a_sh[(cj + 16u * m) * SQ + x];
+            }
+            {
+                let m = 3u;
+                kr[m] = a_sh[(ri + 16u * m) * SQ + x];
+                qr[m] = a_sh[QS + (ri + 16u * m) * SQ + x];
+                kc[m] = a_sh[(cj + 16u * m) * SQ + x];
+            }
+            {
+                let m = 0u;
+                {
+                    let n = 0u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 1u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 2u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 3u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+            }
+            {
+                let m = 1u;
+                {
+                    let n = 0u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 1u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 2u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 3u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+            }
+            {
+                let m = 2u;
+                {
+                    let n = 0u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 1u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 2u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 3u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+            }
+            {
+                let m = 3u;
+                {
+                    let n = 0u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 1u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 2u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+                {
+                    let n = 3u;
+                    if n <= m {
+                        kk[m][n] += dot(kr[m], kc[n]);
+                        qk[m][n] += dot(qr[m], kc[n]);
+                    }
+                }
+            }
+        }
+        // gam Q's tiles of the block (step srow, quad sq) and (G_end K)^T's (key column
+        // c0 + li % 16, steps 4 (li / 16) ..; a zero decay adds nothing, whatever k is).
+        let qv = a_sh[QS + srow * SQ + sq];
+        let kc = li % 16u;
+        let j = 4u * (li / 16u);
+        var kt = vec4(0.0);
+        for (var y = 0u; y < 4u; y++) {
+            let e = end_sh[j + y];
+            kt[y] = select(0.0, e * a_get(4u * ((j + y) * SQ) + kc), e != 0.0);
+        }
+        if in_grid {
+            store_tile4(tiles + QG_AT + tile_at(srow, c0 + 4u * sq, TILE_DK), gam_sh[srow] * qv);
+            store_tile4(tiles + KT_AT + tile_at(c0 + kc, j, CHUNK), kt);
         }
         workgroupBarrier(); // the block is read
     }
-    // W's first block of k (again: from L2), in flight through phases 3 to 5.
-    var pre = load_k_block(d, h, t0, li, 0u);
 
-    // 3. The Gram tiles through `fs`, 8 a round. Round 0 also zeroes A's zero tile and
-    // M's tiles above the diagonal.
-    acc_store(acc0, lane, slot_at(sg));
-    workgroupBarrier();
-    gram_round(0u, li, tiles, in_grid);
-    h16[ZT + li] = f16(0.0);
-    for (var m = 0u; m < 2u; m++) {
-        // 6 tiles, four values a store: (0,1) (0,2) (0,3) (1,2) (1,3) (2,3)
-        let e = (li + m * WG_SIZE) * 4u;
-        let tb = e / 256u;
-        let rt = select(0u, select(1u, 2u, tb >= 5u), tb >= 3u);
-        let ct = tb + 1u - select(0u, select(2u, 3u, tb >= 5u), tb >= 3u);
-        let i = rt * 16u + (e % 256u) / 16u;
-        let j = ct * 16u + e % 16u;
-        if in_grid && tb < 6u {
-            store_tile4(tiles + M_AT + tile_at(i, j, CHUNK), vec4(0.0));
+    // 3. L's strict lower triangle (0 at dead steps: their k and beta are) and Q K^T's
+    // lower one.
+    {
+        let m = 0u;
+        {
+            let n = 0u;
+            let i = ri + 16u * m;
+            let j = cj + 16u * n;
+            if n <= m && j < i {
+                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+            }
+            if n <= m && j <= i {
+                a_set(i * (i + 1u) / 2u + j, qk[m][n]);
+            }
+        }
+        {
+            let n = 1u;
+            let i = ri + 16u * m;
+            let j = cj + 16u * n;
+            if n <= m && j < i {
+                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+            }
+            if n <= m && j <= i {
+                a_set(i * (i + 1u) / 2u + j, qk[m][n]);
+            }
+        }
+        {
+            let n = 2u;
+            let i = ri + 16u * m;
+            let j = cj + 16u * n;
+            if n <= m && j < i {
+                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+            }
+            if n <= m && j <= i {
+                a_set(i * (i + 1u) / 2u + j, qk[m][n]);
+            }
+        }
+        {
+            let n = 3u;
+            let i = ri + 16u * m;
+            let j = cj + 16u * n;
+            if n <= m && j < i {
+                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+            }
+            if n <= m && j <= i {
+                a_set(i * (i + 1u) / 2u + j, qk[m][n]);
+            }
         }
     }
-    workgroupBarrier();
-    acc_store(acc1, lane, slot_at(sg));
-    workgroupBarrier();
-    gram_round(1u, li, tiles, in_grid);
-    workgroupBarrier();
-    acc_store(acc2, lane, slot_at(sg));
-    workgroupBarrier();
-    gram_round(2u, li, tiles, in_grid);
-    workgroupBarrier();
-
-    // 4. A0's diagonal blocks, an invocation a column c of block b0 / 16:
-    // X[r][c] = -sum_{s<r} L0[r][s] X[s][c], X[c][c] = 1, 0 above; in place of L0's
-    // block after a barrier.
-    var x: array<f32, TILE16>;
-    let b0 = (li % CHUNK) - li % 16u;
-    let dt = a_tile(b0 / 16u, b0 / 16u);
-    let col = li % 16u;
-    if li < CHUNK {
+    {
+        let m = 1u;
         {
-            let r = 0u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
+            let n = 0u;
+            let i = ri + 16u * m;
+            let j = cj + 16u * n;
+            if n <= m && j < i {
+                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
             }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
+            if n <= m && j <= i {
+                a_set(i * (i + 1u) / 2u + j, qk[m][n]);
             }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
         }
         {
-            let r = 1u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
+            let n = 1u;
+            let i = ri + 16u * m;
+            let j = cj + 16u * n;
+            if n <= m && j < i {
+                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
             }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
+            if n <= m && j <= i {
+                a_set(i * (i + 1u) / 2u + j, qk[m][n]);
             }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
         }
         {
-            let r = 2u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
+            let n = 2u;
+            let i = ri + 16u * m;
+            let j = cj + 16u * n;
+            if n <= m && j < i {
+                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
             }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
+            if n <= m && j <= i {
+                a_set(i * (i + 1u) / 2u + j, qk[m][n]);
             }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
         }
         {
-            let r = 3u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
+            let n = 3u;
+            let i = ri + 16u * m;
+            let j = cj + 16u * n;
+            if n <= m && j < i {
+                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+            }
+            if n <= m && j <= i {
+                a_set(i * (i + 1u) / 2u + j, qk[m][n]);
             }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
-        }
-        {
-            let r = 4u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
-        }
-        {
-            let r = 5u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
-        }
-        {
-            let r = 6u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
-        }
-        {
-            let r = 7u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
-        }
-        {
-            let r = 8u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
-        }
-        {
-            let r = 9u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
-        }
-        {
-            let r = 10u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
-        }
-        {
-            let r = 11u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
-        }
-        {
-            let r = 12u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
-        }
-        {
-            let r = 13u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
-        }
-        {
-            let r = 14u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
-        }
-        {
-            let r = 15u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += get2(dt + r * 16u + s, AL) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
         }
     }
-    workgroupBarrier();
-    if li < CHUNK {
+    {
+        let m = 2u;
         {
-            let r = 0u;
-            put2(dt + r * 16u + col, AL, x[r]);
+            let n = 0u;
+            let i = ri + 16u * m;
+            let j = cj + 16u * n;
+            if n <= m && j < i {
+                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+            }
+            if n <= m && j <= i {
+                a_set(i * (i + 1u) / 2u + j, qk[m][n]);
+            }
         }
         {
-            let r = 1u;
-            put2(dt + r * 16u + col, AL, x[r]);
+            let n = 1u;
+            let i = ri + 16u * m;
+            let j = cj + 16u * n;
+            if n <= m && j < i {
+                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+            }
+            if n <= m && j <= i {
+                a_set(i * (i + 1u) / 2u + j, qk[m][n]);
+            }
         }
         {
-            let r = 2u;
-            put2(dt + r * 16u + col, AL, x[r]);
+            let n = 2u;
+            let i = ri + 16u * m;
+            let j = cj + 16u * n;
+            if n <= m && j < i {
+                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+            }
+            if n <= m && j <= i {
+                a_set(i * (i + 1u) / 2u + j, qk[m][n]);
+            }
         }
         {
-            let r = 3u;
-            put2(dt + r * 16u + col, AL, x[r]);
+            let n = 3u;
+            let i = ri + 16u * m;
+            let j = cj + 16u * n;
+            if n <= m && j < i {
+                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+            }
+            if n <= m && j <= i {
+                a_set(i * (i + 1u) / 2u + j, qk[m][n]);
+            }
+        }
+    }
+    {
+        let m = 3u;
+        {
+            let n = 0u;
+            let i = ri + 16u * m;
+            let j = cj + 16u * n;
+            if n <= m && j < i {
+                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+            }
+            if n <= m && j <= i {
+                a_set(i * (i + 1u) / 2u + j, qk[m][n]);
+            }
         }
         {
-            let r = 4u;
-            put2(dt + r * 16u + col, AL, x[r]);
+            let n = 1u;
+            let i = ri + 16u * m;
+            let j = cj + 16u * n;
+            if n <= m && j < i {
+                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+            }
+            if n <= m && j <= i {
+                a_set(i * (i + 1u) / 2u + j, qk[m][n]);
+            }
         }
         {
-            let r = 5u;
-            put2(dt + r * 16u + col, AL, x[r]);
+            let n = 2u;
+            let i = ri + 16u * m;
+            let j = cj + 16u * n;
+            if n <= m && j < i {
+                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+            }
+            if n <= m && j <= i {
+                a_set(i * (i + 1u) / 2u + j, qk[m][n]);
+            }
         }
         {
-            let r = 6u;
-            put2(dt + r * 16u + col, AL, x[r]);
-        }
-        {
-            let r = 7u;
-            put2(dt + r * 16u + col, AL, x[r]);
-        }
-        {
-            let r = 8u;
-            put2(dt + r * 16u + col, AL, x[r]);
-        }
-        {
-            let r = 9u;
-            put2(dt + r * 16u + col, AL, x[r]);
-        }
-        {
-            let r = 10u;
-            put2(dt + r * 16u + col, AL, x[r]);
-        }
-        {
-            let r = 11u;
-            put2(dt + r * 16u + col, AL, x[r]);
-        }
-        {
-            let r = 12u;
-            put2(dt + r * 16u + col, AL, x[r]);
-        }
-        {
-            let r = 13u;
-            put2(dt + r * 16u + col, AL, x[r]);
-        }
-        {
-            let r = 14u;
-            put2(dt + r * 16u + col, AL, x[r]);
-        }
-        {
-            let r = 15u;
-            put2(dt + r * 16u + col, AL, x[r]);
+            let n = 3u;
+            let i = ri + 16u * m;
+            let j = cj + 16u * n;
+            if n <= m && j < i {
+                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+            }
+            if n <= m && j <= i {
+                a_set(i * (i + 1u) / 2u + j, qk[m][n]);
+            }
         }
     }
     workgroupBarrier();
 
-    // 5a. The merge 16 -> 32 of diagonal blocks (2p, 2p + 1), p = sg % 2:
-    // X = L0[2p+1][2p] A0[2p][2p] (in X's tiles (0, 2) and (0, 3)), then
-    // A0[2p+1][2p] = -A0[2p+1][2p+1] X.
-    let p = sg % 2u;
-    var y = mma2(acc_zero(), lane, a_tile(2u * p + 1u, 2u * p), 16u, AL, a_tile(2u * p, 2u * p), 16u, AL);
-    acc_store(y, lane, slot_at(sg));
-    workgroupBarrier();
-    for (var m = 0u; m < 2u; m++) {
-        let e = li + m * WG_SIZE;
-        let q = e / 256u;
-        let r = (e % 256u) / 16u;
-        let c = e % 16u;
-        put2(a_tile(0u, 2u + q) + r * 16u + c, XL, fs[slot_at(q) + r * FS + c]);
-    }
-    workgroupBarrier();
-    y = mma2(acc_zero(), lane, a_tile(2u * p + 1u, 2u * p + 1u), 16u, AL, a_tile(0u, 2u + p), 16u, XL);
-    acc_store(y, lane, slot_at(sg));
-    workgroupBarrier();
-    for (var m = 0u; m < 2u; m++) {
-        let e = li + m * WG_SIZE;
-        let q = e / 256u;
-        let r = (e % 256u) / 16u;
-        let c = e % 16u;
-        put2(a_tile(2u * q + 1u, 2u * q) + r * 16u + c, AL, -fs[slot_at(q) + r * FS + c]);
-    }
-    workgroupBarrier();
-
-    // 5b. The merge 32 -> 64, A the first 32 steps, B the last:
-    // X2 = L0[B][A] A0[A][A] (in X's tiles), A0[B][A] = -A0[B][B] X2. Subgroup sg: output tile
-    // o = sg % 4 (row tile 2 + o / 2, column tile o % 2) over half kh = sg / 4 of the
-    // inner tiles; the lanes sum the halves.
-    let o = sg % 4u;
-    let kh = sg / 4u;
-    let ro = 2u + o / 2u;
-    let co = o % 2u;
-    let b5 = a_tile(kh, co); // (0, 1): the zero tile
-    y = mma2(acc_zero(), lane, a_tile(ro, kh), 16u, AL, b5, 16u, low_of(b5));
-    acc_store(y, lane, slot_at(sg));
-    workgroupBarrier();
-    for (var m = 0u; m < 4u; m++) {
-        let e = li + m * WG_SIZE;
-        let q = e / 256u;
-        let r = (e % 256u) / 16u;
-        let c = e % 16u;
-        let v = fs[slot_at(q) + r * FS + c] + fs[slot_at(q + 4u) + r * FS + c];
-        put2(a_tile(q / 2u, 2u + q % 2u) + r * 16u + c, XL, v);
-    }
-    workgroupBarrier();
-    let a5 = a_tile(ro, 2u + kh); // (2, 3): the zero tile
-    y = mma2(acc_zero(), lane, a5, 16u, low_of(a5), a_tile(kh, 2u + co), 16u, XL);
-    acc_store(y, lane, slot_at(sg));
-    workgroupBarrier();
-
-    // 5c. A0 complete (its last blocks from the halves); A = A0 diag(beta), W's left
-    // operand: A's 10 stored tiles are 2560 contiguous values, four neighbouring
-    // columns an invocation (the diagonal tiles' zeros above the diagonal stay zeros).
-    // X's tiles are left as they are: phase 6 reads the zero tile above the diagonal,
-    // not them, and stages its blocks over them.
-    for (var m = 0u; m < (AL / 4u + WG_SIZE - 1u) / WG_SIZE; m++) {
-        let at = (li + m * WG_SIZE) * 4u;
-        if at < AL {
-            let ij = a_elem(at);
-            let i = ij.x;
-            let j = ij.y;
-            var a0 = h16x4(at) + h16x4(at + AL);
-            if i >= 32u && j < 32u {
-                let q = (i / 16u - 2u) * 2u + j / 16u;
-                let f = (at % 256u) / 16u * FS + at % 16u;
-                let h0 = slot_at(q) + f; // the two halves of the inner tiles
-                let h1 = slot_at(q + 4u) + f;
-                a0 = -(vec4(fs[h0], fs[h0 + 1u], fs[h0 + 2u], fs[h0 + 3u])
-                    + vec4(fs[h1], fs[h1 + 1u], fs[h1 + 2u], fs[h1 + 3u]));
-            }
-            let b = vec4(beta_sh[j], beta_sh[j + 1u], beta_sh[j + 2u], beta_sh[j + 3u]);
-            put2x4(at, select(vec4(0.0), a0 * b, cols4(j) <= vec4(i)));
-        }
-    }
-
-    // 6. W = diag(gam) A K over KW_BLOCKS blocks of BW key columns, then U = (Gam o A) V
-    // over the value columns: subgroup sg makes the block's tile at row tile sg % 4,
-    // column tile sg / 4 over all 4 inner tiles, both parts (8 products; above the
-    // diagonal the zero tile). Block `blk`'s tiles leave through `fs` after the next
-    // barrier.
-    let ublocks = (d.value_dim + BW - 1u) / BW;
-    let rt = sg % 4u;
-    let ct = sg / 4u;
-    // The subgroup's row of A's tiles (kt = 0 .. 3), high and low parts, loaded once for
-    // W's blocks and again for U's (after Gam's mask); above the diagonal the zero tile.
-    var ah0 = a_none();
-    var al0 = a_none();
-    var ah1 = a_none();
-    var al1 = a_none();
-    var ah2 = a_none();
-    var al2 = a_none();
-    var ah3 = a_none();
-    var al3 = a_none();
-    for (var blk = 0u; blk < KW_BLOCKS + ublocks; blk++) {
-        if blk > 0u {
-            out_block(d, ch, tiles, in_grid, li, blk - 1u);
-        }
-        if blk == KW_BLOCKS {
-            gam_mask_a(li);
-        }
-        // The block, zero at dead steps: k's (W), or v's (U).
-        if blk < KW_BLOCKS {
-            let r = li / 4u;
-            let live = live_sh[r] != 0.0h;
-            for (var c = 0u; c < 4u; c++) {
-                let col = (li % 4u) * 8u + c;
-                h16[bs_at(r, col)] = half16(select(0.0, pre.a[c], live));
-                h16[bs_at(r, col + 4u)] = half16(select(0.0, pre.b[c], live));
-            }
-        } else {
-            for (var m = 0u; m < 4u; m++) {
-                let p = li + m * WG_SIZE;
-                let r = p / (BW / 2u);
-                let at = bs_at(r, (p % (BW / 2u)) * 2u);
-                let live = live_sh[r] != 0.0h;
-                let x = select(pre.b, pre.a, m < 2u);
-                let even = m % 2u == 0u;
-                h16[at] = half16(select(0.0, select(x.z, x.x, even), live));
-                h16[at + 1u] = half16(select(0.0, select(x.w, x.y, even), live));
+    // 4. M = Gam o (Q K^T), zeros above the diagonal, four columns an invocation.
+    for (var p = 0u; p < CHUNK * CHUNK / (4u * WG_SIZE); p++) {
+        let e = li + p * WG_SIZE;
+        let i = e / (CHUNK / 4u);
+        let j = 4u * (e % (CHUNK / 4u));
+        var x = vec4(0.0);
+        for (var y = 0u; y < 4u; y++) {
+            if j + y <= i {
+                x[y] = a_get(i * (i + 1u) / 2u + j + y);
             }
         }
-        workgroupBarrier(); // the block and A are staged; `fs` is read
-        // The next block's loads in flight through this block's products (after the
-        // barrier, as in phase 2).
-        if blk + 1u < KW_BLOCKS {
-            pre = load_k_block(d, h, t0, li, (blk + 1u) * BW);
-        } else if blk + 1u < KW_BLOCKS + ublocks {
-            pre = load_v_block(d, h, t0, li, (blk + 1u - KW_BLOCKS) * BW);
-        }
-        if blk == 0u || blk == KW_BLOCKS {
-            ah0 = a_load(a6_tile(rt, 0u));
-            al0 = a_load(a6_tile(rt, 0u) + low_of(a6_tile(rt, 0u)));
-            ah1 = a_load(a6_tile(rt, 1u));
-            al1 = a_load(a6_tile(rt, 1u) + low_of(a6_tile(rt, 1u)));
-            ah2 = a_load(a6_tile(rt, 2u));
-            al2 = a_load(a6_tile(rt, 2u) + low_of(a6_tile(rt, 2u)));
-            ah3 = a_load(a6_tile(rt, 3u));
-            al3 = a_load(a6_tile(rt, 3u) + low_of(a6_tile(rt, 3u)));
-        }
-        var out = mma_a(acc_zero(), lane, ah0, bs_at(0u, ct * 16u), 16u);
-        out = mma_a(out, lane, al0, bs_at(0u, ct * 16u), 16u);
-        out = mma_a(out, lane, ah1, bs_at(16u, ct * 16u), 16u);
-        out = mma_a(out, lane, al1, bs_at(16u, ct * 16u), 16u);
-        out = mma_a(out, lane, ah2, bs_at(32u, ct * 16u), 16u);
-        out = mma_a(out, lane, al2, bs_at(32u, ct * 16u), 16u);
-        out = mma_a(out, lane, ah3, bs_at(48u, ct * 16u), 16u);
-        out = mma_a(out, lane, al3, bs_at(48u, ct * 16u), 16u);
-        acc_store(out, lane, slot_at(sg));
-        workgroupBarrier(); // the products are in `fs`; the block is read
-    }
-    out_block(d, ch, tiles, in_grid, li, KW_BLOCKS + ublocks - 1u);
-}
-
-// A becomes Gam o A, U's left operand: its 10 stored tiles, four neighbouring columns
-// an invocation (the diagonal tiles' zeros above the diagonal stay zeros).
-fn gam_mask_a(li: u32) {
-    for (var m = 0u; m < (AL / 4u + WG_SIZE - 1u) / WG_SIZE; m++) {
-        let at = (li + m * WG_SIZE) * 4u;
-        if at < AL {
-            let ij = a_elem(at);
-            let a = h16x4(at) + h16x4(at + AL);
-            put2x4(at, select(vec4(0.0), gam_row4(ij.x, ij.y) * a, cols4(ij.y) <= vec4(ij.x)));
+        if in_grid {
+            store_tile4(tiles + M_AT + tile_at(i, j, CHUNK), gam_row4(i, j) * x);
         }
     }
-}
+    workgroupBarrier(); // Q K^T is read: `a_sh` is the solve's stage
 
-// Block `blk`'s [C][BW] output from `fs` ([C][FS], FS = BW), four neighbouring columns
-// an invocation: W's rows scaled by gam and rounded to f16 into its tiles, or U's in
-// f32 (one 16-byte store where Dv is a multiple of 4, so that the four are aligned).
-fn out_block(d: GdnDims, ch: u32, tiles: u32, in_grid: bool, li: u32, blk: u32) {
-    for (var m = 0u; m < CHUNK * BW / (4u * WG_SIZE); m++) {
-        let e = li + m * WG_SIZE;
-        let i = e / (BW / 4u);
-        let c = (e % (BW / 4u)) * 4u;
-        let at = i * FS + c;
-        let v = vec4(fs[at], fs[at + 1u], fs[at + 2u], fs[at + 3u]);
-        if blk < KW_BLOCKS {
+    // 5. A0 (ends on a barrier).
+    invert_unit_lower(li);
+
+    // 6. A = A0 diag(beta) into its row blocks, a vec4 an invocation.
+    for (var p = 0u; p < strides(li, A_LEN, WG_SIZE); p++) {
+        let e = li + p * WG_SIZE;
+        let b = a_block(e);
+        let i = 16u * b + (e - a_row(16u * b)) / (4u * b + 5u);
+        let q = e - a_row(i);
+        var v = vec4(0.0);
+        for (var y = 0u; y < 4u; y++) {
+            let j = 4u * q + y;
+            if j < i {
+                v[y] = l_sh[tri(i) + j] * beta_sh[j];
+            } else if j == i {
+                v[y] = beta_sh[i];
+            }
+        }
+        if q < 4u * (b + 1u) {
+            a_sh[e] = v;
+        }
+    }
+    workgroupBarrier();
+
+    // 7. W, eight key columns from 8 (li / 16) (TILE_DK of them in all), rows li % 16 +
+    // 16 m.
+    let r = li % 16u;
+    let wc = 8u * (li / 16u);
+    let w = a_times(d, h, t0, r, wc, false);
+    {
+        let m = 0u;
+        let i = r + 16u * m;
+        if in_grid {
+            store_tile4(tiles + W_AT + tile_at(i, wc, TILE_DK), gam_sh[i] * w[m][0]);
+            store_tile4(tiles + W_AT + tile_at(i, wc + 4u, TILE_DK), gam_sh[i] * w[m][1]);
+        }
+    }
+    {
+        let m = 1u;
+        let i = r + 16u * m;
+        if in_grid {
+            store_tile4(tiles + W_AT + tile_at(i, wc, TILE_DK), gam_sh[i] * w[m][0]);
+            store_tile4(tiles + W_AT + tile_at(i, wc + 4u, TILE_DK), gam_sh[i] * w[m][1]);
+        }
+    }
+    {
+        let m = 2u;
+        let i = r + 16u * m;
+        if in_grid {
+            store_tile4(tiles + W_AT + tile_at(i, wc, TILE_DK), gam_sh[i] * w[m][0]);
+            store_tile4(tiles + W_AT + tile_at(i, wc + 4u, TILE_DK), gam_sh[i] * w[m][1]);
+        }
+    }
+    {
+        let m = 3u;
+        let i = r + 16u * m;
+        if in_grid {
+            store_tile4(tiles + W_AT + tile_at(i, wc, TILE_DK), gam_sh[i] * w[m][0]);
+            store_tile4(tiles + W_AT + tile_at(i, wc + 4u, TILE_DK), gam_sh[i] * w[m][1]);
+        }
+    }
+    workgroupBarrier(); // A is read
+    // A becomes Gam o A (Gam[i][i] = 1, zeros above the diagonal).
+    for (var p = 0u; p < strides(li, A_LEN, WG_SIZE); p++) {
+        let e = li + p * WG_SIZE;
+        let b = a_block(e);
+        let i = 16u * b + (e - a_row(16u * b)) / (4u * b + 5u);
+        let q = e - a_row(i);
+        if q < 4u * (b + 1u) {
+            a_sh[e] *= gam_row4(i, 4u * q);
+        }
+    }
+    workgroupBarrier();
+    // U over the value columns, eight an invocation at a time.
+    let octets = (d.value_dim + 7u) / 8u;
+    for (var n = 0u; n < strides(li / 16u, octets, WG_SIZE / 16u); n++) {
+        let c = 8u * (li / 16u + n * (WG_SIZE / 16u));
+        let u = a_times(d, h, t0, r, c, true);
+        {
+            let m = 0u;
+            let at = (ch * CHUNK + r + 16u * m) * d.value_dim + c;
             if in_grid {
-                store_tile4(tiles + W_AT + tile_at(i, blk * BW + c, TILE_DK), f16_range4(gam_sh[i] * v));
+                store_u8(d, at, c, u[m]);
             }
+        }
+        {
+            let m = 1u;
+            let at = (ch * CHUNK + r + 16u * m) * d.value_dim + c;
+            if in_grid {
+                store_u8(d, at, c, u[m]);
+            }
+        }
+        {
+            let m = 2u;
+            let at = (ch * CHUNK + r + 16u * m) * d.value_dim + c;
+            if in_grid {
+                store_u8(d, at, c, u[m]);
+            }
+        }
+        {
+            let m = 3u;
+            let at = (ch * CHUNK + r + 16u * m) * d.value_dim + c;
+            if in_grid {
+                store_u8(d, at, c, u[m]);
+            }
+        }
+    }
+}
+
+// The block of A's rows that `a_sh`'s vec4 e lies in.
+fn a_block(e: u32) -> u32 {
+    return select(select(select(0u, 1u, e >= a_row(16u)), 2u, e >= a_row(32u)), 3u, e >= a_row(48u));
+}
+
+// U's eight values from element `at` (value column c), four a store where Dv is a
+// multiple of 4 (`at` is then one too), within Dv.
+fn store_u8(d: GdnDims, at: u32, c: u32, v: array<vec4<f32>, 2>) {
+    for (var x = 0u; x < 2u; x++) {
+        let dv = c + 4u * x;
+        if d.value_dim % 4u == 0u && dv < d.value_dim {
+            store4_u((at + 4u * x) / 4u, bitcast<vec4<u32>>(v[x]));
         } else {
-            let dv = (blk - KW_BLOCKS) * BW + c;
-            let u = (ch * CHUNK + i) * d.value_dim + dv;
-            if in_grid && d.value_dim % 4u == 0u && dv < d.value_dim {
-                store4_u(u / 4u, bitcast<vec4<u32>>(v));
-            } else if in_grid {
-                for (var x = 0u; x < 4u; x++) {
-                    if dv + x < d.value_dim {
-                        store_u(u + x, bitcast<u32>(v[x]));
-                    }
+            for (var y = 0u; y < 4u; y++) {
+                if dv + y < d.value_dim {
+                    store_u(at + 4u * x + y, bitcast<u32>(v[x][y]));
                 }
             }
         }

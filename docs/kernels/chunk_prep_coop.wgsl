@@ -28,8 +28,6 @@ const ROWS: u32 = 1u;
 const GROUPS: u32 = 1u;
 const RPT: u32 = 1u;
 const CHUNK: u32 = 64u;
-const COOP: bool = true;
-const LANE_ELEMS: u32 = 8u;
 const TILE16: u32 = 16u;
 
 @group(0) @binding(1) var<storage, read> q_buf: array<vec4<f32>>;
@@ -347,447 +345,28 @@ fn f16x8(w: vec4<u32>) -> array<vec4<f32>, 2> {
     );
 }
 
-// record_chunked's first pass on the fast path (`chunk_prep_coop`; `chunk_prep` is the
-// same pass with its tile products as lane loops, the test of its structure where no
-// adapter has cooperative matrices): one workgroup of 8 subgroups of 32 per (b, hv,
-// chunk of CHUNK = 64 steps), independent of every other. cpu_fast.rs beside it is its
-// twin (and has the decay-free solve's identity). From q, k, v, g and beta it writes
-// what the walk and the output pass read:
-//   tiles   W = diag(gam) A0 diag(beta) K, gam Q, (G_end K)^T and M = Gam o (Q K^T),
-//           as the f16 16 x 16 tiles of chunk_tiles.wgsl
-//   u       U = (Gam o A0) diag(beta) V, f32                         [C][Dv]
-//   decay   gam[i], G(C-1, j), gam[C-1]                              [3C]
-// with A0 = (I + tril(diag(beta) K K^T, -1))^-1 from k and beta alone, and Gam[i][j] =
-// g[j+1] ... g[i] by running products (no ratio): T = Gam o A0 is the gated solve's
-// inverse. Phases, barriers between:
-//   1. the gates; gam and G_end by running products
-//   2. K K^T and Q K^T over blocks of KB key columns staged in f16 (the next block's
-//      loads in flight through each block's products); gam Q's and (G_end K)^T's
-//      tiles on the way
-//   3. the Gram products through `fs` in three rounds of 8 tiles: M out (four columns a
-//      store, Gam along the rows), L0 = beta K K^T (strictly lower) into A in two f16
-//      parts
-//   4. A0's four 16 x 16 diagonal blocks by forward substitution (an invocation a
-//      column)
-//   5. the merges 16 -> 32 -> 64 as tile products, X = L0_21 A0_11, A0_21 = -A0_22 X
-//      (X in tiles of A's upper right block); A = A0 diag(beta) over A's stored
-//      tiles, four values an invocation
-//   6. W over 4 blocks of 32 key columns, then (A masked by Gam) U over the value
-//      columns, 32 at a time: subgroup sg makes the tile at row tile sg % 4, column
-//      tile sg / 4 over the 4 inner tiles (its row of A's tiles loaded once for W's
-//      blocks and once for U's); its lanes scale, round and store
-// Precision: A and the merges' operands in two f16 parts (hi + lo, about 22 bits); k
-// and q in the Gram products in two parts where the activations are f32 (GROUPS = 1:
-// blocks of 16 columns), else in one (GROUPS = 2: f16 holds bf16 and f16 exactly within
-// its range); k and v in W's and U's products in one; f32 sums. Each stored tile is
-// rounded to f16 once, clamped into its range (to_f16_range). naga wants every
-// cooperative op in workgroup-uniform control flow: no early return, each subgroup does
-// the same fixed sequence of products, its role read only in addresses; a workgroup
-// past the grid's end (a folded grid) redoes the last one and writes nothing.
+// The fast path's first passes (chunk_prep.wgsl on vector units, chunk_prep_coop.wgsl on
+// matrix units): a chunk's gates, its decays by running products (no ratio anywhere: a
+// zero gate stays exact), and Gam's rows. Call in order, a workgroup barrier after each
+// of the first two:
+//   gates_in       the gates, beta and the live flags of the chunk's steps
+//   gate_products  gam, G_end, the eights' suffixes and products
+//   decays_out     the decays out (gam[i], G(C-1, j), gam[C-1]); gam_row4 from here on
 
-const SUBGROUP_WIDTH: u32 = 32u;
-const SG_COUNT: u32 = WG_SIZE / SUBGROUP_WIDTH;
-// The Gram products' blocks: KB key columns, row stride KS in f16 (padded: a tile's
-// rows fall in different banks); k and q in PARTS parts.
-const KB: u32 = 16u * GROUPS;
-const KS: u32 = KB + 8u;
-const KBLOCKS: u32 = TILE_DK / KB;
-const PARTS: u32 = 3u - GROUPS;
-// The row stride of (G_end K)^T's block in f16 (33 words: the transposing stores of a
-// subgroup's four-column quads fall in different banks); W's and U's blocks of BW
-// columns; `fs`'s row stride in f32 (8 slots of 16 x 16 as a [C][32] block, unpadded:
-// see below).
-const HS: u32 = CHUNK + 2u;
-const BW: u32 = 32u;
-const FS: u32 = 32u;
-const KW_BLOCKS: u32 = TILE_DK / BW;
-// The f16 array, in two lives. Phases 1-2: the staged blocks, K's then Q's parts
-// ([C][KS] each, the low part GLO on), then (G_end K)^T's block ([KB][HS]).
-const GK: u32 = 0u;
-const GLO: u32 = CHUNK * KS;
-const GQ: u32 = PARTS * CHUNK * KS;
-const GT: u32 = 2u * PARTS * CHUNK * KS;
-const GRAM_LEN: u32 = GT + KB * HS;
-// Phases 3-6: A (C = 64) as 16 x 16 tiles of 256 contiguous values (`a_tile`): the 10
-// on and below the diagonal (tile (r, c) at r (r + 1) / 2 + c), their low parts AL on;
-// then the 4 of the upper right 32 x 32 block (the merges' X: tile (r, c) at
-// 2 r + c - 2 from XT), their low parts XL on; then one zero tile, which stands for the
-// two tiles above the diagonal blocks (0, 1) and (2, 3), and for every tile above the
-// diagonal in phase 6, in both parts (its low part is itself). In phase 6 X's 8 tiles
-// hold the staged block of k or v ([C][BW] as 4 x 2 tiles, `bs_at`).
-const AL: u32 = 10u * 256u;
-const XT: u32 = 2u * AL;
-const XL: u32 = 4u * 256u;
-const ZT: u32 = XT + 2u * XL;
-const BS: u32 = XT;
-const SOLVE_LEN: u32 = ZT + 256u;
-// All of it in 24480 bytes (24496 over packed sequences): NVIDIA's Vulkan driver gives
-// an SM about 52 KiB of workgroup memory (`coop_micro resident`, docs/PERFORMANCE.md), so
-// at most 24 KiB a workgroup lets two of them share an SM, which takes the pass from one
-// workgroup's latency at a time to two. Hence A's unpadded tiles, `fs` unpadded and the
-// live flags in f16.
-
-var<workgroup> h16: array<f16, max(GRAM_LEN, SOLVE_LEN)>;
-var<workgroup> fs: array<f32, CHUNK * FS>;
 var<workgroup> gate_sh: array<f32, CHUNK>;
 var<workgroup> beta_sh: array<f32, CHUNK>;
+// gam[i] = g[0] ... g[i]; G(C-1, j) = g[j+1] ... g[C-1].
 var<workgroup> gam_sh: array<f32, CHUNK>;
 var<workgroup> end_sh: array<f32, CHUNK>;
+// 1 at a live step, 0 at a masked one and past T (f16: the first pass's memory is tight).
 var<workgroup> live_sh: array<f16, CHUNK>;
-// g[j+1] ... g[8 (j / 8) + 7] (1 at a eight's last step), and each eight's whole product.
+// g[j+1] ... g[8 (j / 8) + 7] (1 at an eight's last step), and each eight's whole product.
 var<workgroup> suf_sh: array<f32, CHUNK>;
 var<workgroup> eight_sh: array<f32, CHUNK / 8u>;
 
-fn half16(x: f32) -> f16 {
-    return f16(to_f16_range(x));
-}
-
-fn f16_range4(v: vec4<f32>) -> vec4<f32> {
-    return vec4(to_f16_range(v.x), to_f16_range(v.y), to_f16_range(v.z), to_f16_range(v.w));
-}
-
-// Four consecutive values of a tile's row from `at` (a multiple of 4) in one store.
-fn store_tile4(at: u32, v: vec4<f32>) {
-    store_tiles(at, 0u, 4u, v);
-}
-
-// Four consecutive f16 values of `h16` from `at`, as f32.
-fn h16x4(at: u32) -> vec4<f32> {
-    return vec4(f32(h16[at]), f32(h16[at + 1u]), f32(h16[at + 2u]), f32(h16[at + 3u]));
-}
-
-// x in two f16 parts, hi = x rounded to f16 (to nearest even, into f16's range) and lo =
-// the rest rounded: (hi, lo). hi's value in f32 comes from x's bits, not from the round
-// trip f32(f16(x)): NVIDIA's Vulkan compiler folds that trip into x, so x - f32(f16(x))
-// was 0 and every low part vanished on the H100 (the portable twin off its CPU twin by
-// exactly what zero low parts give, and the cooperative path's A and f32 q and k in one
-// part).
-fn split2(x: f32) -> vec2<f16> {
-    let y = to_f16_range(x);
-    let a = abs(y);
-    var hi = y; // infinities and NaN (the low part 0)
-    if a < 0x1p-14f {
-        // f16's subnormals: multiples of 2^-24 (the scalings are exact)
-        hi = round(y * 0x1p24f) * 0x1p-24f;
-    } else if a <= 65504.0 {
-        // 11 significant bits, the 13 dropped rounded to nearest even
-        let b = bitcast<u32>(y);
-        hi = bitcast<f32>((b + 0xfffu + ((b >> 13u) & 1u)) & 0xffffe000u);
-    }
-    return vec2(f16(hi), f16(select(0.0, y - hi, a <= 65504.0)));
-}
-
-// x into the f16 array at `at` in two parts, the low one `low` further on.
-fn put2(at: u32, low: u32, x: f32) {
-    let p = split2(x);
-    h16[at] = p.x;
-    h16[at + low] = p.y;
-}
-
-// Four neighbouring values into A's tiles from `at` in two parts (`put2`).
-fn put2x4(at: u32, v: vec4<f32>) {
-    for (var x = 0u; x < 4u; x++) {
-        put2(at + x, AL, v[x]);
-    }
-}
-
-// Columns j .. j + 3, to compare with a row's index.
-fn cols4(j: u32) -> vec4<u32> {
-    return vec4(j, j + 1u, j + 2u, j + 3u);
-}
-
-fn get2(at: u32, low: u32) -> f32 {
-    return f32(h16[at]) + f32(h16[at + low]);
-}
-
-// Where tile (r, c) of A begins in `h16` (its high part), 0 <= r, c < 4.
-fn a_tile(r: u32, c: u32) -> u32 {
-    if c <= r {
-        return (r * (r + 1u) / 2u + c) * 256u;
-    }
-    if r < 2u && c >= 2u {
-        return XT + (2u * r + c - 2u) * 256u;
-    }
-    return ZT;
-}
-
-// Where A's element (i, j) is (its high part).
-fn a_at(i: u32, j: u32) -> u32 {
-    return a_tile(i / 16u, j / 16u) + (i % 16u) * 16u + j % 16u;
-}
-
-// The row and column of the element at `at` (below AL) of A's 10 stored tiles.
-fn a_elem(at: u32) -> vec2<u32> {
-    let t = at / 256u;
-    let r = select(select(select(0u, 1u, t >= 1u), 2u, t >= 3u), 3u, t >= 6u);
-    let c = t - r * (r + 1u) / 2u;
-    return vec2(r * 16u + (at % 256u) / 16u, c * 16u + at % 16u);
-}
-
-// Tile (rt, kt) of A in phase 6, the zero tile above the diagonal.
-fn a6_tile(rt: u32, kt: u32) -> u32 {
-    return select(ZT, a_tile(rt, kt), kt <= rt);
-}
-
-// How far the low part is from the high part at `at` (a high part's place): none in
-// the zero tile.
-fn low_of(at: u32) -> u32 {
-    return select(select(AL, XL, at >= XT), 0u, at >= ZT);
-}
-
-// Where slot s is in `fs`: row tile s % 4, column tile s / 4.
-fn slot_at(s: u32) -> u32 {
-    return (s % 4u) * 16u * FS + (s / 4u) * 16u;
-}
-
-// ---- Tile products: acc + A B, f16 operands in `h16` (A row-major at a_at, row
-// stride sa; B row-major at b_at, or for `mma_t` the transpose of the row-major block
-// at b_at), f32 sums; `acc_store` puts a subgroup's tile into `fs` row-major. ----
-alias Acc = coop_mat16x16<f32, C>;
-
-fn acc_zero() -> Acc {
-    return coop_mat16x16<f32, C>();
-}
-
-fn mma(acc: Acc, lane: u32, a_at: u32, sa: u32, b_at: u32, sb: u32) -> Acc {
-    let a = coopLoadT<coop_mat16x16<f16, A>>(&h16[a_at], sa);
-    let b = coopLoadT<coop_mat16x16<f16, B>>(&h16[b_at], sb);
-    return coopMultiplyAdd(a, b, acc);
-}
-
-// B^T of a row-major block: a column-major load.
-fn mma_t(acc: Acc, lane: u32, a_at: u32, sa: u32, b_at: u32, sb: u32) -> Acc {
-    let a = coopLoadT<coop_mat16x16<f16, A>>(&h16[a_at], sa);
-    let b = coopLoad<coop_mat16x16<f16, B>>(&h16[b_at], sb);
-    return coopMultiplyAdd(a, b, acc);
-}
-
-fn acc_store(acc: Acc, lane: u32, at: u32) {
-    coopStoreT(acc, &fs[at], FS);
-}
-
-// An A operand loaded once from `h16` (row stride 16) for several products.
-alias ATile = coop_mat16x16<f16, A>;
-
-fn a_load(at: u32) -> ATile {
-    return coopLoadT<coop_mat16x16<f16, A>>(&h16[at], 16u);
-}
-
-fn a_none() -> ATile {
-    return coop_mat16x16<f16, A>();
-}
-
-// acc + a B, B row-major at b_at (row stride sb).
-fn mma_a(acc: Acc, lane: u32, a: ATile, b_at: u32, sb: u32) -> Acc {
-    let b = coopLoadT<coop_mat16x16<f16, B>>(&h16[b_at], sb);
-    return coopMultiplyAdd(a, b, acc);
-}
-
-// acc + A B with both in two parts (hi hi + lo hi + hi lo), the low parts `alo` and
-// `blo` further on.
-fn mma2(acc: Acc, lane: u32, a_at: u32, sa: u32, alo: u32, b_at: u32, sb: u32, blo: u32) -> Acc {
-    var r = mma(acc, lane, a_at, sa, b_at, sb);
-    r = mma(r, lane, a_at + alo, sa, b_at, sb);
-    return mma(r, lane, a_at, sa, b_at + blo, sb);
-}
-
-// ---- Loads ----
-
-// A lane's share of a [C][KB] block of q or k from key column c0: GROUPS vec4s, for
-// e = li + m WG_SIZE row e / (KB / 4), columns (e % (KB / 4)) * 4 on (0 past T and
-// past Dk; a dead step is zeroed where the block is staged).
-struct Quads {
-    a: vec4<f32>,
-    b: vec4<f32>,
-}
-
-fn quad_row(li: u32, m: u32) -> u32 {
-    return (li + m * WG_SIZE) / (KB / 4u);
-}
-
-fn quad_col(li: u32, m: u32) -> u32 {
-    return ((li + m * WG_SIZE) % (KB / 4u)) * 4u;
-}
-
-fn load_quads(d: GdnDims, h: Head, t0: u32, li: u32, c0: u32, is_q: bool) -> Quads {
-    var r = Quads(vec4(0.0), vec4(0.0));
-    for (var m = 0u; m < GROUPS; m++) {
-        let t = t0 + quad_row(li, m);
-        var x = vec4(0.0);
-        if t < d.steps {
-            let row = qk_row(d, h.b, t, h.hk);
-            let c = c0 + quad_col(li, m);
-            if is_q {
-                x = load_q(row, c, d.key_dim);
-            } else {
-                x = load_k(row, c, d.key_dim);
-            }
-        }
-        if m == 0u {
-            r.a = x;
-        } else {
-            r.b = x;
-        }
-    }
-    return r;
-}
-
-// Quad m of a lane's share, zero at a dead step.
-fn live_quad(x: Quads, li: u32, m: u32) -> vec4<f32> {
-    return select(vec4(0.0), select(x.a, x.b, m == 1u), live_sh[quad_row(li, m)] != 0.0h);
-}
-
-// A lane's 8 values of W's [C][BW] block of k from key column c0: row li / 4, columns
-// (li % 4) * 8 on (0 past T and past Dk).
-fn load_k_block(d: GdnDims, h: Head, t0: u32, li: u32, c0: u32) -> Quads {
-    let t = t0 + li / 4u;
-    if t < d.steps {
-        let row = qk_row(d, h.b, t, h.hk);
-        let c = c0 + (li % 4u) * 8u;
-        return Quads(load_k(row, c, d.key_dim), load_k(row, c + 4u, d.key_dim));
-    }
-    return Quads(vec4(0.0), vec4(0.0));
-}
-
-// v's elements i and i + 1: one word where bf16 pairs them (i even).
-fn load2_v(i: u32) -> vec2<f32> {
-    return vec2(load1_v(i), load1_v(i + 1u));
-}
-
-// A lane's 8 values of U's [C][BW] block of v from value column c0, in pairs: pair
-// p = li + m WG_SIZE (m < 4) is row p / (BW / 2), columns 2 (p % (BW / 2)) and the next,
-// in (a.xy, a.zw, b.xy, b.zw) (0 past T and past Dv).
-fn load_v_block(d: GdnDims, h: Head, t0: u32, li: u32, c0: u32) -> Quads {
-    var r = Quads(vec4(0.0), vec4(0.0));
-    for (var m = 0u; m < 4u; m++) {
-        let p = li + m * WG_SIZE;
-        let t = t0 + p / (BW / 2u);
-        let dv = c0 + (p % (BW / 2u)) * 2u;
-        var x = vec2(0.0);
-        if t < d.steps && dv < d.value_dim {
-            let i = v_index(d, h.b, t, h.hv, dv);
-            if dv + 1u < d.value_dim {
-                x = load2_v(i);
-            } else {
-                x.x = load1_v(i);
-            }
-        }
-        if m < 2u {
-            r.a[2u * m] = x.x;
-            r.a[2u * m + 1u] = x.y;
-        } else {
-            r.b[2u * m - 4u] = x.x;
-            r.b[2u * m - 3u] = x.y;
-        }
-    }
-    return r;
-}
-
-// Where the staged block's element (r, c) is: 4 x 2 tiles of 16 x 16 over X's.
-fn bs_at(r: u32, c: u32) -> u32 {
-    return BS + ((r / 16u) * 2u + c / 16u) * 256u + (r % 16u) * 16u + c % 16u;
-}
-
-// The Gram products' output tiles, three a subgroup (slot s = sg + 8 u): K K^T's 10
-// tiles on and below the diagonal, Q K^T's 10, and 4 spare (Q K^T above the diagonal,
-// unused). Each: row tile (bits 0-3), column tile (4-7), 1 for Q K^T (8), 1 if spare (9).
-const SLOTS = array<u32, 24>(
-    0x000u, 0x001u, 0x011u, 0x002u, 0x012u, 0x022u, 0x003u, 0x013u,
-    0x023u, 0x033u, 0x100u, 0x101u, 0x111u, 0x102u, 0x112u, 0x122u,
-    0x103u, 0x113u, 0x123u, 0x133u, 0x310u, 0x320u, 0x330u, 0x321u,
-);
-
-fn gram_products(acc: Acc, s: u32, lane: u32, ks: u32) -> Acc {
-    let w = SLOTS[s];
-    let a = select(GK, GQ, (w & 0x100u) != 0u) + (w & 15u) * 16u * KS + ks * 16u;
-    let b = GK + ((w >> 4u) & 15u) * 16u * KS + ks * 16u;
-    var r = mma_t(acc, lane, a, KS, b, KS);
-    if PARTS == 2u {
-        r = mma_t(r, lane, a + GLO, KS, b, KS);
-        r = mma_t(r, lane, a, KS, b + GLO, KS);
-    }
-    return r;
-}
-
-// Gam[i][j + x] for x = 0..3 (0 where j + x > i), j a multiple of 4: the product of
-// the gates over (top, i] for the row's highest column top = min(j + 3, i) from top's
-// suffix in its eight steps, the whole eights after it and i's prefix in its own (or the
-// gates themselves within one eight), then running products backwards along the row
-// (no ratio anywhere: a zero gate stays exact).
-fn gam_row4(i: u32, j: u32) -> vec4<f32> {
-    var out = vec4(0.0);
-    if j > i {
-        return out;
-    }
-    let top = min(j + 3u, i);
-    var r = 1.0;
-    var first = top + 1u;
-    if top / 8u < i / 8u {
-        r = suf_sh[top];
-        for (var b = top / 8u + 1u; b < i / 8u; b++) {
-            r *= eight_sh[b];
-        }
-        first = (i / 8u) * 8u;
-    }
-    for (var l = first; l < i + 1u; l++) {
-        r *= gate_sh[l];
-    }
-    for (var y = 0u; y < 4u; y++) {
-        let x = 3u - y;
-        if j + x <= i {
-            out[x] = r;
-            r *= gate_sh[j + x];
-        }
-    }
-    return out;
-}
-
-// Round u of the Gram products' tiles, in `fs`'s slots, four neighbouring columns of a
-// row an invocation: M = Gam o (Q K^T) out (rows i of Q K^T's tiles; one store), L0 =
-// beta K K^T's strictly lower elements into A in two parts (0 on and above the diagonal,
-// where the forward substitution writes the diagonal blocks without reading them).
-fn gram_round(u: u32, li: u32, tiles: u32, in_grid: bool) {
-    let s = li / SUBGROUP_WIDTH;
-    let w = SLOTS[s + SG_COUNT * u];
-    if (w & 0x200u) != 0u {
-        return;
-    }
-    let ti = (w & 15u) * 16u;
-    let tj = ((w >> 4u) & 15u) * 16u;
-    for (var m = 0u; m < 2u; m++) {
-        let e = li % SUBGROUP_WIDTH + m * SUBGROUP_WIDTH;
-        let r = e / 4u;
-        let c = (e % 4u) * 4u;
-        let i = ti + r;
-        let j = tj + c;
-        let at = slot_at(s) + r * FS + c;
-        let x = vec4(fs[at], fs[at + 1u], fs[at + 2u], fs[at + 3u]);
-        if (w & 0x100u) != 0u {
-            let v = select(vec4(0.0), gam_row4(i, j) * x, cols4(j) <= vec4(i));
-            if in_grid {
-                store_tile4(tiles + M_AT + tile_at(i, j, CHUNK), f16_range4(v));
-            }
-        } else {
-            let v = select(vec4(0.0), beta_sh[i] * x, cols4(j) < vec4(i));
-            put2x4(a_tile(ti / 16u, tj / 16u) + r * 16u + c, v);
-        }
-    }
-}
-
-fn kernel_main(li: u32, wg_in: u32, unused: u32) {
-    // No early return (naga then takes the products as outside uniform control flow).
-    let in_grid = wg_in < params.workgroups;
-    let chunk = chunk_at(min(wg_in, params.workgroups - 1u), li); // wgsl/chunk_at.wgsl
-    let d = chunk.d;
-    let h = chunk.h;
-    let ch = chunk.ch;
-    let t0 = chunk.n * CHUNK;
-    let sg = li / SUBGROUP_WIDTH;
-    let lane = li % SUBGROUP_WIDTH;
-    let tiles = ch * TILES_PER_CHUNK;
-
-    // 1. The gates; a masked step, and a step past T, is g = 1, beta = 0,
-    // k = q = v = 0. The first block's loads in flight meanwhile.
+// A masked step, and a step past T, is g = 1, beta = 0 (its k, q and v are zeroed where
+// the passes stage them).
+fn gates_in(li: u32, d: GdnDims, h: Head, t0: u32) {
     if li < CHUNK {
         let t = t0 + li;
         var live = t < d.steps;
@@ -802,11 +381,11 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         beta_sh[li] = bv;
         live_sh[li] = select(0.0h, 1.0h, live);
     }
-    var kx = load_quads(d, h, t0, li, 0u, false);
-    var qx = load_quads(d, h, t0, li, 0u, true);
-    workgroupBarrier();
-    // gam[i] = g[0] ... g[i] and G(C-1, j) = g[j+1] ... g[C-1], in order (unrolled over
-    // the whole chunk, so that the loads need not wait for the products).
+}
+
+// The running products in order (gam and G_end unrolled over the whole chunk, so that
+// loads the caller has in flight need not wait for them).
+fn gate_products(li: u32) {
     if li < CHUNK {
         var r = 1.0;
         {
@@ -1341,7 +920,10 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         }
         eight_sh[b] = r;
     }
-    workgroupBarrier();
+}
+
+// The decays of scratch block `ch`, `[3C]` f32 bits.
+fn decays_out(li: u32, ch: u32, in_grid: bool) {
     let dbase = ch * 3u * CHUNK;
     if in_grid && li < CHUNK {
         store_decay(dbase + li, bitcast<u32>(gam_sh[li]));
@@ -1350,6 +932,446 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             store_decay(dbase + 2u * CHUNK, bitcast<u32>(gam_sh[li]));
         }
     }
+}
+
+// Columns j .. j + 3, to compare with a row's index.
+fn cols4(j: u32) -> vec4<u32> {
+    return vec4(j, j + 1u, j + 2u, j + 3u);
+}
+
+// Gam[i][j + x] = g[j+x+1] ... g[i] for x = 0..3 (0 where j + x > i), j a multiple of 4:
+// the product of the gates over (top, i] for the row's highest column top = min(j + 3,
+// i) from top's suffix in its eight steps, the whole eights after it and i's prefix in
+// its own (or the gates themselves within one eight), then running products backwards
+// along the row.
+fn gam_row4(i: u32, j: u32) -> vec4<f32> {
+    var out = vec4(0.0);
+    if j > i {
+        return out;
+    }
+    let top = min(j + 3u, i);
+    var r = 1.0;
+    var first = top + 1u;
+    if top / 8u < i / 8u {
+        r = suf_sh[top];
+        for (var b = top / 8u + 1u; b < i / 8u; b++) {
+            r *= eight_sh[b];
+        }
+        first = (i / 8u) * 8u;
+    }
+    for (var l = first; l < i + 1u; l++) {
+        r *= gate_sh[l];
+    }
+    for (var y = 0u; y < 4u; y++) {
+        let x = 3u - y;
+        if j + x <= i {
+            out[x] = r;
+            r *= gate_sh[j + x];
+        }
+    }
+    return out;
+}
+
+// record_chunked's first pass on the fast path's matrix units (chunk_prep.wgsl is the
+// same pass on vector units, in f32): one workgroup of 8 subgroups of 32 per (b, hv,
+// chunk of CHUNK = 64 steps), independent of every other. cpu_fast.rs beside it is its
+// twin (and has the decay-free solve's identity). From q, k, v, g and beta it writes
+// what the walk and the output pass read:
+//   tiles   W = diag(gam) A0 diag(beta) K, gam Q, (G_end K)^T and M = Gam o (Q K^T),
+//           as the f16 16 x 16 tiles of chunk_tiles.wgsl
+//   u       U = (Gam o A0) diag(beta) V, f32                         [C][Dv]
+//   decay   gam[i], G(C-1, j), gam[C-1]                              [3C]
+// with A0 = (I + tril(diag(beta) K K^T, -1))^-1 from k and beta alone, and Gam[i][j] =
+// g[j+1] ... g[i] by running products (no ratio): T = Gam o A0 is the gated solve's
+// inverse. Phases, barriers between:
+//   1. the gates; gam and G_end by running products (wgsl/chunk_gates.wgsl)
+//   2. K K^T and Q K^T over blocks of KB key columns staged in f16 (the next block's
+//      loads in flight through each block's products); gam Q's and (G_end K)^T's
+//      tiles on the way
+//   3. the Gram products through `fs` in three rounds of 8 tiles: M out (four columns a
+//      store, Gam along the rows), L0 = beta K K^T (strictly lower) into A in two f16
+//      parts
+//   4. A0's four 16 x 16 diagonal blocks by forward substitution (an invocation a
+//      column)
+//   5. the merges 16 -> 32 -> 64 as tile products, X = L0_21 A0_11, A0_21 = -A0_22 X
+//      (X in tiles of A's upper right block); A = A0 diag(beta) over A's stored
+//      tiles, four values an invocation
+//   6. W over 4 blocks of 32 key columns, then (A masked by Gam) U over the value
+//      columns, 32 at a time: subgroup sg makes the tile at row tile sg % 4, column
+//      tile sg / 4 over the 4 inner tiles (its row of A's tiles loaded once for W's
+//      blocks and once for U's); its lanes scale, round and store
+// Precision: A and the merges' operands in two f16 parts (hi + lo, about 22 bits); k
+// and q in the Gram products in two parts where the activations are f32 (GROUPS = 1:
+// blocks of 16 columns), else in one (GROUPS = 2: f16 holds bf16 and f16 exactly within
+// its range); k and v in W's and U's products in one; f32 sums. Each stored tile is
+// rounded to f16 once, clamped into its range (to_f16_range). naga wants every
+// cooperative op in workgroup-uniform control flow: no early return, each subgroup does
+// the same fixed sequence of products, its role read only in addresses; a workgroup
+// past the grid's end (a folded grid) redoes the last one and writes nothing.
+
+const SUBGROUP_WIDTH: u32 = 32u;
+const SG_COUNT: u32 = WG_SIZE / SUBGROUP_WIDTH;
+// The Gram products' blocks: KB key columns, row stride KS in f16 (padded: a tile's
+// rows fall in different banks); k and q in PARTS parts.
+const KB: u32 = 16u * GROUPS;
+const KS: u32 = KB + 8u;
+const KBLOCKS: u32 = TILE_DK / KB;
+const PARTS: u32 = 3u - GROUPS;
+// The row stride of (G_end K)^T's block in f16 (33 words: the transposing stores of a
+// subgroup's four-column quads fall in different banks); W's and U's blocks of BW
+// columns; `fs`'s row stride in f32 (8 slots of 16 x 16 as a [C][32] block, unpadded:
+// see below).
+const HS: u32 = CHUNK + 2u;
+const BW: u32 = 32u;
+const FS: u32 = 32u;
+const KW_BLOCKS: u32 = TILE_DK / BW;
+// The f16 array, in two lives. Phases 1-2: the staged blocks, K's then Q's parts
+// ([C][KS] each, the low part GLO on), then (G_end K)^T's block ([KB][HS]).
+const GK: u32 = 0u;
+const GLO: u32 = CHUNK * KS;
+const GQ: u32 = PARTS * CHUNK * KS;
+const GT: u32 = 2u * PARTS * CHUNK * KS;
+const GRAM_LEN: u32 = GT + KB * HS;
+// Phases 3-6: A (C = 64) as 16 x 16 tiles of 256 contiguous values (`a_tile`): the 10
+// on and below the diagonal (tile (r, c) at r (r + 1) / 2 + c), their low parts AL on;
+// then the 4 of the upper right 32 x 32 block (the merges' X: tile (r, c) at
+// 2 r + c - 2 from XT), their low parts XL on; then one zero tile, which stands for the
+// two tiles above the diagonal blocks (0, 1) and (2, 3), and for every tile above the
+// diagonal in phase 6, in both parts (its low part is itself). In phase 6 X's 8 tiles
+// hold the staged block of k or v ([C][BW] as 4 x 2 tiles, `bs_at`).
+const AL: u32 = 10u * 256u;
+const XT: u32 = 2u * AL;
+const XL: u32 = 4u * 256u;
+const ZT: u32 = XT + 2u * XL;
+const BS: u32 = XT;
+const SOLVE_LEN: u32 = ZT + 256u;
+// All of it in 24480 bytes (24496 over packed sequences): NVIDIA's Vulkan driver gives
+// an SM about 52 KiB of workgroup memory (`coop_micro resident`, docs/PERFORMANCE.md), so
+// at most 24 KiB a workgroup lets two of them share an SM, which takes the pass from one
+// workgroup's latency at a time to two. Hence A's unpadded tiles, `fs` unpadded and the
+// live flags in f16.
+
+var<workgroup> h16: array<f16, max(GRAM_LEN, SOLVE_LEN)>;
+var<workgroup> fs: array<f32, CHUNK * FS>;
+
+fn half16(x: f32) -> f16 {
+    return f16(to_f16_range(x));
+}
+
+fn f16_range4(v: vec4<f32>) -> vec4<f32> {
+    return vec4(to_f16_range(v.x), to_f16_range(v.y), to_f16_range(v.z), to_f16_range(v.w));
+}
+
+// Four consecutive values of a tile's row from `at` (a multiple of 4) in one store.
+fn store_tile4(at: u32, v: vec4<f32>) {
+    store_tiles(at, 0u, 4u, v);
+}
+
+// Four consecutive f16 values of `h16` from `at`, as f32.
+fn h16x4(at: u32) -> vec4<f32> {
+    return vec4(f32(h16[at]), f32(h16[at + 1u]), f32(h16[at + 2u]), f32(h16[at + 3u]));
+}
+
+// x in two f16 parts, hi = x rounded to f16 (to nearest even, into f16's range) and lo =
+// the rest rounded: (hi, lo). hi's value in f32 comes from x's bits, not from the round
+// trip f32(f16(x)): NVIDIA's Vulkan compiler folds that trip into x, so x - f32(f16(x))
+// was 0 and every low part vanished on the H100 (the portable twin off its CPU twin by
+// exactly what zero low parts give, and the cooperative path's A and f32 q and k in one
+// part).
+fn split2(x: f32) -> vec2<f16> {
+    let y = to_f16_range(x);
+    let a = abs(y);
+    var hi = y; // infinities and NaN (the low part 0)
+    if a < 0x1p-14f {
+        // f16's subnormals: multiples of 2^-24 (the scalings are exact)
+        hi = round(y * 0x1p24f) * 0x1p-24f;
+    } else if a <= 65504.0 {
+        // 11 significant bits, the 13 dropped rounded to nearest even
+        let b = bitcast<u32>(y);
+        hi = bitcast<f32>((b + 0xfffu + ((b >> 13u) & 1u)) & 0xffffe000u);
+    }
+    return vec2(f16(hi), f16(select(0.0, y - hi, a <= 65504.0)));
+}
+
+// x into the f16 array at `at` in two parts, the low one `low` further on.
+fn put2(at: u32, low: u32, x: f32) {
+    let p = split2(x);
+    h16[at] = p.x;
+    h16[at + low] = p.y;
+}
+
+// Four neighbouring values into A's tiles from `at` in two parts (`put2`).
+fn put2x4(at: u32, v: vec4<f32>) {
+    for (var x = 0u; x < 4u; x++) {
+        put2(at + x, AL, v[x]);
+    }
+}
+
+fn get2(at: u32, low: u32) -> f32 {
+    return f32(h16[at]) + f32(h16[at + low]);
+}
+
+// Where tile (r, c) of A begins in `h16` (its high part), 0 <= r, c < 4.
+fn a_tile(r: u32, c: u32) -> u32 {
+    if c <= r {
+        return (r * (r + 1u) / 2u + c) * 256u;
+    }
+    if r < 2u && c >= 2u {
+        return XT + (2u * r + c - 2u) * 256u;
+    }
+    return ZT;
+}
+
+// Where A's element (i, j) is (its high part).
+fn a_at(i: u32, j: u32) -> u32 {
+    return a_tile(i / 16u, j / 16u) + (i % 16u) * 16u + j % 16u;
+}
+
+// The row and column of the element at `at` (below AL) of A's 10 stored tiles.
+fn a_elem(at: u32) -> vec2<u32> {
+    let t = at / 256u;
+    let r = select(select(select(0u, 1u, t >= 1u), 2u, t >= 3u), 3u, t >= 6u);
+    let c = t - r * (r + 1u) / 2u;
+    return vec2(r * 16u + (at % 256u) / 16u, c * 16u + at % 16u);
+}
+
+// Tile (rt, kt) of A in phase 6, the zero tile above the diagonal.
+fn a6_tile(rt: u32, kt: u32) -> u32 {
+    return select(ZT, a_tile(rt, kt), kt <= rt);
+}
+
+// How far the low part is from the high part at `at` (a high part's place): none in
+// the zero tile.
+fn low_of(at: u32) -> u32 {
+    return select(select(AL, XL, at >= XT), 0u, at >= ZT);
+}
+
+// Where slot s is in `fs`: row tile s % 4, column tile s / 4.
+fn slot_at(s: u32) -> u32 {
+    return (s % 4u) * 16u * FS + (s / 4u) * 16u;
+}
+
+// ---- Tile products: acc + A B, f16 operands in `h16` (A row-major at a_at, row
+// stride sa; B row-major at b_at, or for `mma_t` the transpose of the row-major block
+// at b_at), f32 sums; `acc_store` puts a subgroup's tile into `fs` row-major. ----
+alias Acc = coop_mat16x16<f32, C>;
+
+fn acc_zero() -> Acc {
+    return coop_mat16x16<f32, C>();
+}
+
+fn mma(acc: Acc, lane: u32, a_at: u32, sa: u32, b_at: u32, sb: u32) -> Acc {
+    let a = coopLoadT<coop_mat16x16<f16, A>>(&h16[a_at], sa);
+    let b = coopLoadT<coop_mat16x16<f16, B>>(&h16[b_at], sb);
+    return coopMultiplyAdd(a, b, acc);
+}
+
+// B^T of a row-major block: a column-major load.
+fn mma_t(acc: Acc, lane: u32, a_at: u32, sa: u32, b_at: u32, sb: u32) -> Acc {
+    let a = coopLoadT<coop_mat16x16<f16, A>>(&h16[a_at], sa);
+    let b = coopLoad<coop_mat16x16<f16, B>>(&h16[b_at], sb);
+    return coopMultiplyAdd(a, b, acc);
+}
+
+fn acc_store(acc: Acc, lane: u32, at: u32) {
+    coopStoreT(acc, &fs[at], FS);
+}
+
+// An A operand loaded once from `h16` (row stride 16) for several products.
+alias ATile = coop_mat16x16<f16, A>;
+
+fn a_load(at: u32) -> ATile {
+    return coopLoadT<coop_mat16x16<f16, A>>(&h16[at], 16u);
+}
+
+fn a_none() -> ATile {
+    return coop_mat16x16<f16, A>();
+}
+
+// acc + a B, B row-major at b_at (row stride sb).
+fn mma_a(acc: Acc, lane: u32, a: ATile, b_at: u32, sb: u32) -> Acc {
+    let b = coopLoadT<coop_mat16x16<f16, B>>(&h16[b_at], sb);
+    return coopMultiplyAdd(a, b, acc);
+}
+
+// acc + A B with both in two parts (hi hi + lo hi + hi lo), the low parts `alo` and
+// `blo` further on.
+fn mma2(acc: Acc, lane: u32, a_at: u32, sa: u32, alo: u32, b_at: u32, sb: u32, blo: u32) -> Acc {
+    var r = mma(acc, lane, a_at, sa, b_at, sb);
+    r = mma(r, lane, a_at + alo, sa, b_at, sb);
+    return mma(r, lane, a_at, sa, b_at + blo, sb);
+}
+
+// ---- Loads ----
+
+// A lane's share of a [C][KB] block of q or k from key column c0: GROUPS vec4s, for
+// e = li + m WG_SIZE row e / (KB / 4), columns (e % (KB / 4)) * 4 on (0 past T and
+// past Dk; a dead step is zeroed where the block is staged).
+struct Quads {
+    a: vec4<f32>,
+    b: vec4<f32>,
+}
+
+fn quad_row(li: u32, m: u32) -> u32 {
+    return (li + m * WG_SIZE) / (KB / 4u);
+}
+
+fn quad_col(li: u32, m: u32) -> u32 {
+    return ((li + m * WG_SIZE) % (KB / 4u)) * 4u;
+}
+
+fn load_quads(d: GdnDims, h: Head, t0: u32, li: u32, c0: u32, is_q: bool) -> Quads {
+    var r = Quads(vec4(0.0), vec4(0.0));
+    for (var m = 0u; m < GROUPS; m++) {
+        let t = t0 + quad_row(li, m);
+        var x = vec4(0.0);
+        if t < d.steps {
+            let row = qk_row(d, h.b, t, h.hk);
+            let c = c0 + quad_col(li, m);
+            if is_q {
+                x = load_q(row, c, d.key_dim);
+            } else {
+                x = load_k(row, c, d.key_dim);
+            }
+        }
+        if m == 0u {
+            r.a = x;
+        } else {
+            r.b = x;
+        }
+    }
+    return r;
+}
+
+// Quad m of a lane's share, zero at a dead step.
+fn live_quad(x: Quads, li: u32, m: u32) -> vec4<f32> {
+    return select(vec4(0.0), select(x.a, x.b, m == 1u), live_sh[quad_row(li, m)] != 0.0h);
+}
+
+// A lane's 8 values of W's [C][BW] block of k from key column c0: row li / 4, columns
+// (li % 4) * 8 on (0 past T and past Dk).
+fn load_k_block(d: GdnDims, h: Head, t0: u32, li: u32, c0: u32) -> Quads {
+    let t = t0 + li / 4u;
+    if t < d.steps {
+        let row = qk_row(d, h.b, t, h.hk);
+        let c = c0 + (li % 4u) * 8u;
+        return Quads(load_k(row, c, d.key_dim), load_k(row, c + 4u, d.key_dim));
+    }
+    return Quads(vec4(0.0), vec4(0.0));
+}
+
+// v's elements i and i + 1: one word where bf16 pairs them (i even).
+fn load2_v(i: u32) -> vec2<f32> {
+    return vec2(load1_v(i), load1_v(i + 1u));
+}
+
+// A lane's 8 values of U's [C][BW] block of v from value column c0, in pairs: pair
+// p = li + m WG_SIZE (m < 4) is row p / (BW / 2), columns 2 (p % (BW / 2)) and the next,
+// in (a.xy, a.zw, b.xy, b.zw) (0 past T and past Dv).
+fn load_v_block(d: GdnDims, h: Head, t0: u32, li: u32, c0: u32) -> Quads {
+    var r = Quads(vec4(0.0), vec4(0.0));
+    for (var m = 0u; m < 4u; m++) {
+        let p = li + m * WG_SIZE;
+        let t = t0 + p / (BW / 2u);
+        let dv = c0 + (p % (BW / 2u)) * 2u;
+        var x = vec2(0.0);
+        if t < d.steps && dv < d.value_dim {
+            let i = v_index(d, h.b, t, h.hv, dv);
+            if dv + 1u < d.value_dim {
+                x = load2_v(i);
+            } else {
+                x.x = load1_v(i);
+            }
+        }
+        if m < 2u {
+            r.a[2u * m] = x.x;
+            r.a[2u * m + 1u] = x.y;
+        } else {
+            r.b[2u * m - 4u] = x.x;
+            r.b[2u * m - 3u] = x.y;
+        }
+    }
+    return r;
+}
+
+// Where the staged block's element (r, c) is: 4 x 2 tiles of 16 x 16 over X's.
+fn bs_at(r: u32, c: u32) -> u32 {
+    return BS + ((r / 16u) * 2u + c / 16u) * 256u + (r % 16u) * 16u + c % 16u;
+}
+
+// The Gram products' output tiles, three a subgroup (slot s = sg + 8 u): K K^T's 10
+// tiles on and below the diagonal, Q K^T's 10, and 4 spare (Q K^T above the diagonal,
+// unused). Each: row tile (bits 0-3), column tile (4-7), 1 for Q K^T (8), 1 if spare (9).
+const SLOTS = array<u32, 24>(
+    0x000u, 0x001u, 0x011u, 0x002u, 0x012u, 0x022u, 0x003u, 0x013u,
+    0x023u, 0x033u, 0x100u, 0x101u, 0x111u, 0x102u, 0x112u, 0x122u,
+    0x103u, 0x113u, 0x123u, 0x133u, 0x310u, 0x320u, 0x330u, 0x321u,
+);
+
+fn gram_products(acc: Acc, s: u32, lane: u32, ks: u32) -> Acc {
+    let w = SLOTS[s];
+    let a = select(GK, GQ, (w & 0x100u) != 0u) + (w & 15u) * 16u * KS + ks * 16u;
+    let b = GK + ((w >> 4u) & 15u) * 16u * KS + ks * 16u;
+    var r = mma_t(acc, lane, a, KS, b, KS);
+    if PARTS == 2u {
+        r = mma_t(r, lane, a + GLO, KS, b, KS);
+        r = mma_t(r, lane, a, KS, b + GLO, KS);
+    }
+    return r;
+}
+
+// Round u of the Gram products' tiles, in `fs`'s slots, four neighbouring columns of a
+// row an invocation: M = Gam o (Q K^T) out (rows i of Q K^T's tiles; one store), L0 =
+// beta K K^T's strictly lower elements into A in two parts (0 on and above the diagonal,
+// where the forward substitution writes the diagonal blocks without reading them).
+fn gram_round(u: u32, li: u32, tiles: u32, in_grid: bool) {
+    let s = li / SUBGROUP_WIDTH;
+    let w = SLOTS[s + SG_COUNT * u];
+    if (w & 0x200u) != 0u {
+        return;
+    }
+    let ti = (w & 15u) * 16u;
+    let tj = ((w >> 4u) & 15u) * 16u;
+    for (var m = 0u; m < 2u; m++) {
+        let e = li % SUBGROUP_WIDTH + m * SUBGROUP_WIDTH;
+        let r = e / 4u;
+        let c = (e % 4u) * 4u;
+        let i = ti + r;
+        let j = tj + c;
+        let at = slot_at(s) + r * FS + c;
+        let x = vec4(fs[at], fs[at + 1u], fs[at + 2u], fs[at + 3u]);
+        if (w & 0x100u) != 0u {
+            let v = select(vec4(0.0), gam_row4(i, j) * x, cols4(j) <= vec4(i));
+            if in_grid {
+                store_tile4(tiles + M_AT + tile_at(i, j, CHUNK), f16_range4(v));
+            }
+        } else {
+            let v = select(vec4(0.0), beta_sh[i] * x, cols4(j) < vec4(i));
+            put2x4(a_tile(ti / 16u, tj / 16u) + r * 16u + c, v);
+        }
+    }
+}
+
+fn kernel_main(li: u32, wg_in: u32, unused: u32) {
+    // No early return (naga then takes the products as outside uniform control flow).
+    let in_grid = wg_in < params.workgroups;
+    let chunk = chunk_at(min(wg_in, params.workgroups - 1u), li); // wgsl/chunk_at.wgsl
+    let d = chunk.d;
+    let h = chunk.h;
+    let ch = chunk.ch;
+    let t0 = chunk.n * CHUNK;
+    let sg = li / SUBGROUP_WIDTH;
+    let lane = li % SUBGROUP_WIDTH;
+    let tiles = ch * TILES_PER_CHUNK;
+
+    // 1. The gates (wgsl/chunk_gates.wgsl), the first block's loads in flight meanwhile.
+    gates_in(li, d, h, t0);
+    var kx = load_quads(d, h, t0, li, 0u, false);
+    var qx = load_quads(d, h, t0, li, 0u, true);
+    workgroupBarrier();
+    gate_products(li);
+    workgroupBarrier();
+    decays_out(li, ch, in_grid);
 
     // 2. K K^T and Q K^T, KB key columns a block.
     var acc0 = acc_zero();

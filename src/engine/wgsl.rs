@@ -43,6 +43,7 @@ pub const SOURCES: &[(&str, &str)] = sources![
     "accepted_count",
     "bf16",
     "chunk_at",
+    "chunk_gates",
     "chunk_params",
     "chunk_solve",
     "chunk_tiles",

@@ -3,7 +3,8 @@
 //! W and U products, every operand of the walk and the output pass as the f16 tiles of
 //! `wgsl/chunk_tiles.wgsl`), then the walk and the output pass as `chunk_walk_coop` and
 //! `chunk_out_coop` compute them. Values are rounded to f16 where the kernels round
-//! them; a pair of f16 values (`hi_lo`) stands for the kernels' two-part operands. Test
+//! them; a pair of f16 values (`hi_lo`) stands for the matrix-unit kernel's two-part
+//! operands, where the first pass on vector units holds f32 ([`Form`]). Test
 //! code: the oracle of the first pass's GPU tests and the fast path's precision study.
 //! (The twin's sums run in another order than the kernels': they agree to f32's
 //! rounding before each f16 rounding, so a stored f16 value may differ by one step.)
@@ -24,7 +25,7 @@
 //!
 //! A0 is not damped by the decays: its entries grow where keys are not normalised (about
 //! 1 for unit keys, 17 at norm 3, 6e8 at norm 5 over a random chunk, Dk = 128), and the
-//! kernels hold it as two f16 parts, so beyond f16's range it is clamped: the fast path's
+//! matrix-unit kernel holds it as two f16 parts, so beyond f16's range it is clamped: the fast path's
 //! domain is keys of moderate norm (docs/SPEC.md "record_chunked").
 
 use crate::shape::{GdnShape, GqaLayout};
@@ -208,16 +209,33 @@ pub(crate) fn a0_blocked(kk: &[f32], beta: &[f32]) -> Vec<f32> {
     a
 }
 
-/// The first pass of the fast path for one chunk. `split`: k and q enter the Gram
-/// products as two f16 parts (f32 activations), else as one (bf16 and f16 activations,
-/// which f16 holds exactly within its range); k and v enter W's and U's products as one.
-pub(crate) fn prep(x: &ChunkIn, split: bool) -> Prepped {
+/// How a first pass holds its operands before the stored tiles: what its twin rounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Form {
+    /// `chunk_prep_coop` (matrix units take f16): A and its merges' operands in two f16
+    /// parts ([`a0_blocked`]); k and q in the Gram products in two parts where `split`
+    /// (f32 activations), else in one (bf16 and f16 activations, which f16 holds exactly
+    /// within its range); k and v in W's and U's products in one.
+    Matrix { split: bool },
+    /// `chunk_prep` (vector units): all in f32 (A0 by forward substitution, in another
+    /// order than the kernel's blocks: they agree to f32's rounding).
+    Vector,
+}
+
+/// The first pass of the fast path for one chunk, its operands held as `form` says.
+pub(crate) fn prep(x: &ChunkIn, form: Form) -> Prepped {
     let (dk, dv) = (x.dk, x.dv);
-    let op = |v: f32| if split { hi_lo(v) } else { f16r(v) };
-    let k: Vec<f32> = x.k.iter().map(|&v| op(v)).collect();
-    let q: Vec<f32> = x.q.iter().map(|&v| op(v)).collect();
-    let k1: Vec<f32> = x.k.iter().map(|&v| f16r(v)).collect();
-    let v: Vec<f32> = x.v.iter().map(|&v| f16r(v)).collect();
+    type Round = fn(f32) -> f32;
+    let same = |v: f32| v;
+    let (gram, a_op, wu): (Round, Round, Round) = match form {
+        Form::Matrix { split: true } => (hi_lo, hi_lo, f16r),
+        Form::Matrix { split: false } => (f16r, hi_lo, f16r),
+        Form::Vector => (same, same, same),
+    };
+    let k: Vec<f32> = x.k.iter().map(|&v| gram(v)).collect();
+    let q: Vec<f32> = x.q.iter().map(|&v| gram(v)).collect();
+    let k1: Vec<f32> = x.k.iter().map(|&v| wu(v)).collect();
+    let v: Vec<f32> = x.v.iter().map(|&v| wu(v)).collect();
     let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).fold(0f32, |s, (x, y)| s + x * y);
     let mut kk = vec![0f32; C * C];
     let mut qk = vec![0f32; C * C];
@@ -238,9 +256,12 @@ pub(crate) fn prep(x: &ChunkIn, split: bool) -> Prepped {
         .map(|j| x.g[j + 1..].iter().fold(1f32, |r, &g| r * g))
         .collect();
     let gm = column_decays(&x.g, C, C);
-    let a0 = a0_blocked(&kk, &x.beta);
-    let a_w: Vec<f32> = (0..C * C).map(|e| hi_lo(a0[e] * x.beta[e % C])).collect();
-    let a_u: Vec<f32> = (0..C * C).map(|e| hi_lo(gm[e] * a_w[e])).collect();
+    let a0 = match form {
+        Form::Matrix { .. } => a0_blocked(&kk, &x.beta),
+        Form::Vector => decay_free_inverse(&kk, &x.beta, C, C),
+    };
+    let a_w: Vec<f32> = (0..C * C).map(|e| a_op(a0[e] * x.beta[e % C])).collect();
+    let a_u: Vec<f32> = (0..C * C).map(|e| a_op(gm[e] * a_w[e])).collect();
 
     let mut w = vec![0f32; C * TILE_DK];
     let mut qg = vec![0f32; C * TILE_DK];
@@ -409,13 +430,13 @@ pub(crate) fn chunk_in(
 }
 
 /// record through the fast path's twin: (y, the final state, delta), in f32 before
-/// their rounding to the output dtypes. `split` as in [`prep`].
+/// their rounding to the output dtypes, the first pass in `form`.
 pub(crate) fn record_fast(
     shape: &GdnShape,
     layout: GqaLayout,
     x: &Inputs<'_>,
     state: &[f32],
-    split: bool,
+    form: Form,
 ) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     let (t_len, hv_n, dv, dk) = (
         shape.steps(),
@@ -429,7 +450,7 @@ pub(crate) fn record_fast(
     for b in 0..shape.batch() {
         for hv in 0..hv_n {
             let chunks: Vec<Prepped> = (0..t_len.div_ceil(C))
-                .map(|n| prep(&chunk_in(shape, layout, x, (b, hv, n * C)), split))
+                .map(|n| prep(&chunk_in(shape, layout, x, (b, hv, n * C)), form))
                 .collect();
             let s = &mut s_out[shape.state_row(b, hv, 0)..][..dv * dk];
             let mut yh = vec![0f32; t_len * dv];
@@ -591,14 +612,19 @@ pub(crate) mod tests {
     }
 
     /// The fast path's twin against the CPU's record: the largest relative error of
-    /// y, state and delta. `bf16`: the inputs rounded to bf16 first (one f16 part each).
+    /// y, state and delta. `bf16`: the inputs rounded to bf16 first (one f16 part each
+    /// on matrix units); `vector`: the first pass on vector units, else on matrix units.
     fn fast_vs_record(
         shape: &GdnShape,
         layout: GqaLayout,
         d: &Draw,
         mask: Option<&[u32]>,
-        bf16: bool,
+        (bf16, vector): (bool, bool),
     ) -> [f64; 3] {
+        let form = match vector {
+            true => Form::Vector,
+            false => Form::Matrix { split: !bf16 },
+        };
         let round = |v: &[f32]| -> Vec<f32> {
             if bf16 {
                 v.iter()
@@ -628,7 +654,7 @@ pub(crate) mod tests {
         let want: Recorded<f32, f32, f32> = CpuBackend::default()
             .record(shape, layout, &inputs, &d.state)
             .unwrap();
-        let (y, s, delta) = record_fast(shape, layout, &x, &d.state, !bf16);
+        let (y, s, delta) = record_fast(shape, layout, &x, &d.state, form);
         [
             rel(&y, &want.y),
             rel(&s, &want.state),
@@ -639,7 +665,8 @@ pub(crate) mod tests {
     /// The fast path's precision by design, on the CPU: its twin (every rounding to f16
     /// where the kernels make it, the decay-free solve) within the 1e-3 bound of
     /// docs/SPEC.md at T around the chunk and over 4096 steps, masks, both layouts,
-    /// f32 (two-part operands) and bf16 inputs, and the gates of the hidden cases.
+    /// f32 (two-part operands) and bf16 inputs on matrix units and both on vector units
+    /// (f32), and the gates of the hidden cases.
     #[test]
     fn fast_twin_is_within_the_fast_bound() {
         let mut largest = 0f64;
@@ -649,9 +676,9 @@ pub(crate) mod tests {
                 let d = draw(&shape, t as u64, 1.0, (0.5, 1.0));
                 let m = mask(&shape);
                 let mask = masked.then_some(&m[..]);
-                for bf16 in [false, true] {
-                    let e = fast_vs_record(&shape, layout, &d, mask, bf16);
-                    eprintln!("twin T {t} {layout:?} mask {masked} bf16 {bf16}: y {:.2e} state {:.2e} delta {:.2e}", e[0], e[1], e[2]);
+                for (bf16, vector) in [(false, false), (true, false), (false, true), (true, true)] {
+                    let e = fast_vs_record(&shape, layout, &d, mask, (bf16, vector));
+                    eprintln!("twin T {t} {layout:?} mask {masked} bf16 {bf16} vector {vector}: y {:.2e} state {:.2e} delta {:.2e}", e[0], e[1], e[2]);
                     for x in e {
                         assert!(x <= 1e-3, "{x:e}");
                         largest = largest.max(x);
@@ -663,7 +690,7 @@ pub(crate) mod tests {
         let shape = GdnShape::new(1, 150, 1, 2, 128, 128).unwrap();
         for (what, range) in [("strong", (0.05, 0.3)), ("one", (1.0, 1.0))] {
             let d = draw(&shape, 3, 1.0, range);
-            let e = fast_vs_record(&shape, GqaLayout::Blocked, &d, None, false);
+            let e = fast_vs_record(&shape, GqaLayout::Blocked, &d, None, (false, false));
             eprintln!(
                 "twin {what} gates: y {:.2e} state {:.2e} delta {:.2e}",
                 e[0], e[1], e[2]
@@ -678,7 +705,7 @@ pub(crate) mod tests {
                 *g = 1e-30;
             }
         }
-        let e = fast_vs_record(&shape, GqaLayout::Blocked, &d, None, false);
+        let e = fast_vs_record(&shape, GqaLayout::Blocked, &d, None, (false, false));
         eprintln!(
             "twin zero and vanishing gates: y {:.2e} state {:.2e} delta {:.2e}",
             e[0], e[1], e[2]
@@ -698,7 +725,7 @@ pub(crate) mod tests {
         for norm in [1.0, 1.4, 2.0, 3.0, 5.0] {
             for range in [(0.5, 1.0), (0.05, 0.3)] {
                 let d = draw(&shape, 9, norm, range);
-                let e = fast_vs_record(&shape, GqaLayout::Blocked, &d, None, false);
+                let e = fast_vs_record(&shape, GqaLayout::Blocked, &d, None, (false, false));
                 eprintln!(
                     "twin key norm {norm} gates {range:?}: y {:.2e} state {:.2e} delta {:.2e}",
                     e[0], e[1], e[2]

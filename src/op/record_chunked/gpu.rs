@@ -450,11 +450,10 @@ fn check_pairs(shape: &GdnShape, dtypes: &GdnDtypes) -> Result<()> {
     Ok(())
 }
 
-/// The fast path's first pass in portable WGSL (`chunk_prep`: `chunk_prep_coop` with its
-/// tile products as lane loops) on whatever adapter the tests have (lavapipe), against
-/// its CPU twin: every tile, U and the decays, at T around the chunk, masks, both
-/// layouts, f32, bf16 and f16 activations (two f16 parts and one), f32 gates beside bf16,
-/// zero, vanishing and unit gates, odd shapes.
+/// The fast path's first pass on vector units (`chunk_prep`) on whatever adapter the
+/// tests have (lavapipe), against its CPU twin: every tile, U and the decays, at T
+/// around the chunk, masks, both layouts, f32, bf16 and f16 activations, f32 gates beside
+/// bf16, zero, vanishing and unit gates, odd shapes.
 #[cfg(test)]
 mod tests {
     use super::super::cpu_fast::tests::{draw, mask, Draw};
@@ -571,7 +570,6 @@ mod tests {
             beta: &beta,
             mask,
         };
-        let split = dtypes.act == DType::F32;
         let (dv, per) = (
             shape.value_dim(),
             cshape.tiles_len() / cshape.head_chunks().max(1),
@@ -583,7 +581,7 @@ mod tests {
                     let ch = (b * shape.value_heads() + hv) * cshape.chunks() + n;
                     let p = cpu_fast::prep(
                         &cpu_fast::chunk_in(shape, layout, &x, (b, hv, n * C)),
-                        split,
+                        cpu_fast::Form::Vector,
                     );
                     let t = &tiles_got[ch * per..][..per];
                     let at = |r: usize, c: usize, cols: usize| {
@@ -923,7 +921,8 @@ mod tests {
                 beta: &d.beta,
                 mask,
             };
-            let (y, state, delta) = cpu_fast::record_fast(&shape, layout, &x, &d.state, true);
+            let (y, state, delta) =
+                cpu_fast::record_fast(&shape, layout, &x, &d.state, cpu_fast::Form::Vector);
             let what = format!("{shape:?} {layout:?} mask {masked} rows {rows}");
             check_fast(&what, &got, [&y, &state, &delta], FAST_TWIN_BOUND);
         }
@@ -974,7 +973,8 @@ mod tests {
                 beta: &beta,
                 mask: None,
             };
-            let (y, state_want, delta) = cpu_fast::record_fast(&one, layout, &x, state, true);
+            let (y, state_want, delta) =
+                cpu_fast::record_fast(&one, layout, &x, state, cpu_fast::Form::Vector);
             let mine = [
                 part(&got[0], hv * dv),
                 got_state.to_vec(),

@@ -14,10 +14,12 @@
 //! matrix units: `chunk_prep_coop` (each chunk's decay-free solve, `A0 = (I + tril(
 //! diag(beta) K K^T, -1))^-1` from k and beta alone, masked by the decays afterwards,
 //! and W and U; it writes the next passes' operands as f16 16 x 16 tiles, U and the
-//! decays: `chunk_prep.wgsl`, its twin `cpu_fast.rs`), `chunk_walk_coop` (the state
+//! decays: `chunk_prep_coop.wgsl`, its twin `cpu_fast.rs`), `chunk_walk_coop` (the state
 //! through the chunks: the tape's delta, the final state, and for the next pass the
 //! state at each chunk's start and delta as f16 tiles) and `chunk_out_coop` (y, every
-//! chunk at once).
+//! chunk at once). Without cooperative matrices the same three passes run on vector
+//! units (`chunk_prep`, `chunk_walk`, `chunk_out`: register-tiled f32 products) where
+//! the device has f16 and their workgroup memory.
 //!
 //! Both portable kernels declare at most `WORKGROUP_MEMORY_BUDGET` bytes of workgroup
 //! memory.
@@ -75,19 +77,19 @@ pub const CHUNK_PREP_COOP: Op = Op(&OpInfo {
         (&ChunkPrep { coop: true }, &PREP_COOP_FAMILY),
     )
 });
-/// [`CHUNK_PREP_COOP`] with its tile products as lane loops (portable WGSL), the fast
-/// path's first pass on vector units. Not among [`Op::ALL`]: its 24480 bytes of
-/// workgroup memory are past the 16 KiB every adapter offers ([`Op::VECTOR_F16`]).
+const PREP_ROOT: (&str, &str) = ("chunk_prep_coop", include_str!("chunk_prep_coop.wgsl"));
+/// [`CHUNK_PREP_COOP`] on vector units (`chunk_prep.wgsl`: the same operands, computed
+/// in f32 with register-tiled products). Not among [`Op::ALL`]: its workgroup memory
+/// ([`vector_prep_bytes`]) is past the 16 KiB every adapter offers ([`Op::VECTOR_F16`]).
 pub const CHUNK_PREP: Op = Op(&OpInfo {
     mask_bit: ChunkPrepRow::Mask.bit(),
     ..OpInfo::new(
         "chunk_prep",
-        PREP_ROOT,
+        ("chunk_prep", include_str!("chunk_prep.wgsl")),
         ChunkPrepOperands::<()>::ROWS,
         (&ChunkPrep { coop: false }, &PREP_FAMILY),
     )
 });
-const PREP_ROOT: (&str, &str) = ("chunk_prep", include_str!("chunk_prep.wgsl"));
 /// The fast path's walk: the state through the chunks on cooperative matrices, storing
 /// the tape's delta, and for the output pass delta and the state at each chunk's start.
 pub const CHUNK_WALK_COOP: Op = Op(&OpInfo {
@@ -455,16 +457,17 @@ fn sequence_bytes(key: &KernelKey) -> u32 {
     }
 }
 
-/// The first pass's families: [`CHUNK_WG`] invocations, its switch between cooperative
-/// matrices and lane loops (`COOP`) and the bounds of its unrolled loops: a lane's
-/// elements of a 16 x 16 tile, and a tile's side.
+/// [`CHUNK_PREP`]'s family: [`CHUNK_WG`] invocations and the bounds of its unrolled
+/// loops: an invocation's row groups (`r + 16 m`, m < 4: C = 64) and a vec4's values.
 const PREP_FAMILY: Plain = Plain {
     workgroup: Some(CHUNK_WG),
-    extra: |_| prep_defines(false),
+    extra: |_| vec![("ROW_GROUPS", Value::U32(4)), ("QUAD", Value::U32(4))],
 };
+/// [`CHUNK_PREP_COOP`]'s family: [`CHUNK_WG`] invocations and a tile's side (the bound
+/// of its unrolled forward substitution).
 const PREP_COOP_FAMILY: Plain = Plain {
     workgroup: Some(CHUNK_WG),
-    extra: |_| prep_defines(true),
+    extra: |_| vec![("TILE16", Value::U32(16))],
 };
 
 /// The walk's and the output pass's family on cooperative matrices: [`CHUNK_WG`]
@@ -489,14 +492,6 @@ const OUT_VECTOR_FAMILY: Plain = Plain {
     extra: |c| vec![("YS", Value::U32(c.rows / 32)), ("F16_WORD", Value::U32(8))],
 };
 
-fn prep_defines(coop: bool) -> Vec<(&'static str, Value)> {
-    vec![
-        ("COOP", Value::Bool(coop)),
-        ("LANE_ELEMS", Value::U32(PREP_LANE_ELEMS)),
-        ("TILE16", Value::U32(16)),
-    ]
-}
-
 /// The most workgroup memory any of the fast path's passes on vector units declares
 /// with the walk at `rows` value rows, over every dtype set, packed or not: what the
 /// device must offer for [`crate::GpuBackend::chunked_on_vector_units`].
@@ -518,10 +513,17 @@ pub(crate) fn vector_passes_bytes(rows: u32) -> u32 {
         .unwrap_or(0)
 }
 
-/// A lane's elements of a 16 x 16 tile (32 lanes a subgroup).
-const PREP_LANE_ELEMS: u32 = 8;
+/// [`CHUNK_PREP`]'s workgroup memory (`chunk_prep.wgsl`): `a_sh` (704 vec4s: A's four
+/// row blocks, each row padded by a vec4; its other lives fit in them), `l_sh` (the
+/// solve's strict lower triangle, `C (C - 1) / 2` f32), five [C] f32 arrays of gates and
+/// decays, the eights' products and the live flags in f16: 20768 bytes, within
+/// [`PREP_BYTES_MAX`].
+const fn vector_prep_bytes() -> u32 {
+    let c = COOP_CHUNK.steps() as u32;
+    16 * 16 * (5 + 9 + 13 + 17) + c * (c - 1) / 2 * 4 + (5 * c + c / 8) * 4 + c * 2
+}
 
-/// The first pass's workgroup memory (`chunk_prep.wgsl`): its f16 array in two lives
+/// [`CHUNK_PREP_COOP`]'s workgroup memory (`chunk_prep_coop.wgsl`): its f16 array in two lives
 /// (the staged blocks of k and q, in two parts at f32, and of (G_end K)^T; then A's 14
 /// stored 16 x 16 tiles in two parts and a zero tile, the staged block of k or v over
 /// the merges' 8), `fs` ([C][32] f32), five [C] f32 arrays of gates and decays, the eights'
@@ -543,6 +545,7 @@ const PREP_BYTES_MAX: u32 = 24 * 1024;
 const _: () = assert!(
     prep_bytes(1) + SEQUENCE_BYTES <= PREP_BYTES_MAX
         && prep_bytes(2) + SEQUENCE_BYTES <= PREP_BYTES_MAX
+        && vector_prep_bytes() + SEQUENCE_BYTES <= PREP_BYTES_MAX
 );
 
 /// The first pass's Gram blocks in 16 key columns: 1 where k and q enter in two f16
@@ -625,19 +628,21 @@ impl KernelKey {
 }
 
 impl KernelKey {
-    /// The fast path's first pass: on cooperative matrices (`coop`) or its portable
-    /// twin; `vec4`: k and q rows of whole vec4s (`Dk` a multiple of 4).
+    /// The fast path's first pass: on cooperative matrices (`coop`) or vector units;
+    /// `vec4`: k and q rows of whole vec4s (`Dk` a multiple of 4).
     pub fn chunk_prep(dtypes: GdnDtypes, masked: bool, vec4: bool, coop: bool) -> Self {
-        let op = if coop { CHUNK_PREP_COOP } else { CHUNK_PREP };
+        let (op, groups) = match coop {
+            true => (CHUNK_PREP_COOP, prep_groups(dtypes)),
+            false => (CHUNK_PREP, 1),
+        };
         let c = COOP_CHUNK.steps() as u32;
-        let groups = prep_groups(dtypes);
         let key = KernelKey::plain(op, dtypes, (1, groups, 1), c, vec4);
         key.with_bound(if masked { ChunkPrepRow::Mask.bit() } else { 0 })
     }
 
     /// The fast path's walk, `rows` value rows a workgroup (one of [`WALK_ROWS`]),
     /// writing the final state when `state_out`; on cooperative matrices (`coop`) or
-    /// its portable twin.
+    /// vector units.
     pub fn chunk_walk(dtypes: GdnDtypes, rows: u32, state_out: bool, coop: bool) -> Self {
         let op = if coop { CHUNK_WALK_COOP } else { CHUNK_WALK };
         let c = COOP_CHUNK.steps() as u32;
@@ -650,8 +655,7 @@ impl KernelKey {
     }
 
     /// The fast path's output pass, `block` value columns a workgroup
-    /// ([`ChunkShape::out_block`]), on cooperative matrices (`coop`) or its portable
-    /// twin.
+    /// ([`ChunkShape::out_block`]), on cooperative matrices (`coop`) or vector units.
     pub fn chunk_out(dtypes: GdnDtypes, block: usize, coop: bool) -> Self {
         let op = if coop { CHUNK_OUT_COOP } else { CHUNK_OUT };
         let c = COOP_CHUNK.steps() as u32;
@@ -712,8 +716,8 @@ mod prep_table {
     use crate::engine::operand::operand_table;
 
     operand_table! {
-        /// The fast path's first pass (`chunk_prep_coop` and its portable twin
-        /// `chunk_prep`, this folder), in binding order: the walk's and the output pass's
+        /// The fast path's first pass (`chunk_prep_coop` on matrix units and
+        /// `chunk_prep` on vector units, this folder), in binding order: the walk's and the output pass's
         /// operands from q, k, v and the gates.
         pub struct ChunkPrepOperands, rows ChunkPrepRow, op "chunk_prep", for ChunkShape {
             use activations;
@@ -834,9 +838,13 @@ struct ChunkPrep {
 }
 
 impl OpKernel for ChunkPrep {
-    /// See [`prep_bytes`].
+    /// See [`prep_bytes`] and [`vector_prep_bytes`].
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
-        prep_bytes(key.plain_class().groups) + sequence_bytes(key)
+        let bytes = match self.coop {
+            true => prep_bytes(key.plain_class().groups),
+            false => vector_prep_bytes(),
+        };
+        bytes + sequence_bytes(key)
     }
     fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
         let vec4 = at.shape.key_dim().is_multiple_of(4);
