@@ -27,6 +27,8 @@ const GROUPS: u32 = 1u;
 const RPT: u32 = 1u;
 const CHUNK: u32 = 64u;
 const XR: u32 = 2u;
+const KEY_OCTETS: u32 = 16u;
+const STEP_OCTETS: u32 = 8u;
 
 @group(0) @binding(1) var<storage, read> state_in_buf: array<f32>;
 fn load1_state_in(i: u32) -> f32 {
@@ -499,7 +501,309 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         // W s16^T over the keys, eight at a time.
         var x0: array<f32, XR>;
         var x1: array<f32, XR>;
-        for (var c = 0u; c < TILE_DK; c += 8u) {
+        {
+            let co = 0u;
+            let c = 8u * co;
+            let w0 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2, c, TILE_DK)) / 8u]);
+            let w1 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2 + 1u, c, TILE_DK)) / 8u]);
+            {
+                let j = 0u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+            {
+                let j = 1u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+        }
+        {
+            let co = 1u;
+            let c = 8u * co;
+            let w0 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2, c, TILE_DK)) / 8u]);
+            let w1 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2 + 1u, c, TILE_DK)) / 8u]);
+            {
+                let j = 0u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+            {
+                let j = 1u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+        }
+        {
+            let co = 2u;
+            let c = 8u * co;
+            let w0 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2, c, TILE_DK)) / 8u]);
+            let w1 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2 + 1u, c, TILE_DK)) / 8u]);
+            {
+                let j = 0u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+            {
+                let j = 1u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+        }
+        {
+            let co = 3u;
+            let c = 8u * co;
+            let w0 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2, c, TILE_DK)) / 8u]);
+            let w1 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2 + 1u, c, TILE_DK)) / 8u]);
+            {
+                let j = 0u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+            {
+                let j = 1u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+        }
+        {
+            let co = 4u;
+            let c = 8u * co;
+            let w0 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2, c, TILE_DK)) / 8u]);
+            let w1 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2 + 1u, c, TILE_DK)) / 8u]);
+            {
+                let j = 0u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+            {
+                let j = 1u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+        }
+        {
+            let co = 5u;
+            let c = 8u * co;
+            let w0 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2, c, TILE_DK)) / 8u]);
+            let w1 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2 + 1u, c, TILE_DK)) / 8u]);
+            {
+                let j = 0u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+            {
+                let j = 1u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+        }
+        {
+            let co = 6u;
+            let c = 8u * co;
+            let w0 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2, c, TILE_DK)) / 8u]);
+            let w1 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2 + 1u, c, TILE_DK)) / 8u]);
+            {
+                let j = 0u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+            {
+                let j = 1u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+        }
+        {
+            let co = 7u;
+            let c = 8u * co;
+            let w0 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2, c, TILE_DK)) / 8u]);
+            let w1 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2 + 1u, c, TILE_DK)) / 8u]);
+            {
+                let j = 0u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+            {
+                let j = 1u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+        }
+        {
+            let co = 8u;
+            let c = 8u * co;
+            let w0 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2, c, TILE_DK)) / 8u]);
+            let w1 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2 + 1u, c, TILE_DK)) / 8u]);
+            {
+                let j = 0u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+            {
+                let j = 1u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+        }
+        {
+            let co = 9u;
+            let c = 8u * co;
+            let w0 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2, c, TILE_DK)) / 8u]);
+            let w1 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2 + 1u, c, TILE_DK)) / 8u]);
+            {
+                let j = 0u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+            {
+                let j = 1u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+        }
+        {
+            let co = 10u;
+            let c = 8u * co;
+            let w0 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2, c, TILE_DK)) / 8u]);
+            let w1 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2 + 1u, c, TILE_DK)) / 8u]);
+            {
+                let j = 0u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+            {
+                let j = 1u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+        }
+        {
+            let co = 11u;
+            let c = 8u * co;
+            let w0 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2, c, TILE_DK)) / 8u]);
+            let w1 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2 + 1u, c, TILE_DK)) / 8u]);
+            {
+                let j = 0u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+            {
+                let j = 1u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+        }
+        {
+            let co = 12u;
+            let c = 8u * co;
+            let w0 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2, c, TILE_DK)) / 8u]);
+            let w1 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2 + 1u, c, TILE_DK)) / 8u]);
+            {
+                let j = 0u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+            {
+                let j = 1u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+        }
+        {
+            let co = 13u;
+            let c = 8u * co;
+            let w0 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2, c, TILE_DK)) / 8u]);
+            let w1 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2 + 1u, c, TILE_DK)) / 8u]);
+            {
+                let j = 0u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+            {
+                let j = 1u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+        }
+        {
+            let co = 14u;
+            let c = 8u * co;
+            let w0 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2, c, TILE_DK)) / 8u]);
+            let w1 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2 + 1u, c, TILE_DK)) / 8u]);
+            {
+                let j = 0u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+            {
+                let j = 1u;
+                let lo = sw[(xv + j) * SW + c / 4u];
+                let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            }
+        }
+        {
+            let co = 15u;
+            let c = 8u * co;
             let w0 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2, c, TILE_DK)) / 8u]);
             let w1 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2 + 1u, c, TILE_DK)) / 8u]);
             {
@@ -587,7 +891,233 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let j = 1u;
             s[j] = last * s[j];
         }
-        for (var t = 0u; t < CHUNK; t += 8u) {
+        {
+            let to = 0u;
+            let t = 8u * to;
+            let k0 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4, t, CHUNK)) / 8u]);
+            let k1 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 1u, t, CHUNK)) / 8u]);
+            let k2 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 2u, t, CHUNK)) / 8u]);
+            let k3 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 3u, t, CHUNK)) / 8u]);
+            {
+                let j = 0u;
+                let v = sv + 8u * j;
+                let lo = dw[v * DW + t / 4u];
+                let hi = dw[v * DW + t / 4u + 1u];
+                s[j] += vec4<f32>(
+                    dot(k0[0], lo) + dot(k0[1], hi),
+                    dot(k1[0], lo) + dot(k1[1], hi),
+                    dot(k2[0], lo) + dot(k2[1], hi),
+                    dot(k3[0], lo) + dot(k3[1], hi),
+                );
+            }
+            {
+                let j = 1u;
+                let v = sv + 8u * j;
+                let lo = dw[v * DW + t / 4u];
+                let hi = dw[v * DW + t / 4u + 1u];
+                s[j] += vec4<f32>(
+                    dot(k0[0], lo) + dot(k0[1], hi),
+                    dot(k1[0], lo) + dot(k1[1], hi),
+                    dot(k2[0], lo) + dot(k2[1], hi),
+                    dot(k3[0], lo) + dot(k3[1], hi),
+                );
+            }
+        }
+        {
+            let to = 1u;
+            let t = 8u * to;
+            let k0 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4, t, CHUNK)) / 8u]);
+            let k1 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 1u, t, CHUNK)) / 8u]);
+            let k2 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 2u, t, CHUNK)) / 8u]);
+            let k3 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 3u, t, CHUNK)) / 8u]);
+            {
+                let j = 0u;
+                let v = sv + 8u * j;
+                let lo = dw[v * DW + t / 4u];
+                let hi = dw[v * DW + t / 4u + 1u];
+                s[j] += vec4<f32>(
+                    dot(k0[0], lo) + dot(k0[1], hi),
+                    dot(k1[0], lo) + dot(k1[1], hi),
+                    dot(k2[0], lo) + dot(k2[1], hi),
+                    dot(k3[0], lo) + dot(k3[1], hi),
+                );
+            }
+            {
+                let j = 1u;
+                let v = sv + 8u * j;
+                let lo = dw[v * DW + t / 4u];
+                let hi = dw[v * DW + t / 4u + 1u];
+                s[j] += vec4<f32>(
+                    dot(k0[0], lo) + dot(k0[1], hi),
+                    dot(k1[0], lo) + dot(k1[1], hi),
+                    dot(k2[0], lo) + dot(k2[1], hi),
+                    dot(k3[0], lo) + dot(k3[1], hi),
+                );
+            }
+        }
+        {
+            let to = 2u;
+            let t = 8u * to;
+            let k0 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4, t, CHUNK)) / 8u]);
+            let k1 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 1u, t, CHUNK)) / 8u]);
+            let k2 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 2u, t, CHUNK)) / 8u]);
+            let k3 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 3u, t, CHUNK)) / 8u]);
+            {
+                let j = 0u;
+                let v = sv + 8u * j;
+                let lo = dw[v * DW + t / 4u];
+                let hi = dw[v * DW + t / 4u + 1u];
+                s[j] += vec4<f32>(
+                    dot(k0[0], lo) + dot(k0[1], hi),
+                    dot(k1[0], lo) + dot(k1[1], hi),
+                    dot(k2[0], lo) + dot(k2[1], hi),
+                    dot(k3[0], lo) + dot(k3[1], hi),
+                );
+            }
+            {
+                let j = 1u;
+                let v = sv + 8u * j;
+                let lo = dw[v * DW + t / 4u];
+                let hi = dw[v * DW + t / 4u + 1u];
+                s[j] += vec4<f32>(
+                    dot(k0[0], lo) + dot(k0[1], hi),
+                    dot(k1[0], lo) + dot(k1[1], hi),
+                    dot(k2[0], lo) + dot(k2[1], hi),
+                    dot(k3[0], lo) + dot(k3[1], hi),
+                );
+            }
+        }
+        {
+            let to = 3u;
+            let t = 8u * to;
+            let k0 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4, t, CHUNK)) / 8u]);
+            let k1 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 1u, t, CHUNK)) / 8u]);
+            let k2 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 2u, t, CHUNK)) / 8u]);
+            let k3 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 3u, t, CHUNK)) / 8u]);
+            {
+                let j = 0u;
+                let v = sv + 8u * j;
+                let lo = dw[v * DW + t / 4u];
+                let hi = dw[v * DW + t / 4u + 1u];
+                s[j] += vec4<f32>(
+                    dot(k0[0], lo) + dot(k0[1], hi),
+                    dot(k1[0], lo) + dot(k1[1], hi),
+                    dot(k2[0], lo) + dot(k2[1], hi),
+                    dot(k3[0], lo) + dot(k3[1], hi),
+                );
+            }
+            {
+                let j = 1u;
+                let v = sv + 8u * j;
+                let lo = dw[v * DW + t / 4u];
+                let hi = dw[v * DW + t / 4u + 1u];
+                s[j] += vec4<f32>(
+                    dot(k0[0], lo) + dot(k0[1], hi),
+                    dot(k1[0], lo) + dot(k1[1], hi),
+                    dot(k2[0], lo) + dot(k2[1], hi),
+                    dot(k3[0], lo) + dot(k3[1], hi),
+                );
+            }
+        }
+        {
+            let to = 4u;
+            let t = 8u * to;
+            let k0 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4, t, CHUNK)) / 8u]);
+            let k1 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 1u, t, CHUNK)) / 8u]);
+            let k2 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 2u, t, CHUNK)) / 8u]);
+            let k3 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 3u, t, CHUNK)) / 8u]);
+            {
+                let j = 0u;
+                let v = sv + 8u * j;
+                let lo = dw[v * DW + t / 4u];
+                let hi = dw[v * DW + t / 4u + 1u];
+                s[j] += vec4<f32>(
+                    dot(k0[0], lo) + dot(k0[1], hi),
+                    dot(k1[0], lo) + dot(k1[1], hi),
+                    dot(k2[0], lo) + dot(k2[1], hi),
+                    dot(k3[0], lo) + dot(k3[1], hi),
+                );
+            }
+            {
+                let j = 1u;
+                let v = sv + 8u * j;
+                let lo = dw[v * DW + t / 4u];
+                let hi = dw[v * DW + t / 4u + 1u];
+                s[j] += vec4<f32>(
+                    dot(k0[0], lo) + dot(k0[1], hi),
+                    dot(k1[0], lo) + dot(k1[1], hi),
+                    dot(k2[0], lo) + dot(k2[1], hi),
+                    dot(k3[0], lo) + dot(k3[1], hi),
+                );
+            }
+        }
+        {
+            let to = 5u;
+            let t = 8u * to;
+            let k0 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4, t, CHUNK)) / 8u]);
+            let k1 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 1u, t, CHUNK)) / 8u]);
+            let k2 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 2u, t, CHUNK)) / 8u]);
+            let k3 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 3u, t, CHUNK)) / 8u]);
+            {
+                let j = 0u;
+                let v = sv + 8u * j;
+                let lo = dw[v * DW + t / 4u];
+                let hi = dw[v * DW + t / 4u + 1u];
+                s[j] += vec4<f32>(
+                    dot(k0[0], lo) + dot(k0[1], hi),
+                    dot(k1[0], lo) + dot(k1[1], hi),
+                    dot(k2[0], lo) + dot(k2[1], hi),
+                    dot(k3[0], lo) + dot(k3[1], hi),
+                );
+            }
+            {
+                let j = 1u;
+                let v = sv + 8u * j;
+                let lo = dw[v * DW + t / 4u];
+                let hi = dw[v * DW + t / 4u + 1u];
+                s[j] += vec4<f32>(
+                    dot(k0[0], lo) + dot(k0[1], hi),
+                    dot(k1[0], lo) + dot(k1[1], hi),
+                    dot(k2[0], lo) + dot(k2[1], hi),
+                    dot(k3[0], lo) + dot(k3[1], hi),
+                );
+            }
+        }
+        {
+            let to = 6u;
+            let t = 8u * to;
+            let k0 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4, t, CHUNK)) / 8u]);
+            let k1 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 1u, t, CHUNK)) / 8u]);
+            let k2 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 2u, t, CHUNK)) / 8u]);
+            let k3 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 3u, t, CHUNK)) / 8u]);
+            {
+                let j = 0u;
+                let v = sv + 8u * j;
+                let lo = dw[v * DW + t / 4u];
+                let hi = dw[v * DW + t / 4u + 1u];
+                s[j] += vec4<f32>(
+                    dot(k0[0], lo) + dot(k0[1], hi),
+                    dot(k1[0], lo) + dot(k1[1], hi),
+                    dot(k2[0], lo) + dot(k2[1], hi),
+                    dot(k3[0], lo) + dot(k3[1], hi),
+                );
+            }
+            {
+                let j = 1u;
+                let v = sv + 8u * j;
+                let lo = dw[v * DW + t / 4u];
+                let hi = dw[v * DW + t / 4u + 1u];
+                s[j] += vec4<f32>(
+                    dot(k0[0], lo) + dot(k0[1], hi),
+                    dot(k1[0], lo) + dot(k1[1], hi),
+                    dot(k2[0], lo) + dot(k2[1], hi),
+                    dot(k3[0], lo) + dot(k3[1], hi),
+                );
+            }
+        }
+        {
+            let to = 7u;
+            let t = 8u * to;
             let k0 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4, t, CHUNK)) / 8u]);
             let k1 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 1u, t, CHUNK)) / 8u]);
             let k2 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 2u, t, CHUNK)) / 8u]);

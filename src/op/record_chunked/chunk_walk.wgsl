@@ -9,7 +9,7 @@
 #import chunk_tiles
 #provides kernel_main
 #requires load1_state_in, store2_delta, load_u, load_decay, tiles_buf, starts_buf
-#requires deltas16_buf, state_row, v_index, CHUNK, WG_SIZE, ROWS, XR
+#requires deltas16_buf, state_row, v_index, CHUNK, WG_SIZE, ROWS, XR, KEY_OCTETS, STEP_OCTETS
 // record_chunked's walk on vector units (the fast path's second pass where no adapter
 // has cooperative matrices): the same work, memory and math as chunk_walk_coop.wgsl
 // (cpu_fast.rs has it), one workgroup of 256 invocations per (b, hv, block of ROWS
@@ -124,7 +124,9 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         // W s16^T over the keys, eight at a time.
         var x0: array<f32, XR>;
         var x1: array<f32, XR>;
-        for (var c = 0u; c < TILE_DK; c += 8u) {
+        #unroll
+        for (var co = 0u; co < KEY_OCTETS; co++) {
+            let c = 8u * co;
             let w0 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2, c, TILE_DK)) / 8u]);
             let w1 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2 + 1u, c, TILE_DK)) / 8u]);
             #unroll
@@ -174,7 +176,9 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         for (var j = 0u; j < XR; j++) {
             s[j] = last * s[j];
         }
-        for (var t = 0u; t < CHUNK; t += 8u) {
+        #unroll
+        for (var to = 0u; to < STEP_OCTETS; to++) {
+            let t = 8u * to;
             let k0 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4, t, CHUNK)) / 8u]);
             let k1 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 1u, t, CHUNK)) / 8u]);
             let k2 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 2u, t, CHUNK)) / 8u]);

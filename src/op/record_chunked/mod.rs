@@ -478,10 +478,18 @@ const COOP_FAMILY: Plain = Plain {
 };
 
 /// [`CHUNK_WALK`]'s family: [`CHUNK_WG`] invocations, `XR` value rows an invocation's
-/// block (`ROWS / 8`: 32 step pairs by 8 row blocks, and 32 key quads by 8 rows).
+/// block (`ROWS / 8`: 32 step pairs by 8 row blocks, and 32 key quads by 8 rows), and
+/// the octets of keys and of steps its products unroll (so that their loads are issued
+/// ahead of the sums).
 const WALK_VECTOR_FAMILY: Plain = Plain {
     workgroup: Some(CHUNK_WG),
-    extra: |c| vec![("XR", Value::U32(c.rows / 8))],
+    extra: |c| {
+        vec![
+            ("XR", Value::U32(c.rows / 8)),
+            ("KEY_OCTETS", Value::U32(COOP_MAX_KEY_DIM as u32 / 8)),
+            ("STEP_OCTETS", Value::U32(c.chunk / 8)),
+        ]
+    },
 };
 
 /// [`CHUNK_OUT`]'s family: [`CHUNK_WG`] invocations, `YS` steps an invocation's block
