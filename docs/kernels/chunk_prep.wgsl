@@ -986,21 +986,21 @@ fn strides(begin: u32, end: u32, stride: u32) -> u32 {
 }
 
 // T = (I + L)^-1 for record_chunked's first passes, in workgroup memory: L's strict
-// lower triangle in l_sh (row i at tri(i)) becomes T's, blockwise (16 x 16 blocks),
-// every step spread over the workgroup with no per-invocation array to index
-// dynamically. The root provides l_sh and a scratch stage of at least CHUNK * BLOCK
-// f32 (stage_at / stage_set, [..][BLOCK]); both are free on entry, and l_sh holds T
-// on return (after a barrier).
+// lower triangle (element `at` through l_get / l_set, row i at tri(i)) becomes T's,
+// blockwise (16 x 16 blocks), every step spread over the workgroup with no
+// per-invocation array to index dynamically. The root provides the triangle and a
+// scratch stage of at least CHUNK * BLOCK f32 (stage_at / stage_set, [..][BLOCK]); both
+// are free on entry, and the triangle holds T on return (after a barrier).
 
 const BLOCK: u32 = 16u;
 const BLOCKS: u32 = CHUNK / BLOCK;
 
-// Where row i of a strict lower triangle begins in l_sh.
+// Where row i of a strict lower triangle begins.
 fn tri(i: u32) -> u32 {
     return i * (i - 1u) / 2u;
 }
 
-// Call in workgroup-uniform control flow, after a barrier that completes l_sh.
+// Call in workgroup-uniform control flow, after a barrier that completes L.
 fn invert_unit_lower(li: u32) {
     // T's diagonal blocks: one invocation per column c of a block (all blocks at once),
     // by forward substitution, into the stage as [C][BLOCK]:
@@ -1010,9 +1010,9 @@ fn invert_unit_lower(li: u32) {
         let c = li % BLOCK;
         for (var r = c + 1u; r < BLOCK; r++) {
             let lrow = tri(b0 + r) + b0;
-            var acc = l_sh[lrow + c];
+            var acc = l_get(lrow + c);
             for (var s = c + 1u; s < r; s++) {
-                acc += l_sh[lrow + s] * stage_at(b0 + s, c);
+                acc += l_get(lrow + s) * stage_at(b0 + s, c);
             }
             stage_set(b0 + r, c, -acc);
         }
@@ -1022,10 +1022,10 @@ fn invert_unit_lower(li: u32) {
         let row = e / BLOCK;
         let c = e % BLOCK;
         if c < row % BLOCK {
-            l_sh[tri(row) + row - row % BLOCK + c] = stage_at(row, c);
+            l_set(tri(row) + row - row % BLOCK + c, stage_at(row, c));
         }
     }
-    workgroupBarrier(); // the diagonal blocks of T are in l_sh; the stage is read
+    workgroupBarrier(); // the diagonal blocks of T are in place; the stage is read
 
     // The blocks left of the diagonal, block row by block row (row rb BLOCK + r, column
     // j BLOCK + c, j < rb): T[row][col] = -sum_{s=col..row-1} L[row][s] T[s][col], split
@@ -1038,10 +1038,10 @@ fn invert_unit_lower(li: u32) {
             let row = r0 + (e / BLOCK) % BLOCK;
             let col = e / (BLOCK * BLOCK) * BLOCK + e % BLOCK;
             let lrow = tri(row);
-            var acc = l_sh[lrow + col]; // T[col][col] = 1
+            var acc = l_get(lrow + col); // T[col][col] = 1
             var ts = tri(col + 1u) + col; // T[s][col], s = col + 1
             for (var s = col + 1u; s < r0; s++) {
-                acc += l_sh[lrow + s] * l_sh[ts];
+                acc += l_get(lrow + s) * l_get(ts);
                 ts += s;
             }
             stage_set(e / BLOCK, e % BLOCK, acc);
@@ -1056,11 +1056,11 @@ fn invert_unit_lower(li: u32) {
             let lrow = tri(r0 + r);
             var acc = stage_at(xj + r, c);
             for (var s = 0u; s < r; s++) {
-                acc += l_sh[lrow + r0 + s] * stage_at(xj + s, c);
+                acc += l_get(lrow + r0 + s) * stage_at(xj + s, c);
             }
             // Only block rb's L entries left of the diagonal are replaced: T_rb,rb and
             // X, which this loop reads, are not.
-            l_sh[lrow + xj + c] = -acc;
+            l_set(lrow + xj + c, -acc);
         }
         workgroupBarrier(); // block row rb of T is complete; X is read
     }
@@ -1087,9 +1087,10 @@ fn invert_unit_lower(li: u32) {
 //   4. M out, four columns a store, Gam along the rows
 //   5. A0 = (I + L)^-1 in l_sh (wgsl/chunk_solve.wgsl)
 //   6. A = A0 diag(beta) into `a_sh`'s row blocks (the diagonal beta, zeros above it)
-//   7. W = diag(gam) A K: an invocation rows r + 16 m, eight key columns, k straight
-//      from memory (16 invocations read each word); then A becomes Gam o A in place and
-//      U = A V the same way over the value columns.
+//   7. W = diag(gam) A K: an invocation rows r + 16 m, eight key columns, k staged
+//      16 steps at a time over the solve's triangle (the next block's loads in flight
+//      through each block's products); then A becomes Gam o A in place and U = A V the
+//      same way, 128 value columns a pass.
 // A past the grid's end (a folded grid) redoes the last workgroup and writes nothing.
 
 // The Gram products' blocks: KB key columns, rows of SQ vec4s (one past the block's,
@@ -1107,8 +1108,24 @@ const SQ: u32 = KB / 4u + 1u;
 const QS: u32 = CHUNK * SQ;
 const A_LEN: u32 = 16u * (5u + 9u + 13u + 17u);
 var<workgroup> a_sh: array<vec4<f32>, max(2u * QS, A_LEN)>;
-// L's, then A0's, strict lower triangle (wgsl/chunk_solve.wgsl's `tri`).
-var<workgroup> l_sh: array<f32, CHUNK * (CHUNK - 1u) / 2u>;
+// L's, then A0's, strict lower triangle (wgsl/chunk_solve.wgsl's `tri`, f32 elements);
+// in phase 7 the staged block of k or v: KV_STEPS steps of TILE_DK columns, a step's
+// row contiguous (`kv_at`).
+const KV_STEPS: u32 = 16u;
+var<workgroup> l_sh: array<vec4<f32>, max((CHUNK * (CHUNK - 1u) / 2u + 3u) / 4u, KV_STEPS * TILE_DK / 4u)>;
+
+fn l_get(at: u32) -> f32 {
+    return l_sh[at / 4u][at % 4u];
+}
+
+fn l_set(at: u32, x: f32) {
+    l_sh[at / 4u][at % 4u] = x;
+}
+
+// Where the staged block's step j (of KV_STEPS) has its column octet o (two vec4s).
+fn kv_at(j: u32, o: u32) -> u32 {
+    return j * (TILE_DK / 4u) + 2u * o;
+}
 
 // The f32 element `at` of `a_sh` (its three scalar lives).
 fn a_get(at: u32) -> f32 {
@@ -1228,9 +1245,13 @@ fn octet(d: GdnDims, h: Head, t0: u32, j: u32, c: u32, is_v: bool) -> array<vec4
 }
 
 // A's rows r + 16 m (m < ROW_GROUPS) times the chunk's k or v (`is_v`) at eight columns
-// from c. A row of block b has 16 (b + 1) columns in `a_sh`, zeros above the diagonal:
-// block column jb enters the rows of blocks m >= jb.
-fn a_times(d: GdnDims, h: Head, t0: u32, r: u32, c: u32, is_v: bool) -> array<array<vec4<f32>, 2>, ROW_GROUPS> {
+// from c0 + 8 (li / 16) (c0: the pass's first of TILE_DK columns). A row of block b has
+// 16 (b + 1) columns in `a_sh`, zeros above the diagonal: block column jb enters the rows
+// of blocks m >= jb. Invocation li stages step li / 16 of each block at column octet
+// li % 16. Call in workgroup-uniform control flow (its barriers); `l_sh` is free.
+fn a_times(li: u32, d: GdnDims, h: Head, t0: u32, c0: u32, is_v: bool) -> array<array<vec4<f32>, 2>, ROW_GROUPS> {
+    let r = li % 16u;
+    let oc = li / 16u;
     var acc: array<array<vec4<f32>, 2>, ROW_GROUPS>;
     var rows: array<u32, ROW_GROUPS>;
     {
@@ -1249,7 +1270,14 @@ fn a_times(d: GdnDims, h: Head, t0: u32, r: u32, c: u32, is_v: bool) -> array<ar
         let m = 3u;
         rows[m] = a_row(r + 16u * m);
     }
+    var x = octet(d, h, t0, oc, c0 + 8u * r, is_v);
     for (var jb = 0u; jb < ROW_GROUPS; jb++) {
+        l_sh[kv_at(oc, r)] = x[0];
+        l_sh[kv_at(oc, r) + 1u] = x[1];
+        workgroupBarrier(); // the block is staged
+        if jb + 1u < ROW_GROUPS {
+            x = octet(d, h, t0, KV_STEPS * (jb + 1u) + oc, c0 + 8u * r, is_v);
+        }
         {
             let jq = 0u;
             var a: array<vec4<f32>, ROW_GROUPS>;
@@ -1279,129 +1307,137 @@ fn a_times(d: GdnDims, h: Head, t0: u32, r: u32, c: u32, is_v: bool) -> array<ar
             }
             {
                 let y = 0u;
-                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                let at = kv_at(4u * jq + y, oc);
+                let lo = l_sh[at];
+                let hi = l_sh[at + 1u];
                 {
                     let m = 0u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 1u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 2u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 3u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
             }
             {
                 let y = 1u;
-                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                let at = kv_at(4u * jq + y, oc);
+                let lo = l_sh[at];
+                let hi = l_sh[at + 1u];
                 {
                     let m = 0u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 1u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 2u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 3u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
             }
             {
                 let y = 2u;
-                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                let at = kv_at(4u * jq + y, oc);
+                let lo = l_sh[at];
+                let hi = l_sh[at + 1u];
                 {
                     let m = 0u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 1u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 2u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 3u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
             }
             {
                 let y = 3u;
-                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                let at = kv_at(4u * jq + y, oc);
+                let lo = l_sh[at];
+                let hi = l_sh[at + 1u];
                 {
                     let m = 0u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 1u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 2u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 3u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
             }
@@ -1435,129 +1471,137 @@ fn a_times(d: GdnDims, h: Head, t0: u32, r: u32, c: u32, is_v: bool) -> array<ar
             }
             {
                 let y = 0u;
-                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                let at = kv_at(4u * jq + y, oc);
+                let lo = l_sh[at];
+                let hi = l_sh[at + 1u];
                 {
                     let m = 0u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 1u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 2u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 3u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
             }
             {
                 let y = 1u;
-                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                let at = kv_at(4u * jq + y, oc);
+                let lo = l_sh[at];
+                let hi = l_sh[at + 1u];
                 {
                     let m = 0u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 1u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 2u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 3u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
             }
             {
                 let y = 2u;
-                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                let at = kv_at(4u * jq + y, oc);
+                let lo = l_sh[at];
+                let hi = l_sh[at + 1u];
                 {
                     let m = 0u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 1u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 2u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 3u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
             }
             {
                 let y = 3u;
-                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                let at = kv_at(4u * jq + y, oc);
+                let lo = l_sh[at];
+                let hi = l_sh[at + 1u];
                 {
                     let m = 0u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 1u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 2u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 3u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
             }
@@ -1591,129 +1635,137 @@ fn a_times(d: GdnDims, h: Head, t0: u32, r: u32, c: u32, is_v: bool) -> array<ar
             }
             {
                 let y = 0u;
-                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                let at = kv_at(4u * jq + y, oc);
+                let lo = l_sh[at];
+                let hi = l_sh[at + 1u];
                 {
                     let m = 0u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 1u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 2u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 3u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
             }
             {
                 let y = 1u;
-                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                let at = kv_at(4u * jq + y, oc);
+                let lo = l_sh[at];
+                let hi = l_sh[at + 1u];
                 {
                     let m = 0u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 1u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 2u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 3u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
             }
             {
                 let y = 2u;
-                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                let at = kv_at(4u * jq + y, oc);
+                let lo = l_sh[at];
+                let hi = l_sh[at + 1u];
                 {
                     let m = 0u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 1u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 2u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 3u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
             }
             {
                 let y = 3u;
-                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                let at = kv_at(4u * jq + y, oc);
+                let lo = l_sh[at];
+                let hi = l_sh[at + 1u];
                 {
                     let m = 0u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 1u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 2u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 3u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
             }
@@ -1747,133 +1799,142 @@ fn a_times(d: GdnDims, h: Head, t0: u32, r: u32, c: u32, is_v: bool) -> array<ar
             }
             {
                 let y = 0u;
-                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                let at = kv_at(4u * jq + y, oc);
+                let lo = l_sh[at];
+                let hi = l_sh[at + 1u];
                 {
                     let m = 0u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 1u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 2u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 3u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
             }
             {
                 let y = 1u;
-                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                let at = kv_at(4u * jq + y, oc);
+                let lo = l_sh[at];
+                let hi = l_sh[at + 1u];
                 {
                     let m = 0u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 1u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 2u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 3u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
             }
             {
                 let y = 2u;
-                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                let at = kv_at(4u * jq + y, oc);
+                let lo = l_sh[at];
+                let hi = l_sh[at + 1u];
                 {
                     let m = 0u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 1u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 2u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 3u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
             }
             {
                 let y = 3u;
-                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                let at = kv_at(4u * jq + y, oc);
+                let lo = l_sh[at];
+                let hi = l_sh[at + 1u];
                 {
                     let m = 0u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 1u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 2u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
                 {
                     let m = 3u;
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
             }
         }
+        workgroupBarrier(); // the block is read
     }
     return acc;
 }
@@ -1916,470 +1977,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             kx = qk_quad(d, h, t0 + srow, c0 + KB + 4u * sq, false);
             qx = qk_quad(d, h, t0 + srow, c0 + KB + 4u * sq, true);
         }
-        {
-            let x = 0u;
-            var kr: array<vec4<f32>, ROW_GROUPS>;
-            var qr: array<vec4<f32>, ROW_GROUPS>;
-            var kc: array<vec4<f32>, ROW_GROUPS>;
-            {
-                let m = 0u;
-                kr[m] = a_sh[(ri + 16u * m) * SQ + x];
-                qr[m] = a_sh[QS + (ri + 16u * m) * SQ + x];
-                kc[m] = a_sh[(cj + 16u * m) * SQ + x];
-            }
-            {
-                let m = 1u;
-                kr[m] = a_sh[(ri + 16u * m) * SQ + x];
-                qr[m] = a_sh[QS + (ri + 16u * m) * SQ + x];
-                kc[m] = a_sh[(cj + 16u * m) * SQ + x];
-            }
-            {
-                let m = 2u;
-                kr[m] = a_sh[(ri + 16u * m) * SQ + x];
-                qr[m] = a_sh[QS + (ri + 16u * m) * SQ + x];
-                kc[m] = a_sh[(cj + 16u * m) * SQ + x];
-            }
-            {
-                let m = 3u;
-                kr[m] = a_sh[(ri + 16u * m) * SQ + x];
-                qr[m] = a_sh[QS + (ri + 16u * m) * SQ + x];
-                kc[m] = a_sh[(cj + 16u * m) * SQ + x];
-            }
-            {
-                let m = 0u;
-                {
-                    let n = 0u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 1u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 2u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 3u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-            }
-            {
-                let m = 1u;
-                {
-                    let n = 0u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 1u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 2u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 3u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-            }
-            {
-                let m = 2u;
-                {
-                    let n = 0u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 1u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 2u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 3u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-            }
-            {
-                let m = 3u;
-                {
-                    let n = 0u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 1u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 2u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 3u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-            }
-        }
-        {
-            let x = 1u;
-            var kr: array<vec4<f32>, ROW_GROUPS>;
-            var qr: array<vec4<f32>, ROW_GROUPS>;
-            var kc: array<vec4<f32>, ROW_GROUPS>;
-            {
-                let m = 0u;
-                kr[m] = a_sh[(ri + 16u * m) * SQ + x];
-                qr[m] = a_sh[QS + (ri + 16u * m) * SQ + x];
-                kc[m] = a_sh[(cj + 16u * m) * SQ + x];
-            }
-            {
-                let m = 1u;
-                kr[m] = a_sh[(ri + 16u * m) * SQ + x];
-                qr[m] = a_sh[QS + (ri + 16u * m) * SQ + x];
-                kc[m] = a_sh[(cj + 16u * m) * SQ + x];
-            }
-            {
-                let m = 2u;
-                kr[m] = a_sh[(ri + 16u * m) * SQ + x];
-                qr[m] = a_sh[QS + (ri + 16u * m) * SQ + x];
-                kc[m] = a_sh[(cj + 16u * m) * SQ + x];
-            }
-            {
-                let m = 3u;
-                kr[m] = a_sh[(ri + 16u * m) * SQ + x];
-                qr[m] = a_sh[QS + (ri + 16u * m) * SQ + x];
-                kc[m] = a_sh[(cj + 16u * m) * SQ + x];
-            }
-            {
-                let m = 0u;
-                {
-                    let n = 0u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 1u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 2u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 3u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-            }
-            {
-                let m = 1u;
-                {
-                    let n = 0u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 1u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 2u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 3u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-            }
-            {
-                let m = 2u;
-                {
-                    let n = 0u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 1u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 2u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 3u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-            }
-            {
-                let m = 3u;
-                {
-                    let n = 0u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 1u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 2u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 3u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-            }
-        }
-        {
-            let x = 2u;
-            var kr: array<vec4<f32>, ROW_GROUPS>;
-            var qr: array<vec4<f32>, ROW_GROUPS>;
-            var kc: array<vec4<f32>, ROW_GROUPS>;
-            {
-                let m = 0u;
-                kr[m] = a_sh[(ri + 16u * m) * SQ + x];
-                qr[m] = a_sh[QS + (ri + 16u * m) * SQ + x];
-                kc[m] = a_sh[(cj + 16u * m) * SQ + x];
-            }
-            {
-                let m = 1u;
-                kr[m] = a_sh[(ri + 16u * m) * SQ + x];
-                qr[m] = a_sh[QS + (ri + 16u * m) * SQ + x];
-                kc[m] = a_sh[(cj + 16u * m) * SQ + x];
-            }
-            {
-                let m = 2u;
-                kr[m] = a_sh[(ri + 16u * m) * SQ + x];
-                qr[m] = a_sh[QS + (ri + 16u * m) * SQ + x];
-                kc[m] = a_sh[(cj + 16u * m) * SQ + x];
-            }
-            {
-                let m = 3u;
-                kr[m] = a_sh[(ri + 16u * m) * SQ + x];
-                qr[m] = a_sh[QS + (ri + 16u * m) * SQ + x];
-                kc[m] = a_sh[(cj + 16u * m) * SQ + x];
-            }
-            {
-                let m = 0u;
-                {
-                    let n = 0u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 1u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 2u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 3u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-            }
-            {
-                let m = 1u;
-                {
-                    let n = 0u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 1u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 2u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 3u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-            }
-            {
-                let m = 2u;
-                {
-                    let n = 0u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 1u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 2u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 3u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-            }
-            {
-                let m = 3u;
-                {
-                    let n = 0u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 1u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 2u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-                {
-                    let n = 3u;
-                    if n <= m {
-                        kk[m][n] += dot(kr[m], kc[n]);
-                        qk[m][n] += dot(qr[m], kc[n]);
-                    }
-                }
-            }
-        }
-        {
-            let x = 3u;
+        for (var x = 0u; x < QUAD; x++) {
             var kr: array<vec4<f32>, ROW_GROUPS>;
             var qr: array<vec4<f32>, ROW_GROUPS>;
             var kc: array<vec4<f32>, ROW_GROUPS>;
@@ -2558,7 +2156,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -2569,7 +2167,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -2580,7 +2178,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -2591,7 +2189,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -2605,7 +2203,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -2616,7 +2214,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -2627,7 +2225,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -2638,7 +2236,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -2652,7 +2250,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -2663,7 +2261,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -2674,7 +2272,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -2685,7 +2283,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -2699,7 +2297,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -2710,7 +2308,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -2721,7 +2319,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -2732,7 +2330,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -2771,7 +2369,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         for (var y = 0u; y < 4u; y++) {
             let j = 4u * q + y;
             if j < i {
-                v[y] = l_sh[tri(i) + j] * beta_sh[j];
+                v[y] = l_get(tri(i) + j) * beta_sh[j];
             } else if j == i {
                 v[y] = beta_sh[i];
             }
@@ -2786,7 +2384,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     // 16 m.
     let r = li % 16u;
     let wc = 8u * (li / 16u);
-    let w = a_times(d, h, t0, r, wc, false);
+    let w = a_times(li, d, h, t0, 0u, false);
     {
         let m = 0u;
         let i = r + 16u * m;
@@ -2819,7 +2417,6 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             store_tile4(tiles + W_AT + tile_at(i, wc + 4u, TILE_DK), gam_sh[i] * w[m][1]);
         }
     }
-    workgroupBarrier(); // A is read
     // A becomes Gam o A (Gam[i][i] = 1, zeros above the diagonal).
     for (var p = 0u; p < strides(li, A_LEN, WG_SIZE); p++) {
         let e = li + p * WG_SIZE;
@@ -2831,11 +2428,10 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         }
     }
     workgroupBarrier();
-    // U over the value columns, eight an invocation at a time.
-    let octets = (d.value_dim + 7u) / 8u;
-    for (var n = 0u; n < strides(li / 16u, octets, WG_SIZE / 16u); n++) {
-        let c = 8u * (li / 16u + n * (WG_SIZE / 16u));
-        let u = a_times(d, h, t0, r, c, true);
+    // U over the value columns, TILE_DK a pass, eight an invocation.
+    for (var p = 0u; p < strides(0u, d.value_dim, TILE_DK); p++) {
+        let c = p * TILE_DK + wc;
+        let u = a_times(li, d, h, t0, p * TILE_DK, true);
         {
             let m = 0u;
             let at = (ch * CHUNK + r + 16u * m) * d.value_dim + c;

@@ -309,21 +309,21 @@ fn strides(begin: u32, end: u32, stride: u32) -> u32 {
 }
 
 // T = (I + L)^-1 for record_chunked's first passes, in workgroup memory: L's strict
-// lower triangle in l_sh (row i at tri(i)) becomes T's, blockwise (16 x 16 blocks),
-// every step spread over the workgroup with no per-invocation array to index
-// dynamically. The root provides l_sh and a scratch stage of at least CHUNK * BLOCK
-// f32 (stage_at / stage_set, [..][BLOCK]); both are free on entry, and l_sh holds T
-// on return (after a barrier).
+// lower triangle (element `at` through l_get / l_set, row i at tri(i)) becomes T's,
+// blockwise (16 x 16 blocks), every step spread over the workgroup with no
+// per-invocation array to index dynamically. The root provides the triangle and a
+// scratch stage of at least CHUNK * BLOCK f32 (stage_at / stage_set, [..][BLOCK]); both
+// are free on entry, and the triangle holds T on return (after a barrier).
 
 const BLOCK: u32 = 16u;
 const BLOCKS: u32 = CHUNK / BLOCK;
 
-// Where row i of a strict lower triangle begins in l_sh.
+// Where row i of a strict lower triangle begins.
 fn tri(i: u32) -> u32 {
     return i * (i - 1u) / 2u;
 }
 
-// Call in workgroup-uniform control flow, after a barrier that completes l_sh.
+// Call in workgroup-uniform control flow, after a barrier that completes L.
 fn invert_unit_lower(li: u32) {
     // T's diagonal blocks: one invocation per column c of a block (all blocks at once),
     // by forward substitution, into the stage as [C][BLOCK]:
@@ -333,9 +333,9 @@ fn invert_unit_lower(li: u32) {
         let c = li % BLOCK;
         for (var r = c + 1u; r < BLOCK; r++) {
             let lrow = tri(b0 + r) + b0;
-            var acc = l_sh[lrow + c];
+            var acc = l_get(lrow + c);
             for (var s = c + 1u; s < r; s++) {
-                acc += l_sh[lrow + s] * stage_at(b0 + s, c);
+                acc += l_get(lrow + s) * stage_at(b0 + s, c);
             }
             stage_set(b0 + r, c, -acc);
         }
@@ -345,10 +345,10 @@ fn invert_unit_lower(li: u32) {
         let row = e / BLOCK;
         let c = e % BLOCK;
         if c < row % BLOCK {
-            l_sh[tri(row) + row - row % BLOCK + c] = stage_at(row, c);
+            l_set(tri(row) + row - row % BLOCK + c, stage_at(row, c));
         }
     }
-    workgroupBarrier(); // the diagonal blocks of T are in l_sh; the stage is read
+    workgroupBarrier(); // the diagonal blocks of T are in place; the stage is read
 
     // The blocks left of the diagonal, block row by block row (row rb BLOCK + r, column
     // j BLOCK + c, j < rb): T[row][col] = -sum_{s=col..row-1} L[row][s] T[s][col], split
@@ -361,10 +361,10 @@ fn invert_unit_lower(li: u32) {
             let row = r0 + (e / BLOCK) % BLOCK;
             let col = e / (BLOCK * BLOCK) * BLOCK + e % BLOCK;
             let lrow = tri(row);
-            var acc = l_sh[lrow + col]; // T[col][col] = 1
+            var acc = l_get(lrow + col); // T[col][col] = 1
             var ts = tri(col + 1u) + col; // T[s][col], s = col + 1
             for (var s = col + 1u; s < r0; s++) {
-                acc += l_sh[lrow + s] * l_sh[ts];
+                acc += l_get(lrow + s) * l_get(ts);
                 ts += s;
             }
             stage_set(e / BLOCK, e % BLOCK, acc);
@@ -379,11 +379,11 @@ fn invert_unit_lower(li: u32) {
             let lrow = tri(r0 + r);
             var acc = stage_at(xj + r, c);
             for (var s = 0u; s < r; s++) {
-                acc += l_sh[lrow + r0 + s] * stage_at(xj + s, c);
+                acc += l_get(lrow + r0 + s) * stage_at(xj + s, c);
             }
             // Only block rb's L entries left of the diagonal are replaced: T_rb,rb and
             // X, which this loop reads, are not.
-            l_sh[lrow + xj + c] = -acc;
+            l_set(lrow + xj + c, -acc);
         }
         workgroupBarrier(); // block row rb of T is complete; X is read
     }
@@ -423,6 +423,15 @@ var<workgroup> live_sh: array<u32, CHUNK>;
 var<workgroup> stage: array<vec4<f32>, WG_SIZE>;
 // L[i][j] (j < i) at tri(i) + j; from the inverse on, T[i][j] in its place.
 var<workgroup> l_sh: array<f32, CHUNK * (CHUNK - 1u) / 2u>;
+
+// Element `at` of the triangle (wgsl/chunk_solve.wgsl).
+fn l_get(at: u32) -> f32 {
+    return l_sh[at];
+}
+
+fn l_set(at: u32, x: f32) {
+    l_sh[at] = x;
+}
 
 // The stage as [..][BLOCK] scalars.
 fn stage_at(row: u32, c: u32) -> f32 {

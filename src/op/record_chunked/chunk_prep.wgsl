@@ -10,7 +10,7 @@
 #import chunk_gates
 #import chunk_solve
 #import strides
-#provides kernel_main, l_sh, stage_at, stage_set
+#provides kernel_main, l_get, l_set, stage_at, stage_set
 #requires load_q, load_k, load1_v, v_buf, store_u, store4_u, store_tiles
 #requires qk_row, v_index, CHUNK, WG_SIZE, ROW_GROUPS, QUAD
 // record_chunked's first pass on vector units (the fast path's where no adapter has
@@ -34,9 +34,10 @@
 //   4. M out, four columns a store, Gam along the rows
 //   5. A0 = (I + L)^-1 in l_sh (wgsl/chunk_solve.wgsl)
 //   6. A = A0 diag(beta) into `a_sh`'s row blocks (the diagonal beta, zeros above it)
-//   7. W = diag(gam) A K: an invocation rows r + 16 m, eight key columns, k straight
-//      from memory (16 invocations read each word); then A becomes Gam o A in place and
-//      U = A V the same way over the value columns.
+//   7. W = diag(gam) A K: an invocation rows r + 16 m, eight key columns, k staged
+//      16 steps at a time over the solve's triangle (the next block's loads in flight
+//      through each block's products); then A becomes Gam o A in place and U = A V the
+//      same way, 128 value columns a pass.
 // A past the grid's end (a folded grid) redoes the last workgroup and writes nothing.
 
 // The Gram products' blocks: KB key columns, rows of SQ vec4s (one past the block's,
@@ -54,8 +55,24 @@ const SQ: u32 = KB / 4u + 1u;
 const QS: u32 = CHUNK * SQ;
 const A_LEN: u32 = 16u * (5u + 9u + 13u + 17u);
 var<workgroup> a_sh: array<vec4<f32>, max(2u * QS, A_LEN)>;
-// L's, then A0's, strict lower triangle (wgsl/chunk_solve.wgsl's `tri`).
-var<workgroup> l_sh: array<f32, CHUNK * (CHUNK - 1u) / 2u>;
+// L's, then A0's, strict lower triangle (wgsl/chunk_solve.wgsl's `tri`, f32 elements);
+// in phase 7 the staged block of k or v: KV_STEPS steps of TILE_DK columns, a step's
+// row contiguous (`kv_at`).
+const KV_STEPS: u32 = 16u;
+var<workgroup> l_sh: array<vec4<f32>, max((CHUNK * (CHUNK - 1u) / 2u + 3u) / 4u, KV_STEPS * TILE_DK / 4u)>;
+
+fn l_get(at: u32) -> f32 {
+    return l_sh[at / 4u][at % 4u];
+}
+
+fn l_set(at: u32, x: f32) {
+    l_sh[at / 4u][at % 4u] = x;
+}
+
+// Where the staged block's step j (of KV_STEPS) has its column octet o (two vec4s).
+fn kv_at(j: u32, o: u32) -> u32 {
+    return j * (TILE_DK / 4u) + 2u * o;
+}
 
 // The f32 element `at` of `a_sh` (its three scalar lives).
 fn a_get(at: u32) -> f32 {
@@ -145,16 +162,27 @@ fn octet(d: GdnDims, h: Head, t0: u32, j: u32, c: u32, is_v: bool) -> array<vec4
 }
 
 // A's rows r + 16 m (m < ROW_GROUPS) times the chunk's k or v (`is_v`) at eight columns
-// from c. A row of block b has 16 (b + 1) columns in `a_sh`, zeros above the diagonal:
-// block column jb enters the rows of blocks m >= jb.
-fn a_times(d: GdnDims, h: Head, t0: u32, r: u32, c: u32, is_v: bool) -> array<array<vec4<f32>, 2>, ROW_GROUPS> {
+// from c0 + 8 (li / 16) (c0: the pass's first of TILE_DK columns). A row of block b has
+// 16 (b + 1) columns in `a_sh`, zeros above the diagonal: block column jb enters the rows
+// of blocks m >= jb. Invocation li stages step li / 16 of each block at column octet
+// li % 16. Call in workgroup-uniform control flow (its barriers); `l_sh` is free.
+fn a_times(li: u32, d: GdnDims, h: Head, t0: u32, c0: u32, is_v: bool) -> array<array<vec4<f32>, 2>, ROW_GROUPS> {
+    let r = li % 16u;
+    let oc = li / 16u;
     var acc: array<array<vec4<f32>, 2>, ROW_GROUPS>;
     var rows: array<u32, ROW_GROUPS>;
     #unroll
     for (var m = 0u; m < ROW_GROUPS; m++) {
         rows[m] = a_row(r + 16u * m);
     }
+    var x = octet(d, h, t0, oc, c0 + 8u * r, is_v);
     for (var jb = 0u; jb < ROW_GROUPS; jb++) {
+        l_sh[kv_at(oc, r)] = x[0];
+        l_sh[kv_at(oc, r) + 1u] = x[1];
+        workgroupBarrier(); // the block is staged
+        if jb + 1u < ROW_GROUPS {
+            x = octet(d, h, t0, KV_STEPS * (jb + 1u) + oc, c0 + 8u * r, is_v);
+        }
         #unroll
         for (var jq = 0u; jq < QUAD; jq++) {
             var a: array<vec4<f32>, ROW_GROUPS>;
@@ -166,16 +194,19 @@ fn a_times(d: GdnDims, h: Head, t0: u32, r: u32, c: u32, is_v: bool) -> array<ar
             }
             #unroll
             for (var y = 0u; y < QUAD; y++) {
-                let x = octet(d, h, t0, 16u * jb + 4u * jq + y, c, is_v);
+                let at = kv_at(4u * jq + y, oc);
+                let lo = l_sh[at];
+                let hi = l_sh[at + 1u];
                 #unroll
                 for (var m = 0u; m < ROW_GROUPS; m++) {
                     if m >= jb {
-                        acc[m][0] += a[m][y] * x[0];
-                        acc[m][1] += a[m][y] * x[1];
+                        acc[m][0] += a[m][y] * lo;
+                        acc[m][1] += a[m][y] * hi;
                     }
                 }
             }
         }
+        workgroupBarrier(); // the block is read
     }
     return acc;
 }
@@ -218,7 +249,6 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             kx = qk_quad(d, h, t0 + srow, c0 + KB + 4u * sq, false);
             qx = qk_quad(d, h, t0 + srow, c0 + KB + 4u * sq, true);
         }
-        #unroll
         for (var x = 0u; x < QUAD; x++) {
             var kr: array<vec4<f32>, ROW_GROUPS>;
             var qr: array<vec4<f32>, ROW_GROUPS>;
@@ -266,7 +296,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_sh[tri(i) + j] = beta_sh[i] * kk[m][n];
+                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -305,7 +335,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         for (var y = 0u; y < 4u; y++) {
             let j = 4u * q + y;
             if j < i {
-                v[y] = l_sh[tri(i) + j] * beta_sh[j];
+                v[y] = l_get(tri(i) + j) * beta_sh[j];
             } else if j == i {
                 v[y] = beta_sh[i];
             }
@@ -320,7 +350,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     // 16 m.
     let r = li % 16u;
     let wc = 8u * (li / 16u);
-    let w = a_times(d, h, t0, r, wc, false);
+    let w = a_times(li, d, h, t0, 0u, false);
     #unroll
     for (var m = 0u; m < ROW_GROUPS; m++) {
         let i = r + 16u * m;
@@ -329,7 +359,6 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             store_tile4(tiles + W_AT + tile_at(i, wc + 4u, TILE_DK), gam_sh[i] * w[m][1]);
         }
     }
-    workgroupBarrier(); // A is read
     // A becomes Gam o A (Gam[i][i] = 1, zeros above the diagonal).
     for (var p = 0u; p < strides(li, A_LEN, WG_SIZE); p++) {
         let e = li + p * WG_SIZE;
@@ -341,11 +370,10 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         }
     }
     workgroupBarrier();
-    // U over the value columns, eight an invocation at a time.
-    let octets = (d.value_dim + 7u) / 8u;
-    for (var n = 0u; n < strides(li / 16u, octets, WG_SIZE / 16u); n++) {
-        let c = 8u * (li / 16u + n * (WG_SIZE / 16u));
-        let u = a_times(d, h, t0, r, c, true);
+    // U over the value columns, TILE_DK a pass, eight an invocation.
+    for (var p = 0u; p < strides(0u, d.value_dim, TILE_DK); p++) {
+        let c = p * TILE_DK + wc;
+        let u = a_times(li, d, h, t0, p * TILE_DK, true);
         #unroll
         for (var m = 0u; m < ROW_GROUPS; m++) {
             let at = (ch * CHUNK + r + 16u * m) * d.value_dim + c;

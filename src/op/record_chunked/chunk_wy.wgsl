@@ -8,7 +8,7 @@
 #import chunk_at
 #import chunk_solve
 #import strides
-#provides kernel_main, l_sh, stage_at, stage_set
+#provides kernel_main, l_get, l_set, stage_at, stage_set
 #requires load1_q, load1_k, load1_v, load1_g, load1_beta, store_w, store_u, store_m, store_decay
 #requires qk_row, v_index, gate_index, mask_index, key_head, CHUNK, WG_SIZE
 // record_chunked, first pass (cpu.rs beside it has the math): one workgroup per
@@ -45,6 +45,15 @@ var<workgroup> live_sh: array<u32, CHUNK>;
 var<workgroup> stage: array<vec4<f32>, WG_SIZE>;
 // L[i][j] (j < i) at tri(i) + j; from the inverse on, T[i][j] in its place.
 var<workgroup> l_sh: array<f32, CHUNK * (CHUNK - 1u) / 2u>;
+
+// Element `at` of the triangle (wgsl/chunk_solve.wgsl).
+fn l_get(at: u32) -> f32 {
+    return l_sh[at];
+}
+
+fn l_set(at: u32, x: f32) {
+    l_sh[at] = x;
+}
 
 // The stage as [..][BLOCK] scalars.
 fn stage_at(row: u32, c: u32) -> f32 {

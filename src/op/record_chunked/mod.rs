@@ -523,12 +523,17 @@ pub(crate) fn vector_passes_bytes(rows: u32) -> u32 {
 
 /// [`CHUNK_PREP`]'s workgroup memory (`chunk_prep.wgsl`): `a_sh` (704 vec4s: A's four
 /// row blocks, each row padded by a vec4; its other lives fit in them), `l_sh` (the
-/// solve's strict lower triangle, `C (C - 1) / 2` f32), five [C] f32 arrays of gates and
-/// decays, the eights' products and the live flags in f16: 20768 bytes, within
-/// [`PREP_BYTES_MAX`].
+/// solve's strict lower triangle, `C (C - 1) / 2` f32, then 16 steps of k or v at 128
+/// columns: 512 vec4s), five [C] f32 arrays of gates and decays, the eights' products
+/// and the live flags in f16: 20896 bytes, within [`PREP_BYTES_MAX`].
 const fn vector_prep_bytes() -> u32 {
     let c = COOP_CHUNK.steps() as u32;
-    16 * 16 * (5 + 9 + 13 + 17) + c * (c - 1) / 2 * 4 + (5 * c + c / 8) * 4 + c * 2
+    let (triangle, staged) = (
+        (c * (c - 1) / 2).div_ceil(4),
+        16 * COOP_MAX_KEY_DIM as u32 / 4,
+    );
+    let l_sh = if triangle > staged { triangle } else { staged };
+    16 * 16 * (5 + 9 + 13 + 17) + l_sh * 16 + (5 * c + c / 8) * 4 + c * 2
 }
 
 /// [`CHUNK_PREP_COOP`]'s workgroup memory (`chunk_prep_coop.wgsl`): its f16 array in two lives
