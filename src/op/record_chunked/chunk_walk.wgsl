@@ -9,7 +9,8 @@
 #import chunk_tiles
 #provides kernel_main
 #requires load1_state_in, store2_delta, load_u, load_decay, tiles_buf, starts_buf
-#requires deltas16_buf, state_row, v_index, CHUNK, WG_SIZE, ROWS, XR, KEY_OCTETS, STEP_OCTETS
+#requires deltas16_buf, state_row, v_index, CHUNK, WG_SIZE, ROWS, XR, PART_KEY_OCTETS
+#requires PART_STEP_OCTETS
 // record_chunked's walk on vector units (the fast path's second pass where no adapter
 // has cooperative matrices): the same work, memory and math as chunk_walk_coop.wgsl
 // (cpu_fast.rs has it), one workgroup of 256 invocations per (b, hv, block of ROWS
@@ -18,16 +19,20 @@
 //   delta = U - W s16^T                         (record's delta, the tape's)
 //   S^T   = gam_C S^T + (G_end K)^T f16(delta)
 // Each product is register-tiled: an invocation keeps a small block of outputs and
-// reads each operand once for all of them, the tiles eight f16 at a time (`tiles_buf`
-// is bound as vec4<u32> words, two f16 each).
+// reads each operand once for all of them, the tiles eight f16 at a time. The tiles
+// come through `stage` a quarter of the chunk's at a time (`part_at`: W's two halves of
+// key columns, then (G_end K)^T's two halves of steps), each copied by the whole
+// workgroup in coalesced 16-byte words (`tiles_buf` is bound as vec4<u32> words) while
+// the part before it is in the products: a word is loaded once, not by each of the
+// eight invocations that read it, and its latency is hidden behind a part's sums.
 //   - W s16^T: invocation li makes steps 2 (li / 8) and 2 (li / 8) + 1 at value rows
 //     XR (li % 8) .. + XR - 1 (XR = ROWS / 8, adjacent, so a bf16 word of the tape's
 //     delta has one writer), from `sw` (s16 as f32, a value row's keys contiguous).
 //   - The state: invocation li holds S^T at keys 4 (li / 8) .. + 3 and value rows
 //     li % 8 + 8 j (j < XR) in registers, in f32, for the whole walk; delta reaches it
 //     through `dw` (f16(delta) as f32, a value row's steps contiguous).
-// Two barriers a chunk: after delta is in `dw` (the state's product reads it), after
-// the new s16 is in `sw` (the next chunk's W product reads it).
+// Two barriers a part: after its stage is copied, after it is read (the last of W's
+// also completes `dw`, the last of the chunk the new s16 in `sw`).
 
 // Vec4s a row of `sw` and of `dw`: one past the row, so that the rows a quarter of a
 // subgroup reads at one column fall in different banks.
@@ -36,6 +41,49 @@ const DW: u32 = CHUNK / 4u + 1u;
 
 var<workgroup> sw: array<vec4<f32>, ROWS * SW>;
 var<workgroup> dw: array<vec4<f32>, ROWS * DW>;
+// A quarter of a chunk's tile operands (half of W, or of (G_end K)^T): 4096 f16 as words
+// of eight.
+const STAGE_WORDS: u32 = CHUNK * TILE_DK / 16u;
+var<workgroup> stage: array<vec4<u32>, STAGE_WORDS>;
+
+// Where word w (of STAGE_WORDS) of part `part` of the chunk whose tiles start at `tiles`
+// is in `tiles_buf` (in words). Parts 0 and 1: W's key columns 64 part .. + 63 (of each
+// of its 4 tile rows, tiles 4 part .. + 3); parts 2 and 3: (G_end K)^T's steps 32 (part
+// - 2) .. + 31 (of each of its 8 tile rows, tiles 2 (part - 2) and the next). `stage`
+// keeps them in this order, 32 words a tile.
+fn part_at(tiles: u32, part: u32, w: u32) -> u32 {
+    var at = tiles + W_AT + ((w / 128u) * 8u + 4u * part + (w % 128u) / 32u) * 256u;
+    if part >= 2u {
+        at = tiles + KT_AT + ((w / 64u) * 4u + 2u * (part - 2u) + (w % 64u) / 32u) * 256u;
+    }
+    return (at + (w % 32u) * 8u) / 8u;
+}
+
+// Invocation li's two words of part `part`.
+fn part_load(tiles: u32, part: u32, li: u32) -> array<vec4<u32>, 2> {
+    return array<vec4<u32>, 2>(
+        tiles_buf[part_at(tiles, part, li)],
+        tiles_buf[part_at(tiles, part, li + WG_SIZE)],
+    );
+}
+
+// Into `stage` (after a barrier that ends its reads).
+fn part_store(li: u32, x: array<vec4<u32>, 2>) {
+    stage[li] = x[0];
+    stage[li + WG_SIZE] = x[1];
+}
+
+// W's keys c .. c + 7 (c a multiple of 8, within part c / 64) at step t, from `stage`.
+fn w_at(t: u32, c: u32) -> u32 {
+    let k = c % 64u;
+    return (t / 16u) * 128u + (k / 16u) * 32u + (t % 16u) * 2u + (k % 16u) / 8u;
+}
+
+// (G_end K)^T's steps t .. t + 7 (t a multiple of 8, within part 2 + t / 32) at key k.
+fn kt_at(k: u32, t: u32) -> u32 {
+    let s = t % 32u;
+    return (k / 16u) * 64u + (s / 16u) * 32u + (k % 16u) * 2u + (s % 16u) / 8u;
+}
 
 // x as the products read it: rounded to f16 (within its range), back in f32.
 fn f16r(x: vec4<f32>) -> vec4<f32> {
@@ -103,12 +151,16 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         s[j] = x;
         sw[v * SW + c4 / 4u] = f16r(x);
     }
+    // The first chunk's first part in flight.
+    var pre = array<vec4<u32>, 2>(vec4(0u), vec4(0u));
+    if hc.count > 0u {
+        pre = part_load(hc.first * TILES_PER_CHUNK, 0u, li);
+    }
     workgroupBarrier();
 
     for (var n = 0u; n < hc.count; n++) {
         let ch = hc.first + n;
         let tiles = ch * TILES_PER_CHUNK;
-        let last = bitcast<f32>(load_decay(ch * 3u * CHUNK + 2u * CHUNK));
 
         // The state at the chunk's start, for the output pass.
         #unroll
@@ -121,20 +173,43 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             starts_buf[start_at(ch, pad, c4 + 3u, v)] = x.w;
         }
 
-        // W s16^T over the keys, eight at a time.
+        // W s16^T over the keys, eight at a time, in W's two parts. U and the chunk's
+        // decay in flight through them.
         var x0: array<f32, XR>;
         var x1: array<f32, XR>;
-        #unroll
-        for (var co = 0u; co < KEY_OCTETS; co++) {
-            let c = 8u * co;
-            let w0 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2, c, TILE_DK)) / 8u]);
-            let w1 = f16x8(tiles_buf[(tiles + W_AT + tile_at(t2 + 1u, c, TILE_DK)) / 8u]);
+        var u0: array<f32, XR>;
+        var u1: array<f32, XR>;
+        var last = 0.0;
+        for (var part = 0u; part < 2u; part++) {
+            part_store(li, pre);
+            workgroupBarrier(); // the part is staged
+            pre = part_load(tiles, part + 1u, li);
+            if part == 0u {
+                last = bitcast<f32>(load_decay(ch * 3u * CHUNK + 2u * CHUNK));
+                #unroll
+                for (var j = 0u; j < XR; j++) {
+                    let dv = v0 + xv + j;
+                    if dv < d.value_dim {
+                        u0[j] = bitcast<f32>(load_u((ch * CHUNK + t2) * d.value_dim + dv));
+                        u1[j] = bitcast<f32>(load_u((ch * CHUNK + t2 + 1u) * d.value_dim + dv));
+                    }
+                }
+            }
             #unroll
-            for (var j = 0u; j < XR; j++) {
-                let lo = sw[(xv + j) * SW + c / 4u];
-                let hi = sw[(xv + j) * SW + c / 4u + 1u];
-                x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
-                x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+            for (var co = 0u; co < PART_KEY_OCTETS; co++) {
+                let c = 64u * part + 8u * co;
+                let w0 = f16x8(stage[w_at(t2, c)]);
+                let w1 = f16x8(stage[w_at(t2 + 1u, c)]);
+                #unroll
+                for (var j = 0u; j < XR; j++) {
+                    let lo = sw[(xv + j) * SW + c / 4u];
+                    let hi = sw[(xv + j) * SW + c / 4u + 1u];
+                    x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
+                    x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+                }
+            }
+            if part == 0u {
+                workgroupBarrier(); // the part is read
             }
         }
 
@@ -147,8 +222,8 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             var da = 0.0;
             var db = 0.0;
             if dv < d.value_dim {
-                da = bitcast<f32>(load_u((ch * CHUNK + t2) * d.value_dim + dv)) - x0[j];
-                db = bitcast<f32>(load_u((ch * CHUNK + t2 + 1u) * d.value_dim + dv)) - x1[j];
+                da = u0[j] - x0[j];
+                db = u1[j] - x1[j];
             }
             let r = f16r(vec4<f32>(da, db, 0.0, 0.0));
             dw[v * DW + t2 / 4u][t2 % 4u] = r.x;
@@ -168,39 +243,52 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 tape_pair(d, h, t + 1u, v0 + xv + e, x1[e], x1[j]);
             }
         }
-        workgroupBarrier();
+        workgroupBarrier(); // W's last part is read; delta is in `dw`
 
         // The state through the chunk: S^T = gam_C S^T + (G_end K)^T f16(delta), the
-        // steps eight at a time.
+        // steps eight at a time, in (G_end K)^T's two parts; the next chunk's first
+        // part in flight through the last.
         #unroll
         for (var j = 0u; j < XR; j++) {
             s[j] = last * s[j];
         }
-        #unroll
-        for (var to = 0u; to < STEP_OCTETS; to++) {
-            let t = 8u * to;
-            let k0 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4, t, CHUNK)) / 8u]);
-            let k1 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 1u, t, CHUNK)) / 8u]);
-            let k2 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 2u, t, CHUNK)) / 8u]);
-            let k3 = f16x8(tiles_buf[(tiles + KT_AT + tile_at(c4 + 3u, t, CHUNK)) / 8u]);
+        for (var part = 2u; part < 4u; part++) {
+            part_store(li, pre);
+            workgroupBarrier(); // the part is staged
+            if part == 2u {
+                pre = part_load(tiles, 3u, li);
+            } else if n + 1u < hc.count {
+                pre = part_load(tiles + TILES_PER_CHUNK, 0u, li);
+            }
             #unroll
-            for (var j = 0u; j < XR; j++) {
-                let v = sv + 8u * j;
-                let lo = dw[v * DW + t / 4u];
-                let hi = dw[v * DW + t / 4u + 1u];
-                s[j] += vec4<f32>(
-                    dot(k0[0], lo) + dot(k0[1], hi),
-                    dot(k1[0], lo) + dot(k1[1], hi),
-                    dot(k2[0], lo) + dot(k2[1], hi),
-                    dot(k3[0], lo) + dot(k3[1], hi),
-                );
+            for (var to = 0u; to < PART_STEP_OCTETS; to++) {
+                let t = 32u * (part - 2u) + 8u * to;
+                let k0 = f16x8(stage[kt_at(c4, t)]);
+                let k1 = f16x8(stage[kt_at(c4 + 1u, t)]);
+                let k2 = f16x8(stage[kt_at(c4 + 2u, t)]);
+                let k3 = f16x8(stage[kt_at(c4 + 3u, t)]);
+                #unroll
+                for (var j = 0u; j < XR; j++) {
+                    let v = sv + 8u * j;
+                    let lo = dw[v * DW + t / 4u];
+                    let hi = dw[v * DW + t / 4u + 1u];
+                    s[j] += vec4<f32>(
+                        dot(k0[0], lo) + dot(k0[1], hi),
+                        dot(k1[0], lo) + dot(k1[1], hi),
+                        dot(k2[0], lo) + dot(k2[1], hi),
+                        dot(k3[0], lo) + dot(k3[1], hi),
+                    );
+                }
+            }
+            if part == 2u {
+                workgroupBarrier(); // the part is read
             }
         }
         #unroll
         for (var j = 0u; j < XR; j++) {
             sw[(sv + 8u * j) * SW + c4 / 4u] = f16r(s[j]);
         }
-        workgroupBarrier();
+        workgroupBarrier(); // the chunk's last part is read; s16 is in `sw`
     }
 
 #if HAS_STATE_OUT

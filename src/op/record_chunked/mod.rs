@@ -479,15 +479,15 @@ const COOP_FAMILY: Plain = Plain {
 
 /// [`CHUNK_WALK`]'s family: [`CHUNK_WG`] invocations, `XR` value rows an invocation's
 /// block (`ROWS / 8`: 32 step pairs by 8 row blocks, and 32 key quads by 8 rows), and
-/// the octets of keys and of steps its products unroll (so that their loads are issued
-/// ahead of the sums).
+/// the octets of keys and of steps a part of its staged tiles holds (half of W's keys,
+/// half of the chunk's steps), which its products unroll.
 const WALK_VECTOR_FAMILY: Plain = Plain {
     workgroup: Some(CHUNK_WG),
     extra: |c| {
         vec![
             ("XR", Value::U32(c.rows / 8)),
-            ("KEY_OCTETS", Value::U32(COOP_MAX_KEY_DIM as u32 / 8)),
-            ("STEP_OCTETS", Value::U32(c.chunk / 8)),
+            ("PART_KEY_OCTETS", Value::U32(COOP_MAX_KEY_DIM as u32 / 16)),
+            ("PART_STEP_OCTETS", Value::U32(c.chunk / 16)),
         ]
     },
 };
@@ -801,14 +801,15 @@ impl OpKernel for ChunkWalk {
     /// On cooperative matrices: the state's transpose in f32 (also the two halves of
     /// `W S^T`) and in f16, and delta in f16, rows padded by 4 f32 and 8 f16 (`FS`,
     /// `HS` in its WGSL). On vector units: the state rounded to f16 and f16(delta) as
-    /// f32 rows of Dk and C values, each padded by a vec4 (`SW`, `DW`).
+    /// f32 rows of Dk and C values, each padded by a vec4 (`SW`, `DW`), and a quarter of
+    /// a chunk's tiles in f16 (`stage`).
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
         let PlainClass { chunk: c, rows, .. } = key.plain_class();
         let dk = COOP_MAX_KEY_DIM as u32;
         let bytes = if self.coop {
             dk * (rows + 4) * 4 + (dk + c) * (rows + 8) * 2
         } else {
-            rows * (dk + 4 + c + 4) * 4
+            rows * (dk + 4 + c + 4) * 4 + c * dk
         };
         bytes + sequence_bytes(key)
     }
