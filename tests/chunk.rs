@@ -1336,19 +1336,28 @@ fn gpu_record_takes_the_fast_path_where_its_thresholds_say() {
     );
 }
 
-/// record_varlen on the fast path, where the adapter has it: each packed sequence's
-/// y, delta and state bit for bit the fast path's record_chunked on it alone (empty,
-/// one-step and several-chunk sequences in one call, both layouts, a mask), within the
-/// path's bound of the CPU's record_varlen; and by default for one long prompt beside a
-/// short one (record's thresholds at the class shape: B = 1 at the long one's length).
+/// record_varlen on the fast path, on each form the adapter has: each packed
+/// sequence's y, delta and state bit for bit the fast path's record_chunked on it alone
+/// (empty, one-step and several-chunk sequences in one call, both layouts, a mask),
+/// within the path's bound of the CPU's record_varlen, where the class asks for the
+/// chunked form; and on the matrix units by default for one long prompt beside a short
+/// one (record's thresholds at the class shape: B = 1 at the long one's length).
 #[test]
 fn gpu_varlen_on_the_fast_path() {
+    for (fast, kernels) in fast_gpus() {
+        varlen_on_the_fast_path(&fast, kernels);
+    }
+}
+
+fn varlen_on_the_fast_path(fast: &deltatape::GpuBackend, kernels: [&str; 3]) {
     use deltatape::internals::Threshold;
-    let Some(fast) = coop_gpu() else { return };
-    let asked = split_chunked(&fast);
-    let from = Threshold::ChunkedFromSteps.value() as usize;
-    let cases: [(&[usize], &deltatape::GpuBackend); 2] =
-        [(&[65, 0, 1, 63, 64, 200, 2], &asked), (&[from, 5], &fast)];
+    let asked = split_chunked(fast);
+    let by_default = [Threshold::ChunkedFromSteps.value() as usize, 5];
+    let mut cases: Vec<(&[usize], &deltatape::GpuBackend)> =
+        vec![(&[65, 0, 1, 63, 64, 200, 2], &asked)];
+    if kernels[0] == "chunk_prep_coop" {
+        cases.push((&by_default, fast));
+    }
     for (case, (lens, g)) in cases.into_iter().enumerate() {
         let shape = varlen_of(lens, [1, 2, 128, 64]);
         let p = *shape.packed();
@@ -1365,11 +1374,16 @@ fn gpu_varlen_on_the_fast_path() {
                 .record_varlen(&shape, layout, &t.inputs(mask), &state)
                 .unwrap();
             let e = worst(&got, &want);
-            report!("gpu record_varlen on the fast path {lens:?} {layout:?}: {e:.2e}");
+            report!(
+                "gpu record_varlen on the fast path ({}) {lens:?} {layout:?}: {e:.2e}",
+                kernels[1]
+            );
             assert!(
                 e <= FAST_TOL && e > 1e-6,
                 "{e:e}: not the fast path's error"
             );
+            let names: Vec<&str> = g.compiled_kernels().iter().map(|k| k.op.name()).collect();
+            assert!(kernels.iter().all(|k| names.contains(k)), "{names:?}");
             let (qk, v, hv) = (p.key_heads() * 128, p.value_heads() * 64, p.value_heads());
             let per_state = shape.state_len() / shape.sequences();
             for s in (0..shape.sequences()).filter(|&s| !shape.sequence(s).is_empty()) {

@@ -1464,7 +1464,8 @@ fn layer_ops(gpu: &GpuBackend, shape: &LayerShape, dtypes: GdnDtypes) -> Vec<&'s
 
 /// A class that asks for record's chunked form: record_layer's split form runs the
 /// prologue, then the chunked passes (the portable ones where the backend has no fast
-/// path), as record does.
+/// path), as record does; with `ChunkPrecision::FastF16` on an adapter without
+/// cooperative matrices, the fast path's passes on vector units where it has them.
 #[test]
 fn gpu_layer_split_takes_records_chunked_form_where_its_class_asks() {
     let Some(g) = gpu() else { return };
@@ -1482,6 +1483,14 @@ fn gpu_layer_split_takes_records_chunked_form_where_its_class_asks() {
         ["prologue", "chunk_wy", "chunk_state"].as_slice()
     };
     assert_eq!(layer_ops(&chunked, &shape, GdnDtypes::F32), passes);
+
+    let mut options = deltatape::GpuOptions::from_env().unwrap();
+    options.chunk_precision = deltatape::ChunkPrecision::FastF16;
+    let fast = split_chunked(&GpuBackend::new(options).unwrap());
+    if fast.chunked_on_vector_units(shape.gdn(), deltatape::ChunkSize::C64) {
+        let vector = ["prologue", "chunk_prep", "chunk_walk", "chunk_out"];
+        assert_eq!(layer_ops(&fast, &shape, GdnDtypes::F32), vector);
+    }
 }
 
 /// Split record_layer dispatches share the backend's scratch: the larger prepared first,

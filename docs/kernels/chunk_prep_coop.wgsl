@@ -1075,9 +1075,9 @@ fn h16x4(at: u32) -> vec4<f32> {
 // x in two f16 parts, hi = x rounded to f16 (to nearest even, into f16's range) and lo =
 // the rest rounded: (hi, lo). hi's value in f32 comes from x's bits, not from the round
 // trip f32(f16(x)): NVIDIA's Vulkan compiler folds that trip into x, so x - f32(f16(x))
-// was 0 and every low part vanished on the H100 (the portable twin off its CPU twin by
-// exactly what zero low parts give, and the cooperative path's A and f32 q and k in one
-// part).
+// was 0 and every low part vanished on the H100 (this pass's lane-loop twin, since
+// replaced, off its CPU twin by exactly what zero low parts give, and A and f32 q and k
+// in one part).
 fn split2(x: f32) -> vec2<f16> {
     let y = to_f16_range(x);
     let a = abs(y);

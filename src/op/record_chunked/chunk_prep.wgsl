@@ -107,8 +107,8 @@ fn store_tile4(at: u32, v: vec4<f32>) {
     store_tiles(at, 0u, 4u, f16_range4(v));
 }
 
-// Key quad `x` of the block from column c0 at step t, 0 past T (the live flag zeroes a
-// masked step where it is staged).
+// Step t's q (`is_q`) or k at four key columns from c, 0 past T and past Dk (the live
+// flag zeroes a masked step where it is staged).
 fn qk_quad(d: GdnDims, h: Head, t: u32, c: u32, is_q: bool) -> vec4<f32> {
     if t >= d.steps {
         return vec4(0.0);

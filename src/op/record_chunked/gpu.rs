@@ -208,8 +208,8 @@ impl GpuBackend {
 
     /// The fast path: `chunk_prep_coop` (each chunk's decay-free solve, W and U, and
     /// the walk's and the output pass's operands as f16 tiles), the walk and the output
-    /// pass, all on the matrix units; or all three as their portable twins, where
-    /// `walk_key` is the twin's.
+    /// pass, all on the matrix units; or all three on vector units (`chunk_prep`,
+    /// `chunk_walk`, `chunk_out`), where `walk_key` is `chunk_walk`'s.
     fn prepare_fast_passes(
         &self,
         passes: &Passes<'_>,
@@ -800,7 +800,7 @@ mod tests {
         }
     }
 
-    /// The fast path's three passes as their portable twins at `cshape` (f32), walking
+    /// The fast path's three passes on vector units at `cshape` (f32), walking
     /// `rows` value rows a workgroup: y, the final state and delta, read back.
     fn run_fast(
         gpu: &GpuBackend,
@@ -878,17 +878,18 @@ mod tests {
     /// where sums are taken in another order.
     const FAST_TWIN_BOUND: f32 = 5e-4;
 
-    /// The fast path's three passes as their portable twins (`chunk_prep`, `chunk_walk`,
-    /// `chunk_out`: the cooperative kernels' WGSL with lane loops for the tile products)
-    /// through `prepare_fast_passes` as the fast path runs them: y, the final state and
-    /// delta against the CPU twin `record_fast`; padded sequences (a mask, both layouts,
-    /// both walk widths, odd Dk and Dv, a batch) and packed ones (`wgsl/chunk_at.wgsl`'s
+    /// The fast path's three passes on vector units (`chunk_prep`, `chunk_walk`,
+    /// `chunk_out`) through `prepare_fast_passes` as the fast path runs them: y, the
+    /// final state and delta against the CPU twin `record_fast`; padded sequences (a
+    /// mask, both layouts, the wider walk where the adapter has its workgroup memory, odd
+    /// Dk and Dv, a batch) and packed ones (`wgsl/chunk_at.wgsl`'s
     /// table: empty, one-step and several-chunk sequences in one call, then a part of
     /// them as record_varlen's mixed form runs it).
     #[test]
     fn portable_fast_passes_are_their_twin() {
         let Some((gpu, _turn)) = gpu() else { return };
-        // The wider walk where the adapter has its workgroup memory (not lavapipe's).
+        // The wider walk where the adapter has its workgroup memory (not lavapipe's 32
+        // KiB: it stages a quarter of each chunk's tiles beside 32 rows of state).
         let wide = KernelKey::chunk_walk(GdnDtypes::F32, WALK_ROWS[1], true, false);
         let room = gpu.limits().max_compute_workgroup_storage_size;
         let wide = WALK_ROWS[(wide.workgroup_bytes() <= room) as usize];
