@@ -303,15 +303,81 @@ fn f16x8(w: vec4<u32>) -> array<vec4<f32>, 2> {
 //   y = (gam Q) S_start^T + M delta
 // over the chunk's 64 steps. Invocation li makes y at steps YS (li / OCTETS) .. + YS - 1
 // (YS = BLOCK / 32) and the block's columns 8 (li % OCTETS) .. + 7 (OCTETS = BLOCK / 8).
-// Per eight keys (or eight steps of M) it loads YS rows of eight of the A operand and
-// eight rows of eight of the B one, each one 16-byte word of f16 (every tile binding is
-// vec4<u32> words), for 64 YS multiply-adds. M is zero above its diagonal, so the
-// invocation stops at its last step. y leaves from registers, two neighbouring values a
-// write (a bf16 word has one writer): no workgroup memory, no barrier.
+// The operands come through `stage` in six parts, each copied by the whole workgroup in
+// coalesced 16-byte words (every tile binding is vec4<u32> words) while the part
+// before it is in the sums: parts 0-3 the start state's keys 32 p .. + 31 at the
+// block's columns (B) with gam Q's at those keys (A), parts 4 and 5 delta's steps
+// 32 (p - 4) .. + 31 (B) with M's at those steps (A). Per eight keys (or steps) an
+// invocation reads YS words of A and eight of B for 64 YS multiply-adds. M is zero above
+// its diagonal, so the invocation skips its steps past its last. y leaves from
+// registers, two neighbouring values a write (a bf16 word has one writer).
 
 const BLOCK: u32 = ROWS;
 // The block's column octets: 2048 / BLOCK step groups of YS steps cover the chunk.
 const OCTETS: u32 = BLOCK / 8u;
+// A part: B's 32 rows of BLOCK columns from word 0, A's 64 rows of 32 from A_WORDS on.
+const B_WORDS: u32 = 32u * BLOCK / 8u;
+const A_WORDS: u32 = 512u;
+var<workgroup> stage: array<vec4<u32>, A_WORDS + CHUNK * 32u / 8u>;
+
+// Where word w of a part's B (w < B_WORDS; 32 rows of the block's columns from row r0,
+// 32 words a tile) is in its binding, in words: the start state's or delta's scratch
+// block at `at` (`pad` columns wide), at the block's tile columns from `cb`.
+fn b_word(at: u32, pad: u32, cb: u32, r0: u32, w: u32) -> u32 {
+    let tiles = BLOCK / 16u;
+    let tr = r0 / 16u + w / (tiles * 32u);
+    let tc = cb * tiles + (w % (tiles * 32u)) / 32u;
+    return (at + (tr * (pad / 16u) + tc) * 256u + (w % 32u) * 8u) / 8u;
+}
+
+// Where word w of part p's A (64 rows of 32: two tiles of each tile row) is in the
+// tiles binding: gam Q's key columns 32 p .. (p < 4), or M's step columns 32 (p - 4) ...
+fn a_word(base: u32, p: u32, w: u32) -> u32 {
+    var at = base + QG_AT + ((w / 64u) * (TILE_DK / 16u) + 2u * p + (w % 64u) / 32u) * 256u;
+    if p >= 4u {
+        at = base + M_AT + ((w / 64u) * (CHUNK / 16u) + 2u * (p - 4u) + (w % 64u) / 32u) * 256u;
+    }
+    return (at + (w % 32u) * 8u) / 8u;
+}
+
+// Invocation li's words of part p: B's li and li + WG_SIZE (where B has them), A's li.
+fn part_load(ch: u32, pad: u32, cb: u32, p: u32, li: u32) -> array<vec4<u32>, 3> {
+    var r = array<vec4<u32>, 3>(vec4(0u), vec4(0u), vec4(0u));
+    let base = ch * TILES_PER_CHUNK;
+    r[2] = tiles_buf[a_word(base, p, li)];
+    if p < 4u {
+        let at = ch * TILE_DK * pad;
+        r[0] = starts_buf[b_word(at, pad, cb, 32u * p, li)];
+        if li + WG_SIZE < B_WORDS {
+            r[1] = starts_buf[b_word(at, pad, cb, 32u * p, li + WG_SIZE)];
+        }
+    } else {
+        let at = ch * CHUNK * pad;
+        r[0] = deltas16_buf[b_word(at, pad, cb, 32u * (p - 4u), li)];
+        if li + WG_SIZE < B_WORDS {
+            r[1] = deltas16_buf[b_word(at, pad, cb, 32u * (p - 4u), li + WG_SIZE)];
+        }
+    }
+    return r;
+}
+
+fn part_store(li: u32, x: array<vec4<u32>, 3>) {
+    stage[li] = x[0];
+    if li + WG_SIZE < B_WORDS {
+        stage[li + WG_SIZE] = x[1];
+    }
+    stage[A_WORDS + li] = x[2];
+}
+
+// B's row r (of the part's 32) at the block's columns c .. c + 7, in `stage`.
+fn b_at(r: u32, c: u32) -> u32 {
+    return (r / 16u) * (BLOCK / 16u * 32u) + (c / 16u) * 32u + (r % 16u) * 2u + (c % 16u) / 8u;
+}
+
+// A's row t (of 64) at the part's columns k .. k + 7 (k < 32), in `stage`.
+fn a_at(t: u32, k: u32) -> u32 {
+    return A_WORDS + (t / 16u) * 64u + (k / 16u) * 32u + (t % 16u) * 2u + (k % 16u) / 8u;
+}
 
 fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     let in_grid = wg_in < params.workgroups;
@@ -321,501 +387,266 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     let cb = wg % blocks;
     let chunk = chunk_at(wg / blocks, li); // wgsl/chunk_at.wgsl
     let ch = chunk.ch;
-    let base = ch * TILES_PER_CHUNK;
     let t0 = YS * (li / OCTETS);
-    let c = cb * BLOCK + 8u * (li % OCTETS);
+    let c = 8u * (li % OCTETS);
 
     var lo: array<vec4<f32>, YS>;
     var hi: array<vec4<f32>, YS>;
-    // (gam Q) S_start^T over the keys, eight at a time.
-    for (var k = 0u; k < TILE_DK; k += 8u) {
-        var a: array<array<vec4<f32>, 2>, YS>;
-        {
-            let i = 0u;
-            a[i] = f16x8(tiles_buf[(base + QG_AT + tile_at(t0 + i, k, TILE_DK)) / 8u]);
+    var pre = part_load(ch, pad, cb, 0u, li);
+    for (var p = 0u; p < 6u; p++) {
+        part_store(li, pre);
+        workgroupBarrier(); // the part is staged
+        if p + 1u < 6u {
+            pre = part_load(ch, pad, cb, p + 1u, li);
         }
-        {
-            let i = 1u;
-            a[i] = f16x8(tiles_buf[(base + QG_AT + tile_at(t0 + i, k, TILE_DK)) / 8u]);
-        }
-        {
-            let i = 2u;
-            a[i] = f16x8(tiles_buf[(base + QG_AT + tile_at(t0 + i, k, TILE_DK)) / 8u]);
-        }
-        {
-            let i = 3u;
-            a[i] = f16x8(tiles_buf[(base + QG_AT + tile_at(t0 + i, k, TILE_DK)) / 8u]);
-        }
-        {
-            let e = 0u;
-            let b = f16x8(starts_buf[start_at(ch, pad, k + e, c) / 8u]);
-            {
-                let i = 0u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-            {
-                let i = 1u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-            {
-                let i = 2u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-            {
-                let i = 3u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-        }
-        {
-            let e = 1u;
-            let b = f16x8(starts_buf[start_at(ch, pad, k + e, c) / 8u]);
-            {
-                let i = 0u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-            {
-                let i = 1u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-            {
-                let i = 2u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-            {
-                let i = 3u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-        }
-        {
-            let e = 2u;
-            let b = f16x8(starts_buf[start_at(ch, pad, k + e, c) / 8u]);
-            {
-                let i = 0u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-            {
-                let i = 1u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-            {
-                let i = 2u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-            {
-                let i = 3u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-        }
-        {
-            let e = 3u;
-            let b = f16x8(starts_buf[start_at(ch, pad, k + e, c) / 8u]);
-            {
-                let i = 0u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-            {
-                let i = 1u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-            {
-                let i = 2u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-            {
-                let i = 3u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-        }
-        {
-            let e = 4u;
-            let b = f16x8(starts_buf[start_at(ch, pad, k + e, c) / 8u]);
-            {
-                let i = 0u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-            {
-                let i = 1u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-            {
-                let i = 2u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-            {
-                let i = 3u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-        }
-        {
-            let e = 5u;
-            let b = f16x8(starts_buf[start_at(ch, pad, k + e, c) / 8u]);
-            {
-                let i = 0u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-            {
-                let i = 1u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-            {
-                let i = 2u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-            {
-                let i = 3u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-        }
-        {
-            let e = 6u;
-            let b = f16x8(starts_buf[start_at(ch, pad, k + e, c) / 8u]);
-            {
-                let i = 0u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-            {
-                let i = 1u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-            {
-                let i = 2u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-            {
-                let i = 3u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-        }
-        {
-            let e = 7u;
-            let b = f16x8(starts_buf[start_at(ch, pad, k + e, c) / 8u]);
-            {
-                let i = 0u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-            {
-                let i = 1u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-            {
-                let i = 2u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-            {
-                let i = 3u;
-                let x = a[i][e / 4u][e % 4u];
-                lo[i] += x * b[0];
-                hi[i] += x * b[1];
-            }
-        }
-    }
-    // M delta over the steps up to the invocation's last (M is zero past it).
-    for (var j = 0u; j < CHUNK; j += 8u) {
-        if j < t0 + YS {
-            var a: array<array<vec4<f32>, 2>, YS>;
-            {
-                let i = 0u;
-                a[i] = f16x8(tiles_buf[(base + M_AT + tile_at(t0 + i, j, CHUNK)) / 8u]);
-            }
-            {
-                let i = 1u;
-                a[i] = f16x8(tiles_buf[(base + M_AT + tile_at(t0 + i, j, CHUNK)) / 8u]);
-            }
-            {
-                let i = 2u;
-                a[i] = f16x8(tiles_buf[(base + M_AT + tile_at(t0 + i, j, CHUNK)) / 8u]);
-            }
-            {
-                let i = 3u;
-                a[i] = f16x8(tiles_buf[(base + M_AT + tile_at(t0 + i, j, CHUNK)) / 8u]);
-            }
-            {
-                let e = 0u;
-                let b = f16x8(deltas16_buf[delta16_at(ch, pad, j + e, c) / 8u]);
+        // (gam Q) S_start^T over the part's keys, or M delta over its steps up to the
+        // invocation's last (M is zero past it).
+        for (var k = 0u; k < 32u; k += 8u) {
+            if p < 4u || 32u * (p - 4u) + k < t0 + YS {
+                var a: array<array<vec4<f32>, 2>, YS>;
                 {
                     let i = 0u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
+                    a[i] = f16x8(stage[a_at(t0 + i, k)]);
                 }
                 {
                     let i = 1u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
+                    a[i] = f16x8(stage[a_at(t0 + i, k)]);
                 }
                 {
                     let i = 2u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
+                    a[i] = f16x8(stage[a_at(t0 + i, k)]);
                 }
                 {
                     let i = 3u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
-                }
-            }
-            {
-                let e = 1u;
-                let b = f16x8(deltas16_buf[delta16_at(ch, pad, j + e, c) / 8u]);
-                {
-                    let i = 0u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
+                    a[i] = f16x8(stage[a_at(t0 + i, k)]);
                 }
                 {
-                    let i = 1u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
+                    let e = 0u;
+                    let b = f16x8(stage[b_at(k + e, c)]);
+                    {
+                        let i = 0u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
+                    {
+                        let i = 1u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
+                    {
+                        let i = 2u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
+                    {
+                        let i = 3u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
                 }
                 {
-                    let i = 2u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
+                    let e = 1u;
+                    let b = f16x8(stage[b_at(k + e, c)]);
+                    {
+                        let i = 0u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
+                    {
+                        let i = 1u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
+                    {
+                        let i = 2u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
+                    {
+                        let i = 3u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
                 }
                 {
-                    let i = 3u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
-                }
-            }
-            {
-                let e = 2u;
-                let b = f16x8(deltas16_buf[delta16_at(ch, pad, j + e, c) / 8u]);
-                {
-                    let i = 0u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
-                }
-                {
-                    let i = 1u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
-                }
-                {
-                    let i = 2u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
-                }
-                {
-                    let i = 3u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
-                }
-            }
-            {
-                let e = 3u;
-                let b = f16x8(deltas16_buf[delta16_at(ch, pad, j + e, c) / 8u]);
-                {
-                    let i = 0u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
+                    let e = 2u;
+                    let b = f16x8(stage[b_at(k + e, c)]);
+                    {
+                        let i = 0u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
+                    {
+                        let i = 1u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
+                    {
+                        let i = 2u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
+                    {
+                        let i = 3u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
                 }
                 {
-                    let i = 1u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
+                    let e = 3u;
+                    let b = f16x8(stage[b_at(k + e, c)]);
+                    {
+                        let i = 0u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
+                    {
+                        let i = 1u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
+                    {
+                        let i = 2u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
+                    {
+                        let i = 3u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
                 }
                 {
-                    let i = 2u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
+                    let e = 4u;
+                    let b = f16x8(stage[b_at(k + e, c)]);
+                    {
+                        let i = 0u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
+                    {
+                        let i = 1u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
+                    {
+                        let i = 2u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
+                    {
+                        let i = 3u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
                 }
                 {
-                    let i = 3u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
-                }
-            }
-            {
-                let e = 4u;
-                let b = f16x8(deltas16_buf[delta16_at(ch, pad, j + e, c) / 8u]);
-                {
-                    let i = 0u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
-                }
-                {
-                    let i = 1u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
-                }
-                {
-                    let i = 2u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
-                }
-                {
-                    let i = 3u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
-                }
-            }
-            {
-                let e = 5u;
-                let b = f16x8(deltas16_buf[delta16_at(ch, pad, j + e, c) / 8u]);
-                {
-                    let i = 0u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
+                    let e = 5u;
+                    let b = f16x8(stage[b_at(k + e, c)]);
+                    {
+                        let i = 0u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
+                    {
+                        let i = 1u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
+                    {
+                        let i = 2u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
+                    {
+                        let i = 3u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
                 }
                 {
-                    let i = 1u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
+                    let e = 6u;
+                    let b = f16x8(stage[b_at(k + e, c)]);
+                    {
+                        let i = 0u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
+                    {
+                        let i = 1u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
+                    {
+                        let i = 2u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
+                    {
+                        let i = 3u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
                 }
                 {
-                    let i = 2u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
-                }
-                {
-                    let i = 3u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
-                }
-            }
-            {
-                let e = 6u;
-                let b = f16x8(deltas16_buf[delta16_at(ch, pad, j + e, c) / 8u]);
-                {
-                    let i = 0u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
-                }
-                {
-                    let i = 1u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
-                }
-                {
-                    let i = 2u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
-                }
-                {
-                    let i = 3u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
-                }
-            }
-            {
-                let e = 7u;
-                let b = f16x8(deltas16_buf[delta16_at(ch, pad, j + e, c) / 8u]);
-                {
-                    let i = 0u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
-                }
-                {
-                    let i = 1u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
-                }
-                {
-                    let i = 2u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
-                }
-                {
-                    let i = 3u;
-                    let x = a[i][e / 4u][e % 4u];
-                    lo[i] += x * b[0];
-                    hi[i] += x * b[1];
+                    let e = 7u;
+                    let b = f16x8(stage[b_at(k + e, c)]);
+                    {
+                        let i = 0u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
+                    {
+                        let i = 1u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
+                    {
+                        let i = 2u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
+                    {
+                        let i = 3u;
+                        let x = a[i][e / 4u][e % 4u];
+                        lo[i] += x * b[0];
+                        hi[i] += x * b[1];
+                    }
                 }
             }
         }
+        workgroupBarrier(); // the part is read
     }
 
     let d = chunk.d;

@@ -828,12 +828,16 @@ impl OpKernel for ChunkWalk {
 }
 
 impl OpKernel for ChunkOut {
-    /// On cooperative matrices half of y's block in f32 (`ys`); on vector units none
-    /// (y leaves from registers).
+    /// On cooperative matrices half of y's block in f32 (`ys`); on vector units a part
+    /// of the operands in f16 (`stage`: 32 rows of the start state or delta at the
+    /// widest block's columns, and 64 rows of 32 of gam Q or M).
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
         let PlainClass { chunk, rows, .. } = key.plain_class();
-        let ys = if self.coop { chunk / 2 * rows * 4 } else { 0 };
-        ys + sequence_bytes(key)
+        let bytes = match self.coop {
+            true => chunk / 2 * rows * 4,
+            false => (32 * OUT_BLOCK_WIDE as u32 + chunk * 32) * 2,
+        };
+        bytes + sequence_bytes(key)
     }
     fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
         KernelKey::chunk_out(at.dtypes, OUT_BLOCK_WIDE, self.coop)
@@ -953,19 +957,43 @@ mod tests {
         }
     }
 
+    /// The walk's and the output pass's on vector units too, at each width, whole and
+    /// over packed sequences.
+    #[test]
+    fn vector_workgroup_bytes_match_the_declared_arrays() {
+        for rows in WALK_ROWS {
+            let walk = KernelKey::chunk_walk(GdnDtypes::F32, rows, true, false);
+            for key in [walk, packed(walk)] {
+                let (module, _) = crate::engine::translate::validate(&key).unwrap();
+                assert_eq!(declared(&module), key.workgroup_bytes(), "{}", key.label());
+            }
+        }
+        for block in [OUT_BLOCK, OUT_BLOCK_WIDE] {
+            let out = KernelKey::chunk_out(GdnDtypes::F32, block, false);
+            for key in [out, packed(out)] {
+                declared_bytes_match(&key);
+            }
+        }
+    }
+
     /// `key`'s workgroup memory as the encoder counts it is what its WGSL declares as naga
     /// lays it out, within the 32 KiB lavapipe offers.
     fn declared_bytes_match(key: &KernelKey) {
         let (module, _) = crate::engine::translate::validate(key).unwrap();
+        let declared = declared(&module);
+        assert_eq!(declared, key.workgroup_bytes(), "{}", key.label());
+        assert!(declared <= 32 << 10, "{}", key.label());
+    }
+
+    /// The workgroup memory `module` declares, as naga lays it out.
+    fn declared(module: &naga::Module) -> u32 {
         let mut layouter = naga::proc::Layouter::default();
         layouter.update(module.to_ctx()).unwrap();
-        let declared: u32 = module
+        module
             .global_variables
             .iter()
             .filter(|(_, v)| v.space == naga::AddressSpace::WorkGroup)
             .map(|(_, v)| layouter[v.ty].size)
-            .sum();
-        assert_eq!(declared, key.workgroup_bytes(), "{}", key.label());
-        assert!(declared <= 32 << 10, "{}", key.label());
+            .sum()
     }
 }
