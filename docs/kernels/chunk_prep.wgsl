@@ -972,6 +972,12 @@ fn gam_row4(i: u32, j: u32) -> vec4<f32> {
     return out;
 }
 
+// v's elements i and i + 1 as f32 (the fast path's first passes stage v in pairs): one
+// word where bf16 pairs them (i even), else two loads.
+fn load2_v(i: u32) -> vec2<f32> {
+    return vec2(load1_v(i), load1_v(i + 1u));
+}
+
 // How many of begin, begin + stride, begin + 2 stride, ... lie below end (stride >= 1):
 // the trip count of a strided walk whose end is known only at run time, written
 // `for (var n = 0u; n < strides(begin, end, stride); n++) { let x = begin + n * stride; }`.
@@ -1171,11 +1177,6 @@ fn qk_quad(d: GdnDims, h: Head, t: u32, c: u32, is_q: bool) -> vec4<f32> {
         return load_q(row, c, d.key_dim);
     }
     return load_k(row, c, d.key_dim);
-}
-
-// v's elements i and i + 1: one word where bf16 pairs them (i even).
-fn load2_v(i: u32) -> vec2<f32> {
-    return vec2(load1_v(i), load1_v(i + 1u));
 }
 
 // Eight columns from c of step j's k (`is_v` false) or v, 0 at a dead step and past Dk

@@ -972,6 +972,12 @@ fn gam_row4(i: u32, j: u32) -> vec4<f32> {
     return out;
 }
 
+// v's elements i and i + 1 as f32 (the fast path's first passes stage v in pairs): one
+// word where bf16 pairs them (i even), else two loads.
+fn load2_v(i: u32) -> vec2<f32> {
+    return vec2(load1_v(i), load1_v(i + 1u));
+}
+
 // record_chunked's first pass on the fast path's matrix units (chunk_prep.wgsl is the
 // same pass on vector units, in f32): one workgroup of 8 subgroups of 32 per (b, hv,
 // chunk of CHUNK = 64 steps), independent of every other. cpu_fast.rs beside it is its
@@ -1160,20 +1166,20 @@ fn acc_zero() -> Acc {
     return coop_mat16x16<f32, C>();
 }
 
-fn mma(acc: Acc, lane: u32, a_at: u32, sa: u32, b_at: u32, sb: u32) -> Acc {
+fn mma(acc: Acc, a_at: u32, sa: u32, b_at: u32, sb: u32) -> Acc {
     let a = coopLoadT<coop_mat16x16<f16, A>>(&h16[a_at], sa);
     let b = coopLoadT<coop_mat16x16<f16, B>>(&h16[b_at], sb);
     return coopMultiplyAdd(a, b, acc);
 }
 
 // B^T of a row-major block: a column-major load.
-fn mma_t(acc: Acc, lane: u32, a_at: u32, sa: u32, b_at: u32, sb: u32) -> Acc {
+fn mma_t(acc: Acc, a_at: u32, sa: u32, b_at: u32, sb: u32) -> Acc {
     let a = coopLoadT<coop_mat16x16<f16, A>>(&h16[a_at], sa);
     let b = coopLoad<coop_mat16x16<f16, B>>(&h16[b_at], sb);
     return coopMultiplyAdd(a, b, acc);
 }
 
-fn acc_store(acc: Acc, lane: u32, at: u32) {
+fn acc_store(acc: Acc, at: u32) {
     coopStoreT(acc, &fs[at], FS);
 }
 
@@ -1189,17 +1195,17 @@ fn a_none() -> ATile {
 }
 
 // acc + a B, B row-major at b_at (row stride sb).
-fn mma_a(acc: Acc, lane: u32, a: ATile, b_at: u32, sb: u32) -> Acc {
+fn mma_a(acc: Acc, a: ATile, b_at: u32, sb: u32) -> Acc {
     let b = coopLoadT<coop_mat16x16<f16, B>>(&h16[b_at], sb);
     return coopMultiplyAdd(a, b, acc);
 }
 
 // acc + A B with both in two parts (hi hi + lo hi + hi lo), the low parts `alo` and
 // `blo` further on.
-fn mma2(acc: Acc, lane: u32, a_at: u32, sa: u32, alo: u32, b_at: u32, sb: u32, blo: u32) -> Acc {
-    var r = mma(acc, lane, a_at, sa, b_at, sb);
-    r = mma(r, lane, a_at + alo, sa, b_at, sb);
-    return mma(r, lane, a_at, sa, b_at + blo, sb);
+fn mma2(acc: Acc, a_at: u32, sa: u32, alo: u32, b_at: u32, sb: u32, blo: u32) -> Acc {
+    var r = mma(acc, a_at, sa, b_at, sb);
+    r = mma(r, a_at + alo, sa, b_at, sb);
+    return mma(r, a_at, sa, b_at + blo, sb);
 }
 
 // ---- Loads ----
@@ -1260,11 +1266,6 @@ fn load_k_block(d: GdnDims, h: Head, t0: u32, li: u32, c0: u32) -> Quads {
     return Quads(vec4(0.0), vec4(0.0));
 }
 
-// v's elements i and i + 1: one word where bf16 pairs them (i even).
-fn load2_v(i: u32) -> vec2<f32> {
-    return vec2(load1_v(i), load1_v(i + 1u));
-}
-
 // A lane's 8 values of U's [C][BW] block of v from value column c0, in pairs: pair
 // p = li + m WG_SIZE (m < 4) is row p / (BW / 2), columns 2 (p % (BW / 2)) and the next,
 // in (a.xy, a.zw, b.xy, b.zw) (0 past T and past Dv).
@@ -1308,14 +1309,14 @@ const SLOTS = array<u32, 24>(
     0x103u, 0x113u, 0x123u, 0x133u, 0x310u, 0x320u, 0x330u, 0x321u,
 );
 
-fn gram_products(acc: Acc, s: u32, lane: u32, ks: u32) -> Acc {
+fn gram_products(acc: Acc, s: u32, ks: u32) -> Acc {
     let w = SLOTS[s];
     let a = select(GK, GQ, (w & 0x100u) != 0u) + (w & 15u) * 16u * KS + ks * 16u;
     let b = GK + ((w >> 4u) & 15u) * 16u * KS + ks * 16u;
-    var r = mma_t(acc, lane, a, KS, b, KS);
+    var r = mma_t(acc, a, KS, b, KS);
     if PARTS == 2u {
-        r = mma_t(r, lane, a + GLO, KS, b, KS);
-        r = mma_t(r, lane, a, KS, b + GLO, KS);
+        r = mma_t(r, a + GLO, KS, b, KS);
+        r = mma_t(r, a, KS, b + GLO, KS);
     }
     return r;
 }
@@ -1361,7 +1362,6 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     let ch = chunk.ch;
     let t0 = chunk.n * CHUNK;
     let sg = li / SUBGROUP_WIDTH;
-    let lane = li % SUBGROUP_WIDTH;
     let tiles = ch * TILES_PER_CHUNK;
 
     // 1. The gates (wgsl/chunk_gates.wgsl), the first block's loads in flight meanwhile.
@@ -1406,9 +1406,9 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             qx = load_quads(d, h, t0, li, c0 + KB, true);
         }
         for (var ks = 0u; ks < GROUPS; ks++) {
-            acc0 = gram_products(acc0, sg, lane, ks);
-            acc1 = gram_products(acc1, sg + SG_COUNT, lane, ks);
-            acc2 = gram_products(acc2, sg + 2u * SG_COUNT, lane, ks);
+            acc0 = gram_products(acc0, sg, ks);
+            acc1 = gram_products(acc1, sg + SG_COUNT, ks);
+            acc2 = gram_products(acc2, sg + 2u * SG_COUNT, ks);
         }
         // gam Q's and (G_end K)^T's tiles of the block out, four neighbouring columns
         // an invocation and store (q from its staged parts).
@@ -1434,7 +1434,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
 
     // 3. The Gram tiles through `fs`, 8 a round. Round 0 also zeroes A's zero tile and
     // M's tiles above the diagonal.
-    acc_store(acc0, lane, slot_at(sg));
+    acc_store(acc0, slot_at(sg));
     workgroupBarrier();
     gram_round(0u, li, tiles, in_grid);
     h16[ZT + li] = f16(0.0);
@@ -1451,11 +1451,11 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         }
     }
     workgroupBarrier();
-    acc_store(acc1, lane, slot_at(sg));
+    acc_store(acc1, slot_at(sg));
     workgroupBarrier();
     gram_round(1u, li, tiles, in_grid);
     workgroupBarrier();
-    acc_store(acc2, lane, slot_at(sg));
+    acc_store(acc2, slot_at(sg));
     workgroupBarrier();
     gram_round(2u, li, tiles, in_grid);
     workgroupBarrier();
@@ -3158,8 +3158,8 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     // X = L0[2p+1][2p] A0[2p][2p] (in X's tiles (0, 2) and (0, 3)), then
     // A0[2p+1][2p] = -A0[2p+1][2p+1] X.
     let p = sg % 2u;
-    var y = mma2(acc_zero(), lane, a_tile(2u * p + 1u, 2u * p), 16u, AL, a_tile(2u * p, 2u * p), 16u, AL);
-    acc_store(y, lane, slot_at(sg));
+    var y = mma2(acc_zero(), a_tile(2u * p + 1u, 2u * p), 16u, AL, a_tile(2u * p, 2u * p), 16u, AL);
+    acc_store(y, slot_at(sg));
     workgroupBarrier();
     for (var m = 0u; m < 2u; m++) {
         let e = li + m * WG_SIZE;
@@ -3169,8 +3169,8 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         put2(a_tile(0u, 2u + q) + r * 16u + c, XL, fs[slot_at(q) + r * FS + c]);
     }
     workgroupBarrier();
-    y = mma2(acc_zero(), lane, a_tile(2u * p + 1u, 2u * p + 1u), 16u, AL, a_tile(0u, 2u + p), 16u, XL);
-    acc_store(y, lane, slot_at(sg));
+    y = mma2(acc_zero(), a_tile(2u * p + 1u, 2u * p + 1u), 16u, AL, a_tile(0u, 2u + p), 16u, XL);
+    acc_store(y, slot_at(sg));
     workgroupBarrier();
     for (var m = 0u; m < 2u; m++) {
         let e = li + m * WG_SIZE;
@@ -3190,8 +3190,8 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     let ro = 2u + o / 2u;
     let co = o % 2u;
     let b5 = a_tile(kh, co); // (0, 1): the zero tile
-    y = mma2(acc_zero(), lane, a_tile(ro, kh), 16u, AL, b5, 16u, low_of(b5));
-    acc_store(y, lane, slot_at(sg));
+    y = mma2(acc_zero(), a_tile(ro, kh), 16u, AL, b5, 16u, low_of(b5));
+    acc_store(y, slot_at(sg));
     workgroupBarrier();
     for (var m = 0u; m < 4u; m++) {
         let e = li + m * WG_SIZE;
@@ -3203,8 +3203,8 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     }
     workgroupBarrier();
     let a5 = a_tile(ro, 2u + kh); // (2, 3): the zero tile
-    y = mma2(acc_zero(), lane, a5, 16u, low_of(a5), a_tile(kh, 2u + co), 16u, XL);
-    acc_store(y, lane, slot_at(sg));
+    y = mma2(acc_zero(), a5, 16u, low_of(a5), a_tile(kh, 2u + co), 16u, XL);
+    acc_store(y, slot_at(sg));
     workgroupBarrier();
 
     // 5c. A0 complete (its last blocks from the halves); A = A0 diag(beta), W's left
@@ -3296,15 +3296,15 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             ah3 = a_load(a6_tile(rt, 3u));
             al3 = a_load(a6_tile(rt, 3u) + low_of(a6_tile(rt, 3u)));
         }
-        var out = mma_a(acc_zero(), lane, ah0, bs_at(0u, ct * 16u), 16u);
-        out = mma_a(out, lane, al0, bs_at(0u, ct * 16u), 16u);
-        out = mma_a(out, lane, ah1, bs_at(16u, ct * 16u), 16u);
-        out = mma_a(out, lane, al1, bs_at(16u, ct * 16u), 16u);
-        out = mma_a(out, lane, ah2, bs_at(32u, ct * 16u), 16u);
-        out = mma_a(out, lane, al2, bs_at(32u, ct * 16u), 16u);
-        out = mma_a(out, lane, ah3, bs_at(48u, ct * 16u), 16u);
-        out = mma_a(out, lane, al3, bs_at(48u, ct * 16u), 16u);
-        acc_store(out, lane, slot_at(sg));
+        var out = mma_a(acc_zero(), ah0, bs_at(0u, ct * 16u), 16u);
+        out = mma_a(out, al0, bs_at(0u, ct * 16u), 16u);
+        out = mma_a(out, ah1, bs_at(16u, ct * 16u), 16u);
+        out = mma_a(out, al1, bs_at(16u, ct * 16u), 16u);
+        out = mma_a(out, ah2, bs_at(32u, ct * 16u), 16u);
+        out = mma_a(out, al2, bs_at(32u, ct * 16u), 16u);
+        out = mma_a(out, ah3, bs_at(48u, ct * 16u), 16u);
+        out = mma_a(out, al3, bs_at(48u, ct * 16u), 16u);
+        acc_store(out, slot_at(sg));
         workgroupBarrier(); // the products are in `fs`; the block is read
     }
     out_block(d, ch, tiles, in_grid, li, KW_BLOCKS + ublocks - 1u);

@@ -68,6 +68,7 @@ pub const SOURCES: &[(&str, &str)] = sources![
     "strides",
     "tile_load",
     "tile_store",
+    "v_pairs",
 ];
 
 pub use crate::engine::key::Value;

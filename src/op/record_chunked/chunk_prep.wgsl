@@ -8,10 +8,11 @@
 #import chunk_at
 #import chunk_tiles
 #import chunk_gates
+#import v_pairs
 #import chunk_solve
 #import strides
 #provides kernel_main, l_get, l_set, stage_at, stage_set
-#requires load_q, load_k, load1_v, v_buf, store_u, store4_u, store_tiles
+#requires load_q, load_k, load1_v, store_u, store4_u, store_tiles
 #requires qk_row, v_index, CHUNK, WG_SIZE, ROW_GROUPS, QUAD
 // record_chunked's first pass on vector units (the fast path's where no adapter has
 // cooperative matrices; chunk_prep_coop.wgsl is the same pass on matrix units): one
@@ -118,17 +119,6 @@ fn qk_quad(d: GdnDims, h: Head, t: u32, c: u32, is_q: bool) -> vec4<f32> {
         return load_q(row, c, d.key_dim);
     }
     return load_k(row, c, d.key_dim);
-}
-
-// v's elements i and i + 1: one word where bf16 pairs them (i even).
-fn load2_v(i: u32) -> vec2<f32> {
-#if ACT_BF16
-    if (i & 1u) == 0u {
-        let w = v_buf[i >> 1u];
-        return vec2(bf16_lo(w), bf16_hi(w));
-    }
-#endif
-    return vec2(load1_v(i), load1_v(i + 1u));
 }
 
 // Eight columns from c of step j's k (`is_v` false) or v, 0 at a dead step and past Dk
