@@ -38,7 +38,10 @@ pub struct GpuOptions {
     /// vector units): 16 (the default) or 32; anything else is refused when the backend
     /// is built.
     /// Fewer rows give more workgroups, each with a shorter chain of products per
-    /// chunk (docs/PERFORMANCE.md has both measured).
+    /// chunk (docs/PERFORMANCE.md has both measured). On vector units 32 rows take
+    /// 33.6 KiB of workgroup memory with the walk's staged tiles: where the device
+    /// offers less, `FastF16` without matrix units runs the portable passes
+    /// (`GpuBackend::chunked_on_vector_units` says which).
     pub chunk_walk_rows: u32,
 }
 
