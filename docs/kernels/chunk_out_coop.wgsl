@@ -265,6 +265,16 @@ fn tile_at(r: u32, c: u32, cols: u32) -> u32 {
     return ((r / 16u) * (cols / 16u) + c / 16u) * 256u + (r % 16u) * 16u + c % 16u;
 }
 
+// Where word w (eight f16) of a block of n tile columns from tile (tr, tc) lies in a
+// matrix `cols` wide stored as tiles (an element offset): the block's tiles row by row,
+// 32 words each. The passes on vector units copy such blocks into workgroup memory in
+// this order, where the block is itself a matrix 16 n wide as tiles: its element
+// (r, c) at tile_at(r, c, 16 n).
+fn block_word(tr: u32, tc: u32, n: u32, cols: u32, w: u32) -> u32 {
+    let tile = (tr + w / (32u * n)) * (cols / 16u) + tc + (w % (32u * n)) / 32u;
+    return tile * 256u + (w % 32u) * 8u;
+}
+
 // What the walk hands the output pass, per (b, hv, chunk), as f16 tiles of value
 // columns padded with zeros to `padded_value_dim` (a whole number of every block
 // width either pass takes, so no tile of theirs is out of range):

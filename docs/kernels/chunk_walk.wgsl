@@ -331,6 +331,16 @@ fn tile_at(r: u32, c: u32, cols: u32) -> u32 {
     return ((r / 16u) * (cols / 16u) + c / 16u) * 256u + (r % 16u) * 16u + c % 16u;
 }
 
+// Where word w (eight f16) of a block of n tile columns from tile (tr, tc) lies in a
+// matrix `cols` wide stored as tiles (an element offset): the block's tiles row by row,
+// 32 words each. The passes on vector units copy such blocks into workgroup memory in
+// this order, where the block is itself a matrix 16 n wide as tiles: its element
+// (r, c) at tile_at(r, c, 16 n).
+fn block_word(tr: u32, tc: u32, n: u32, cols: u32, w: u32) -> u32 {
+    let tile = (tr + w / (32u * n)) * (cols / 16u) + tc + (w % (32u * n)) / 32u;
+    return tile * 256u + (w % 32u) * 8u;
+}
+
 // What the walk hands the output pass, per (b, hv, chunk), as f16 tiles of value
 // columns padded with zeros to `padded_value_dim` (a whole number of every block
 // width either pass takes, so no tile of theirs is out of range):
@@ -400,16 +410,15 @@ const STAGE_WORDS: u32 = CHUNK * TILE_DK / 16u;
 var<workgroup> stage: array<vec4<u32>, STAGE_WORDS>;
 
 // Where word w (of STAGE_WORDS) of part `part` of the chunk whose tiles start at `tiles`
-// is in `tiles_buf` (in words). Parts 0 and 1: W's key columns 64 part .. + 63 (of each
-// of its 4 tile rows, tiles 4 part .. + 3); parts 2 and 3: (G_end K)^T's steps 32 (part
-// - 2) .. + 31 (of each of its 8 tile rows, tiles 2 (part - 2) and the next). `stage`
-// keeps them in this order, 32 words a tile.
+// is in `tiles_buf` (in words). Parts 0 and 1: W's key columns 64 part .. + 63 (4 tile
+// columns); parts 2 and 3: (G_end K)^T's steps 32 (part - 2) .. + 31 (2 tile columns).
+// In `stage` a part is a matrix 64 (or 32) wide as tiles (chunk_tiles' block_word).
 fn part_at(tiles: u32, part: u32, w: u32) -> u32 {
-    var at = tiles + W_AT + ((w / 128u) * 8u + 4u * part + (w % 128u) / 32u) * 256u;
+    var at = tiles + W_AT + block_word(0u, 4u * part, 4u, TILE_DK, w);
     if part >= 2u {
-        at = tiles + KT_AT + ((w / 64u) * 4u + 2u * (part - 2u) + (w % 64u) / 32u) * 256u;
+        at = tiles + KT_AT + block_word(0u, 2u * (part - 2u), 2u, CHUNK, w);
     }
-    return (at + (w % 32u) * 8u) / 8u;
+    return at / 8u;
 }
 
 // Invocation li's two words of part `part`.
@@ -428,14 +437,12 @@ fn part_store(li: u32, x: array<vec4<u32>, 2>) {
 
 // W's keys c .. c + 7 (c a multiple of 8, within part c / 64) at step t, from `stage`.
 fn w_at(t: u32, c: u32) -> u32 {
-    let k = c % 64u;
-    return (t / 16u) * 128u + (k / 16u) * 32u + (t % 16u) * 2u + (k % 16u) / 8u;
+    return tile_at(t, c % 64u, 64u) / 8u;
 }
 
 // (G_end K)^T's steps t .. t + 7 (t a multiple of 8, within part 2 + t / 32) at key k.
 fn kt_at(k: u32, t: u32) -> u32 {
-    let s = t % 32u;
-    return (k / 16u) * 64u + (s / 16u) * 32u + (k % 16u) * 2u + (s % 16u) / 8u;
+    return tile_at(k, t % 32u, 32u) / 8u;
 }
 
 // x as the products read it: rounded to f16 (within its range), back in f32.

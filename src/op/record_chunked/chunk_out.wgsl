@@ -34,24 +34,21 @@ const B_WORDS: u32 = 32u * BLOCK / 8u;
 const A_WORDS: u32 = 512u;
 var<workgroup> stage: array<vec4<u32>, A_WORDS + CHUNK * 32u / 8u>;
 
-// Where word w of a part's B (w < B_WORDS; 32 rows of the block's columns from row r0,
-// 32 words a tile) is in its binding, in words: the start state's or delta's scratch
-// block at `at` (`pad` columns wide), at the block's tile columns from `cb`.
+// Where word w of a part's B (w < B_WORDS; 32 rows of the block's columns from row r0)
+// is in its binding, in words: the start state's or delta's scratch block at `at`
+// (`pad` columns wide), at the block's tile columns from `cb` (chunk_tiles' block_word).
 fn b_word(at: u32, pad: u32, cb: u32, r0: u32, w: u32) -> u32 {
-    let tiles = BLOCK / 16u;
-    let tr = r0 / 16u + w / (tiles * 32u);
-    let tc = cb * tiles + (w % (tiles * 32u)) / 32u;
-    return (at + (tr * (pad / 16u) + tc) * 256u + (w % 32u) * 8u) / 8u;
+    return (at + block_word(r0 / 16u, cb * BLOCK / 16u, BLOCK / 16u, pad, w)) / 8u;
 }
 
-// Where word w of part p's A (64 rows of 32: two tiles of each tile row) is in the
-// tiles binding: gam Q's key columns 32 p .. (p < 4), or M's step columns 32 (p - 4) ...
+// Where word w of part p's A (64 rows of 32) is in the tiles binding: gam Q's key
+// columns 32 p .. (p < 4), or M's step columns 32 (p - 4) ...
 fn a_word(base: u32, p: u32, w: u32) -> u32 {
-    var at = base + QG_AT + ((w / 64u) * (TILE_DK / 16u) + 2u * p + (w % 64u) / 32u) * 256u;
+    var at = base + QG_AT + block_word(0u, 2u * p, 2u, TILE_DK, w);
     if p >= 4u {
-        at = base + M_AT + ((w / 64u) * (CHUNK / 16u) + 2u * (p - 4u) + (w % 64u) / 32u) * 256u;
+        at = base + M_AT + block_word(0u, 2u * (p - 4u), 2u, CHUNK, w);
     }
-    return (at + (w % 32u) * 8u) / 8u;
+    return at / 8u;
 }
 
 // Invocation li's words of part p: B's li and li + WG_SIZE (where B has them), A's li.
@@ -85,12 +82,12 @@ fn part_store(li: u32, x: array<vec4<u32>, 3>) {
 
 // B's row r (of the part's 32) at the block's columns c .. c + 7, in `stage`.
 fn b_at(r: u32, c: u32) -> u32 {
-    return (r / 16u) * (BLOCK / 16u * 32u) + (c / 16u) * 32u + (r % 16u) * 2u + (c % 16u) / 8u;
+    return tile_at(r, c, BLOCK) / 8u;
 }
 
 // A's row t (of 64) at the part's columns k .. k + 7 (k < 32), in `stage`.
 fn a_at(t: u32, k: u32) -> u32 {
-    return A_WORDS + (t / 16u) * 64u + (k / 16u) * 32u + (t % 16u) * 2u + (k % 16u) / 8u;
+    return A_WORDS + tile_at(t, k, 32u) / 8u;
 }
 
 fn kernel_main(li: u32, wg_in: u32, unused: u32) {

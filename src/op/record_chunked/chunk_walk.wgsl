@@ -47,16 +47,15 @@ const STAGE_WORDS: u32 = CHUNK * TILE_DK / 16u;
 var<workgroup> stage: array<vec4<u32>, STAGE_WORDS>;
 
 // Where word w (of STAGE_WORDS) of part `part` of the chunk whose tiles start at `tiles`
-// is in `tiles_buf` (in words). Parts 0 and 1: W's key columns 64 part .. + 63 (of each
-// of its 4 tile rows, tiles 4 part .. + 3); parts 2 and 3: (G_end K)^T's steps 32 (part
-// - 2) .. + 31 (of each of its 8 tile rows, tiles 2 (part - 2) and the next). `stage`
-// keeps them in this order, 32 words a tile.
+// is in `tiles_buf` (in words). Parts 0 and 1: W's key columns 64 part .. + 63 (4 tile
+// columns); parts 2 and 3: (G_end K)^T's steps 32 (part - 2) .. + 31 (2 tile columns).
+// In `stage` a part is a matrix 64 (or 32) wide as tiles (chunk_tiles' block_word).
 fn part_at(tiles: u32, part: u32, w: u32) -> u32 {
-    var at = tiles + W_AT + ((w / 128u) * 8u + 4u * part + (w % 128u) / 32u) * 256u;
+    var at = tiles + W_AT + block_word(0u, 4u * part, 4u, TILE_DK, w);
     if part >= 2u {
-        at = tiles + KT_AT + ((w / 64u) * 4u + 2u * (part - 2u) + (w % 64u) / 32u) * 256u;
+        at = tiles + KT_AT + block_word(0u, 2u * (part - 2u), 2u, CHUNK, w);
     }
-    return (at + (w % 32u) * 8u) / 8u;
+    return at / 8u;
 }
 
 // Invocation li's two words of part `part`.
@@ -75,14 +74,12 @@ fn part_store(li: u32, x: array<vec4<u32>, 2>) {
 
 // W's keys c .. c + 7 (c a multiple of 8, within part c / 64) at step t, from `stage`.
 fn w_at(t: u32, c: u32) -> u32 {
-    let k = c % 64u;
-    return (t / 16u) * 128u + (k / 16u) * 32u + (t % 16u) * 2u + (k % 16u) / 8u;
+    return tile_at(t, c % 64u, 64u) / 8u;
 }
 
 // (G_end K)^T's steps t .. t + 7 (t a multiple of 8, within part 2 + t / 32) at key k.
 fn kt_at(k: u32, t: u32) -> u32 {
-    let s = t % 32u;
-    return (k / 16u) * 64u + (s / 16u) * 32u + (k % 16u) * 2u + (s % 16u) / 8u;
+    return tile_at(k, t % 32u, 32u) / 8u;
 }
 
 // x as the products read it: rounded to f16 (within its range), back in f32.
