@@ -27,6 +27,7 @@ const ROWS: u32 = 8u;
 const GROUPS: u32 = 8u;
 const RPT: u32 = 1u;
 const CHUNK: u32 = 64u;
+const TILE16: u32 = 16u;
 
 @group(0) @binding(1) var<storage, read> q_buf: array<f32>;
 fn load1_q(i: u32) -> f32 {

@@ -227,10 +227,12 @@ const OP: &str = "record_chunked";
 
 /// Invocations per workgroup of both passes.
 pub(crate) const CHUNK_WG: u32 = 256;
-/// The passes' family: the plain class, [`CHUNK_WG`] invocations a workgroup.
+/// The passes' family: the plain class, [`CHUNK_WG`] invocations a workgroup, and the
+/// side of the solve's diagonal blocks (the bound of its unrolled forward substitution,
+/// `wgsl/chunk_solve.wgsl`).
 const FAMILY: Plain = Plain {
     workgroup: Some(CHUNK_WG),
-    extra: |_| Vec::new(),
+    extra: |_| vec![("TILE16", Value::U32(16))],
 };
 /// Columns of w and q `chunk_state` stages per barrier pair (`TK` in its WGSL); its state
 /// rows are `Dk` rounded up to whole tiles, at most [`CHUNK_WG`] columns.
@@ -458,10 +460,17 @@ fn sequence_bytes(key: &KernelKey) -> u32 {
 }
 
 /// [`CHUNK_PREP`]'s family: [`CHUNK_WG`] invocations and the bounds of its unrolled
-/// loops: an invocation's row groups (`r + 16 m`, m < 4: C = 64) and a vec4's values.
+/// loops: an invocation's row groups (`r + 16 m`, m < 4: C = 64), a vec4's values and
+/// the solve's diagonal blocks' side.
 const PREP_FAMILY: Plain = Plain {
     workgroup: Some(CHUNK_WG),
-    extra: |_| vec![("ROW_GROUPS", Value::U32(4)), ("QUAD", Value::U32(4))],
+    extra: |_| {
+        vec![
+            ("ROW_GROUPS", Value::U32(4)),
+            ("QUAD", Value::U32(4)),
+            ("TILE16", Value::U32(16)),
+        ]
+    },
 };
 /// [`CHUNK_PREP_COOP`]'s family: [`CHUNK_WG`] invocations and a tile's side (the bound
 /// of its unrolled forward substitution).
@@ -802,14 +811,14 @@ impl OpKernel for ChunkWalk {
     /// `W S^T`) and in f16, and delta in f16, rows padded by 4 f32 and 8 f16 (`FS`,
     /// `HS` in its WGSL). On vector units: the state rounded to f16 and f16(delta) as
     /// f32 rows of Dk and C values, each padded by a vec4 (`SW`, `DW`), and a quarter of
-    /// a chunk's tiles in f16 (`stage`).
+    /// a chunk's tiles unpacked to f32 (`stage`).
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
         let PlainClass { chunk: c, rows, .. } = key.plain_class();
         let dk = COOP_MAX_KEY_DIM as u32;
         let bytes = if self.coop {
             dk * (rows + 4) * 4 + (dk + c) * (rows + 8) * 2
         } else {
-            rows * (dk + 4 + c + 4) * 4 + c * dk
+            rows * (dk + 4 + c + 4) * 4 + c * dk / 2 * 4
         };
         bytes + sequence_bytes(key)
     }
@@ -829,13 +838,13 @@ impl OpKernel for ChunkWalk {
 
 impl OpKernel for ChunkOut {
     /// On cooperative matrices half of y's block in f32 (`ys`); on vector units a part
-    /// of the operands in f16 (`stage`: 32 rows of the start state or delta at the
-    /// widest block's columns, and 64 rows of 32 of gam Q or M).
+    /// of the operands unpacked to f32 (`stage`: 32 rows of the start state or delta at
+    /// the block's columns, and 64 rows of 32 of gam Q or M).
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
         let PlainClass { chunk, rows, .. } = key.plain_class();
         let bytes = match self.coop {
             true => chunk / 2 * rows * 4,
-            false => (32 * OUT_BLOCK_WIDE as u32 + chunk * 32) * 2,
+            false => (32 * rows + chunk * 32) * 4,
         };
         bytes + sequence_bytes(key)
     }
