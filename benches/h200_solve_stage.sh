@@ -8,8 +8,9 @@
 # first the new build's tests: the fast path on both forms (the matrix-unit path where
 # the adapter has it), the portable passes (chunk_wy's solve), the lib's passes on
 # vector units, record_layer's split form through them. The coop rows re-time
-# bdb0595's clean-up (owed from the twelfth session).
-# Carry [".dev/new", ".dev/old", ".gl"]; within BUDGET_S (default 330 s).
+# bdb0595's clean-up (owed from the twelfth session). `nosolve` is the new build with the
+# first pass's solve left out (its results wrong, its time what is left).
+# Carry [".dev/new", ".dev/old", ".dev/nosolve", ".gl"]; within BUDGET_S (default 330 s).
 set -u
 E=.dev DEFAULT_BUDGET_S=330
 . benches/device_env.sh # left, tests (E is now the absolute .dev)
@@ -28,6 +29,7 @@ cells=(--batches 1,4 --steps 2048,8192 --dtypes bf16,f32)
   c old old/bin $vec -- --ops record_chunked "${cells[@]}"
   c new-again new/bin $vec -- --ops record_chunked --batches 1 --steps 8192 --dtypes bf16,f32
   c old-again old/bin $vec -- --ops record_chunked --batches 1 --steps 8192 --dtypes bf16,f32
+  c nosolve nosolve/bin $vec -- --ops record_chunked --batches 1 --steps 8192 --dtypes bf16,f32
   c coop-new new/bin -- --fast-f16 --ops record_chunked --batches 1 --steps 8192 --dtypes bf16
   c coop-old old/bin -- --fast-f16 --ops record_chunked --batches 1 --steps 8192 --dtypes bf16
   c exact-new new/bin -- --ops record_chunked --batches 1 --steps 2048 --dtypes f32
