@@ -1,4 +1,4 @@
-#provides TILE_DK, TILES_PER_CHUNK, W_AT, QG_AT, KT_AT, M_AT, tile_at, tile_rc, block_word
+#provides TILE_DK, TILES_PER_CHUNK, W_AT, QG_AT, KT_AT, M_AT, tile_at, block_word
 #provides to_f16_range
 #provides padded_value_dim, start_at, delta16_at, f16x8
 #requires CHUNK
@@ -22,14 +22,6 @@ const TILES_PER_CHUNK: u32 = 3u * CHUNK * TILE_DK + CHUNK * CHUNK;
 // Element (r, c) of a matrix `cols` wide stored as 16 x 16 tiles.
 fn tile_at(r: u32, c: u32, cols: u32) -> u32 {
     return ((r / 16u) * (cols / 16u) + c / 16u) * 256u + (r % 16u) * 16u + c % 16u;
-}
-
-// The (row, column) of element `at` of a matrix `cols` wide stored as tiles: tile_at's
-// inverse.
-fn tile_rc(at: u32, cols: u32) -> vec2<u32> {
-    let tile = at / 256u;
-    let across = cols / 16u;
-    return vec2(16u * (tile / across) + (at % 256u) / 16u, 16u * (tile % across) + at % 16u);
 }
 
 // Where word w (eight f16) of a block of n tile columns from tile (tr, tc) lies in a

@@ -263,14 +263,6 @@ fn tile_at(r: u32, c: u32, cols: u32) -> u32 {
     return ((r / 16u) * (cols / 16u) + c / 16u) * 256u + (r % 16u) * 16u + c % 16u;
 }
 
-// The (row, column) of element `at` of a matrix `cols` wide stored as tiles: tile_at's
-// inverse.
-fn tile_rc(at: u32, cols: u32) -> vec2<u32> {
-    let tile = at / 256u;
-    let across = cols / 16u;
-    return vec2(16u * (tile / across) + (at % 256u) / 16u, 16u * (tile % across) + at % 16u);
-}
-
 // Where word w (eight f16) of a block of n tile columns from tile (tr, tc) lies in a
 // matrix `cols` wide stored as tiles (an element offset): the block's tiles row by row,
 // 32 words each. The passes on vector units copy such blocks into workgroup memory in
@@ -322,25 +314,21 @@ fn f16x8(w: vec4<u32>) -> array<vec4<f32>, 2> {
 // over the chunk's 64 steps. Invocation li makes y at steps YS (li / OCTETS) .. + YS - 1
 // (YS = BLOCK / 32) and the block's columns 8 (li % OCTETS) .. + 7 (OCTETS = BLOCK / 8).
 // The operands come through `stage` in six parts, each copied by the whole workgroup in
-// coalesced 16-byte words (every tile binding is vec4<u32> words) and unpacked there to
-// f32 rows (a value converted once, not by every invocation that reads it; B's rows
-// whole, so that a subgroup reads its column octets in different banks) while the part
+// coalesced 16-byte words (every tile binding is vec4<u32> words) while the part
 // before it is in the sums: parts 0-3 the start state's keys 32 p .. + 31 at the
 // block's columns (B) with gam Q's at those keys (A), parts 4 and 5 delta's steps
 // 32 (p - 4) .. + 31 (B) with M's at those steps (A). Per eight keys (or steps) an
-// invocation reads 2 YS vec4s of A and 16 of B for 64 YS multiply-adds. M is zero above
+// invocation reads YS words of A and eight of B for 64 YS multiply-adds. M is zero above
 // its diagonal, so the invocation skips its steps past its last. y leaves from
 // registers, two neighbouring values a write (a bf16 word has one writer).
 
 const BLOCK: u32 = ROWS;
 // The block's column octets: 2048 / BLOCK step groups of YS steps cover the chunk.
 const OCTETS: u32 = BLOCK / 8u;
-// A part as loaded: B's 32 rows of BLOCK columns in B_WORDS words of eight f16, A's 64
-// rows of 32 in a word an invocation. In `stage`, in f32 and row-major: B's rows from
-// vec4 0 (BLOCK values a row), A's from A_AT (32 a row).
+// A part: B's 32 rows of BLOCK columns from word 0, A's 64 rows of 32 from A_WORDS on.
 const B_WORDS: u32 = 32u * BLOCK / 8u;
-const A_AT: u32 = 32u * BLOCK / 4u;
-var<workgroup> stage: array<vec4<f32>, A_AT + CHUNK * 32u / 4u>;
+const A_WORDS: u32 = 512u;
+var<workgroup> stage: array<vec4<u32>, A_WORDS + CHUNK * 32u / 8u>;
 
 // Where word w of a part's B (w < B_WORDS; 32 rows of the block's columns from row r0)
 // is in its binding, in words: the start state's or delta's scratch block at `at`
@@ -380,39 +368,22 @@ fn part_load(ch: u32, pad: u32, cb: u32, p: u32, li: u32) -> array<vec4<u32>, 3>
     return r;
 }
 
-// Into `stage` as f32 rows (after a barrier that ends its reads): a loaded word is
-// eight values of a tile's row, from tile_rc of its first.
 fn part_store(li: u32, x: array<vec4<u32>, 3>) {
-    let b0 = tile_rc(8u * li, BLOCK);
-    stage_eight(b_at(b0.x, b0.y), x[0]);
+    stage[li] = x[0];
     if li + WG_SIZE < B_WORDS {
-        let b1 = tile_rc(8u * (li + WG_SIZE), BLOCK);
-        stage_eight(b_at(b1.x, b1.y), x[1]);
+        stage[li + WG_SIZE] = x[1];
     }
-    let a = tile_rc(8u * li, 32u);
-    stage_eight(a_at(a.x, a.y), x[2]);
+    stage[A_WORDS + li] = x[2];
 }
 
-fn stage_eight(at: u32, w: vec4<u32>) {
-    let v = f16x8(w);
-    stage[at] = v[0];
-    stage[at + 1u] = v[1];
-}
-
-fn staged(at: u32) -> array<vec4<f32>, 2> {
-    return array<vec4<f32>, 2>(stage[at], stage[at + 1u]);
-}
-
-// B's row r (of the part's 32) at the block's columns c .. c + 7 (c a multiple of 8):
-// two vec4s of `stage` from here.
+// B's row r (of the part's 32) at the block's columns c .. c + 7, in `stage`.
 fn b_at(r: u32, c: u32) -> u32 {
-    return r * (BLOCK / 4u) + c / 4u;
+    return tile_at(r, c, BLOCK) / 8u;
 }
 
-// A's row t (of 64) at the part's columns k .. k + 7 (k < 32, a multiple of 8): two
-// vec4s of `stage` from here.
+// A's row t (of 64) at the part's columns k .. k + 7 (k < 32), in `stage`.
 fn a_at(t: u32, k: u32) -> u32 {
-    return A_AT + t * 8u + k / 4u;
+    return A_WORDS + tile_at(t, k, 32u) / 8u;
 }
 
 fn kernel_main(li: u32, wg_in: u32, unused: u32) {
@@ -442,23 +413,23 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 var a: array<array<vec4<f32>, 2>, YS>;
                 {
                     let i = 0u;
-                    a[i] = staged(a_at(t0 + i, k));
+                    a[i] = f16x8(stage[a_at(t0 + i, k)]);
                 }
                 {
                     let i = 1u;
-                    a[i] = staged(a_at(t0 + i, k));
+                    a[i] = f16x8(stage[a_at(t0 + i, k)]);
                 }
                 {
                     let i = 2u;
-                    a[i] = staged(a_at(t0 + i, k));
+                    a[i] = f16x8(stage[a_at(t0 + i, k)]);
                 }
                 {
                     let i = 3u;
-                    a[i] = staged(a_at(t0 + i, k));
+                    a[i] = f16x8(stage[a_at(t0 + i, k)]);
                 }
                 {
                     let e = 0u;
-                    let b = staged(b_at(k + e, c));
+                    let b = f16x8(stage[b_at(k + e, c)]);
                     {
                         let i = 0u;
                         let x = a[i][e / 4u][e % 4u];
@@ -486,7 +457,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 }
                 {
                     let e = 1u;
-                    let b = staged(b_at(k + e, c));
+                    let b = f16x8(stage[b_at(k + e, c)]);
                     {
                         let i = 0u;
                         let x = a[i][e / 4u][e % 4u];
@@ -514,7 +485,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 }
                 {
                     let e = 2u;
-                    let b = staged(b_at(k + e, c));
+                    let b = f16x8(stage[b_at(k + e, c)]);
                     {
                         let i = 0u;
                         let x = a[i][e / 4u][e % 4u];
@@ -542,7 +513,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 }
                 {
                     let e = 3u;
-                    let b = staged(b_at(k + e, c));
+                    let b = f16x8(stage[b_at(k + e, c)]);
                     {
                         let i = 0u;
                         let x = a[i][e / 4u][e % 4u];
@@ -570,7 +541,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 }
                 {
                     let e = 4u;
-                    let b = staged(b_at(k + e, c));
+                    let b = f16x8(stage[b_at(k + e, c)]);
                     {
                         let i = 0u;
                         let x = a[i][e / 4u][e % 4u];
@@ -598,7 +569,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 }
                 {
                     let e = 5u;
-                    let b = staged(b_at(k + e, c));
+                    let b = f16x8(stage[b_at(k + e, c)]);
                     {
                         let i = 0u;
                         let x = a[i][e / 4u][e % 4u];
@@ -626,7 +597,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 }
                 {
                     let e = 6u;
-                    let b = staged(b_at(k + e, c));
+                    let b = f16x8(stage[b_at(k + e, c)]);
                     {
                         let i = 0u;
                         let x = a[i][e / 4u][e % 4u];
@@ -654,7 +625,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 }
                 {
                     let e = 7u;
-                    let b = staged(b_at(k + e, c));
+                    let b = f16x8(stage[b_at(k + e, c)]);
                     {
                         let i = 0u;
                         let x = a[i][e / 4u][e % 4u];

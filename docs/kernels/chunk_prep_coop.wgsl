@@ -312,14 +312,6 @@ fn tile_at(r: u32, c: u32, cols: u32) -> u32 {
     return ((r / 16u) * (cols / 16u) + c / 16u) * 256u + (r % 16u) * 16u + c % 16u;
 }
 
-// The (row, column) of element `at` of a matrix `cols` wide stored as tiles: tile_at's
-// inverse.
-fn tile_rc(at: u32, cols: u32) -> vec2<u32> {
-    let tile = at / 256u;
-    let across = cols / 16u;
-    return vec2(16u * (tile / across) + (at % 256u) / 16u, 16u * (tile % across) + at % 16u);
-}
-
 // Where word w (eight f16) of a block of n tile columns from tile (tr, tc) lies in a
 // matrix `cols` wide stored as tiles (an element offset): the block's tiles row by row,
 // 32 words each. The passes on vector units copy such blocks into workgroup memory in

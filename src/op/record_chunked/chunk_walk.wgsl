@@ -19,13 +19,12 @@
 //   delta = U - W s16^T                         (record's delta, the tape's)
 //   S^T   = gam_C S^T + (G_end K)^T f16(delta)
 // Each product is register-tiled: an invocation keeps a small block of outputs and
-// reads each operand once for all of them, the tiles eight values at a time. The tiles
+// reads each operand once for all of them, the tiles eight f16 at a time. The tiles
 // come through `stage` a quarter of the chunk's at a time (`part_at`: W's two halves of
 // key columns, then (G_end K)^T's two halves of steps), each copied by the whole
-// workgroup in coalesced 16-byte words (`tiles_buf` is bound as vec4<u32> words) and
-// unpacked to f32 there, while the part before it is in the products: a word is loaded
-// and converted once, not by each of the eight invocations that read it, and its
-// latency is hidden behind a part's sums.
+// workgroup in coalesced 16-byte words (`tiles_buf` is bound as vec4<u32> words) while
+// the part before it is in the products: a word is loaded once, not by each of the
+// eight invocations that read it, and its latency is hidden behind a part's sums.
 //   - W s16^T: invocation li makes steps 2 (li / 8) and 2 (li / 8) + 1 at value rows
 //     XR (li % 8) .. + XR - 1 (XR = ROWS / 8, adjacent, so a bf16 word of the tape's
 //     delta has one writer), from `sw` (s16 as f32, a value row's keys contiguous).
@@ -42,11 +41,10 @@ const DW: u32 = CHUNK / 4u + 1u;
 
 var<workgroup> sw: array<vec4<f32>, ROWS * SW>;
 var<workgroup> dw: array<vec4<f32>, ROWS * DW>;
-// A quarter of a chunk's tile operands (half of W, or of (G_end K)^T): 4096 values,
-// loaded as STAGE_WORDS words of eight f16, held in f32 (a word's eight values at
-// vec4s 2 w and 2 w + 1, so the part keeps the tiles' order).
+// A quarter of a chunk's tile operands (half of W, or of (G_end K)^T): 4096 f16 as words
+// of eight.
 const STAGE_WORDS: u32 = CHUNK * TILE_DK / 16u;
-var<workgroup> stage: array<vec4<f32>, 2u * STAGE_WORDS>;
+var<workgroup> stage: array<vec4<u32>, STAGE_WORDS>;
 
 // Where word w (of STAGE_WORDS) of part `part` of the chunk whose tiles start at `tiles`
 // is in `tiles_buf` (in words). Parts 0 and 1: W's key columns 64 part .. + 63 (4 tile
@@ -68,21 +66,10 @@ fn part_load(tiles: u32, part: u32, li: u32) -> array<vec4<u32>, 2> {
     );
 }
 
-// Into `stage` as f32 (after a barrier that ends its reads).
+// Into `stage` (after a barrier that ends its reads).
 fn part_store(li: u32, x: array<vec4<u32>, 2>) {
-    stage_eight(li, x[0]);
-    stage_eight(li + WG_SIZE, x[1]);
-}
-
-fn stage_eight(w: u32, x: vec4<u32>) {
-    let v = f16x8(x);
-    stage[2u * w] = v[0];
-    stage[2u * w + 1u] = v[1];
-}
-
-// The eight values of staged word w.
-fn staged(w: u32) -> array<vec4<f32>, 2> {
-    return array<vec4<f32>, 2>(stage[2u * w], stage[2u * w + 1u]);
+    stage[li] = x[0];
+    stage[li + WG_SIZE] = x[1];
 }
 
 // W's keys c .. c + 7 (c a multiple of 8, within part c / 64) at step t, from `stage`.
@@ -208,8 +195,8 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             #unroll
             for (var co = 0u; co < PART_KEY_OCTETS; co++) {
                 let c = 64u * part + 8u * co;
-                let w0 = staged(w_at(t2, c));
-                let w1 = staged(w_at(t2 + 1u, c));
+                let w0 = f16x8(stage[w_at(t2, c)]);
+                let w1 = f16x8(stage[w_at(t2 + 1u, c)]);
                 #unroll
                 for (var j = 0u; j < XR; j++) {
                     let lo = sw[(xv + j) * SW + c / 4u];
@@ -273,10 +260,10 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             #unroll
             for (var to = 0u; to < PART_STEP_OCTETS; to++) {
                 let t = 32u * (part - 2u) + 8u * to;
-                let k0 = staged(kt_at(c4, t));
-                let k1 = staged(kt_at(c4 + 1u, t));
-                let k2 = staged(kt_at(c4 + 2u, t));
-                let k3 = staged(kt_at(c4 + 3u, t));
+                let k0 = f16x8(stage[kt_at(c4, t)]);
+                let k1 = f16x8(stage[kt_at(c4 + 1u, t)]);
+                let k2 = f16x8(stage[kt_at(c4 + 2u, t)]);
+                let k3 = f16x8(stage[kt_at(c4 + 3u, t)]);
                 #unroll
                 for (var j = 0u; j < XR; j++) {
                     let v = sv + 8u * j;

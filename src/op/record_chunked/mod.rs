@@ -811,14 +811,14 @@ impl OpKernel for ChunkWalk {
     /// `W S^T`) and in f16, and delta in f16, rows padded by 4 f32 and 8 f16 (`FS`,
     /// `HS` in its WGSL). On vector units: the state rounded to f16 and f16(delta) as
     /// f32 rows of Dk and C values, each padded by a vec4 (`SW`, `DW`), and a quarter of
-    /// a chunk's tiles unpacked to f32 (`stage`).
+    /// a chunk's tiles in f16 (`stage`).
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
         let PlainClass { chunk: c, rows, .. } = key.plain_class();
         let dk = COOP_MAX_KEY_DIM as u32;
         let bytes = if self.coop {
             dk * (rows + 4) * 4 + (dk + c) * (rows + 8) * 2
         } else {
-            rows * (dk + 4 + c + 4) * 4 + c * dk / 2 * 4
+            rows * (dk + 4 + c + 4) * 4 + c * dk
         };
         bytes + sequence_bytes(key)
     }
@@ -838,13 +838,13 @@ impl OpKernel for ChunkWalk {
 
 impl OpKernel for ChunkOut {
     /// On cooperative matrices half of y's block in f32 (`ys`); on vector units a part
-    /// of the operands unpacked to f32 (`stage`: 32 rows of the start state or delta at
-    /// the block's columns, and 64 rows of 32 of gam Q or M).
+    /// of the operands in f16 (`stage`: 32 rows of the start state or delta at the
+    /// widest block's columns, and 64 rows of 32 of gam Q or M).
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
         let PlainClass { chunk, rows, .. } = key.plain_class();
         let bytes = match self.coop {
             true => chunk / 2 * rows * 4,
-            false => (32 * rows + chunk * 32) * 4,
+            false => (32 * OUT_BLOCK_WIDE as u32 + chunk * 32) * 2,
         };
         bytes + sequence_bytes(key)
     }
