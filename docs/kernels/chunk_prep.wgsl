@@ -1014,8 +1014,8 @@ fn strides(begin: u32, end: u32, stride: u32) -> u32 {
 //      the pair's upper block A and lower block B, [[I + L_AA, 0], [L_BA, I + L_BB]]^-1
 //      has T_BA = -T_BB L_BA T_AA: X = L_BA T_AA into the stage, then T_BA in place of
 //      L_BA, an invocation a 2 x 2 block of each product.
-// An invocation's longest chain is a product's w terms, their loads independent of the
-// sums, where solving block row by block row walked every earlier row of the chunk.
+// The longest chain an invocation walks is a product's 2 w terms, where solving row
+// by row walks every earlier row of the chunk.
 
 const BLOCK: u32 = 16u;
 
@@ -1025,10 +1025,11 @@ fn tri(i: u32) -> u32 {
 }
 
 // T's element (r, c) of a row block already inverted: 1 on the diagonal, 0 above it.
-// No branch: where r <= c it reads an element of the triangle it does not use (row r's
-// last, or at r = 0 element c, within the triangle either way).
 fn t_at(r: u32, c: u32) -> f32 {
-    return select(select(0.0, 1.0, r == c), l_get(tri(r) + min(c, r - 1u)), r > c);
+    if r > c {
+        return l_get(tri(r) + c);
+    }
+    return select(0.0, 1.0, r == c);
 }
 
 // Call in workgroup-uniform control flow, after a barrier that completes L.
@@ -2771,159 +2772,18 @@ fn invert_unit_lower(li: u32) {
 // p w^2 + i w + j, as [..][BLOCK] rows. Ends on a barrier.
 fn merge(li: u32, w: u32) {
     let quads = CHUNK * w / 8u; // 2 x 2 blocks of the CHUNK / (2 w) pairs' X
-    // X = L_BA T_AA: X[i][j] = sum_s L[b + i][a + s] T[a + s][a + j] (T's zeros above
-    // its diagonal mask the terms s < j). Every product below runs over all w terms,
-    // sixteen at a time unrolled, so that its loads are independent of its sums.
+    // X = L_BA T_AA: X[i][j] = sum_{s >= j} L[b + i][a + s] T[a + s][a + j].
     for (var n = 0u; n < strides(li, quads, WG_SIZE); n++) {
         let q = merge_quad(li + n * WG_SIZE, w);
         let lr0 = tri(q.b + q.i) + q.a;
         let lr1 = tri(q.b + q.i + 1u) + q.a;
         var y = vec4(0.0); // (i, j), (i, j + 1), (i + 1, j), (i + 1, j + 1)
-        for (var h = 0u; h < w / TILE16; h++) {
-            {
-                let u = 0u;
-                let s = h * TILE16 + u;
-                let l0 = l_get(lr0 + s);
-                let l1 = l_get(lr1 + s);
-                let t0 = t_at(q.a + s, q.a + q.j);
-                let t1 = t_at(q.a + s, q.a + q.j + 1u);
-                y += vec4(l0 * t0, l0 * t1, l1 * t0, l1 * t1);
-            }
-            {
-                let u = 1u;
-                let s = h * TILE16 + u;
-                let l0 = l_get(lr0 + s);
-                let l1 = l_get(lr1 + s);
-                let t0 = t_at(q.a + s, q.a + q.j);
-                let t1 = t_at(q.a + s, q.a + q.j + 1u);
-                y += vec4(l0 * t0, l0 * t1, l1 * t0, l1 * t1);
-            }
-            {
-                let u = 2u;
-                let s = h * TILE16 + u;
-                let l0 = l_get(lr0 + s);
-                let l1 = l_get(lr1 + s);
-                let t0 = t_at(q.a + s, q.a + q.j);
-                let t1 = t_at(q.a + s, q.a + q.j + 1u);
-                y += vec4(l0 * t0, l0 * t1, l1 * t0, l1 * t1);
-            }
-            {
-                let u = 3u;
-                let s = h * TILE16 + u;
-                let l0 = l_get(lr0 + s);
-                let l1 = l_get(lr1 + s);
-                let t0 = t_at(q.a + s, q.a + q.j);
-                let t1 = t_at(q.a + s, q.a + q.j + 1u);
-                y += vec4(l0 * t0, l0 * t1, l1 * t0, l1 * t1);
-            }
-            {
-                let u = 4u;
-                let s = h * TILE16 + u;
-                let l0 = l_get(lr0 + s);
-                let l1 = l_get(lr1 + s);
-                let t0 = t_at(q.a + s, q.a + q.j);
-                let t1 = t_at(q.a + s, q.a + q.j + 1u);
-                y += vec4(l0 * t0, l0 * t1, l1 * t0, l1 * t1);
-            }
-            {
-                let u = 5u;
-                let s = h * TILE16 + u;
-                let l0 = l_get(lr0 + s);
-                let l1 = l_get(lr1 + s);
-                let t0 = t_at(q.a + s, q.a + q.j);
-                let t1 = t_at(q.a + s, q.a + q.j + 1u);
-                y += vec4(l0 * t0, l0 * t1, l1 * t0, l1 * t1);
-            }
-            {
-                let u = 6u;
-                let s = h * TILE16 + u;
-                let l0 = l_get(lr0 + s);
-                let l1 = l_get(lr1 + s);
-                let t0 = t_at(q.a + s, q.a + q.j);
-                let t1 = t_at(q.a + s, q.a + q.j + 1u);
-                y += vec4(l0 * t0, l0 * t1, l1 * t0, l1 * t1);
-            }
-            {
-                let u = 7u;
-                let s = h * TILE16 + u;
-                let l0 = l_get(lr0 + s);
-                let l1 = l_get(lr1 + s);
-                let t0 = t_at(q.a + s, q.a + q.j);
-                let t1 = t_at(q.a + s, q.a + q.j + 1u);
-                y += vec4(l0 * t0, l0 * t1, l1 * t0, l1 * t1);
-            }
-            {
-                let u = 8u;
-                let s = h * TILE16 + u;
-                let l0 = l_get(lr0 + s);
-                let l1 = l_get(lr1 + s);
-                let t0 = t_at(q.a + s, q.a + q.j);
-                let t1 = t_at(q.a + s, q.a + q.j + 1u);
-                y += vec4(l0 * t0, l0 * t1, l1 * t0, l1 * t1);
-            }
-            {
-                let u = 9u;
-                let s = h * TILE16 + u;
-                let l0 = l_get(lr0 + s);
-                let l1 = l_get(lr1 + s);
-                let t0 = t_at(q.a + s, q.a + q.j);
-                let t1 = t_at(q.a + s, q.a + q.j + 1u);
-                y += vec4(l0 * t0, l0 * t1, l1 * t0, l1 * t1);
-            }
-            {
-                let u = 10u;
-                let s = h * TILE16 + u;
-                let l0 = l_get(lr0 + s);
-                let l1 = l_get(lr1 + s);
-                let t0 = t_at(q.a + s, q.a + q.j);
-                let t1 = t_at(q.a + s, q.a + q.j + 1u);
-                y += vec4(l0 * t0, l0 * t1, l1 * t0, l1 * t1);
-            }
-            {
-                let u = 11u;
-                let s = h * TILE16 + u;
-                let l0 = l_get(lr0 + s);
-                let l1 = l_get(lr1 + s);
-                let t0 = t_at(q.a + s, q.a + q.j);
-                let t1 = t_at(q.a + s, q.a + q.j + 1u);
-                y += vec4(l0 * t0, l0 * t1, l1 * t0, l1 * t1);
-            }
-            {
-                let u = 12u;
-                let s = h * TILE16 + u;
-                let l0 = l_get(lr0 + s);
-                let l1 = l_get(lr1 + s);
-                let t0 = t_at(q.a + s, q.a + q.j);
-                let t1 = t_at(q.a + s, q.a + q.j + 1u);
-                y += vec4(l0 * t0, l0 * t1, l1 * t0, l1 * t1);
-            }
-            {
-                let u = 13u;
-                let s = h * TILE16 + u;
-                let l0 = l_get(lr0 + s);
-                let l1 = l_get(lr1 + s);
-                let t0 = t_at(q.a + s, q.a + q.j);
-                let t1 = t_at(q.a + s, q.a + q.j + 1u);
-                y += vec4(l0 * t0, l0 * t1, l1 * t0, l1 * t1);
-            }
-            {
-                let u = 14u;
-                let s = h * TILE16 + u;
-                let l0 = l_get(lr0 + s);
-                let l1 = l_get(lr1 + s);
-                let t0 = t_at(q.a + s, q.a + q.j);
-                let t1 = t_at(q.a + s, q.a + q.j + 1u);
-                y += vec4(l0 * t0, l0 * t1, l1 * t0, l1 * t1);
-            }
-            {
-                let u = 15u;
-                let s = h * TILE16 + u;
-                let l0 = l_get(lr0 + s);
-                let l1 = l_get(lr1 + s);
-                let t0 = t_at(q.a + s, q.a + q.j);
-                let t1 = t_at(q.a + s, q.a + q.j + 1u);
-                y += vec4(l0 * t0, l0 * t1, l1 * t0, l1 * t1);
-            }
+        for (var s = q.j; s < w; s++) {
+            let l0 = l_get(lr0 + s);
+            let l1 = l_get(lr1 + s);
+            let t0 = t_at(q.a + s, q.a + q.j);
+            let t1 = t_at(q.a + s, q.a + q.j + 1u);
+            y += vec4(l0 * t0, l0 * t1, l1 * t0, l1 * t1);
         }
         x_set(q, 0u, 0u, y.x);
         x_set(q, 0u, 1u, y.y);
@@ -2931,155 +2791,16 @@ fn merge(li: u32, w: u32) {
         x_set(q, 1u, 1u, y.w);
     }
     workgroupBarrier(); // X is complete; L_BA is read
-    // T_BA = -T_BB X: T[b + i][a + j] = -sum_s T[b + i][b + s] X[s][j] (zeros past s = i).
+    // T_BA = -T_BB X: T[b + i][a + j] = -sum_{s <= i} T[b + i][b + s] X[s][j].
     for (var n = 0u; n < strides(li, quads, WG_SIZE); n++) {
         let q = merge_quad(li + n * WG_SIZE, w);
         var y = vec4(0.0);
-        for (var h = 0u; h < w / TILE16; h++) {
-            {
-                let u = 0u;
-                let s = h * TILE16 + u;
-                let t0 = t_at(q.b + q.i, q.b + s);
-                let t1 = t_at(q.b + q.i + 1u, q.b + s);
-                let x0 = x_get(q, s, 0u);
-                let x1 = x_get(q, s, 1u);
-                y += vec4(t0 * x0, t0 * x1, t1 * x0, t1 * x1);
-            }
-            {
-                let u = 1u;
-                let s = h * TILE16 + u;
-                let t0 = t_at(q.b + q.i, q.b + s);
-                let t1 = t_at(q.b + q.i + 1u, q.b + s);
-                let x0 = x_get(q, s, 0u);
-                let x1 = x_get(q, s, 1u);
-                y += vec4(t0 * x0, t0 * x1, t1 * x0, t1 * x1);
-            }
-            {
-                let u = 2u;
-                let s = h * TILE16 + u;
-                let t0 = t_at(q.b + q.i, q.b + s);
-                let t1 = t_at(q.b + q.i + 1u, q.b + s);
-                let x0 = x_get(q, s, 0u);
-                let x1 = x_get(q, s, 1u);
-                y += vec4(t0 * x0, t0 * x1, t1 * x0, t1 * x1);
-            }
-            {
-                let u = 3u;
-                let s = h * TILE16 + u;
-                let t0 = t_at(q.b + q.i, q.b + s);
-                let t1 = t_at(q.b + q.i + 1u, q.b + s);
-                let x0 = x_get(q, s, 0u);
-                let x1 = x_get(q, s, 1u);
-                y += vec4(t0 * x0, t0 * x1, t1 * x0, t1 * x1);
-            }
-            {
-                let u = 4u;
-                let s = h * TILE16 + u;
-                let t0 = t_at(q.b + q.i, q.b + s);
-                let t1 = t_at(q.b + q.i + 1u, q.b + s);
-                let x0 = x_get(q, s, 0u);
-                let x1 = x_get(q, s, 1u);
-                y += vec4(t0 * x0, t0 * x1, t1 * x0, t1 * x1);
-            }
-            {
-                let u = 5u;
-                let s = h * TILE16 + u;
-                let t0 = t_at(q.b + q.i, q.b + s);
-                let t1 = t_at(q.b + q.i + 1u, q.b + s);
-                let x0 = x_get(q, s, 0u);
-                let x1 = x_get(q, s, 1u);
-                y += vec4(t0 * x0, t0 * x1, t1 * x0, t1 * x1);
-            }
-            {
-                let u = 6u;
-                let s = h * TILE16 + u;
-                let t0 = t_at(q.b + q.i, q.b + s);
-                let t1 = t_at(q.b + q.i + 1u, q.b + s);
-                let x0 = x_get(q, s, 0u);
-                let x1 = x_get(q, s, 1u);
-                y += vec4(t0 * x0, t0 * x1, t1 * x0, t1 * x1);
-            }
-            {
-                let u = 7u;
-                let s = h * TILE16 + u;
-                let t0 = t_at(q.b + q.i, q.b + s);
-                let t1 = t_at(q.b + q.i + 1u, q.b + s);
-                let x0 = x_get(q, s, 0u);
-                let x1 = x_get(q, s, 1u);
-                y += vec4(t0 * x0, t0 * x1, t1 * x0, t1 * x1);
-            }
-            {
-                let u = 8u;
-                let s = h * TILE16 + u;
-                let t0 = t_at(q.b + q.i, q.b + s);
-                let t1 = t_at(q.b + q.i + 1u, q.b + s);
-                let x0 = x_get(q, s, 0u);
-                let x1 = x_get(q, s, 1u);
-                y += vec4(t0 * x0, t0 * x1, t1 * x0, t1 * x1);
-            }
-            {
-                let u = 9u;
-                let s = h * TILE16 + u;
-                let t0 = t_at(q.b + q.i, q.b + s);
-                let t1 = t_at(q.b + q.i + 1u, q.b + s);
-                let x0 = x_get(q, s, 0u);
-                let x1 = x_get(q, s, 1u);
-                y += vec4(t0 * x0, t0 * x1, t1 * x0, t1 * x1);
-            }
-            {
-                let u = 10u;
-                let s = h * TILE16 + u;
-                let t0 = t_at(q.b + q.i, q.b + s);
-                let t1 = t_at(q.b + q.i + 1u, q.b + s);
-                let x0 = x_get(q, s, 0u);
-                let x1 = x_get(q, s, 1u);
-                y += vec4(t0 * x0, t0 * x1, t1 * x0, t1 * x1);
-            }
-            {
-                let u = 11u;
-                let s = h * TILE16 + u;
-                let t0 = t_at(q.b + q.i, q.b + s);
-                let t1 = t_at(q.b + q.i + 1u, q.b + s);
-                let x0 = x_get(q, s, 0u);
-                let x1 = x_get(q, s, 1u);
-                y += vec4(t0 * x0, t0 * x1, t1 * x0, t1 * x1);
-            }
-            {
-                let u = 12u;
-                let s = h * TILE16 + u;
-                let t0 = t_at(q.b + q.i, q.b + s);
-                let t1 = t_at(q.b + q.i + 1u, q.b + s);
-                let x0 = x_get(q, s, 0u);
-                let x1 = x_get(q, s, 1u);
-                y += vec4(t0 * x0, t0 * x1, t1 * x0, t1 * x1);
-            }
-            {
-                let u = 13u;
-                let s = h * TILE16 + u;
-                let t0 = t_at(q.b + q.i, q.b + s);
-                let t1 = t_at(q.b + q.i + 1u, q.b + s);
-                let x0 = x_get(q, s, 0u);
-                let x1 = x_get(q, s, 1u);
-                y += vec4(t0 * x0, t0 * x1, t1 * x0, t1 * x1);
-            }
-            {
-                let u = 14u;
-                let s = h * TILE16 + u;
-                let t0 = t_at(q.b + q.i, q.b + s);
-                let t1 = t_at(q.b + q.i + 1u, q.b + s);
-                let x0 = x_get(q, s, 0u);
-                let x1 = x_get(q, s, 1u);
-                y += vec4(t0 * x0, t0 * x1, t1 * x0, t1 * x1);
-            }
-            {
-                let u = 15u;
-                let s = h * TILE16 + u;
-                let t0 = t_at(q.b + q.i, q.b + s);
-                let t1 = t_at(q.b + q.i + 1u, q.b + s);
-                let x0 = x_get(q, s, 0u);
-                let x1 = x_get(q, s, 1u);
-                y += vec4(t0 * x0, t0 * x1, t1 * x0, t1 * x1);
-            }
+        for (var s = 0u; s < q.i + 2u; s++) {
+            let t0 = t_at(q.b + q.i, q.b + s);
+            let t1 = t_at(q.b + q.i + 1u, q.b + s);
+            let x0 = x_get(q, s, 0u);
+            let x1 = x_get(q, s, 1u);
+            y += vec4(t0 * x0, t0 * x1, t1 * x0, t1 * x1);
         }
         let r0 = tri(q.b + q.i) + q.a + q.j;
         let r1 = tri(q.b + q.i + 1u) + q.a + q.j;
