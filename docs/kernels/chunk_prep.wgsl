@@ -2769,52 +2769,77 @@ fn invert_unit_lower(li: u32) {
 
 // One level of merges: pairs of diagonal blocks of width w, the pair p's A at rows
 // and columns 2 w p .., B below it. X (the pair's w x w) is in the stage at
-// p w^2 + i w + j, as [..][BLOCK] rows. Ends on a barrier.
+// p w^2 + i w + j, as [..][BLOCK] rows. An invocation makes a 4 x 4 block of each
+// product (the solve's cost is the instructions its products issue, their addresses
+// and loads more than their multiply-adds: a block of 16 loads 8 values a term).
+// Ends on a barrier.
 fn merge(li: u32, w: u32) {
-    let quads = CHUNK * w / 8u; // 2 x 2 blocks of the CHUNK / (2 w) pairs' X
+    let blocks = CHUNK * w / 32u; // 4 x 4 blocks of the CHUNK / (2 w) pairs' X
+    let ramp = vec4(0u, 1u, 2u, 3u);
     // X = L_BA T_AA: X[i][j] = sum_{s >= j} L[b + i][a + s] T[a + s][a + j].
-    for (var n = 0u; n < strides(li, quads, WG_SIZE); n++) {
-        let q = merge_quad(li + n * WG_SIZE, w);
-        let lr0 = tri(q.b + q.i) + q.a;
-        let lr1 = tri(q.b + q.i + 1u) + q.a;
-        var y = vec4(0.0); // (i, j), (i, j + 1), (i + 1, j), (i + 1, j + 1)
+    for (var n = 0u; n < strides(li, blocks, WG_SIZE); n++) {
+        let q = merge_block(li + n * WG_SIZE, w);
+        let cols = q.j + ramp;
+        let lrows = tri4(q.b + q.i + ramp) + q.a; // L_BA's rows i .. i + 3, at column a
+        var x0 = vec4(0.0); // X[i ..][j], then columns j + 1, j + 2, j + 3
+        var x1 = vec4(0.0);
+        var x2 = vec4(0.0);
+        var x3 = vec4(0.0);
+        var ts = tri(q.a + q.j) + q.a; // T_AA's row s, at column a
         for (var s = q.j; s < w; s++) {
-            let l0 = l_get(lr0 + s);
-            let l1 = l_get(lr1 + s);
-            let t0 = t_at(q.a + s, q.a + q.j);
-            let t1 = t_at(q.a + s, q.a + q.j + 1u);
-            y += vec4(l0 * t0, l0 * t1, l1 * t0, l1 * t1);
+            let l = vec4(l_get(lrows.x + s), l_get(lrows.y + s), l_get(lrows.z + s), l_get(lrows.w + s));
+            // T[a + s][a + j ..]: below the diagonal from the triangle (where not, an
+            // element of row s's own read and not used), 1 on it, 0 above.
+            let at = ts + min(cols, vec4(s - 1u));
+            let below = vec4(l_get(at.x), l_get(at.y), l_get(at.z), l_get(at.w));
+            let t = select(select(vec4(0.0), vec4(1.0), cols == vec4(s)), below, vec4(s) > cols);
+            x0 += t.x * l;
+            x1 += t.y * l;
+            x2 += t.z * l;
+            x3 += t.w * l;
+            ts += q.a + s;
         }
-        x_set(q, 0u, 0u, y.x);
-        x_set(q, 0u, 1u, y.y);
-        x_set(q, 1u, 0u, y.z);
-        x_set(q, 1u, 1u, y.w);
+        x_set4(q, 0u, x0);
+        x_set4(q, 1u, x1);
+        x_set4(q, 2u, x2);
+        x_set4(q, 3u, x3);
     }
     workgroupBarrier(); // X is complete; L_BA is read
     // T_BA = -T_BB X: T[b + i][a + j] = -sum_{s <= i} T[b + i][b + s] X[s][j].
-    for (var n = 0u; n < strides(li, quads, WG_SIZE); n++) {
-        let q = merge_quad(li + n * WG_SIZE, w);
-        var y = vec4(0.0);
-        for (var s = 0u; s < q.i + 2u; s++) {
-            let t0 = t_at(q.b + q.i, q.b + s);
-            let t1 = t_at(q.b + q.i + 1u, q.b + s);
-            let x0 = x_get(q, s, 0u);
-            let x1 = x_get(q, s, 1u);
-            y += vec4(t0 * x0, t0 * x1, t1 * x0, t1 * x1);
+    for (var n = 0u; n < strides(li, blocks, WG_SIZE); n++) {
+        let q = merge_block(li + n * WG_SIZE, w);
+        let rows = q.i + ramp;
+        let trows = tri4(q.b + rows) + q.b; // T_BB's rows i .. i + 3, at column b
+        var y0 = vec4(0.0); // T_BA[i ..][j], then columns j + 1, j + 2, j + 3
+        var y1 = vec4(0.0);
+        var y2 = vec4(0.0);
+        var y3 = vec4(0.0);
+        for (var s = 0u; s < q.i + 4u; s++) {
+            let at = trows + min(vec4(s), rows - vec4(1u));
+            let below = vec4(l_get(at.x), l_get(at.y), l_get(at.z), l_get(at.w));
+            let t = select(select(vec4(0.0), vec4(1.0), rows == vec4(s)), below, vec4(s) < rows);
+            let xs = vec4(x_get(q, s, 0u), x_get(q, s, 1u), x_get(q, s, 2u), x_get(q, s, 3u));
+            y0 += xs.x * t;
+            y1 += xs.y * t;
+            y2 += xs.z * t;
+            y3 += xs.w * t;
         }
-        let r0 = tri(q.b + q.i) + q.a + q.j;
-        let r1 = tri(q.b + q.i + 1u) + q.a + q.j;
-        l_set(r0, -y.x);
-        l_set(r0 + 1u, -y.y);
-        l_set(r1, -y.z);
-        l_set(r1 + 1u, -y.w);
+        let out = tri4(q.b + rows) + q.a + q.j;
+        t_ba_set4(out, 0u, y0);
+        t_ba_set4(out, 1u, y1);
+        t_ba_set4(out, 2u, y2);
+        t_ba_set4(out, 3u, y3);
     }
     workgroupBarrier(); // T_BA is in place; X is read
 }
 
-// A 2 x 2 block of a merge's products: rows i, i + 1 and columns j, j + 1 of its pair's
-// X (and T_BA), the pair's blocks at rows a (A) and b (B).
-struct MergeQuad {
+fn tri4(i: vec4<u32>) -> vec4<u32> {
+    return i * (i - vec4(1u)) / 2u;
+}
+
+// A 4 x 4 block of a merge's products: rows i .. i + 3 and columns j .. j + 3 of its
+// pair's X (and T_BA), the pair's blocks at rows a (A) and b (B).
+struct MergeBlock {
     a: u32,
     b: u32,
     i: u32,
@@ -2823,24 +2848,33 @@ struct MergeQuad {
     w: u32,
 }
 
-fn merge_quad(e: u32, w: u32) -> MergeQuad {
-    let per_pair = w * w / 4u;
+fn merge_block(e: u32, w: u32) -> MergeBlock {
+    let per_pair = w * w / 16u;
     let p = e / per_pair;
-    let q = e % per_pair;
+    let r = e % per_pair;
     let a = 2u * w * p;
-    return MergeQuad(a, a + w, 2u * (q / (w / 2u)), 2u * (q % (w / 2u)), p * w * w, w);
+    return MergeBlock(a, a + w, 4u * (r / (w / 4u)), 4u * (r % (w / 4u)), p * w * w, w);
 }
 
 // X's element (s, q.j + dj) of q's pair (its row s, any of the pair's rows).
-fn x_get(q: MergeQuad, s: u32, dj: u32) -> f32 {
+fn x_get(q: MergeBlock, s: u32, dj: u32) -> f32 {
     let at = q.x0 + s * q.w + q.j + dj;
     return stage_at(at / BLOCK, at % BLOCK);
 }
 
-// X's element (q.i + di, q.j + dj).
-fn x_set(q: MergeQuad, di: u32, dj: u32, v: f32) {
-    let at = q.x0 + (q.i + di) * q.w + q.j + dj;
-    stage_set(at / BLOCK, at % BLOCK, v);
+// X's rows q.i .. q.i + 3 at column q.j + dj.
+fn x_set4(q: MergeBlock, dj: u32, v: vec4<f32>) {
+    for (var di = 0u; di < 4u; di++) {
+        let at = q.x0 + (q.i + di) * q.w + q.j + dj;
+        stage_set(at / BLOCK, at % BLOCK, v[di]);
+    }
+}
+
+// -v into T_BA's rows at `out` (each row's element at column j) plus dj.
+fn t_ba_set4(out: vec4<u32>, dj: u32, v: vec4<f32>) {
+    for (var di = 0u; di < 4u; di++) {
+        l_set(out[di] + dj, -v[di]);
+    }
 }
 
 // record_chunked's first pass on vector units (the fast path's where no adapter has
