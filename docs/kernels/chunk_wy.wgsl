@@ -320,9 +320,9 @@ fn strides(begin: u32, end: u32, stride: u32) -> u32 {
 //   2. diagonal blocks merged in pairs, width w = 16 then 32 while 2 w <= CHUNK: for
 //      the pair's upper block A and lower block B, [[I + L_AA, 0], [L_BA, I + L_BB]]^-1
 //      has T_BA = -T_BB L_BA T_AA: X = L_BA T_AA into the stage, then T_BA in place of
-//      L_BA, an invocation a 2 x 2 block of each product.
-// The longest chain an invocation walks is a product's 2 w terms, where solving row
-// by row walks every earlier row of the chunk.
+//      L_BA, an invocation a 4 x 4 block of each product.
+// Five barriers in all. The solve is a fifth of chunk_prep's time on an H100 though it
+// is a few percent of its multiply-adds; docs/PERFORMANCE.md has what was tried.
 
 const BLOCK: u32 = 16u;
 
@@ -2077,9 +2077,8 @@ fn invert_unit_lower(li: u32) {
 // One level of merges: pairs of diagonal blocks of width w, the pair p's A at rows
 // and columns 2 w p .., B below it. X (the pair's w x w) is in the stage at
 // p w^2 + i w + j, as [..][BLOCK] rows. An invocation makes a 4 x 4 block of each
-// product (the solve's cost is the instructions its products issue, their addresses
-// and loads more than their multiply-adds: a block of 16 loads 8 values a term).
-// Ends on a barrier.
+// product: 8 values loaded a term for 16 multiply-adds (each load of a triangle's
+// element costs an address of its own). Ends on a barrier.
 fn merge(li: u32, w: u32) {
     let blocks = CHUNK * w / 32u; // 4 x 4 blocks of the CHUNK / (2 w) pairs' X
     let ramp = vec4(0u, 1u, 2u, 3u);
