@@ -15,6 +15,8 @@
 #   it exists, in place of a pass's WGSL (a probe build's DELTATAPE_ROOT_<root>: the
 #   walk's for names from `w`, else the first pass's), its pass line prefixed with NAME
 #   (skipped with under RESERVE_S seconds left, default 60).
+# - c NAME BIN [ENV...] -- BENCH-ARGS...: `$E/BIN bench --dims 16,32,128,128` (5 runs)
+#   with those variables set, its rows prefixed with NAME (skipped with under 30 s left).
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 start=$(date +%s)
 left() { echo $(( ${BUDGET_S:-$DEFAULT_BUDGET_S} - ($(date +%s) - start) )); }
@@ -54,4 +56,11 @@ variant() {
   timeout 60 env "${envs[@]}" "$E/$bin" bench --fast-f16 --ops record_chunked --batches $batches \
     --steps $steps --dtypes $dt --runs 5 --warmup 2 --copy-mib 64 2>&1 \
     | grep -E "chunk_prep|rror" | sed "s/^/$n /"
+}
+c() {
+  local name=$1 bin=$2; shift 2; local envs=()
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+  [ "$(left)" -lt 30 ] && { echo "skipped $name $*"; return; }
+  timeout 90 env "${envs[@]}" "$E/$bin" bench --dims 16,32,128,128 --runs 5 --warmup 2 \
+    --copy-mib 64 "$@" 2>&1 | grep -E "^record|rror" | sed "s/^/$name /"
 }

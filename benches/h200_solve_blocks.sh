@@ -11,14 +11,7 @@
 # Carry [".dev/new3", ".dev/new", ".dev/old", ".gl"]; within BUDGET_S (default 400 s).
 set -u
 E=.dev DEFAULT_BUDGET_S=400
-. benches/device_env.sh # left, tests (E is now the absolute .dev)
-c() { # NAME BIN ENV... -- BENCH-ARGS...
-  local name=$1 bin=$2; shift 2; local envs=()
-  while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
-  [ "$(left)" -lt 30 ] && { echo "skipped $name $*"; return; }
-  timeout 90 env "${envs[@]}" "$E/$bin" bench --dims 16,32,128,128 --runs 5 --warmup 2 \
-    --copy-mib 64 "$@" 2>&1 | grep -E "^record|rror" | sed "s/^/$name /"
-}
+. benches/device_env.sh # left, tests, c (E is now the absolute .dev)
 vec=DELTATAPE_CHUNK_PRECISION=fast-f16
 one=(--ops record_chunked --batches 1 --steps 8192 --dtypes bf16,f32)
 { nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader

@@ -12,13 +12,6 @@
 set -u
 E=.dev DEFAULT_BUDGET_S=420
 . benches/device_env.sh # left, tests (E is now the absolute .dev)
-c() { # NAME BIN ENV... -- BENCH-ARGS...
-  local name=$1 bin=$2; shift 2; local envs=()
-  while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
-  [ "$(left)" -lt 30 ] && { echo "skipped $name $*"; return; }
-  timeout 90 env "${envs[@]}" "$E/$bin" bench --dims 16,32,128,128 --runs 5 --warmup 2 \
-    --copy-mib 64 "$@" 2>&1 | grep -E "^record|rror" | sed "s/^/$name /"
-}
 vec=DELTATAPE_CHUNK_PRECISION=fast-f16
 cells=(--batches 1,4 --steps 2048,8192 --dtypes bf16,f32)
 { nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader
