@@ -55,6 +55,7 @@ pub mod internals {
     pub use crate::engine::wgsl::WgslError;
     pub use crate::op::gdn::MAX_KEY_DIM;
     pub use crate::op::gdn::WORKGROUP_MEMORY_BUDGET;
+    pub use crate::op::record_chunked::vector_passes_bytes;
     pub use crate::op::{all_variants, coop_variants, listed_key, representative_keys};
     pub use crate::rollback::resident::CONV_COPY_DISPATCH_FROM;
     pub use crate::shape::{CONV_LAYER_ALIGN, MAX_CONV_KERNEL, MAX_LAYER_TAPS};

@@ -512,7 +512,7 @@ const OUT_VECTOR_FAMILY: Plain = Plain {
 /// The most workgroup memory any of the fast path's passes on vector units declares
 /// with the walk at `rows` value rows, over every dtype set, packed or not: what the
 /// device must offer for [`crate::GpuBackend::chunked_on_vector_units`].
-pub(crate) fn vector_passes_bytes(rows: u32) -> u32 {
+pub fn vector_passes_bytes(rows: u32) -> u32 {
     let bf16 = GdnDtypes {
         act: DType::BF16,
         ..GdnDtypes::F32
