@@ -16,19 +16,12 @@
 // Five barriers in all. The solve is a fifth of chunk_prep's time on an H100 though it
 // is a few percent of its multiply-adds; docs/PERFORMANCE.md has what was tried.
 
-const BLOCK: u32 = 16u;
+// The diagonal blocks' side (TILE16: the bound of their unrolled substitution).
+const BLOCK: u32 = TILE16;
 
 // Where row i of a strict lower triangle begins.
 fn tri(i: u32) -> u32 {
     return i * (i - 1u) / 2u;
-}
-
-// T's element (r, c) of a row block already inverted: 1 on the diagonal, 0 above it.
-fn t_at(r: u32, c: u32) -> f32 {
-    if r > c {
-        return l_get(tri(r) + c);
-    }
-    return select(0.0, 1.0, r == c);
 }
 
 // Call in workgroup-uniform control flow, after a barrier that completes L.
@@ -136,8 +129,9 @@ fn merge(li: u32, w: u32) {
     workgroupBarrier(); // T_BA is in place; X is read
 }
 
+// tri of four rows.
 fn tri4(i: vec4<u32>) -> vec4<u32> {
-    return i * (i - vec4(1u)) / 2u;
+    return vec4(tri(i.x), tri(i.y), tri(i.z), tri(i.w));
 }
 
 // A 4 x 4 block of a merge's products: rows i .. i + 3 and columns j .. j + 3 of its
