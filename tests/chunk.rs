@@ -443,7 +443,7 @@ fn gpu_chunked_refuses_bad_input_with_typed_errors() {
     let Some(gpu) = gpu() else { return };
     // A walk width with no kernel: refused when the backend is built, on any adapter.
     let options = deltatape::GpuOptions {
-        chunk_walk_rows: 24,
+        chunk_walk_rows: Some(24),
         ..deltatape::GpuOptions::from_env().unwrap()
     };
     let r = deltatape::GpuBackend::new(options).map(|_| ());
@@ -850,7 +850,7 @@ fn coop_gpu() -> Option<deltatape::GpuBackend> {
 fn coop_gpu_walking(rows: Option<u32>) -> Option<deltatape::GpuBackend> {
     gpu()?;
     let mut options = deltatape::GpuOptions::from_env().unwrap();
-    if let Some(rows) = rows {
+    if rows.is_some() {
         options.chunk_walk_rows = rows;
     }
     // SAFETY: `ExperimentalFeatures::enabled` has no precondition on its caller's
@@ -881,7 +881,7 @@ fn coop_gpu_walking(rows: Option<u32>) -> Option<deltatape::GpuBackend> {
 fn vector_gpu_walking(rows: u32) -> Option<deltatape::GpuBackend> {
     gpu()?;
     let mut options = deltatape::GpuOptions::from_env().unwrap();
-    options.chunk_walk_rows = rows;
+    options.chunk_walk_rows = Some(rows);
     options.chunk_precision = deltatape::ChunkPrecision::FastF16;
     let g = deltatape::GpuBackend::new(options).unwrap();
     let probe = GdnShape::new(1, 64, 1, 1, 128, 128).unwrap();

@@ -137,7 +137,7 @@ fn knob_without_effect_is_an_error() {
         matches!(&walk, Err(Error::BadEnv { var, .. }) if var == "DELTATAPE_CHUNK_WALK_ROWS"),
         "{walk:?}"
     );
-    assert_eq!(good.unwrap(), 32);
+    assert_eq!(good.unwrap(), Some(32));
 }
 
 /// A class value replay has no use for is refused when a backend takes the tuning.

@@ -1,6 +1,6 @@
 enable f16;
 
-// deltatape kernel chunk_walk.f32.f32.f32.workgroup.l1r16g1t1c64
+// deltatape kernel chunk_walk.f32.f32.f32.workgroup.l1r32g1t1c64
 const HAS_STATE_IN: bool = true;
 const HAS_STATE_OUT: bool = true;
 const HAS_DELTA: bool = true;
@@ -22,11 +22,11 @@ const TAPE_BF16: bool = false;
 const GATE_BF16: bool = false;
 const GATE_F16: bool = false;
 const LANES: u32 = 1u;
-const ROWS: u32 = 16u;
+const ROWS: u32 = 32u;
 const GROUPS: u32 = 1u;
 const RPT: u32 = 1u;
 const CHUNK: u32 = 64u;
-const XR: u32 = 2u;
+const XR: u32 = 4u;
 const PART_KEY_OCTETS: u32 = 8u;
 const PART_STEP_OCTETS: u32 = 4u;
 
@@ -390,20 +390,28 @@ fn f16x8(w: vec4<u32>) -> array<vec4<f32>, 2> {
 // eight invocations that read it, and its latency is hidden behind a part's sums.
 //   - W s16^T: invocation li makes steps 2 (li / 8) and 2 (li / 8) + 1 at value rows
 //     XR (li % 8) .. + XR - 1 (XR = ROWS / 8, adjacent, so a bf16 word of the tape's
-//     delta has one writer), from `sw` (s16 as f32, a value row's keys contiguous).
+//     delta has one writer), from `sw` (s16, a value row's keys contiguous).
 //   - The state: invocation li holds S^T at keys 4 (li / 8) .. + 3 and value rows
 //     li % 8 + 8 j (j < XR) in registers, in f32, for the whole walk; delta reaches it
-//     through `dw` (f16(delta) as f32, a value row's steps contiguous).
+//     through `dw` (f16(delta), a value row's steps contiguous).
+// `sw` and `dw` hold f16 (the values are f16 already), eight to a 16-byte word like the
+// tiles: the products are bound by their loads from workgroup memory more than by the
+// conversions (docs/PERFORMANCE.md), so every operand is read eight values a load.
 // Two barriers a part: after its stage is copied, after it is read (the last of W's
 // also completes `dw`, the last of the chunk the new s16 in `sw`).
 
-// Vec4s a row of `sw` and of `dw`: one past the row, so that the rows a quarter of a
-// subgroup reads at one column fall in different banks.
-const SW: u32 = TILE_DK / 4u + 1u;
-const DW: u32 = CHUNK / 4u + 1u;
+// Words (eight f16) a row of `dw`: one past the row, so that the eight rows a quarter
+// of a subgroup reads at one column (li % 8 + 8 j) fall in different banks.
+const DW: u32 = CHUNK / 8u + 1u;
+var<workgroup> dw: array<vec4<u32>, ROWS * DW>;
+// `sw`'s rows are read XR apart (xv + j), so a row starts a word later every XR rows
+// (`sw_row`): eight such rows fall in different banks too.
+var<workgroup> sw: array<vec4<u32>, ROWS * TILE_DK / 8u + 8u>;
 
-var<workgroup> sw: array<vec4<f32>, ROWS * SW>;
-var<workgroup> dw: array<vec4<f32>, ROWS * DW>;
+// Where `sw`'s value row v starts, in words.
+fn sw_row(v: u32) -> u32 {
+    return v * (TILE_DK / 8u) + v / XR;
+}
 // A quarter of a chunk's tile operands (half of W, or of (G_end K)^T): 4096 f16 as words
 // of eight.
 const STAGE_WORDS: u32 = CHUNK * TILE_DK / 16u;
@@ -445,10 +453,25 @@ fn kt_at(k: u32, t: u32) -> u32 {
     return tile_at(k, t % 32u, 32u) / 8u;
 }
 
-// x as the products read it: rounded to f16 (within its range), back in f32.
-fn f16r(x: vec4<f32>) -> vec4<f32> {
+// x as the products read it: rounded to f16 (within its range).
+fn f16r(x: vec4<f32>) -> vec4<f16> {
     let r = vec4(to_f16_range(x.x), to_f16_range(x.y), to_f16_range(x.z), to_f16_range(x.w));
-    return vec4<f32>(vec4<f16>(r));
+    return vec4<f16>(r);
+}
+
+// s16 at value row v (of the block), keys c4 .. c4 + 3 (c4 a multiple of 4): half of
+// one of `sw`'s words.
+fn sw_set(v: u32, c4: u32, x: vec4<f16>) {
+    let at = sw_row(v) + c4 / 8u;
+    let h = (c4 / 4u) % 2u;
+    sw[at][2u * h] = pack2x16float(vec2<f32>(x.xy));
+    sw[at][2u * h + 1u] = pack2x16float(vec2<f32>(x.zw));
+}
+
+fn sw_get(v: u32, c4: u32) -> vec4<f16> {
+    let at = sw_row(v) + c4 / 8u;
+    let h = (c4 / 4u) % 2u;
+    return vec4<f16>(vec4(unpack2x16float(sw[at][2u * h]), unpack2x16float(sw[at][2u * h + 1u])));
 }
 
 // Element c of a state row from `row`, zero past Dk.
@@ -507,7 +530,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             );
         }
         s[j] = x;
-        sw[v * SW + c4 / 4u] = f16r(x);
+        sw_set(v, c4, f16r(x));
     }
     {
         let j = 1u;
@@ -523,7 +546,39 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             );
         }
         s[j] = x;
-        sw[v * SW + c4 / 4u] = f16r(x);
+        sw_set(v, c4, f16r(x));
+    }
+    {
+        let j = 2u;
+        let v = sv + 8u * j;
+        var x = vec4<f32>(0.0);
+        if v0 + v < d.value_dim {
+            let row = state_row(d, h.b, h.hv, v0 + v);
+            x = vec4<f32>(
+                state_in(row, c4, d.key_dim),
+                state_in(row, c4 + 1u, d.key_dim),
+                state_in(row, c4 + 2u, d.key_dim),
+                state_in(row, c4 + 3u, d.key_dim),
+            );
+        }
+        s[j] = x;
+        sw_set(v, c4, f16r(x));
+    }
+    {
+        let j = 3u;
+        let v = sv + 8u * j;
+        var x = vec4<f32>(0.0);
+        if v0 + v < d.value_dim {
+            let row = state_row(d, h.b, h.hv, v0 + v);
+            x = vec4<f32>(
+                state_in(row, c4, d.key_dim),
+                state_in(row, c4 + 1u, d.key_dim),
+                state_in(row, c4 + 2u, d.key_dim),
+                state_in(row, c4 + 3u, d.key_dim),
+            );
+        }
+        s[j] = x;
+        sw_set(v, c4, f16r(x));
     }
     // The first chunk's first part in flight.
     var pre = array<vec4<u32>, 2>(vec4(0u), vec4(0u));
@@ -540,7 +595,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         {
             let j = 0u;
             let v = v0 + sv + 8u * j;
-            let x = vec4<f16>(sw[(sv + 8u * j) * SW + c4 / 4u]);
+            let x = sw_get(sv + 8u * j, c4);
             starts_buf[start_at(ch, pad, c4, v)] = x.x;
             starts_buf[start_at(ch, pad, c4 + 1u, v)] = x.y;
             starts_buf[start_at(ch, pad, c4 + 2u, v)] = x.z;
@@ -549,7 +604,25 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         {
             let j = 1u;
             let v = v0 + sv + 8u * j;
-            let x = vec4<f16>(sw[(sv + 8u * j) * SW + c4 / 4u]);
+            let x = sw_get(sv + 8u * j, c4);
+            starts_buf[start_at(ch, pad, c4, v)] = x.x;
+            starts_buf[start_at(ch, pad, c4 + 1u, v)] = x.y;
+            starts_buf[start_at(ch, pad, c4 + 2u, v)] = x.z;
+            starts_buf[start_at(ch, pad, c4 + 3u, v)] = x.w;
+        }
+        {
+            let j = 2u;
+            let v = v0 + sv + 8u * j;
+            let x = sw_get(sv + 8u * j, c4);
+            starts_buf[start_at(ch, pad, c4, v)] = x.x;
+            starts_buf[start_at(ch, pad, c4 + 1u, v)] = x.y;
+            starts_buf[start_at(ch, pad, c4 + 2u, v)] = x.z;
+            starts_buf[start_at(ch, pad, c4 + 3u, v)] = x.w;
+        }
+        {
+            let j = 3u;
+            let v = v0 + sv + 8u * j;
+            let x = sw_get(sv + 8u * j, c4);
             starts_buf[start_at(ch, pad, c4, v)] = x.x;
             starts_buf[start_at(ch, pad, c4 + 1u, v)] = x.y;
             starts_buf[start_at(ch, pad, c4 + 2u, v)] = x.z;
@@ -585,6 +658,22 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                         u1[j] = bitcast<f32>(load_u((ch * CHUNK + t2 + 1u) * d.value_dim + dv));
                     }
                 }
+                {
+                    let j = 2u;
+                    let dv = v0 + xv + j;
+                    if dv < d.value_dim {
+                        u0[j] = bitcast<f32>(load_u((ch * CHUNK + t2) * d.value_dim + dv));
+                        u1[j] = bitcast<f32>(load_u((ch * CHUNK + t2 + 1u) * d.value_dim + dv));
+                    }
+                }
+                {
+                    let j = 3u;
+                    let dv = v0 + xv + j;
+                    if dv < d.value_dim {
+                        u0[j] = bitcast<f32>(load_u((ch * CHUNK + t2) * d.value_dim + dv));
+                        u1[j] = bitcast<f32>(load_u((ch * CHUNK + t2 + 1u) * d.value_dim + dv));
+                    }
+                }
             }
             {
                 let co = 0u;
@@ -593,17 +682,27 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 let w1 = f16x8(stage[w_at(t2 + 1u, c)]);
                 {
                     let j = 0u;
-                    let lo = sw[(xv + j) * SW + c / 4u];
-                    let hi = sw[(xv + j) * SW + c / 4u + 1u];
-                    x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
-                    x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
                 }
                 {
                     let j = 1u;
-                    let lo = sw[(xv + j) * SW + c / 4u];
-                    let hi = sw[(xv + j) * SW + c / 4u + 1u];
-                    x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
-                    x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
+                }
+                {
+                    let j = 2u;
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
+                }
+                {
+                    let j = 3u;
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
                 }
             }
             {
@@ -613,17 +712,27 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 let w1 = f16x8(stage[w_at(t2 + 1u, c)]);
                 {
                     let j = 0u;
-                    let lo = sw[(xv + j) * SW + c / 4u];
-                    let hi = sw[(xv + j) * SW + c / 4u + 1u];
-                    x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
-                    x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
                 }
                 {
                     let j = 1u;
-                    let lo = sw[(xv + j) * SW + c / 4u];
-                    let hi = sw[(xv + j) * SW + c / 4u + 1u];
-                    x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
-                    x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
+                }
+                {
+                    let j = 2u;
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
+                }
+                {
+                    let j = 3u;
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
                 }
             }
             {
@@ -633,17 +742,27 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 let w1 = f16x8(stage[w_at(t2 + 1u, c)]);
                 {
                     let j = 0u;
-                    let lo = sw[(xv + j) * SW + c / 4u];
-                    let hi = sw[(xv + j) * SW + c / 4u + 1u];
-                    x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
-                    x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
                 }
                 {
                     let j = 1u;
-                    let lo = sw[(xv + j) * SW + c / 4u];
-                    let hi = sw[(xv + j) * SW + c / 4u + 1u];
-                    x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
-                    x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
+                }
+                {
+                    let j = 2u;
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
+                }
+                {
+                    let j = 3u;
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
                 }
             }
             {
@@ -653,17 +772,27 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 let w1 = f16x8(stage[w_at(t2 + 1u, c)]);
                 {
                     let j = 0u;
-                    let lo = sw[(xv + j) * SW + c / 4u];
-                    let hi = sw[(xv + j) * SW + c / 4u + 1u];
-                    x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
-                    x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
                 }
                 {
                     let j = 1u;
-                    let lo = sw[(xv + j) * SW + c / 4u];
-                    let hi = sw[(xv + j) * SW + c / 4u + 1u];
-                    x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
-                    x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
+                }
+                {
+                    let j = 2u;
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
+                }
+                {
+                    let j = 3u;
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
                 }
             }
             {
@@ -673,17 +802,27 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 let w1 = f16x8(stage[w_at(t2 + 1u, c)]);
                 {
                     let j = 0u;
-                    let lo = sw[(xv + j) * SW + c / 4u];
-                    let hi = sw[(xv + j) * SW + c / 4u + 1u];
-                    x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
-                    x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
                 }
                 {
                     let j = 1u;
-                    let lo = sw[(xv + j) * SW + c / 4u];
-                    let hi = sw[(xv + j) * SW + c / 4u + 1u];
-                    x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
-                    x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
+                }
+                {
+                    let j = 2u;
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
+                }
+                {
+                    let j = 3u;
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
                 }
             }
             {
@@ -693,17 +832,27 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 let w1 = f16x8(stage[w_at(t2 + 1u, c)]);
                 {
                     let j = 0u;
-                    let lo = sw[(xv + j) * SW + c / 4u];
-                    let hi = sw[(xv + j) * SW + c / 4u + 1u];
-                    x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
-                    x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
                 }
                 {
                     let j = 1u;
-                    let lo = sw[(xv + j) * SW + c / 4u];
-                    let hi = sw[(xv + j) * SW + c / 4u + 1u];
-                    x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
-                    x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
+                }
+                {
+                    let j = 2u;
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
+                }
+                {
+                    let j = 3u;
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
                 }
             }
             {
@@ -713,17 +862,27 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 let w1 = f16x8(stage[w_at(t2 + 1u, c)]);
                 {
                     let j = 0u;
-                    let lo = sw[(xv + j) * SW + c / 4u];
-                    let hi = sw[(xv + j) * SW + c / 4u + 1u];
-                    x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
-                    x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
                 }
                 {
                     let j = 1u;
-                    let lo = sw[(xv + j) * SW + c / 4u];
-                    let hi = sw[(xv + j) * SW + c / 4u + 1u];
-                    x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
-                    x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
+                }
+                {
+                    let j = 2u;
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
+                }
+                {
+                    let j = 3u;
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
                 }
             }
             {
@@ -733,17 +892,27 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 let w1 = f16x8(stage[w_at(t2 + 1u, c)]);
                 {
                     let j = 0u;
-                    let lo = sw[(xv + j) * SW + c / 4u];
-                    let hi = sw[(xv + j) * SW + c / 4u + 1u];
-                    x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
-                    x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
                 }
                 {
                     let j = 1u;
-                    let lo = sw[(xv + j) * SW + c / 4u];
-                    let hi = sw[(xv + j) * SW + c / 4u + 1u];
-                    x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
-                    x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
+                }
+                {
+                    let j = 2u;
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
+                }
+                {
+                    let j = 3u;
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
                 }
             }
             if part == 0u {
@@ -764,10 +933,9 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 db = u1[j] - x1[j];
             }
             let r = f16r(vec4<f32>(da, db, 0.0, 0.0));
-            dw[v * DW + t2 / 4u][t2 % 4u] = r.x;
-            dw[v * DW + t2 / 4u][t2 % 4u + 1u] = r.y;
-            deltas16_buf[delta16_at(ch, pad, t2, dv)] = f16(r.x);
-            deltas16_buf[delta16_at(ch, pad, t2 + 1u, dv)] = f16(r.y);
+            dw[v * DW + t2 / 8u][(t2 % 8u) / 2u] = pack2x16float(vec2<f32>(r.xy));
+            deltas16_buf[delta16_at(ch, pad, t2, dv)] = r.x;
+            deltas16_buf[delta16_at(ch, pad, t2 + 1u, dv)] = r.y;
             x0[j] = da;
             x1[j] = db;
         }
@@ -782,10 +950,43 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 db = u1[j] - x1[j];
             }
             let r = f16r(vec4<f32>(da, db, 0.0, 0.0));
-            dw[v * DW + t2 / 4u][t2 % 4u] = r.x;
-            dw[v * DW + t2 / 4u][t2 % 4u + 1u] = r.y;
-            deltas16_buf[delta16_at(ch, pad, t2, dv)] = f16(r.x);
-            deltas16_buf[delta16_at(ch, pad, t2 + 1u, dv)] = f16(r.y);
+            dw[v * DW + t2 / 8u][(t2 % 8u) / 2u] = pack2x16float(vec2<f32>(r.xy));
+            deltas16_buf[delta16_at(ch, pad, t2, dv)] = r.x;
+            deltas16_buf[delta16_at(ch, pad, t2 + 1u, dv)] = r.y;
+            x0[j] = da;
+            x1[j] = db;
+        }
+        {
+            let j = 2u;
+            let v = xv + j;
+            let dv = v0 + v;
+            var da = 0.0;
+            var db = 0.0;
+            if dv < d.value_dim {
+                da = u0[j] - x0[j];
+                db = u1[j] - x1[j];
+            }
+            let r = f16r(vec4<f32>(da, db, 0.0, 0.0));
+            dw[v * DW + t2 / 8u][(t2 % 8u) / 2u] = pack2x16float(vec2<f32>(r.xy));
+            deltas16_buf[delta16_at(ch, pad, t2, dv)] = r.x;
+            deltas16_buf[delta16_at(ch, pad, t2 + 1u, dv)] = r.y;
+            x0[j] = da;
+            x1[j] = db;
+        }
+        {
+            let j = 3u;
+            let v = xv + j;
+            let dv = v0 + v;
+            var da = 0.0;
+            var db = 0.0;
+            if dv < d.value_dim {
+                da = u0[j] - x0[j];
+                db = u1[j] - x1[j];
+            }
+            let r = f16r(vec4<f32>(da, db, 0.0, 0.0));
+            dw[v * DW + t2 / 8u][(t2 % 8u) / 2u] = pack2x16float(vec2<f32>(r.xy));
+            deltas16_buf[delta16_at(ch, pad, t2, dv)] = r.x;
+            deltas16_buf[delta16_at(ch, pad, t2 + 1u, dv)] = r.y;
             x0[j] = da;
             x1[j] = db;
         }
@@ -808,6 +1009,24 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 tape_pair(d, h, t + 1u, v0 + xv + e, x1[e], x1[j]);
             }
         }
+        {
+            let j = 2u;
+            if in_grid && j % 2u == 1u {
+                let e = j & ~1u;
+                let t = n * CHUNK + t2;
+                tape_pair(d, h, t, v0 + xv + e, x0[e], x0[j]);
+                tape_pair(d, h, t + 1u, v0 + xv + e, x1[e], x1[j]);
+            }
+        }
+        {
+            let j = 3u;
+            if in_grid && j % 2u == 1u {
+                let e = j & ~1u;
+                let t = n * CHUNK + t2;
+                tape_pair(d, h, t, v0 + xv + e, x0[e], x0[j]);
+                tape_pair(d, h, t + 1u, v0 + xv + e, x1[e], x1[j]);
+            }
+        }
         workgroupBarrier(); // W's last part is read; delta is in `dw`
 
         // The state through the chunk: S^T = gam_C S^T + (G_end K)^T f16(delta), the
@@ -819,6 +1038,14 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         }
         {
             let j = 1u;
+            s[j] = last * s[j];
+        }
+        {
+            let j = 2u;
+            s[j] = last * s[j];
+        }
+        {
+            let j = 3u;
             s[j] = last * s[j];
         }
         for (var part = 2u; part < 4u; part++) {
@@ -839,25 +1066,45 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 {
                     let j = 0u;
                     let v = sv + 8u * j;
-                    let lo = dw[v * DW + t / 4u];
-                    let hi = dw[v * DW + t / 4u + 1u];
+                    let d8 = f16x8(dw[v * DW + t / 8u]);
                     s[j] += vec4<f32>(
-                        dot(k0[0], lo) + dot(k0[1], hi),
-                        dot(k1[0], lo) + dot(k1[1], hi),
-                        dot(k2[0], lo) + dot(k2[1], hi),
-                        dot(k3[0], lo) + dot(k3[1], hi),
+                        dot(k0[0], d8[0]) + dot(k0[1], d8[1]),
+                        dot(k1[0], d8[0]) + dot(k1[1], d8[1]),
+                        dot(k2[0], d8[0]) + dot(k2[1], d8[1]),
+                        dot(k3[0], d8[0]) + dot(k3[1], d8[1]),
                     );
                 }
                 {
                     let j = 1u;
                     let v = sv + 8u * j;
-                    let lo = dw[v * DW + t / 4u];
-                    let hi = dw[v * DW + t / 4u + 1u];
+                    let d8 = f16x8(dw[v * DW + t / 8u]);
                     s[j] += vec4<f32>(
-                        dot(k0[0], lo) + dot(k0[1], hi),
-                        dot(k1[0], lo) + dot(k1[1], hi),
-                        dot(k2[0], lo) + dot(k2[1], hi),
-                        dot(k3[0], lo) + dot(k3[1], hi),
+                        dot(k0[0], d8[0]) + dot(k0[1], d8[1]),
+                        dot(k1[0], d8[0]) + dot(k1[1], d8[1]),
+                        dot(k2[0], d8[0]) + dot(k2[1], d8[1]),
+                        dot(k3[0], d8[0]) + dot(k3[1], d8[1]),
+                    );
+                }
+                {
+                    let j = 2u;
+                    let v = sv + 8u * j;
+                    let d8 = f16x8(dw[v * DW + t / 8u]);
+                    s[j] += vec4<f32>(
+                        dot(k0[0], d8[0]) + dot(k0[1], d8[1]),
+                        dot(k1[0], d8[0]) + dot(k1[1], d8[1]),
+                        dot(k2[0], d8[0]) + dot(k2[1], d8[1]),
+                        dot(k3[0], d8[0]) + dot(k3[1], d8[1]),
+                    );
+                }
+                {
+                    let j = 3u;
+                    let v = sv + 8u * j;
+                    let d8 = f16x8(dw[v * DW + t / 8u]);
+                    s[j] += vec4<f32>(
+                        dot(k0[0], d8[0]) + dot(k0[1], d8[1]),
+                        dot(k1[0], d8[0]) + dot(k1[1], d8[1]),
+                        dot(k2[0], d8[0]) + dot(k2[1], d8[1]),
+                        dot(k3[0], d8[0]) + dot(k3[1], d8[1]),
                     );
                 }
             }
@@ -871,25 +1118,45 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 {
                     let j = 0u;
                     let v = sv + 8u * j;
-                    let lo = dw[v * DW + t / 4u];
-                    let hi = dw[v * DW + t / 4u + 1u];
+                    let d8 = f16x8(dw[v * DW + t / 8u]);
                     s[j] += vec4<f32>(
-                        dot(k0[0], lo) + dot(k0[1], hi),
-                        dot(k1[0], lo) + dot(k1[1], hi),
-                        dot(k2[0], lo) + dot(k2[1], hi),
-                        dot(k3[0], lo) + dot(k3[1], hi),
+                        dot(k0[0], d8[0]) + dot(k0[1], d8[1]),
+                        dot(k1[0], d8[0]) + dot(k1[1], d8[1]),
+                        dot(k2[0], d8[0]) + dot(k2[1], d8[1]),
+                        dot(k3[0], d8[0]) + dot(k3[1], d8[1]),
                     );
                 }
                 {
                     let j = 1u;
                     let v = sv + 8u * j;
-                    let lo = dw[v * DW + t / 4u];
-                    let hi = dw[v * DW + t / 4u + 1u];
+                    let d8 = f16x8(dw[v * DW + t / 8u]);
                     s[j] += vec4<f32>(
-                        dot(k0[0], lo) + dot(k0[1], hi),
-                        dot(k1[0], lo) + dot(k1[1], hi),
-                        dot(k2[0], lo) + dot(k2[1], hi),
-                        dot(k3[0], lo) + dot(k3[1], hi),
+                        dot(k0[0], d8[0]) + dot(k0[1], d8[1]),
+                        dot(k1[0], d8[0]) + dot(k1[1], d8[1]),
+                        dot(k2[0], d8[0]) + dot(k2[1], d8[1]),
+                        dot(k3[0], d8[0]) + dot(k3[1], d8[1]),
+                    );
+                }
+                {
+                    let j = 2u;
+                    let v = sv + 8u * j;
+                    let d8 = f16x8(dw[v * DW + t / 8u]);
+                    s[j] += vec4<f32>(
+                        dot(k0[0], d8[0]) + dot(k0[1], d8[1]),
+                        dot(k1[0], d8[0]) + dot(k1[1], d8[1]),
+                        dot(k2[0], d8[0]) + dot(k2[1], d8[1]),
+                        dot(k3[0], d8[0]) + dot(k3[1], d8[1]),
+                    );
+                }
+                {
+                    let j = 3u;
+                    let v = sv + 8u * j;
+                    let d8 = f16x8(dw[v * DW + t / 8u]);
+                    s[j] += vec4<f32>(
+                        dot(k0[0], d8[0]) + dot(k0[1], d8[1]),
+                        dot(k1[0], d8[0]) + dot(k1[1], d8[1]),
+                        dot(k2[0], d8[0]) + dot(k2[1], d8[1]),
+                        dot(k3[0], d8[0]) + dot(k3[1], d8[1]),
                     );
                 }
             }
@@ -903,25 +1170,45 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 {
                     let j = 0u;
                     let v = sv + 8u * j;
-                    let lo = dw[v * DW + t / 4u];
-                    let hi = dw[v * DW + t / 4u + 1u];
+                    let d8 = f16x8(dw[v * DW + t / 8u]);
                     s[j] += vec4<f32>(
-                        dot(k0[0], lo) + dot(k0[1], hi),
-                        dot(k1[0], lo) + dot(k1[1], hi),
-                        dot(k2[0], lo) + dot(k2[1], hi),
-                        dot(k3[0], lo) + dot(k3[1], hi),
+                        dot(k0[0], d8[0]) + dot(k0[1], d8[1]),
+                        dot(k1[0], d8[0]) + dot(k1[1], d8[1]),
+                        dot(k2[0], d8[0]) + dot(k2[1], d8[1]),
+                        dot(k3[0], d8[0]) + dot(k3[1], d8[1]),
                     );
                 }
                 {
                     let j = 1u;
                     let v = sv + 8u * j;
-                    let lo = dw[v * DW + t / 4u];
-                    let hi = dw[v * DW + t / 4u + 1u];
+                    let d8 = f16x8(dw[v * DW + t / 8u]);
                     s[j] += vec4<f32>(
-                        dot(k0[0], lo) + dot(k0[1], hi),
-                        dot(k1[0], lo) + dot(k1[1], hi),
-                        dot(k2[0], lo) + dot(k2[1], hi),
-                        dot(k3[0], lo) + dot(k3[1], hi),
+                        dot(k0[0], d8[0]) + dot(k0[1], d8[1]),
+                        dot(k1[0], d8[0]) + dot(k1[1], d8[1]),
+                        dot(k2[0], d8[0]) + dot(k2[1], d8[1]),
+                        dot(k3[0], d8[0]) + dot(k3[1], d8[1]),
+                    );
+                }
+                {
+                    let j = 2u;
+                    let v = sv + 8u * j;
+                    let d8 = f16x8(dw[v * DW + t / 8u]);
+                    s[j] += vec4<f32>(
+                        dot(k0[0], d8[0]) + dot(k0[1], d8[1]),
+                        dot(k1[0], d8[0]) + dot(k1[1], d8[1]),
+                        dot(k2[0], d8[0]) + dot(k2[1], d8[1]),
+                        dot(k3[0], d8[0]) + dot(k3[1], d8[1]),
+                    );
+                }
+                {
+                    let j = 3u;
+                    let v = sv + 8u * j;
+                    let d8 = f16x8(dw[v * DW + t / 8u]);
+                    s[j] += vec4<f32>(
+                        dot(k0[0], d8[0]) + dot(k0[1], d8[1]),
+                        dot(k1[0], d8[0]) + dot(k1[1], d8[1]),
+                        dot(k2[0], d8[0]) + dot(k2[1], d8[1]),
+                        dot(k3[0], d8[0]) + dot(k3[1], d8[1]),
                     );
                 }
             }
@@ -935,25 +1222,45 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 {
                     let j = 0u;
                     let v = sv + 8u * j;
-                    let lo = dw[v * DW + t / 4u];
-                    let hi = dw[v * DW + t / 4u + 1u];
+                    let d8 = f16x8(dw[v * DW + t / 8u]);
                     s[j] += vec4<f32>(
-                        dot(k0[0], lo) + dot(k0[1], hi),
-                        dot(k1[0], lo) + dot(k1[1], hi),
-                        dot(k2[0], lo) + dot(k2[1], hi),
-                        dot(k3[0], lo) + dot(k3[1], hi),
+                        dot(k0[0], d8[0]) + dot(k0[1], d8[1]),
+                        dot(k1[0], d8[0]) + dot(k1[1], d8[1]),
+                        dot(k2[0], d8[0]) + dot(k2[1], d8[1]),
+                        dot(k3[0], d8[0]) + dot(k3[1], d8[1]),
                     );
                 }
                 {
                     let j = 1u;
                     let v = sv + 8u * j;
-                    let lo = dw[v * DW + t / 4u];
-                    let hi = dw[v * DW + t / 4u + 1u];
+                    let d8 = f16x8(dw[v * DW + t / 8u]);
                     s[j] += vec4<f32>(
-                        dot(k0[0], lo) + dot(k0[1], hi),
-                        dot(k1[0], lo) + dot(k1[1], hi),
-                        dot(k2[0], lo) + dot(k2[1], hi),
-                        dot(k3[0], lo) + dot(k3[1], hi),
+                        dot(k0[0], d8[0]) + dot(k0[1], d8[1]),
+                        dot(k1[0], d8[0]) + dot(k1[1], d8[1]),
+                        dot(k2[0], d8[0]) + dot(k2[1], d8[1]),
+                        dot(k3[0], d8[0]) + dot(k3[1], d8[1]),
+                    );
+                }
+                {
+                    let j = 2u;
+                    let v = sv + 8u * j;
+                    let d8 = f16x8(dw[v * DW + t / 8u]);
+                    s[j] += vec4<f32>(
+                        dot(k0[0], d8[0]) + dot(k0[1], d8[1]),
+                        dot(k1[0], d8[0]) + dot(k1[1], d8[1]),
+                        dot(k2[0], d8[0]) + dot(k2[1], d8[1]),
+                        dot(k3[0], d8[0]) + dot(k3[1], d8[1]),
+                    );
+                }
+                {
+                    let j = 3u;
+                    let v = sv + 8u * j;
+                    let d8 = f16x8(dw[v * DW + t / 8u]);
+                    s[j] += vec4<f32>(
+                        dot(k0[0], d8[0]) + dot(k0[1], d8[1]),
+                        dot(k1[0], d8[0]) + dot(k1[1], d8[1]),
+                        dot(k2[0], d8[0]) + dot(k2[1], d8[1]),
+                        dot(k3[0], d8[0]) + dot(k3[1], d8[1]),
                     );
                 }
             }
@@ -963,11 +1270,19 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         }
         {
             let j = 0u;
-            sw[(sv + 8u * j) * SW + c4 / 4u] = f16r(s[j]);
+            sw_set(sv + 8u * j, c4, f16r(s[j]));
         }
         {
             let j = 1u;
-            sw[(sv + 8u * j) * SW + c4 / 4u] = f16r(s[j]);
+            sw_set(sv + 8u * j, c4, f16r(s[j]));
+        }
+        {
+            let j = 2u;
+            sw_set(sv + 8u * j, c4, f16r(s[j]));
+        }
+        {
+            let j = 3u;
+            sw_set(sv + 8u * j, c4, f16r(s[j]));
         }
         workgroupBarrier(); // the chunk's last part is read; s16 is in `sw`
     }
@@ -981,6 +1296,20 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     }
     {
         let j = 1u;
+        let v = sv + 8u * j;
+        if in_grid && !hc.skipped && v0 + v < d.value_dim && c4 < d.key_dim {
+            store_state_out(state_row(d, h.b, h.hv, v0 + v), c4, d.key_dim, s[j]);
+        }
+    }
+    {
+        let j = 2u;
+        let v = sv + 8u * j;
+        if in_grid && !hc.skipped && v0 + v < d.value_dim && c4 < d.key_dim {
+            store_state_out(state_row(d, h.b, h.hv, v0 + v), c4, d.key_dim, s[j]);
+        }
+    }
+    {
+        let j = 3u;
         let v = sv + 8u * j;
         if in_grid && !hc.skipped && v0 + v < d.value_dim && c4 < d.key_dim {
             store_state_out(state_row(d, h.b, h.hv, v0 + v), c4, d.key_dim, s[j]);

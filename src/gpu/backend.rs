@@ -104,14 +104,11 @@ impl GpuBackend {
         options: GpuOptions,
     ) -> Result<Self> {
         let walk_rows = super::options::WALK_ROWS;
-        if !walk_rows.contains(&options.chunk_walk_rows) {
+        if let Some(rows) = options.chunk_walk_rows.filter(|r| !walk_rows.contains(r)) {
             return Err(Error::Unsupported {
                 op: "GpuBackend",
                 arg: "chunk_walk_rows",
-                why: format!(
-                    "{} value rows a workgroup; the walk takes {walk_rows:?}",
-                    options.chunk_walk_rows
-                ),
+                why: format!("{rows} value rows a workgroup; the walk takes {walk_rows:?}"),
             });
         }
         let reduction = if device.features().contains(wgpu::Features::SUBGROUP) {

@@ -34,15 +34,15 @@ pub struct GpuOptions {
     /// driver sees each loop's trip count (docs/PORTABILITY.md "Loops"). Bounds checks
     /// are on either way. In a browser (WebGPU) the browser's own checks apply.
     pub force_loop_bounding: bool,
-    /// Value rows per workgroup of the fast path's walk (on cooperative matrices or on
-    /// vector units): 16 (the default) or 32; anything else is refused when the backend
-    /// is built.
-    /// Fewer rows give more workgroups, each with a shorter chain of products per
-    /// chunk (docs/PERFORMANCE.md has both measured). On vector units 32 rows take
-    /// 33.6 KiB of workgroup memory with the walk's staged tiles: where the device
-    /// offers less, `FastF16` without matrix units runs the portable passes
-    /// (`GpuBackend::chunked_on_vector_units` says which).
-    pub chunk_walk_rows: u32,
+    /// Value rows per workgroup of the fast path's walk: 16 or 32 (anything else is
+    /// refused when the backend is built), or `None` (the default) for each form's own:
+    /// 16 on cooperative matrices, 32 on vector units. Fewer rows give more workgroups,
+    /// each with a shorter chain of products per chunk; more rows read each operand
+    /// from workgroup memory for more outputs (docs/PERFORMANCE.md has both measured on
+    /// both forms). On vector units 32 rows take 21120 bytes of workgroup memory:
+    /// where the device offers less, `FastF16` without matrix units runs the portable
+    /// passes (`GpuBackend::chunked_on_vector_units` says which).
+    pub chunk_walk_rows: Option<u32>,
 }
 
 /// How the chunked record rounds the operands of its products.
@@ -70,7 +70,7 @@ impl std::str::FromStr for ChunkPrecision {
 }
 
 /// The chunked record's walk: its choices of value rows per workgroup (its `ROWS`,
-/// [`GpuOptions::chunk_walk_rows`]), the default first.
+/// [`GpuOptions::chunk_walk_rows`]): the default on matrix units, then on vector units.
 pub(crate) const WALK_ROWS: [u32; 2] = [16, 32];
 
 impl Default for GpuOptions {
@@ -83,12 +83,19 @@ impl Default for GpuOptions {
             cooperative_matrices: CooperativeMatrices::default(),
             chunk_precision: ChunkPrecision::Exact,
             force_loop_bounding: false,
-            chunk_walk_rows: WALK_ROWS[0],
+            chunk_walk_rows: None,
         }
     }
 }
 
 impl GpuOptions {
+    /// The walk's value rows a workgroup on matrix units or not: the option where it is
+    /// set, else that form's default (the first or the second of [`WALK_ROWS`]).
+    pub(crate) fn walk_rows(&self, matrix_units: bool) -> u32 {
+        let default = WALK_ROWS[!matrix_units as usize];
+        self.chunk_walk_rows.unwrap_or(default)
+    }
+
     /// The defaults, overridden by `DELTATAPE_GPU_TIMEOUT_MS`, `DELTATAPE_SPIN_US`,
     /// `DELTATAPE_CHUNK_PRECISION` (`exact`, `fast-f16`),
     /// `DELTATAPE_FORCE_LOOP_BOUNDING` (`1` or `0`), `DELTATAPE_CHUNK_WALK_ROWS` (`16`
@@ -136,7 +143,7 @@ impl GpuOptions {
         }
         if let Ok(value) = std::env::var("DELTATAPE_CHUNK_WALK_ROWS") {
             let walk = WALK_ROWS;
-            options.chunk_walk_rows = value
+            let rows = value
                 .parse::<u32>()
                 .ok()
                 .filter(|r| walk.contains(r))
@@ -145,6 +152,7 @@ impl GpuOptions {
                     value,
                     why: "expected 16 or 32",
                 })?;
+            options.chunk_walk_rows = Some(rows);
         }
         options.adapter_name = std::env::var("WGPU_ADAPTER_NAME").ok();
         if let Some(backends) = wgpu::Backends::from_env() {

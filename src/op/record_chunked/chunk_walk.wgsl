@@ -27,20 +27,28 @@
 // eight invocations that read it, and its latency is hidden behind a part's sums.
 //   - W s16^T: invocation li makes steps 2 (li / 8) and 2 (li / 8) + 1 at value rows
 //     XR (li % 8) .. + XR - 1 (XR = ROWS / 8, adjacent, so a bf16 word of the tape's
-//     delta has one writer), from `sw` (s16 as f32, a value row's keys contiguous).
+//     delta has one writer), from `sw` (s16, a value row's keys contiguous).
 //   - The state: invocation li holds S^T at keys 4 (li / 8) .. + 3 and value rows
 //     li % 8 + 8 j (j < XR) in registers, in f32, for the whole walk; delta reaches it
-//     through `dw` (f16(delta) as f32, a value row's steps contiguous).
+//     through `dw` (f16(delta), a value row's steps contiguous).
+// `sw` and `dw` hold f16 (the values are f16 already), eight to a 16-byte word like the
+// tiles: the products are bound by their loads from workgroup memory more than by the
+// conversions (docs/PERFORMANCE.md), so every operand is read eight values a load.
 // Two barriers a part: after its stage is copied, after it is read (the last of W's
 // also completes `dw`, the last of the chunk the new s16 in `sw`).
 
-// Vec4s a row of `sw` and of `dw`: one past the row, so that the rows a quarter of a
-// subgroup reads at one column fall in different banks.
-const SW: u32 = TILE_DK / 4u + 1u;
-const DW: u32 = CHUNK / 4u + 1u;
+// Words (eight f16) a row of `dw`: one past the row, so that the eight rows a quarter
+// of a subgroup reads at one column (li % 8 + 8 j) fall in different banks.
+const DW: u32 = CHUNK / 8u + 1u;
+var<workgroup> dw: array<vec4<u32>, ROWS * DW>;
+// `sw`'s rows are read XR apart (xv + j), so a row starts a word later every XR rows
+// (`sw_row`): eight such rows fall in different banks too.
+var<workgroup> sw: array<vec4<u32>, ROWS * TILE_DK / 8u + 8u>;
 
-var<workgroup> sw: array<vec4<f32>, ROWS * SW>;
-var<workgroup> dw: array<vec4<f32>, ROWS * DW>;
+// Where `sw`'s value row v starts, in words.
+fn sw_row(v: u32) -> u32 {
+    return v * (TILE_DK / 8u) + v / XR;
+}
 // A quarter of a chunk's tile operands (half of W, or of (G_end K)^T): 4096 f16 as words
 // of eight.
 const STAGE_WORDS: u32 = CHUNK * TILE_DK / 16u;
@@ -82,10 +90,25 @@ fn kt_at(k: u32, t: u32) -> u32 {
     return tile_at(k, t % 32u, 32u) / 8u;
 }
 
-// x as the products read it: rounded to f16 (within its range), back in f32.
-fn f16r(x: vec4<f32>) -> vec4<f32> {
+// x as the products read it: rounded to f16 (within its range).
+fn f16r(x: vec4<f32>) -> vec4<f16> {
     let r = vec4(to_f16_range(x.x), to_f16_range(x.y), to_f16_range(x.z), to_f16_range(x.w));
-    return vec4<f32>(vec4<f16>(r));
+    return vec4<f16>(r);
+}
+
+// s16 at value row v (of the block), keys c4 .. c4 + 3 (c4 a multiple of 4): half of
+// one of `sw`'s words.
+fn sw_set(v: u32, c4: u32, x: vec4<f16>) {
+    let at = sw_row(v) + c4 / 8u;
+    let h = (c4 / 4u) % 2u;
+    sw[at][2u * h] = pack2x16float(vec2<f32>(x.xy));
+    sw[at][2u * h + 1u] = pack2x16float(vec2<f32>(x.zw));
+}
+
+fn sw_get(v: u32, c4: u32) -> vec4<f16> {
+    let at = sw_row(v) + c4 / 8u;
+    let h = (c4 / 4u) % 2u;
+    return vec4<f16>(vec4(unpack2x16float(sw[at][2u * h]), unpack2x16float(sw[at][2u * h + 1u])));
 }
 
 // Element c of a state row from `row`, zero past Dk.
@@ -146,7 +169,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             );
         }
         s[j] = x;
-        sw[v * SW + c4 / 4u] = f16r(x);
+        sw_set(v, c4, f16r(x));
     }
     // The first chunk's first part in flight.
     var pre = array<vec4<u32>, 2>(vec4(0u), vec4(0u));
@@ -163,7 +186,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         #unroll
         for (var j = 0u; j < XR; j++) {
             let v = v0 + sv + 8u * j;
-            let x = vec4<f16>(sw[(sv + 8u * j) * SW + c4 / 4u]);
+            let x = sw_get(sv + 8u * j, c4);
             starts_buf[start_at(ch, pad, c4, v)] = x.x;
             starts_buf[start_at(ch, pad, c4 + 1u, v)] = x.y;
             starts_buf[start_at(ch, pad, c4 + 2u, v)] = x.z;
@@ -199,10 +222,9 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 let w1 = f16x8(stage[w_at(t2 + 1u, c)]);
                 #unroll
                 for (var j = 0u; j < XR; j++) {
-                    let lo = sw[(xv + j) * SW + c / 4u];
-                    let hi = sw[(xv + j) * SW + c / 4u + 1u];
-                    x0[j] += dot(w0[0], lo) + dot(w0[1], hi);
-                    x1[j] += dot(w1[0], lo) + dot(w1[1], hi);
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
                 }
             }
             if part == 0u {
@@ -223,10 +245,9 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 db = u1[j] - x1[j];
             }
             let r = f16r(vec4<f32>(da, db, 0.0, 0.0));
-            dw[v * DW + t2 / 4u][t2 % 4u] = r.x;
-            dw[v * DW + t2 / 4u][t2 % 4u + 1u] = r.y;
-            deltas16_buf[delta16_at(ch, pad, t2, dv)] = f16(r.x);
-            deltas16_buf[delta16_at(ch, pad, t2 + 1u, dv)] = f16(r.y);
+            dw[v * DW + t2 / 8u][(t2 % 8u) / 2u] = pack2x16float(vec2<f32>(r.xy));
+            deltas16_buf[delta16_at(ch, pad, t2, dv)] = r.x;
+            deltas16_buf[delta16_at(ch, pad, t2 + 1u, dv)] = r.y;
             x0[j] = da;
             x1[j] = db;
         }
@@ -267,13 +288,12 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 #unroll
                 for (var j = 0u; j < XR; j++) {
                     let v = sv + 8u * j;
-                    let lo = dw[v * DW + t / 4u];
-                    let hi = dw[v * DW + t / 4u + 1u];
+                    let d8 = f16x8(dw[v * DW + t / 8u]);
                     s[j] += vec4<f32>(
-                        dot(k0[0], lo) + dot(k0[1], hi),
-                        dot(k1[0], lo) + dot(k1[1], hi),
-                        dot(k2[0], lo) + dot(k2[1], hi),
-                        dot(k3[0], lo) + dot(k3[1], hi),
+                        dot(k0[0], d8[0]) + dot(k0[1], d8[1]),
+                        dot(k1[0], d8[0]) + dot(k1[1], d8[1]),
+                        dot(k2[0], d8[0]) + dot(k2[1], d8[1]),
+                        dot(k3[0], d8[0]) + dot(k3[1], d8[1]),
                     );
                 }
             }
@@ -283,7 +303,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         }
         #unroll
         for (var j = 0u; j < XR; j++) {
-            sw[(sv + 8u * j) * SW + c4 / 4u] = f16r(s[j]);
+            sw_set(sv + 8u * j, c4, f16r(s[j]));
         }
         workgroupBarrier(); // the chunk's last part is read; s16 is in `sw`
     }

@@ -57,7 +57,7 @@ impl GpuBackend {
             && chunk == COOP_CHUNK
             && shape.key_dim() <= COOP_MAX_KEY_DIM
             && self.features().contains(wgpu::Features::SHADER_F16)
-            && vector_passes_bytes(self.options().chunk_walk_rows)
+            && vector_passes_bytes(self.options().walk_rows(false))
                 <= self.limits().max_compute_workgroup_storage_size
     }
 
@@ -154,7 +154,7 @@ impl GpuBackend {
         let state_out = buffers.state_out.is_some();
         let vector = self.chunked_on_vector_units(shape, chunk);
         if vector || self.chunked_on_matrix_units(shape, chunk) {
-            let rows = self.options().chunk_walk_rows;
+            let rows = self.options().walk_rows(!vector);
             let walk_key = KernelKey::chunk_walk(dtypes, rows, state_out, !vector);
             let passes = Passes::new(cshape, layout, &walk_key, sequences);
             return self.prepare_fast_passes(&passes, dtypes, walk_key, buffers);
@@ -888,8 +888,7 @@ mod tests {
     #[test]
     fn portable_fast_passes_are_their_twin() {
         let Some((gpu, _turn)) = gpu() else { return };
-        // The wider walk where the adapter has its workgroup memory (not lavapipe's 32
-        // KiB: it stages a quarter of each chunk's tiles beside 32 rows of state).
+        // The wider walk where the adapter has its workgroup memory.
         let wide = KernelKey::chunk_walk(GdnDtypes::F32, WALK_ROWS[1], true, false);
         let room = gpu.limits().max_compute_workgroup_storage_size;
         let wide = WALK_ROWS[(wide.workgroup_bytes() <= room) as usize];

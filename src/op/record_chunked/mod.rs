@@ -810,20 +810,21 @@ impl OpKernel for ChunkWalk {
     /// On cooperative matrices: the state's transpose in f32 (also the two halves of
     /// `W S^T`) and in f16, and delta in f16, rows padded by 4 f32 and 8 f16 (`FS`,
     /// `HS` in its WGSL). On vector units: the state rounded to f16 and f16(delta) as
-    /// f32 rows of Dk and C values, each padded by a vec4 (`SW`, `DW`), and a quarter of
-    /// a chunk's tiles in f16 (`stage`).
+    /// f16 rows of Dk and C values (`sw` with a word of padding every XR rows, eight in
+    /// all; `dw`'s rows each padded by 8 f16), and a quarter of a chunk's tiles in f16
+    /// (`stage`).
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
         let PlainClass { chunk: c, rows, .. } = key.plain_class();
         let dk = COOP_MAX_KEY_DIM as u32;
         let bytes = if self.coop {
             dk * (rows + 4) * 4 + (dk + c) * (rows + 8) * 2
         } else {
-            rows * (dk + 4 + c + 4) * 4 + c * dk
+            rows * (dk + c + 8) * 2 + 128 + c * dk
         };
         bytes + sequence_bytes(key)
     }
     fn key_at(&self, at: KeyAt<'_>) -> KernelKey {
-        KernelKey::chunk_walk(at.dtypes, WALK_ROWS[0], true, self.coop)
+        KernelKey::chunk_walk(at.dtypes, WALK_ROWS[!self.coop as usize], true, self.coop)
     }
     /// The final state left out.
     fn rollback_variants(&self) -> Vec<u16> {
@@ -831,7 +832,12 @@ impl OpKernel for ChunkWalk {
     }
     /// The other block width; over packed sequences.
     fn extra_keys(&self) -> Vec<KernelKey> {
-        let key = KernelKey::chunk_walk(GdnDtypes::F32, WALK_ROWS[1], true, self.coop);
+        let key = KernelKey::chunk_walk(
+            GdnDtypes::F32,
+            WALK_ROWS[self.coop as usize],
+            true,
+            self.coop,
+        );
         vec![key, packed(key)]
     }
 }
