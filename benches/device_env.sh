@@ -17,6 +17,9 @@
 #   (skipped with under RESERVE_S seconds left, default 60).
 # - c NAME BIN [ENV...] -- BENCH-ARGS...: `$E/BIN bench --dims 16,32,128,128` (5 runs)
 #   with those variables set, its rows prefixed with NAME (skipped with under 30 s left).
+# - stats BIN VKSTATS KERNEL...: each KERNEL's bf16 SPIR-V from `$E/BIN msl` into $OUT,
+#   then the driver's statistics of every such file there from `$E/VKSTATS`
+#   (benches/vk_stats.rs), where it exists.
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 start=$(date +%s)
 left() { echo $(( ${BUDGET_S:-$DEFAULT_BUDGET_S} - ($(date +%s) - start) )); }
@@ -63,4 +66,11 @@ c() {
   [ "$(left)" -lt 30 ] && { echo "skipped $name $*"; return; }
   timeout 90 env "${envs[@]}" "$E/$bin" bench --dims 16,32,128,128 --runs 5 --warmup 2 \
     --copy-mib 64 "$@" 2>&1 | grep -E "^record|rror" | sed "s/^/$name /"
+}
+stats() {
+  local bin=$1 vk=$2; shift 2
+  for k in "$@"; do
+    "$E/$bin" msl "$k" --lang spirv --dtype bf16 > "$OUT/$k.spv.hex" 2>/dev/null
+  done
+  [ -x "$E/$vk" ] && timeout 60 "$E/$vk" "$OUT"/*.spv.hex 2>&1 | sed "s|$OUT/||"
 }

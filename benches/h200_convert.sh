@@ -12,7 +12,7 @@
 # Carry [".dev/p14", ".gl"]; within BUDGET_S (default 420 s).
 set -u
 E=.dev/p14 DEFAULT_BUDGET_S=420
-. benches/device_env.sh # left, tests, c (E is now the absolute .dev/p14)
+. benches/device_env.sh # left, tests, c, stats (E is now the absolute .dev/p14)
 vec=DELTATAPE_CHUNK_PRECISION=fast-f16
 one=(--ops record_chunked --batches 1 --steps 8192 --dtypes bf16)
 cells=(--ops record_chunked --batches 1,4 --steps 8192 --dtypes bf16,f32)
@@ -27,9 +27,6 @@ cells=(--ops record_chunked --batches 1,4 --steps 8192 --dtypes bf16,f32)
   done
   c record new -- --ops record --batches 1,4 --steps 2048,8192 --dtypes bf16,f32
   c new new $vec -- --ops record_chunked --batches 1,4 --steps 2048 --dtypes bf16,f32
-  for k in chunk_walk chunk_out; do
-    "$E/new" msl $k --lang spirv --dtype bf16 > "$OUT/$k.spv.hex" 2>/dev/null
-  done
-  [ -x "$E/vkstats" ] && timeout 60 "$E/vkstats" "$OUT"/*.spv.hex 2>&1 | sed "s|$OUT/||"
+  stats new vkstats chunk_walk chunk_out
   echo "end, $(left) s left"
 } 2>&1 | tee "$OUT/convert.txt"

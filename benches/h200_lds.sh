@@ -14,7 +14,7 @@
 # Carry [".dev/p16", ".gl"]; within BUDGET_S (default 360 s).
 set -u
 E=.dev/p16 DEFAULT_BUDGET_S=360
-. benches/device_env.sh # left, tests, c (E is now the absolute .dev/p16)
+. benches/device_env.sh # left, tests, c, stats (E is now the absolute .dev/p16)
 vec=DELTATAPE_CHUNK_PRECISION=fast-f16
 cells=(--ops record_chunked --batches 1,4 --steps 8192 --dtypes bf16,f32)
 { nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader
@@ -26,9 +26,6 @@ cells=(--ops record_chunked --batches 1,4 --steps 8192 --dtypes bf16,f32)
   c new32 new $vec DELTATAPE_CHUNK_WALK_ROWS=32 -- --ops record_chunked --batches 1,4 --steps 8192 --dtypes bf16
   c record new -- --ops record --batches 1,4 --steps 2048,8192 --dtypes bf16,f32
   c new new $vec -- --ops record_chunked --batches 1,4 --steps 2048 --dtypes bf16,f32
-  for k in chunk_prep chunk_walk chunk_out; do
-    "$E/new" msl $k --lang spirv --dtype bf16 > "$OUT/$k.spv.hex" 2>/dev/null
-  done
-  [ -x "$E/vkstats" ] && timeout 60 "$E/vkstats" "$OUT"/*.spv.hex 2>&1 | sed "s|$OUT/||"
+  stats new vkstats chunk_prep chunk_walk chunk_out
   echo "end, $(left) s left"
 } 2>&1 | tee "$OUT/lds.txt"

@@ -27,9 +27,6 @@ cells=(--batches 1,4 --steps 2048,8192 --dtypes bf16,f32)
   c coop-old old/bin -- --fast-f16 --ops record_chunked --batches 1 --steps 8192 --dtypes bf16
   c exact-new new/bin -- --ops record_chunked --batches 1 --steps 2048 --dtypes f32
   c exact-old old/bin -- --ops record_chunked --batches 1 --steps 2048 --dtypes f32
-  for p in chunk_prep chunk_walk chunk_out; do
-    "$E/new/bin" msl $p --lang spirv --dtype bf16 > "$OUT/$p.spv.hex" 2>/dev/null
-  done
-  [ -x "$E/new/vkstats" ] && timeout 60 "$E/new/vkstats" "$OUT"/*.spv.hex 2>&1 | sed "s|$OUT/||"
+  stats new/bin new/vkstats chunk_prep chunk_walk chunk_out
   echo "end, $(left) s left"
 } 2>&1 | tee "$OUT/solve-stage.txt"
