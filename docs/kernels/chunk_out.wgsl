@@ -325,9 +325,9 @@ fn f16x8(w: vec4<u32>) -> array<vec4<f32>, 2> {
 const BLOCK: u32 = ROWS;
 // The block's column octets: 2048 / BLOCK step groups of YS steps cover the chunk.
 const OCTETS: u32 = BLOCK / 8u;
-// A part: B's 32 rows of BLOCK columns from word 0, A's 64 rows of 32 from A_WORDS on.
+// A part: B's 32 rows of BLOCK columns from word 0, A's 64 rows of 32 after them.
 const B_WORDS: u32 = 32u * BLOCK / 8u;
-const A_WORDS: u32 = 512u;
+const A_WORDS: u32 = B_WORDS;
 var<workgroup> stage: array<vec4<u32>, A_WORDS + CHUNK * 32u / 8u>;
 
 // Where word w of a part's B (w < B_WORDS; 32 rows of the block's columns from row r0)
