@@ -29,7 +29,7 @@ const RPT: u32 = 1u;
 const CHUNK: u32 = 64u;
 const ROW_GROUPS: u32 = 4u;
 const QUAD: u32 = 4u;
-const TILE16: u32 = 16u;
+const ROW_QUADS: u32 = 16u;
 
 @group(0) @binding(1) var<storage, read> q_buf: array<vec4<f32>>;
 fn load1_q(i: u32) -> f32 {
@@ -983,12 +983,6 @@ fn gam_row4(i: u32, j: u32) -> vec4<f32> {
     return out;
 }
 
-// v's elements i and i + 1 as f32 (the fast path's first passes stage v in pairs): one
-// word where bf16 pairs them (i even), else two loads.
-fn load2_v(i: u32) -> vec2<f32> {
-    return vec2(load1_v(i), load1_v(i + 1u));
-}
-
 // How many of begin, begin + stride, begin + 2 stride, ... lie below end (stride >= 1):
 // the trip count of a strided walk whose end is known only at run time, written
 // `for (var n = 0u; n < strides(begin, end, stride); n++) { let x = begin + n * stride; }`.
@@ -1002,1899 +996,34 @@ fn strides(begin: u32, end: u32, stride: u32) -> u32 {
     return span / stride + select(0u, 1u, span % stride != 0u);
 }
 
-// T = (I + L)^-1 for record_chunked's first passes, in workgroup memory: L's strict
-// lower triangle (element `at` through l_get / l_set, row i at tri(i)) becomes T's. The
-// root provides the triangle and a scratch stage of at least CHUNK * BLOCK f32
-// (stage_at / stage_set, [..][BLOCK]); both are free on entry, and the triangle holds
-// T on return (after a barrier). CHUNK is 16, 32 or 64.
-//   1. T's diagonal blocks (BLOCK x BLOCK), an invocation a column, by forward
-//      substitution in registers (unrolled: no per-invocation array indexed
-//      dynamically), written in place of L's blocks;
-//   2. diagonal blocks merged in pairs, width w = 16 then 32 while 2 w <= CHUNK: for
-//      the pair's upper block A and lower block B, [[I + L_AA, 0], [L_BA, I + L_BB]]^-1
-//      has T_BA = -T_BB L_BA T_AA: X = L_BA T_AA into the stage, then T_BA in place of
-//      L_BA, an invocation a 4 x 4 block of each product.
-// Five barriers in all. The solve is a fifth of chunk_prep's time on an H100 though it
-// is a few percent of its multiply-adds; docs/PERFORMANCE.md has what was tried.
-
-// The diagonal blocks' side (TILE16: the bound of their unrolled substitution).
-const BLOCK: u32 = TILE16;
-
-// Where row i of a strict lower triangle begins.
-fn tri(i: u32) -> u32 {
-    return i * (i - 1u) / 2u;
-}
-
-// Call in workgroup-uniform control flow, after a barrier that completes L.
-fn invert_unit_lower(li: u32) {
-    // 1. Column `col` of diagonal block b0 / BLOCK: x[r] = -sum_{s<r} L[r][s] x[s] below
-    // the diagonal, 1 on it, 0 above.
-    let b0 = li % CHUNK - li % BLOCK;
-    let col = li % BLOCK;
-    var x: array<f32, TILE16>;
-    if li < CHUNK {
-        {
-            let r = 0u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
-        }
-        {
-            let r = 1u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
-        }
-        {
-            let r = 2u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
-        }
-        {
-            let r = 3u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
-        }
-        {
-            let r = 4u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
-        }
-        {
-            let r = 5u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
-        }
-        {
-            let r = 6u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
-        }
-        {
-            let r = 7u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
-        }
-        {
-            let r = 8u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
-        }
-        {
-            let r = 9u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
-        }
-        {
-            let r = 10u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
-        }
-        {
-            let r = 11u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
-        }
-        {
-            let r = 12u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
-        }
-        {
-            let r = 13u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
-        }
-        {
-            let r = 14u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
-        }
-        {
-            let r = 15u;
-            var acc = 0.0;
-            {
-                let s = 0u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 1u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 2u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 3u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 4u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 5u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 6u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 7u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 8u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 9u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 10u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 11u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 12u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 13u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 14u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            {
-                let s = 15u;
-                if s < r {
-                    acc += l_get(tri(b0 + r) + b0 + s) * x[s];
-                }
-            }
-            x[r] = select(-acc, select(0.0, 1.0, r == col), r <= col);
-        }
-    }
-    workgroupBarrier(); // L's diagonal blocks are read
-    if li < CHUNK {
-        {
-            let r = 0u;
-            if r > col {
-                l_set(tri(b0 + r) + b0 + col, x[r]);
-            }
-        }
-        {
-            let r = 1u;
-            if r > col {
-                l_set(tri(b0 + r) + b0 + col, x[r]);
-            }
-        }
-        {
-            let r = 2u;
-            if r > col {
-                l_set(tri(b0 + r) + b0 + col, x[r]);
-            }
-        }
-        {
-            let r = 3u;
-            if r > col {
-                l_set(tri(b0 + r) + b0 + col, x[r]);
-            }
-        }
-        {
-            let r = 4u;
-            if r > col {
-                l_set(tri(b0 + r) + b0 + col, x[r]);
-            }
-        }
-        {
-            let r = 5u;
-            if r > col {
-                l_set(tri(b0 + r) + b0 + col, x[r]);
-            }
-        }
-        {
-            let r = 6u;
-            if r > col {
-                l_set(tri(b0 + r) + b0 + col, x[r]);
-            }
-        }
-        {
-            let r = 7u;
-            if r > col {
-                l_set(tri(b0 + r) + b0 + col, x[r]);
-            }
-        }
-        {
-            let r = 8u;
-            if r > col {
-                l_set(tri(b0 + r) + b0 + col, x[r]);
-            }
-        }
-        {
-            let r = 9u;
-            if r > col {
-                l_set(tri(b0 + r) + b0 + col, x[r]);
-            }
-        }
-        {
-            let r = 10u;
-            if r > col {
-                l_set(tri(b0 + r) + b0 + col, x[r]);
-            }
-        }
-        {
-            let r = 11u;
-            if r > col {
-                l_set(tri(b0 + r) + b0 + col, x[r]);
-            }
-        }
-        {
-            let r = 12u;
-            if r > col {
-                l_set(tri(b0 + r) + b0 + col, x[r]);
-            }
-        }
-        {
-            let r = 13u;
-            if r > col {
-                l_set(tri(b0 + r) + b0 + col, x[r]);
-            }
-        }
-        {
-            let r = 14u;
-            if r > col {
-                l_set(tri(b0 + r) + b0 + col, x[r]);
-            }
-        }
-        {
-            let r = 15u;
-            if r > col {
-                l_set(tri(b0 + r) + b0 + col, x[r]);
-            }
-        }
-    }
-    workgroupBarrier(); // T's diagonal blocks are in place
-
-    // 2. The merges.
-    if CHUNK >= 32u {
-        merge(li, 16u);
-    }
-    if CHUNK >= 64u {
-        merge(li, 32u);
-    }
-}
-
-// One level of merges: pairs of diagonal blocks of width w, the pair p's A at rows
-// and columns 2 w p .., B below it. X (the pair's w x w) is in the stage at
-// p w^2 + i w + j, as [..][BLOCK] rows. An invocation makes a 4 x 4 block of each
-// product: 8 values loaded a term for 16 multiply-adds (each load of a triangle's
-// element costs an address of its own). Ends on a barrier.
-fn merge(li: u32, w: u32) {
-    let blocks = CHUNK * w / 32u; // 4 x 4 blocks of the CHUNK / (2 w) pairs' X
-    let ramp = vec4(0u, 1u, 2u, 3u);
-    // X = L_BA T_AA: X[i][j] = sum_{s >= j} L[b + i][a + s] T[a + s][a + j].
-    for (var n = 0u; n < strides(li, blocks, WG_SIZE); n++) {
-        let q = merge_block(li + n * WG_SIZE, w);
-        let cols = q.j + ramp;
-        let lrows = tri4(q.b + q.i + ramp) + q.a; // L_BA's rows i .. i + 3, at column a
-        var x0 = vec4(0.0); // X[i ..][j], then columns j + 1, j + 2, j + 3
-        var x1 = vec4(0.0);
-        var x2 = vec4(0.0);
-        var x3 = vec4(0.0);
-        var ts = tri(q.a + q.j) + q.a; // T_AA's row s, at column a
-        for (var s = q.j; s < w; s++) {
-            let l = vec4(l_get(lrows.x + s), l_get(lrows.y + s), l_get(lrows.z + s), l_get(lrows.w + s));
-            // T[a + s][a + j ..]: below the diagonal from the triangle (where not, an
-            // element of row s's own read and not used), 1 on it, 0 above.
-            let at = ts + min(cols, vec4(s - 1u));
-            let below = vec4(l_get(at.x), l_get(at.y), l_get(at.z), l_get(at.w));
-            let t = select(select(vec4(0.0), vec4(1.0), cols == vec4(s)), below, vec4(s) > cols);
-            x0 += t.x * l;
-            x1 += t.y * l;
-            x2 += t.z * l;
-            x3 += t.w * l;
-            ts += q.a + s;
-        }
-        x_set4(q, 0u, x0);
-        x_set4(q, 1u, x1);
-        x_set4(q, 2u, x2);
-        x_set4(q, 3u, x3);
-    }
-    workgroupBarrier(); // X is complete; L_BA is read
-    // T_BA = -T_BB X: T[b + i][a + j] = -sum_{s <= i} T[b + i][b + s] X[s][j].
-    for (var n = 0u; n < strides(li, blocks, WG_SIZE); n++) {
-        let q = merge_block(li + n * WG_SIZE, w);
-        let rows = q.i + ramp;
-        let trows = tri4(q.b + rows) + q.b; // T_BB's rows i .. i + 3, at column b
-        var y0 = vec4(0.0); // T_BA[i ..][j], then columns j + 1, j + 2, j + 3
-        var y1 = vec4(0.0);
-        var y2 = vec4(0.0);
-        var y3 = vec4(0.0);
-        for (var s = 0u; s < q.i + 4u; s++) {
-            let at = trows + min(vec4(s), rows - vec4(1u));
-            let below = vec4(l_get(at.x), l_get(at.y), l_get(at.z), l_get(at.w));
-            let t = select(select(vec4(0.0), vec4(1.0), rows == vec4(s)), below, vec4(s) < rows);
-            let xs = vec4(x_get(q, s, 0u), x_get(q, s, 1u), x_get(q, s, 2u), x_get(q, s, 3u));
-            y0 += xs.x * t;
-            y1 += xs.y * t;
-            y2 += xs.z * t;
-            y3 += xs.w * t;
-        }
-        let out = tri4(q.b + rows) + q.a + q.j;
-        t_ba_set4(out, 0u, y0);
-        t_ba_set4(out, 1u, y1);
-        t_ba_set4(out, 2u, y2);
-        t_ba_set4(out, 3u, y3);
-    }
-    workgroupBarrier(); // T_BA is in place; X is read
-}
-
-// tri of four rows.
-fn tri4(i: vec4<u32>) -> vec4<u32> {
-    return vec4(tri(i.x), tri(i.y), tri(i.z), tri(i.w));
-}
-
-// A 4 x 4 block of a merge's products: rows i .. i + 3 and columns j .. j + 3 of its
-// pair's X (and T_BA), the pair's blocks at rows a (A) and b (B).
-struct MergeBlock {
-    a: u32,
-    b: u32,
-    i: u32,
-    j: u32,
-    x0: u32, // where the pair's X begins in the stage
-    w: u32,
-}
-
-fn merge_block(e: u32, w: u32) -> MergeBlock {
-    let per_pair = w * w / 16u;
-    let p = e / per_pair;
-    let r = e % per_pair;
-    let a = 2u * w * p;
-    return MergeBlock(a, a + w, 4u * (r / (w / 4u)), 4u * (r % (w / 4u)), p * w * w, w);
-}
-
-// X's element (s, q.j + dj) of q's pair (its row s, any of the pair's rows).
-fn x_get(q: MergeBlock, s: u32, dj: u32) -> f32 {
-    let at = q.x0 + s * q.w + q.j + dj;
-    return stage_at(at / BLOCK, at % BLOCK);
-}
-
-// X's rows q.i .. q.i + 3 at column q.j + dj.
-fn x_set4(q: MergeBlock, dj: u32, v: vec4<f32>) {
-    for (var di = 0u; di < 4u; di++) {
-        let at = q.x0 + (q.i + di) * q.w + q.j + dj;
-        stage_set(at / BLOCK, at % BLOCK, v[di]);
-    }
-}
-
-// -v into T_BA's rows at `out` (each row's element at column j) plus dj.
-fn t_ba_set4(out: vec4<u32>, dj: u32, v: vec4<f32>) {
-    for (var di = 0u; di < 4u; di++) {
-        l_set(out[di] + dj, -v[di]);
-    }
-}
-
 // record_chunked's first pass on vector units (the fast path's where no adapter has
 // cooperative matrices; chunk_prep_coop.wgsl is the same pass on matrix units): one
 // workgroup of 256 invocations per (b, hv, chunk of CHUNK = 64 steps), independent of
 // every other, all in f32 but the stored tiles. It writes what the walk and the output
 // pass read (cpu_fast.rs is its twin):
-//   tiles   W = diag(gam) A0 diag(beta) K, gam Q, (G_end K)^T and M = Gam o (Q K^T),
-//           as the f16 16 x 16 tiles of chunk_tiles.wgsl
-//   u       U = (Gam o A0) diag(beta) V, f32                         [C][Dv]
+//   tiles   W, gam Q, (G_end K)^T and M = Gam o (Q K^T), as the f16 16 x 16 tiles of
+//           chunk_tiles.wgsl
+//   u       U, f32                                                   [C][Dv]
 //   decay   gam[i], G(C-1, j), gam[C-1]                              [3C]
-// with A0 = (I + tril(diag(beta) K K^T, -1))^-1 from k and beta alone and Gam by
-// running products (the decay-free solve: cpu_fast.rs has its identity). Phases,
-// barriers between:
+// W and U solve one unit lower triangular system, the gated one, for C x (TILE_DK + Dv)
+// right-hand sides:
+//   (I + L) [W | U] = [diag(beta gam) K | diag(beta) V],   L = tril(diag(beta) (Gam o K K^T), -1)
+// which is the decay-free form's W = diag(gam) A0 diag(beta) K and U = (Gam o A0)
+// diag(beta) V (cpu_fast.rs has the identity: (I + L)^-1 = Gam o A0), with Gam by
+// running products (no ratio: a zero gate stays exact). No inverse is formed: each
+// invocation owns one column of the right-hand sides and substitutes down it in
+// registers, reading L's rows from workgroup memory as broadcasts (every invocation
+// reads the same word). Phases, barriers between:
 //   1. the gates (wgsl/chunk_gates.wgsl)
 //   2. K K^T and Q K^T over blocks of KB key columns staged in f32 (the next block's
 //      loads in flight through each block's products); an invocation makes the
 //      elements (ri + 16 m, cj + 16 n), n <= m, of both: 10 of 16, the rest above the
 //      diagonal. gam Q's and (G_end K)^T's tiles on the way.
-//   3. L = beta K K^T's strict lower triangle into l_sh; Q K^T's lower one staged
-//   4. M out, four columns a store, Gam along the rows
-//   5. A0 = (I + L)^-1 in l_sh (wgsl/chunk_solve.wgsl)
-//   6. A = A0 diag(beta) into `a_sh`'s row blocks (the diagonal beta, zeros above it)
-//   7. W = diag(gam) A K: an invocation rows r + 16 m, eight key columns, k staged
-//      16 steps at a time over the solve's triangle (the next block's loads in flight
-//      through each block's products); then A becomes Gam o A in place and U = A V the
-//      same way, 128 value columns a pass.
+//   3. beta K K^T's strict lower triangle into l_sh's 4 x 4 blocks; Q K^T's lower one
+//      staged. Each invocation's column of the right-hand sides is loaded meanwhile.
+//   4. M out, four columns a store, Gam along the rows; L = Gam o (beta K K^T) in place
+//   5. each invocation's column solved, a row quad at a time; U's rows stored as they
+//      are finished, W's through workgroup memory, 16 rows at a time, as tiles.
 // A past the grid's end (a folded grid) redoes the last workgroup and writes nothing.
 
 // The Gram products' blocks: KB key columns, rows of SQ vec4s (one past the block's,
@@ -2902,56 +1031,28 @@ fn t_ba_set4(out: vec4<u32>, dj: u32, v: vec4<f32>) {
 const KB: u32 = 16u;
 const KBLOCKS: u32 = TILE_DK / KB;
 const SQ: u32 = KB / 4u + 1u;
-// `a_sh` in four lives:
+// `a_sh` in three lives:
 //   phase 2       k's and q's staged blocks, [C][SQ] each, q's from QS
 //   phases 3-4    Q K^T's lower triangle, row i at i (i + 1) / 2 (f32 elements)
-//   phase 5       the solve's stage, [C][BLOCK] (stage_at)
-//   phases 6-7    A's rows: row i of block b = i / 16 holds columns 0 .. 16 (b + 1) - 1,
-//                 from a_row(i), a row's vec4s one past a multiple of 4 (in different
-//                 banks); 16 x (5 + 9 + 13 + 17) vec4s
+//   phase 5       16 rows of W, [16][TILE_DK] f32, on their way to the tiles
 const QS: u32 = CHUNK * SQ;
-const A_LEN: u32 = 16u * (5u + 9u + 13u + 17u);
-var<workgroup> a_sh: array<vec4<f32>, max(2u * QS, A_LEN)>;
-// L's, then A0's, strict lower triangle (wgsl/chunk_solve.wgsl's `tri`, f32 elements);
-// in phase 7 the staged block of k or v: KV_STEPS steps of TILE_DK columns, a step's
-// row contiguous (`kv_at`).
-const KV_STEPS: u32 = 16u;
-var<workgroup> l_sh: array<vec4<f32>, max((CHUNK * (CHUNK - 1u) / 2u + 3u) / 4u, KV_STEPS * TILE_DK / 4u)>;
+var<workgroup> a_sh: array<vec4<f32>, max(2u * QS, 4u * TILE_DK)>;
+// L's lower triangle as 4 x 4 blocks (ib, jb), jb <= ib, from l_at(ib, jb): four vec4s,
+// row 4 ib + y's columns 4 jb .. 4 jb + 3. The diagonal blocks hold 0 on and above
+// the diagonal (from phase 4 on).
+var<workgroup> l_sh: array<vec4<f32>, 2u * ROW_QUADS * (ROW_QUADS + 1u)>;
 
-fn l_get(at: u32) -> f32 {
-    return l_sh[at / 4u][at % 4u];
+fn l_at(ib: u32, jb: u32) -> u32 {
+    return (ib * (ib + 1u) / 2u + jb) * 4u;
 }
 
-fn l_set(at: u32, x: f32) {
-    l_sh[at / 4u][at % 4u] = x;
-}
-
-// Where the staged block's step j (of KV_STEPS) has its column octet o (two vec4s).
-fn kv_at(j: u32, o: u32) -> u32 {
-    return j * (TILE_DK / 4u) + 2u * o;
-}
-
-// The f32 element `at` of `a_sh` (its three scalar lives).
+// The f32 element `at` of `a_sh`.
 fn a_get(at: u32) -> f32 {
     return a_sh[at / 4u][at % 4u];
 }
 
 fn a_set(at: u32, x: f32) {
     a_sh[at / 4u][at % 4u] = x;
-}
-
-fn stage_at(row: u32, c: u32) -> f32 {
-    return a_get(row * BLOCK + c);
-}
-
-fn stage_set(row: u32, c: u32, x: f32) {
-    a_set(row * BLOCK + c, x);
-}
-
-// Where A's row i begins in `a_sh` (vec4s): the blocks above it, then its rows.
-fn a_row(i: u32) -> u32 {
-    let b = i / 16u;
-    return 16u * (b * (2u * b + 3u)) + (i % 16u) * (4u * b + 5u);
 }
 
 fn f16_range4(v: vec4<f32>) -> vec4<f32> {
@@ -2977,765 +1078,35 @@ fn qk_quad(d: GdnDims, h: Head, t: u32, c: u32, is_q: bool) -> vec4<f32> {
     return load_k(row, c, d.key_dim);
 }
 
-// Eight columns from c of step j's k (`is_v` false) or v, 0 at a dead step and past Dk
-// or Dv.
-fn octet(d: GdnDims, h: Head, t0: u32, j: u32, c: u32, is_v: bool) -> array<vec4<f32>, 2> {
-    var r = array<vec4<f32>, 2>(vec4(0.0), vec4(0.0));
-    if live_sh[j] == 0.0h {
-        return r;
+// Row quad `ib` of column `q` of the right-hand sides' inputs, as loaded: column q of
+// [K | V] (K padded with zeros to TILE_DK columns); 0 past the chunk, Dk or Dv.
+fn rhs_quad(d: GdnDims, h: Head, t0: u32, q: u32, ib: u32) -> vec4<f32> {
+    var x = vec4(0.0);
+    if ib >= ROW_QUADS {
+        return x;
     }
-    let t = t0 + j;
-    if !is_v {
-        let row = qk_row(d, h.b, t, h.hk);
-        r[0] = load_k(row, c, d.key_dim);
-        r[1] = load_k(row, c + 4u, d.key_dim);
-        return r;
-    }
-    let i = v_index(d, h.b, t, h.hv, c);
-    {
-        let p = 0u;
-        let dv = c + 2u * p;
-        var x = vec2(0.0);
-        if dv + 1u < d.value_dim {
-            x = load2_v(i + 2u * p);
-        } else if dv < d.value_dim {
-            x.x = load1_v(i + 2u * p);
+    let last = d.steps - 1u;
+    for (var y = 0u; y < 4u; y++) {
+        let t = min(t0 + 4u * ib + y, last);
+        if q < d.key_dim {
+            x[y] = load1_k(qk_row(d, h.b, t, h.hk) + q);
+        } else if q >= TILE_DK && q - TILE_DK < d.value_dim {
+            x[y] = load1_v(v_index(d, h.b, t, h.hv, q - TILE_DK));
         }
-        r[p / 2u][2u * (p % 2u)] = x.x;
-        r[p / 2u][2u * (p % 2u) + 1u] = x.y;
     }
-    {
-        let p = 1u;
-        let dv = c + 2u * p;
-        var x = vec2(0.0);
-        if dv + 1u < d.value_dim {
-            x = load2_v(i + 2u * p);
-        } else if dv < d.value_dim {
-            x.x = load1_v(i + 2u * p);
-        }
-        r[p / 2u][2u * (p % 2u)] = x.x;
-        r[p / 2u][2u * (p % 2u) + 1u] = x.y;
-    }
-    {
-        let p = 2u;
-        let dv = c + 2u * p;
-        var x = vec2(0.0);
-        if dv + 1u < d.value_dim {
-            x = load2_v(i + 2u * p);
-        } else if dv < d.value_dim {
-            x.x = load1_v(i + 2u * p);
-        }
-        r[p / 2u][2u * (p % 2u)] = x.x;
-        r[p / 2u][2u * (p % 2u) + 1u] = x.y;
-    }
-    {
-        let p = 3u;
-        let dv = c + 2u * p;
-        var x = vec2(0.0);
-        if dv + 1u < d.value_dim {
-            x = load2_v(i + 2u * p);
-        } else if dv < d.value_dim {
-            x.x = load1_v(i + 2u * p);
-        }
-        r[p / 2u][2u * (p % 2u)] = x.x;
-        r[p / 2u][2u * (p % 2u) + 1u] = x.y;
-    }
-    return r;
+    return x;
 }
 
-// A's rows r + 16 m (m < ROW_GROUPS) times the chunk's k or v (`is_v`) at eight columns
-// from c0 + 8 (li / 16) (c0: the pass's first of TILE_DK columns). A row of block b has
-// 16 (b + 1) columns in `a_sh`, zeros above the diagonal: block column jb enters the rows
-// of blocks m >= jb. Invocation li stages step li / 16 of each block at column octet
-// li % 16. Call in workgroup-uniform control flow (its barriers); `l_sh` is free.
-fn a_times(li: u32, d: GdnDims, h: Head, t0: u32, c0: u32, is_v: bool) -> array<array<vec4<f32>, 2>, ROW_GROUPS> {
-    let r = li % 16u;
-    let oc = li / 16u;
-    var acc: array<array<vec4<f32>, 2>, ROW_GROUPS>;
-    var rows: array<u32, ROW_GROUPS>;
-    {
-        let m = 0u;
-        rows[m] = a_row(r + 16u * m);
+// Column `q`'s right-hand side at row quad `ib` from its inputs `x`: beta gam k (W's
+// columns) or beta v (U's), 0 at a dead step whatever was loaded.
+fn rhs_scale(x: vec4<f32>, q: u32, ib: u32) -> vec4<f32> {
+    var r = vec4(0.0);
+    for (var y = 0u; y < 4u; y++) {
+        let i = 4u * ib + y;
+        let s = select(1.0, gam_sh[i], q < TILE_DK) * beta_sh[i];
+        r[y] = select(0.0, x[y] * s, live_sh[i] != 0.0h);
     }
-    {
-        let m = 1u;
-        rows[m] = a_row(r + 16u * m);
-    }
-    {
-        let m = 2u;
-        rows[m] = a_row(r + 16u * m);
-    }
-    {
-        let m = 3u;
-        rows[m] = a_row(r + 16u * m);
-    }
-    var x = octet(d, h, t0, oc, c0 + 8u * r, is_v);
-    for (var jb = 0u; jb < ROW_GROUPS; jb++) {
-        l_sh[kv_at(oc, r)] = x[0];
-        l_sh[kv_at(oc, r) + 1u] = x[1];
-        workgroupBarrier(); // the block is staged
-        if jb + 1u < ROW_GROUPS {
-            x = octet(d, h, t0, KV_STEPS * (jb + 1u) + oc, c0 + 8u * r, is_v);
-        }
-        {
-            let jq = 0u;
-            var a: array<vec4<f32>, ROW_GROUPS>;
-            {
-                let m = 0u;
-                if m >= jb {
-                    a[m] = a_sh[rows[m] + 4u * jb + jq];
-                }
-            }
-            {
-                let m = 1u;
-                if m >= jb {
-                    a[m] = a_sh[rows[m] + 4u * jb + jq];
-                }
-            }
-            {
-                let m = 2u;
-                if m >= jb {
-                    a[m] = a_sh[rows[m] + 4u * jb + jq];
-                }
-            }
-            {
-                let m = 3u;
-                if m >= jb {
-                    a[m] = a_sh[rows[m] + 4u * jb + jq];
-                }
-            }
-            {
-                let y = 0u;
-                let at = kv_at(4u * jq + y, oc);
-                let lo = l_sh[at];
-                let hi = l_sh[at + 1u];
-                {
-                    let m = 0u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 1u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 2u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 3u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-            }
-            {
-                let y = 1u;
-                let at = kv_at(4u * jq + y, oc);
-                let lo = l_sh[at];
-                let hi = l_sh[at + 1u];
-                {
-                    let m = 0u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 1u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 2u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 3u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-            }
-            {
-                let y = 2u;
-                let at = kv_at(4u * jq + y, oc);
-                let lo = l_sh[at];
-                let hi = l_sh[at + 1u];
-                {
-                    let m = 0u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 1u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 2u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 3u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-            }
-            {
-                let y = 3u;
-                let at = kv_at(4u * jq + y, oc);
-                let lo = l_sh[at];
-                let hi = l_sh[at + 1u];
-                {
-                    let m = 0u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 1u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 2u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 3u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-            }
-        }
-        {
-            let jq = 1u;
-            var a: array<vec4<f32>, ROW_GROUPS>;
-            {
-                let m = 0u;
-                if m >= jb {
-                    a[m] = a_sh[rows[m] + 4u * jb + jq];
-                }
-            }
-            {
-                let m = 1u;
-                if m >= jb {
-                    a[m] = a_sh[rows[m] + 4u * jb + jq];
-                }
-            }
-            {
-                let m = 2u;
-                if m >= jb {
-                    a[m] = a_sh[rows[m] + 4u * jb + jq];
-                }
-            }
-            {
-                let m = 3u;
-                if m >= jb {
-                    a[m] = a_sh[rows[m] + 4u * jb + jq];
-                }
-            }
-            {
-                let y = 0u;
-                let at = kv_at(4u * jq + y, oc);
-                let lo = l_sh[at];
-                let hi = l_sh[at + 1u];
-                {
-                    let m = 0u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 1u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 2u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 3u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-            }
-            {
-                let y = 1u;
-                let at = kv_at(4u * jq + y, oc);
-                let lo = l_sh[at];
-                let hi = l_sh[at + 1u];
-                {
-                    let m = 0u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 1u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 2u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 3u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-            }
-            {
-                let y = 2u;
-                let at = kv_at(4u * jq + y, oc);
-                let lo = l_sh[at];
-                let hi = l_sh[at + 1u];
-                {
-                    let m = 0u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 1u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 2u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 3u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-            }
-            {
-                let y = 3u;
-                let at = kv_at(4u * jq + y, oc);
-                let lo = l_sh[at];
-                let hi = l_sh[at + 1u];
-                {
-                    let m = 0u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 1u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 2u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 3u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-            }
-        }
-        {
-            let jq = 2u;
-            var a: array<vec4<f32>, ROW_GROUPS>;
-            {
-                let m = 0u;
-                if m >= jb {
-                    a[m] = a_sh[rows[m] + 4u * jb + jq];
-                }
-            }
-            {
-                let m = 1u;
-                if m >= jb {
-                    a[m] = a_sh[rows[m] + 4u * jb + jq];
-                }
-            }
-            {
-                let m = 2u;
-                if m >= jb {
-                    a[m] = a_sh[rows[m] + 4u * jb + jq];
-                }
-            }
-            {
-                let m = 3u;
-                if m >= jb {
-                    a[m] = a_sh[rows[m] + 4u * jb + jq];
-                }
-            }
-            {
-                let y = 0u;
-                let at = kv_at(4u * jq + y, oc);
-                let lo = l_sh[at];
-                let hi = l_sh[at + 1u];
-                {
-                    let m = 0u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 1u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 2u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 3u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-            }
-            {
-                let y = 1u;
-                let at = kv_at(4u * jq + y, oc);
-                let lo = l_sh[at];
-                let hi = l_sh[at + 1u];
-                {
-                    let m = 0u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 1u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 2u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 3u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-            }
-            {
-                let y = 2u;
-                let at = kv_at(4u * jq + y, oc);
-                let lo = l_sh[at];
-                let hi = l_sh[at + 1u];
-                {
-                    let m = 0u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 1u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 2u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 3u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-            }
-            {
-                let y = 3u;
-                let at = kv_at(4u * jq + y, oc);
-                let lo = l_sh[at];
-                let hi = l_sh[at + 1u];
-                {
-                    let m = 0u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 1u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 2u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 3u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-            }
-        }
-        {
-            let jq = 3u;
-            var a: array<vec4<f32>, ROW_GROUPS>;
-            {
-                let m = 0u;
-                if m >= jb {
-                    a[m] = a_sh[rows[m] + 4u * jb + jq];
-                }
-            }
-            {
-                let m = 1u;
-                if m >= jb {
-                    a[m] = a_sh[rows[m] + 4u * jb + jq];
-                }
-            }
-            {
-                let m = 2u;
-                if m >= jb {
-                    a[m] = a_sh[rows[m] + 4u * jb + jq];
-                }
-            }
-            {
-                let m = 3u;
-                if m >= jb {
-                    a[m] = a_sh[rows[m] + 4u * jb + jq];
-                }
-            }
-            {
-                let y = 0u;
-                let at = kv_at(4u * jq + y, oc);
-                let lo = l_sh[at];
-                let hi = l_sh[at + 1u];
-                {
-                    let m = 0u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 1u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 2u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 3u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-            }
-            {
-                let y = 1u;
-                let at = kv_at(4u * jq + y, oc);
-                let lo = l_sh[at];
-                let hi = l_sh[at + 1u];
-                {
-                    let m = 0u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 1u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 2u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 3u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-            }
-            {
-                let y = 2u;
-                let at = kv_at(4u * jq + y, oc);
-                let lo = l_sh[at];
-                let hi = l_sh[at + 1u];
-                {
-                    let m = 0u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 1u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 2u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 3u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-            }
-            {
-                let y = 3u;
-                let at = kv_at(4u * jq + y, oc);
-                let lo = l_sh[at];
-                let hi = l_sh[at + 1u];
-                {
-                    let m = 0u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 1u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 2u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-                {
-                    let m = 3u;
-                    if m >= jb {
-                        acc[m][0] += a[m][y] * lo;
-                        acc[m][1] += a[m][y] * hi;
-                    }
-                }
-            }
-        }
-        workgroupBarrier(); // the block is read
-    }
-    return acc;
+    return r;
 }
 
 fn kernel_main(li: u32, wg_in: u32, unused: u32) {
@@ -3946,8 +1317,12 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         workgroupBarrier(); // the block is read
     }
 
-    // 3. L's strict lower triangle (0 at dead steps: their k and beta are) and Q K^T's
-    // lower one.
+    // The first two row quads of the first column's right-hand side, in flight through
+    // phases 3 and 4.
+    var next = array<vec4<f32>, 2>(rhs_quad(d, h, t0, li, 0u), rhs_quad(d, h, t0, li, 1u));
+
+    // 3. beta K K^T's strict lower triangle (0 at dead steps: their k and beta are) and
+    // Q K^T's lower one.
     {
         let m = 0u;
         {
@@ -3955,7 +1330,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
+                l_sh[l_at(i / 4u, j / 4u) + i % 4u][j % 4u] = beta_sh[i] * kk[m][n];
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -3966,7 +1341,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
+                l_sh[l_at(i / 4u, j / 4u) + i % 4u][j % 4u] = beta_sh[i] * kk[m][n];
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -3977,7 +1352,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
+                l_sh[l_at(i / 4u, j / 4u) + i % 4u][j % 4u] = beta_sh[i] * kk[m][n];
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -3988,7 +1363,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
+                l_sh[l_at(i / 4u, j / 4u) + i % 4u][j % 4u] = beta_sh[i] * kk[m][n];
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -4002,7 +1377,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
+                l_sh[l_at(i / 4u, j / 4u) + i % 4u][j % 4u] = beta_sh[i] * kk[m][n];
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -4013,7 +1388,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
+                l_sh[l_at(i / 4u, j / 4u) + i % 4u][j % 4u] = beta_sh[i] * kk[m][n];
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -4024,7 +1399,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
+                l_sh[l_at(i / 4u, j / 4u) + i % 4u][j % 4u] = beta_sh[i] * kk[m][n];
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -4035,7 +1410,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
+                l_sh[l_at(i / 4u, j / 4u) + i % 4u][j % 4u] = beta_sh[i] * kk[m][n];
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -4049,7 +1424,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
+                l_sh[l_at(i / 4u, j / 4u) + i % 4u][j % 4u] = beta_sh[i] * kk[m][n];
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -4060,7 +1435,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
+                l_sh[l_at(i / 4u, j / 4u) + i % 4u][j % 4u] = beta_sh[i] * kk[m][n];
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -4071,7 +1446,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
+                l_sh[l_at(i / 4u, j / 4u) + i % 4u][j % 4u] = beta_sh[i] * kk[m][n];
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -4082,7 +1457,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
+                l_sh[l_at(i / 4u, j / 4u) + i % 4u][j % 4u] = beta_sh[i] * kk[m][n];
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -4096,7 +1471,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
+                l_sh[l_at(i / 4u, j / 4u) + i % 4u][j % 4u] = beta_sh[i] * kk[m][n];
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -4107,7 +1482,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
+                l_sh[l_at(i / 4u, j / 4u) + i % 4u][j % 4u] = beta_sh[i] * kk[m][n];
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -4118,7 +1493,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
+                l_sh[l_at(i / 4u, j / 4u) + i % 4u][j % 4u] = beta_sh[i] * kk[m][n];
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -4129,7 +1504,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let i = ri + 16u * m;
             let j = cj + 16u * n;
             if n <= m && j < i {
-                l_set(tri(i) + j, beta_sh[i] * kk[m][n]);
+                l_sh[l_at(i / 4u, j / 4u) + i % 4u][j % 4u] = beta_sh[i] * kk[m][n];
             }
             if n <= m && j <= i {
                 a_set(i * (i + 1u) / 2u + j, qk[m][n]);
@@ -4138,7 +1513,8 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     }
     workgroupBarrier();
 
-    // 4. M = Gam o (Q K^T), zeros above the diagonal, four columns an invocation.
+    // 4. M = Gam o (Q K^T), zeros above the diagonal, four columns an invocation, and
+    // L = Gam o (beta K K^T) in place by the same rows of Gam.
     for (var p = 0u; p < CHUNK * CHUNK / (4u * WG_SIZE); p++) {
         let e = li + p * WG_SIZE;
         let i = e / (CHUNK / 4u);
@@ -4149,135 +1525,288 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 x[y] = a_get(i * (i + 1u) / 2u + j + y);
             }
         }
+        let gam = gam_row4(i, j);
         if in_grid {
-            store_tile4(tiles + M_AT + tile_at(i, j, CHUNK), gam_row4(i, j) * x);
+            store_tile4(tiles + M_AT + tile_at(i, j, CHUNK), gam * x);
+        }
+        if j / 4u <= i / 4u {
+            let at = l_at(i / 4u, j / 4u) + i % 4u;
+            l_sh[at] = select(vec4(0.0), gam * l_sh[at], cols4(j) < vec4(i));
         }
     }
-    workgroupBarrier(); // Q K^T is read: `a_sh` is the solve's stage
+    workgroupBarrier(); // L is whole; Q K^T is read, so `a_sh` is W's stage
 
-    // 5. A0 (ends on a barrier).
-    invert_unit_lower(li);
-
-    // 6. A = A0 diag(beta) into its row blocks, a vec4 an invocation.
-    for (var p = 0u; p < strides(li, A_LEN, WG_SIZE); p++) {
-        let e = li + p * WG_SIZE;
-        let b = a_block(e);
-        let i = 16u * b + (e - a_row(16u * b)) / (4u * b + 5u);
-        let q = e - a_row(i);
-        var v = vec4(0.0);
-        for (var y = 0u; y < 4u; y++) {
-            let j = 4u * q + y;
-            if j < i {
-                v[y] = l_get(tri(i) + j) * beta_sh[j];
-            } else if j == i {
-                v[y] = beta_sh[i];
+    // 5. [W | U], a column an invocation, WG_SIZE columns a pass (W's TILE_DK first),
+    // by forward substitution a row quad at a time: the finished quads above it through
+    // L's off-diagonal blocks (four dot products a block), then its own diagonal block.
+    // The finished quads stay in registers (every index a constant: the quad is placed
+    // by a branch on each), the right-hand side's loads two quads ahead; every
+    // invocation reads the same L words. U's rows go out as they are finished, W's 16
+    // at a time through `a_sh` ([16][TILE_DK]), as tile rows four columns a store.
+    for (var p = 0u; p < strides(0u, TILE_DK + d.value_dim, WG_SIZE); p++) {
+        let q = p * WG_SIZE + li;
+        let c = q - TILE_DK;
+        let u_col = q >= TILE_DK && c < d.value_dim && in_grid;
+        if p > 0u {
+            next = array<vec4<f32>, 2>(rhs_quad(d, h, t0, q, 0u), rhs_quad(d, h, t0, q, 1u));
+        }
+        var x: array<vec4<f32>, ROW_QUADS>;
+        for (var ib = 0u; ib < ROW_QUADS; ib++) {
+            var xb = rhs_scale(next[0], q, ib);
+            next[0] = next[1];
+            next[1] = rhs_quad(d, h, t0, q, ib + 2u);
+            var acc = vec4(0.0);
+            {
+                let jb = 0u;
+                if jb < ib {
+                    let at = l_at(ib, jb);
+                    let xj = x[jb];
+                    acc += vec4(dot(l_sh[at], xj), dot(l_sh[at + 1u], xj), dot(l_sh[at + 2u], xj), dot(l_sh[at + 3u], xj));
+                }
             }
-        }
-        if q < 4u * (b + 1u) {
-            a_sh[e] = v;
-        }
-    }
-    workgroupBarrier();
-
-    // 7. W, eight key columns from 8 (li / 16) (TILE_DK of them in all), rows li % 16 +
-    // 16 m.
-    let r = li % 16u;
-    let wc = 8u * (li / 16u);
-    let w = a_times(li, d, h, t0, 0u, false);
-    {
-        let m = 0u;
-        let i = r + 16u * m;
-        if in_grid {
-            store_tile4(tiles + W_AT + tile_at(i, wc, TILE_DK), gam_sh[i] * w[m][0]);
-            store_tile4(tiles + W_AT + tile_at(i, wc + 4u, TILE_DK), gam_sh[i] * w[m][1]);
-        }
-    }
-    {
-        let m = 1u;
-        let i = r + 16u * m;
-        if in_grid {
-            store_tile4(tiles + W_AT + tile_at(i, wc, TILE_DK), gam_sh[i] * w[m][0]);
-            store_tile4(tiles + W_AT + tile_at(i, wc + 4u, TILE_DK), gam_sh[i] * w[m][1]);
-        }
-    }
-    {
-        let m = 2u;
-        let i = r + 16u * m;
-        if in_grid {
-            store_tile4(tiles + W_AT + tile_at(i, wc, TILE_DK), gam_sh[i] * w[m][0]);
-            store_tile4(tiles + W_AT + tile_at(i, wc + 4u, TILE_DK), gam_sh[i] * w[m][1]);
-        }
-    }
-    {
-        let m = 3u;
-        let i = r + 16u * m;
-        if in_grid {
-            store_tile4(tiles + W_AT + tile_at(i, wc, TILE_DK), gam_sh[i] * w[m][0]);
-            store_tile4(tiles + W_AT + tile_at(i, wc + 4u, TILE_DK), gam_sh[i] * w[m][1]);
-        }
-    }
-    // A becomes Gam o A (Gam[i][i] = 1, zeros above the diagonal).
-    for (var p = 0u; p < strides(li, A_LEN, WG_SIZE); p++) {
-        let e = li + p * WG_SIZE;
-        let b = a_block(e);
-        let i = 16u * b + (e - a_row(16u * b)) / (4u * b + 5u);
-        let q = e - a_row(i);
-        if q < 4u * (b + 1u) {
-            a_sh[e] *= gam_row4(i, 4u * q);
-        }
-    }
-    workgroupBarrier();
-    // U over the value columns, TILE_DK a pass, eight an invocation.
-    for (var p = 0u; p < strides(0u, d.value_dim, TILE_DK); p++) {
-        let c = p * TILE_DK + wc;
-        let u = a_times(li, d, h, t0, p * TILE_DK, true);
-        {
-            let m = 0u;
-            let at = (ch * CHUNK + r + 16u * m) * d.value_dim + c;
-            if in_grid {
-                store_u8(d, at, c, u[m]);
+            {
+                let jb = 1u;
+                if jb < ib {
+                    let at = l_at(ib, jb);
+                    let xj = x[jb];
+                    acc += vec4(dot(l_sh[at], xj), dot(l_sh[at + 1u], xj), dot(l_sh[at + 2u], xj), dot(l_sh[at + 3u], xj));
+                }
             }
-        }
-        {
-            let m = 1u;
-            let at = (ch * CHUNK + r + 16u * m) * d.value_dim + c;
-            if in_grid {
-                store_u8(d, at, c, u[m]);
+            {
+                let jb = 2u;
+                if jb < ib {
+                    let at = l_at(ib, jb);
+                    let xj = x[jb];
+                    acc += vec4(dot(l_sh[at], xj), dot(l_sh[at + 1u], xj), dot(l_sh[at + 2u], xj), dot(l_sh[at + 3u], xj));
+                }
             }
-        }
-        {
-            let m = 2u;
-            let at = (ch * CHUNK + r + 16u * m) * d.value_dim + c;
-            if in_grid {
-                store_u8(d, at, c, u[m]);
+            {
+                let jb = 3u;
+                if jb < ib {
+                    let at = l_at(ib, jb);
+                    let xj = x[jb];
+                    acc += vec4(dot(l_sh[at], xj), dot(l_sh[at + 1u], xj), dot(l_sh[at + 2u], xj), dot(l_sh[at + 3u], xj));
+                }
             }
-        }
-        {
-            let m = 3u;
-            let at = (ch * CHUNK + r + 16u * m) * d.value_dim + c;
-            if in_grid {
-                store_u8(d, at, c, u[m]);
+            {
+                let jb = 4u;
+                if jb < ib {
+                    let at = l_at(ib, jb);
+                    let xj = x[jb];
+                    acc += vec4(dot(l_sh[at], xj), dot(l_sh[at + 1u], xj), dot(l_sh[at + 2u], xj), dot(l_sh[at + 3u], xj));
+                }
             }
-        }
-    }
-}
-
-// The block of A's rows that `a_sh`'s vec4 e lies in.
-fn a_block(e: u32) -> u32 {
-    return select(select(select(0u, 1u, e >= a_row(16u)), 2u, e >= a_row(32u)), 3u, e >= a_row(48u));
-}
-
-// U's eight values from element `at` (value column c), four a store where Dv is a
-// multiple of 4 (`at` is then one too), within Dv.
-fn store_u8(d: GdnDims, at: u32, c: u32, v: array<vec4<f32>, 2>) {
-    for (var x = 0u; x < 2u; x++) {
-        let dv = c + 4u * x;
-        if d.value_dim % 4u == 0u && dv < d.value_dim {
-            store4_u((at + 4u * x) / 4u, bitcast<vec4<u32>>(v[x]));
-        } else {
-            for (var y = 0u; y < 4u; y++) {
-                if dv + y < d.value_dim {
-                    store_u(at + 4u * x + y, bitcast<u32>(v[x][y]));
+            {
+                let jb = 5u;
+                if jb < ib {
+                    let at = l_at(ib, jb);
+                    let xj = x[jb];
+                    acc += vec4(dot(l_sh[at], xj), dot(l_sh[at + 1u], xj), dot(l_sh[at + 2u], xj), dot(l_sh[at + 3u], xj));
+                }
+            }
+            {
+                let jb = 6u;
+                if jb < ib {
+                    let at = l_at(ib, jb);
+                    let xj = x[jb];
+                    acc += vec4(dot(l_sh[at], xj), dot(l_sh[at + 1u], xj), dot(l_sh[at + 2u], xj), dot(l_sh[at + 3u], xj));
+                }
+            }
+            {
+                let jb = 7u;
+                if jb < ib {
+                    let at = l_at(ib, jb);
+                    let xj = x[jb];
+                    acc += vec4(dot(l_sh[at], xj), dot(l_sh[at + 1u], xj), dot(l_sh[at + 2u], xj), dot(l_sh[at + 3u], xj));
+                }
+            }
+            {
+                let jb = 8u;
+                if jb < ib {
+                    let at = l_at(ib, jb);
+                    let xj = x[jb];
+                    acc += vec4(dot(l_sh[at], xj), dot(l_sh[at + 1u], xj), dot(l_sh[at + 2u], xj), dot(l_sh[at + 3u], xj));
+                }
+            }
+            {
+                let jb = 9u;
+                if jb < ib {
+                    let at = l_at(ib, jb);
+                    let xj = x[jb];
+                    acc += vec4(dot(l_sh[at], xj), dot(l_sh[at + 1u], xj), dot(l_sh[at + 2u], xj), dot(l_sh[at + 3u], xj));
+                }
+            }
+            {
+                let jb = 10u;
+                if jb < ib {
+                    let at = l_at(ib, jb);
+                    let xj = x[jb];
+                    acc += vec4(dot(l_sh[at], xj), dot(l_sh[at + 1u], xj), dot(l_sh[at + 2u], xj), dot(l_sh[at + 3u], xj));
+                }
+            }
+            {
+                let jb = 11u;
+                if jb < ib {
+                    let at = l_at(ib, jb);
+                    let xj = x[jb];
+                    acc += vec4(dot(l_sh[at], xj), dot(l_sh[at + 1u], xj), dot(l_sh[at + 2u], xj), dot(l_sh[at + 3u], xj));
+                }
+            }
+            {
+                let jb = 12u;
+                if jb < ib {
+                    let at = l_at(ib, jb);
+                    let xj = x[jb];
+                    acc += vec4(dot(l_sh[at], xj), dot(l_sh[at + 1u], xj), dot(l_sh[at + 2u], xj), dot(l_sh[at + 3u], xj));
+                }
+            }
+            {
+                let jb = 13u;
+                if jb < ib {
+                    let at = l_at(ib, jb);
+                    let xj = x[jb];
+                    acc += vec4(dot(l_sh[at], xj), dot(l_sh[at + 1u], xj), dot(l_sh[at + 2u], xj), dot(l_sh[at + 3u], xj));
+                }
+            }
+            {
+                let jb = 14u;
+                if jb < ib {
+                    let at = l_at(ib, jb);
+                    let xj = x[jb];
+                    acc += vec4(dot(l_sh[at], xj), dot(l_sh[at + 1u], xj), dot(l_sh[at + 2u], xj), dot(l_sh[at + 3u], xj));
+                }
+            }
+            {
+                let jb = 15u;
+                if jb < ib {
+                    let at = l_at(ib, jb);
+                    let xj = x[jb];
+                    acc += vec4(dot(l_sh[at], xj), dot(l_sh[at + 1u], xj), dot(l_sh[at + 2u], xj), dot(l_sh[at + 3u], xj));
+                }
+            }
+            let at = l_at(ib, ib);
+            xb -= acc;
+            xb.y -= l_sh[at + 1u].x * xb.x;
+            xb.z -= dot(l_sh[at + 2u].xy, xb.xy);
+            xb.w -= dot(l_sh[at + 3u].xyz, xb.xyz);
+            {
+                let k = 0u;
+                if k == ib {
+                    x[k] = xb;
+                }
+            }
+            {
+                let k = 1u;
+                if k == ib {
+                    x[k] = xb;
+                }
+            }
+            {
+                let k = 2u;
+                if k == ib {
+                    x[k] = xb;
+                }
+            }
+            {
+                let k = 3u;
+                if k == ib {
+                    x[k] = xb;
+                }
+            }
+            {
+                let k = 4u;
+                if k == ib {
+                    x[k] = xb;
+                }
+            }
+            {
+                let k = 5u;
+                if k == ib {
+                    x[k] = xb;
+                }
+            }
+            {
+                let k = 6u;
+                if k == ib {
+                    x[k] = xb;
+                }
+            }
+            {
+                let k = 7u;
+                if k == ib {
+                    x[k] = xb;
+                }
+            }
+            {
+                let k = 8u;
+                if k == ib {
+                    x[k] = xb;
+                }
+            }
+            {
+                let k = 9u;
+                if k == ib {
+                    x[k] = xb;
+                }
+            }
+            {
+                let k = 10u;
+                if k == ib {
+                    x[k] = xb;
+                }
+            }
+            {
+                let k = 11u;
+                if k == ib {
+                    x[k] = xb;
+                }
+            }
+            {
+                let k = 12u;
+                if k == ib {
+                    x[k] = xb;
+                }
+            }
+            {
+                let k = 13u;
+                if k == ib {
+                    x[k] = xb;
+                }
+            }
+            {
+                let k = 14u;
+                if k == ib {
+                    x[k] = xb;
+                }
+            }
+            {
+                let k = 15u;
+                if k == ib {
+                    x[k] = xb;
+                }
+            }
+            if u_col {
+                for (var y = 0u; y < 4u; y++) {
+                    store_u((ch * CHUNK + 4u * ib + y) * d.value_dim + c, bitcast<u32>(xb[y]));
+                }
+            }
+            if p == 0u {
+                if q < TILE_DK {
+                    for (var y = 0u; y < 4u; y++) {
+                        a_set((4u * (ib % 4u) + y) * TILE_DK + q, xb[y]);
+                    }
+                }
+                if ib % 4u == 3u {
+                    workgroupBarrier(); // 16 rows are staged
+                    for (var z = 0u; z < 16u * TILE_DK / (4u * WG_SIZE); z++) {
+                        let e = li + z * WG_SIZE;
+                        let r = 4u * (ib - 3u) + e / (TILE_DK / 4u);
+                        let c4 = 4u * (e % (TILE_DK / 4u));
+                        if in_grid {
+                            store_tile4(tiles + W_AT + tile_at(r, c4, TILE_DK), a_sh[e]);
+                        }
+                    }
+                    workgroupBarrier(); // the rows are read
                 }
             }
         }

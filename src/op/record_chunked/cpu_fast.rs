@@ -217,8 +217,9 @@ pub(crate) enum Form {
     /// (f32 activations), else in one (bf16 and f16 activations, which f16 holds exactly
     /// within its range); k and v in W's and U's products in one.
     Matrix { split: bool },
-    /// `chunk_prep` (vector units): all in f32 (A0 by forward substitution, in another
-    /// order than the kernel's blocks: they agree to f32's rounding).
+    /// `chunk_prep` (vector units): all in f32; W and U by forward substitution down
+    /// each column of the gated system (`(I + L)^-1 = Gam o A0`), no inverse formed (in
+    /// another order than the kernel's blocks of four: they agree to f32's rounding).
     Vector,
 }
 
@@ -256,38 +257,67 @@ pub(crate) fn prep(x: &ChunkIn, form: Form) -> Prepped {
         .map(|j| x.g[j + 1..].iter().fold(1f32, |r, &g| r * g))
         .collect();
     let gm = column_decays(&x.g, C, C);
-    let a0 = match form {
-        Form::Matrix { .. } => a0_blocked(&kk, &x.beta),
-        Form::Vector => decay_free_inverse(&kk, &x.beta, C, C),
+    let (w_rows, u) = match form {
+        Form::Matrix { .. } => {
+            let a0 = a0_blocked(&kk, &x.beta);
+            let a_w: Vec<f32> = (0..C * C).map(|e| a_op(a0[e] * x.beta[e % C])).collect();
+            let a_u: Vec<f32> = (0..C * C).map(|e| a_op(gm[e] * a_w[e])).collect();
+            let times = |a: &[f32], m: &[f32], cols: usize, scale: &dyn Fn(usize) -> f32| {
+                let mut out = vec![0f32; C * cols];
+                for i in 0..C {
+                    for c in 0..cols {
+                        let s = (0..=i).fold(0f32, |s, l| s + a[i * C + l] * m[l * cols + c]);
+                        out[i * cols + c] = scale(i) * s;
+                    }
+                }
+                out
+            };
+            (
+                times(&a_w, &k1, dk, &|i| gam[i]),
+                times(&a_u, &v, dv, &|_| 1.0),
+            )
+        }
+        Form::Vector => {
+            // The gated system (I + L) [W | U] = [diag(beta gam) K | diag(beta) V],
+            // L = tril(diag(beta) (Gam o K K^T), -1), solved down each column.
+            let below = |e: usize| e % C < e / C;
+            let l: Vec<f32> = (0..C * C)
+                .map(|e| {
+                    if below(e) {
+                        gm[e] * (x.beta[e / C] * kk[e])
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
+            let solve = |m: &[f32], cols: usize, scale: &dyn Fn(usize) -> f32| {
+                let mut out = vec![0f32; C * cols];
+                for c in 0..cols {
+                    for i in 0..C {
+                        let s = (0..i).fold(0f32, |s, j| s + l[i * C + j] * out[j * cols + c]);
+                        out[i * cols + c] = m[i * cols + c] * scale(i) - s;
+                    }
+                }
+                out
+            };
+            (
+                solve(&k1, dk, &|i| gam[i] * x.beta[i]),
+                solve(&v, dv, &|i| x.beta[i]),
+            )
+        }
     };
-    let a_w: Vec<f32> = (0..C * C).map(|e| a_op(a0[e] * x.beta[e % C])).collect();
-    let a_u: Vec<f32> = (0..C * C).map(|e| a_op(gm[e] * a_w[e])).collect();
 
     let mut w = vec![0f32; C * TILE_DK];
     let mut qg = vec![0f32; C * TILE_DK];
     let mut kt = vec![0f32; TILE_DK * C];
     for i in 0..C {
         for c in 0..dk {
-            let mut s = 0f32;
-            for l in 0..=i {
-                s += a_w[i * C + l] * k1[l * dk + c];
-            }
-            w[i * TILE_DK + c] = f16r(gam[i] * s);
+            w[i * TILE_DK + c] = f16r(w_rows[i * dk + c]);
             qg[i * TILE_DK + c] = f16r(gam[i] * x.q[i * dk + c]);
             // A zero decay adds nothing, whatever k is.
             if to_end[i] != 0.0 {
                 kt[c * C + i] = f16r(to_end[i] * x.k[i * dk + c]);
             }
-        }
-    }
-    let mut u = vec![0f32; C * dv];
-    for i in 0..C {
-        for d in 0..dv {
-            let mut s = 0f32;
-            for l in 0..=i {
-                s += a_u[i * C + l] * v[l * dv + d];
-            }
-            u[i * dv + d] = s;
         }
     }
     let m = (0..C * C)

@@ -461,14 +461,14 @@ fn sequence_bytes(key: &KernelKey) -> u32 {
 
 /// [`CHUNK_PREP`]'s family: [`CHUNK_WG`] invocations and the bounds of its unrolled
 /// loops: an invocation's row groups (`r + 16 m`, m < 4: C = 64), a vec4's values and
-/// the solve's diagonal blocks' side.
+/// the chunk's quads of rows (its substitution's blocks).
 const PREP_FAMILY: Plain = Plain {
     workgroup: Some(CHUNK_WG),
     extra: |_| {
         vec![
             ("ROW_GROUPS", Value::U32(4)),
             ("QUAD", Value::U32(4)),
-            ("TILE16", Value::U32(16)),
+            ("ROW_QUADS", Value::U32(16)),
         ]
     },
 };
@@ -530,19 +530,15 @@ pub fn vector_passes_bytes(rows: u32) -> u32 {
         .unwrap_or(0)
 }
 
-/// [`CHUNK_PREP`]'s workgroup memory (`chunk_prep.wgsl`): `a_sh` (704 vec4s: A's four
-/// row blocks, each row padded by a vec4; its other lives fit in them), `l_sh` (the
-/// solve's strict lower triangle, `C (C - 1) / 2` f32, then 16 steps of k or v at 128
-/// columns: 512 vec4s), five [C] f32 arrays of gates and decays, the eights' products
-/// and the live flags in f16: 20896 bytes, within [`PREP_BYTES_MAX`].
+/// [`CHUNK_PREP`]'s workgroup memory (`chunk_prep.wgsl`): `a_sh` (the Gram products'
+/// two staged blocks, `C` rows of 5 vec4s each; its other lives, Q K^T's triangle and
+/// 16 rows of W, fit in them), `l_sh` (L's lower triangle as `C / 4 (C / 4 + 1) / 2`
+/// blocks of 4 x 4 f32), five [C] f32 arrays of gates and decays, the eights' products
+/// and the live flags in f16: 20384 bytes, within [`PREP_BYTES_MAX`].
 const fn vector_prep_bytes() -> u32 {
     let c = COOP_CHUNK.steps() as u32;
-    let (triangle, staged) = (
-        (c * (c - 1) / 2).div_ceil(4),
-        16 * COOP_MAX_KEY_DIM as u32 / 4,
-    );
-    let l_sh = if triangle > staged { triangle } else { staged };
-    16 * 16 * (5 + 9 + 13 + 17) + l_sh * 16 + (5 * c + c / 8) * 4 + c * 2
+    let quads = c / 4;
+    2 * c * 5 * 16 + quads * (quads + 1) / 2 * 64 + (5 * c + c / 8) * 4 + c * 2
 }
 
 /// [`CHUNK_PREP_COOP`]'s workgroup memory (`chunk_prep_coop.wgsl`): its f16 array in two lives
