@@ -223,6 +223,20 @@ pub(crate) enum Form {
     Vector,
 }
 
+/// `(I + L)^-1 diag(scale) M` for a strictly lower triangular `L` (`[C][C]`) and `M`
+/// (`[C][cols]`), by forward substitution down each column, as `chunk_prep.wgsl` solves
+/// for W and U (no inverse formed).
+fn substitute(l: &[f32], m: &[f32], cols: usize, scale: impl Fn(usize) -> f32) -> Vec<f32> {
+    let mut out = vec![0f32; C * cols];
+    for c in 0..cols {
+        for i in 0..C {
+            let s = (0..i).fold(0f32, |s, j| s + l[i * C + j] * out[j * cols + c]);
+            out[i * cols + c] = m[i * cols + c] * scale(i) - s;
+        }
+    }
+    out
+}
+
 /// The first pass of the fast path for one chunk, its operands held as `form` says.
 pub(crate) fn prep(x: &ChunkIn, form: Form) -> Prepped {
     let (dk, dv) = (x.dk, x.dv);
@@ -279,30 +293,16 @@ pub(crate) fn prep(x: &ChunkIn, form: Form) -> Prepped {
         }
         Form::Vector => {
             // The gated system (I + L) [W | U] = [diag(beta gam) K | diag(beta) V],
-            // L = tril(diag(beta) (Gam o K K^T), -1), solved down each column.
-            let below = |e: usize| e % C < e / C;
+            // L = tril(diag(beta) (Gam o K K^T), -1).
             let l: Vec<f32> = (0..C * C)
-                .map(|e| {
-                    if below(e) {
-                        gm[e] * (x.beta[e / C] * kk[e])
-                    } else {
-                        0.0
-                    }
+                .map(|e| match e % C < e / C {
+                    true => gm[e] * (x.beta[e / C] * kk[e]),
+                    false => 0.0,
                 })
                 .collect();
-            let solve = |m: &[f32], cols: usize, scale: &dyn Fn(usize) -> f32| {
-                let mut out = vec![0f32; C * cols];
-                for c in 0..cols {
-                    for i in 0..C {
-                        let s = (0..i).fold(0f32, |s, j| s + l[i * C + j] * out[j * cols + c]);
-                        out[i * cols + c] = m[i * cols + c] * scale(i) - s;
-                    }
-                }
-                out
-            };
             (
-                solve(&k1, dk, &|i| gam[i] * x.beta[i]),
-                solve(&v, dv, &|i| x.beta[i]),
+                substitute(&l, &k1, dk, |i| gam[i] * x.beta[i]),
+                substitute(&l, &v, dv, |i| x.beta[i]),
             )
         }
     };
