@@ -31,7 +31,7 @@ static COMPILING: Mutex<()> = Mutex::new(());
 
 impl PipelineCache {
     /// The pipeline of `key`, compiled on first use; with naga's loop counter in every
-    /// loop when `force_loop_bounding` ([`super::GpuOptions::force_loop_bounding`],
+    /// loop when `force_loop_bounding` ([`crate::GpuOptions::force_loop_bounding`],
     /// which a backend keeps for its lifetime, so a key never meets both settings).
     pub(crate) fn get(
         &self,

@@ -159,7 +159,7 @@ impl Op {
     pub(crate) fn kernel(self) -> &'static dyn OpKernel {
         self.0.kernel
     }
-    /// Whether the op multiplies on cooperative matrices ([`OpInfo::coop`]).
+    /// Whether the op multiplies on cooperative matrices (`OpInfo::coop`).
     pub fn coop(self) -> bool {
         self.0.coop
     }
@@ -167,7 +167,7 @@ impl Op {
     pub fn one_dtype(self) -> bool {
         self.0.one_dtype
     }
-    /// The op's key at a representative shape (see [`OpKernel::key_at`]).
+    /// The op's key at a representative shape (see `OpKernel::key_at`).
     pub fn key_at(self, at: KeyAt<'_>) -> KernelKey {
         self.0.kernel.key_at(at)
     }

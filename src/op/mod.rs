@@ -113,7 +113,7 @@ impl Op {
         Op::ChunkState,
     ];
     /// The ops on cooperative matrices: only naga's validation and SPIR-V writer check
-    /// them without such a device (see [`OpInfo::coop`]).
+    /// them without such a device (see `OpInfo::coop`).
     pub const COOP: &[Op] = &[Op::ChunkPrepCoop, Op::ChunkWalkCoop, Op::ChunkOutCoop];
     /// The fast path's passes on vector units: adapters with `SHADER_F16` and more
     /// workgroup memory than the 16 KiB every adapter offers (the first pass's 24480

@@ -10,7 +10,7 @@
 //!    delta and final state.
 //!
 //! On a device with cooperative matrices (16 x 16 x 16, f16 into f32) and with
-//! [`ChunkPrecision::FastF16`], the fast path runs three passes at C = 64, all on the
+//! [`crate::ChunkPrecision::FastF16`], the fast path runs three passes at C = 64, all on the
 //! matrix units: `chunk_prep_coop` (each chunk's decay-free solve, `A0 = (I + tril(
 //! diag(beta) K K^T, -1))^-1` from k and beta alone, masked by the decays afterwards,
 //! and W and U; it writes the next passes' operands as f16 16 x 16 tiles, U and the
@@ -282,7 +282,7 @@ impl ChunkShape {
     }
     /// The sequences `mine` marks (one flag a sequence), in chunks of `chunk` steps:
     /// the others are another pass's (record_varlen's mixed form), with no chunks and
-    /// their ends marked [`SKIPPED_SEQUENCE`] in the table, so the passes write nothing
+    /// their ends marked `SKIPPED_SEQUENCE` in the table, so the passes write nothing
     /// of them.
     pub fn packed_part(shape: &VarlenShape, chunk: ChunkSize, mine: &[bool]) -> Result<Self> {
         if mine.len() != shape.sequences() {
@@ -533,7 +533,7 @@ pub fn vector_passes_bytes(rows: u32) -> u32 {
 /// [`CHUNK_PREP`]'s workgroup memory (`chunk_prep.wgsl`): `a_sh` (the Gram products'
 /// two staged blocks, `C` rows of 5 vec4s each; its other lives, Q K^T's triangle and
 /// 16 rows of W, fit in them), `l_sh` (L's lower triangle as `C / 4 (C / 4 + 1) / 2`
-/// blocks of 4 x 4 f32), five [C] f32 arrays of gates and decays, the eights' products
+/// blocks of 4 x 4 f32), five `[C]` f32 arrays of gates and decays, the eights' products
 /// and the live flags in f16: 20384 bytes, within [`PREP_BYTES_MAX`].
 const fn vector_prep_bytes() -> u32 {
     let c = COOP_CHUNK.steps() as u32;
@@ -544,7 +544,7 @@ const fn vector_prep_bytes() -> u32 {
 /// [`CHUNK_PREP_COOP`]'s workgroup memory (`chunk_prep_coop.wgsl`): its f16 array in two lives
 /// (the staged blocks of k and q, in two parts at f32, and of (G_end K)^T; then A's 14
 /// stored 16 x 16 tiles in two parts and a zero tile, the staged block of k or v over
-/// the merges' 8), `fs` ([C][32] f32), five [C] f32 arrays of gates and decays, the eights'
+/// the merges' 8), `fs` (`[C][32]` f32), five `[C]` f32 arrays of gates and decays, the eights'
 /// products and the live flags in f16: 24480 bytes, within [`PREP_BYTES_MAX`].
 const fn prep_bytes(groups: u32) -> u32 {
     let (c, parts, kb) = (COOP_CHUNK.steps() as u32, 3 - groups, 16 * groups);
@@ -658,7 +658,7 @@ impl KernelKey {
         key.with_bound(if masked { ChunkPrepRow::Mask.bit() } else { 0 })
     }
 
-    /// The fast path's walk, `rows` value rows a workgroup (one of [`WALK_ROWS`]),
+    /// The fast path's walk, `rows` value rows a workgroup (one of `WALK_ROWS`),
     /// writing the final state when `state_out`; on cooperative matrices (`coop`) or
     /// vector units.
     pub fn chunk_walk(dtypes: GdnDtypes, rows: u32, state_out: bool, coop: bool) -> Self {
@@ -673,7 +673,7 @@ impl KernelKey {
     }
 
     /// The fast path's output pass, `block` value columns a workgroup
-    /// ([`ChunkShape::out_block`]), on cooperative matrices (`coop`) or vector units.
+    /// (`ChunkShape::out_block`), on cooperative matrices (`coop`) or vector units.
     pub fn chunk_out(dtypes: GdnDtypes, block: usize, coop: bool) -> Self {
         let op = if coop { CHUNK_OUT_COOP } else { CHUNK_OUT };
         let c = COOP_CHUNK.steps() as u32;
