@@ -9,7 +9,8 @@
 # then `rawnew` (branch rhs-raw: the first pass's k and v left packed until used), the
 # walk at 16 rows, and probe roots through `probe` (5d33efe with DELTATAPE_ROOT_<root>;
 # not in the crate): ksdbuf (the two halves and the W product's keys split over
-# invocation pairs, their sums added by a shuffle), noload / raw / pf4 (the first
+# invocation pairs, their sums added by a shuffle), dbuf2 (the two halves, each part's
+# tiles loaded two parts ahead instead of one), noload / raw / pf4 (the first
 # pass's right-hand side loads left out, packed, four quads ahead). First the last
 # build's tests (prep's) on the device. Carry [".dev/p22", ".gl"]; within BUDGET_S (default 420).
 set -u
@@ -24,6 +25,7 @@ cells=(--ops record_chunked --batches 1,4 --steps 8192 --dtypes bf16,f32)
   done
   c rawnew rawnew $vec -- "${cells[@]}"
   c ksdbuf probe $vec DELTATAPE_ROOT_chunk_walk=$E/w/ksdbuf.wgsl -- "${cells[@]}"
+  c dbuf2 probe $vec DELTATAPE_ROOT_chunk_walk=$E/w/dbuf2.wgsl -- "${cells[@]}"
   c walk16 walk $vec DELTATAPE_CHUNK_WALK_ROWS=16 -- "${cells[@]}"
   c new16 new $vec DELTATAPE_CHUNK_WALK_ROWS=16 -- "${cells[@]}"
   c new2k new $vec -- --ops record_chunked --batches 1,4 --steps 2048 --dtypes bf16,f32
