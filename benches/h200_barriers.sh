@@ -6,10 +6,11 @@
 #   prep  411666b  + chunk_prep's W rows stored from registers: 8 fewer in the solve
 #   prepraw 5915488 (branch barriers-raw) + the first pass's k and v left packed until
 #           their quad is used, as on branch rhs-raw
+#   ks    774055e (branch barriers-ks) prep's + the walk's W product split over key
+#         halves by invocation pairs, added by a subgroup shuffle
 # then `rawnew` (branch rhs-raw: the first pass's k and v left packed until used), the
 # walk at 16 rows, and probe roots through `probe` (5d33efe with DELTATAPE_ROOT_<root>;
-# not in the crate): ksdbuf (the two halves and the W product's keys split over
-# invocation pairs, their sums added by a shuffle), dbuf2 (the two halves, each part's
+# not in the crate): dbuf2 (the two halves, each part's
 # tiles loaded two parts ahead instead of one), noload / raw / pf4 (the first
 # pass's right-hand side loads left out, packed, four quads ahead). First the last
 # build's tests (prep's) on the device. Carry [".dev/p22", ".gl"]; within BUDGET_S (default 420).
@@ -21,10 +22,9 @@ cells=(--ops record_chunked --batches 1,4 --steps 8192 --dtypes bf16,f32)
 { nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader
   tests "t/chunk 150" "t/lib 60 portable" "t/rollback 60 long_drafts" "t/varlen 90" "t/layer 90"
   for round in 1 2; do
-    for b in new walk out prep prepraw; do c $b $b $vec -- "${cells[@]}"; done
+    for b in new walk out prep prepraw ks; do c $b $b $vec -- "${cells[@]}"; done
   done
   c rawnew rawnew $vec -- "${cells[@]}"
-  c ksdbuf probe $vec DELTATAPE_ROOT_chunk_walk=$E/w/ksdbuf.wgsl -- "${cells[@]}"
   c dbuf2 probe $vec DELTATAPE_ROOT_chunk_walk=$E/w/dbuf2.wgsl -- "${cells[@]}"
   c walk16 walk $vec DELTATAPE_CHUNK_WALK_ROWS=16 -- "${cells[@]}"
   c new16 new $vec DELTATAPE_CHUNK_WALK_ROWS=16 -- "${cells[@]}"
