@@ -10,12 +10,12 @@
 #         halves by invocation pairs, added by a subgroup shuffle
 # then `rawnew` (branch rhs-raw: the first pass's k and v left packed until used), the
 # walk at 16 rows, and probe roots through `probe` (5d33efe with DELTATAPE_ROOT_<root>;
-# not in the crate): dbuf2 (the two halves, each part's
-# tiles loaded two parts ahead instead of one), noload / raw / pf4 (the first
-# pass's right-hand side loads left out, packed, four quads ahead). First the last
-# build's tests (prep's) on the device. Carry [".dev/p22", ".gl"]; within BUDGET_S (default 420).
+# not in the crate): dbuf2 (the two halves, each part's tiles loaded two parts ahead
+# instead of one), noload / raw / pf4 (the first pass's right-hand side loads left
+# out, packed, four quads ahead). First the tests of prep's build on the device.
+# Carry [".dev/p22", ".gl"]; within BUDGET_S (default 480).
 set -u
-E=.dev/p22 DEFAULT_BUDGET_S=420
+E=.dev/p22 DEFAULT_BUDGET_S=480
 . benches/device_env.sh # left, tests, c, stats (E is now the absolute .dev/p22)
 vec=DELTATAPE_CHUNK_PRECISION=fast-f16
 cells=(--ops record_chunked --batches 1,4 --steps 8192 --dtypes bf16,f32)
