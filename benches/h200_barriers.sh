@@ -6,7 +6,7 @@
 #   prep  411666b  + chunk_prep's W rows stored from registers: 8 fewer in the solve
 #   prepraw 5915488 (branch barriers-raw) + the first pass's k and v left packed until
 #           their quad is used, as on branch rhs-raw
-#   ks    774055e (branch barriers-ks) prep's + the walk's W product split over key
+#   ks    barriers-ks (its head) prep's + the walk's W product split over key
 #         halves by invocation pairs, added by a subgroup shuffle
 # then `rawnew` (branch rhs-raw: the first pass's k and v left packed until used), the
 # walk at 16 rows, and probe roots through `probe` (5d33efe with DELTATAPE_ROOT_<root>;
