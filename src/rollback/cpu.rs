@@ -89,8 +89,8 @@ struct CpuLayer<A, S, P, G> {
     tape_k: Vec<A>,
     tape_g: Vec<G>,
     mask: Option<Vec<u32>>,
-    /// A commit left to the next draft ([`crate::Rollback::commit_deferred`]): the counts and
-    /// the committed draft's tape k and g (its delta stays in `delta`).
+    /// A commit left to the next draft ([`crate::Rollback::commit_deferred`]): the counts
+    /// and the committed draft's tape k and g (its delta stays in `delta`).
     deferred: Option<(Vec<u32>, Vec<A>, Vec<G>)>,
     /// The other tape k and g, which a folding draft writes (as on the GPU).
     spare: Option<(Vec<A>, Vec<G>)>,

@@ -10,8 +10,8 @@
 //!    delta and final state.
 //!
 //! On a device with cooperative matrices (16 x 16 x 16, f16 into f32) and with
-//! [`crate::ChunkPrecision::FastF16`], the fast path runs three passes at C = 64, all on the
-//! matrix units: `chunk_prep_coop` (each chunk's decay-free solve, `A0 = (I + tril(
+//! [`crate::ChunkPrecision::FastF16`], the fast path runs three passes at C = 64, all on
+//! the matrix units: `chunk_prep_coop` (each chunk's decay-free solve, `A0 = (I + tril(
 //! diag(beta) K K^T, -1))^-1` from k and beta alone, masked by the decays afterwards,
 //! and W and U; it writes the next passes' operands as f16 16 x 16 tiles, U and the
 //! decays: `chunk_prep_coop.wgsl`, its twin `cpu_fast.rs`), `chunk_walk_coop` (the state
@@ -541,11 +541,12 @@ const fn vector_prep_bytes() -> u32 {
     2 * c * 5 * 16 + quads * (quads + 1) / 2 * 64 + (5 * c + c / 8) * 4 + c * 2
 }
 
-/// [`CHUNK_PREP_COOP`]'s workgroup memory (`chunk_prep_coop.wgsl`): its f16 array in two lives
-/// (the staged blocks of k and q, in two parts at f32, and of (G_end K)^T; then A's 14
-/// stored 16 x 16 tiles in two parts and a zero tile, the staged block of k or v over
-/// the merges' 8), `fs` (`[C][32]` f32), five `[C]` f32 arrays of gates and decays, the eights'
-/// products and the live flags in f16: 24480 bytes, within [`PREP_BYTES_MAX`].
+/// [`CHUNK_PREP_COOP`]'s workgroup memory (`chunk_prep_coop.wgsl`): its f16 array in two
+/// lives (the staged blocks of k and q, in two parts at f32, and of (G_end K)^T; then
+/// A's 14 stored 16 x 16 tiles in two parts and a zero tile, the staged block of k or v
+/// over the merges' 8), `fs` (`[C][32]` f32), five `[C]` f32 arrays of gates and decays,
+/// the eights' products and the live flags in f16: 24480 bytes, within
+/// [`PREP_BYTES_MAX`].
 const fn prep_bytes(groups: u32) -> u32 {
     let (c, parts, kb) = (COOP_CHUNK.steps() as u32, 3 - groups, 16 * groups);
     let (ks, hs, fs) = (kb + 8, c + 8, 32);
