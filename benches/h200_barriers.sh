@@ -13,7 +13,7 @@
 # not in the crate): dbuf2 (the two halves, each part's tiles loaded two parts ahead
 # instead of one), noload / raw / pf4 (the first pass's right-hand side loads left
 # out, packed, four quads ahead). The tests of prep's build on the
-# device between the two rounds.
+# device: the passes against their twin between the two rounds, the rest after.
 # Carry [".dev/p22", ".gl"]; within BUDGET_S (default 480).
 set -u
 E=.dev/p22 DEFAULT_BUDGET_S=480
@@ -22,8 +22,9 @@ vec=DELTATAPE_CHUNK_PRECISION=fast-f16
 cells=(--ops record_chunked --batches 1,4 --steps 8192 --dtypes bf16,f32)
 { nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader
   for b in new walk out prep prepraw ks; do c $b $b $vec -- "${cells[@]}"; done
-  tests "t/chunk 150" "t/lib 60 portable" "t/rollback 60 long_drafts" "t/varlen 90" "t/layer 90"
+  tests "t/lib 60 portable"
   for b in new walk out prep prepraw ks; do c $b $b $vec -- "${cells[@]}"; done
+  tests "t/chunk 150" "t/rollback 60 long_drafts" "t/varlen 90" "t/layer 90"
   c rawnew rawnew $vec -- "${cells[@]}"
   c dbuf2 probe $vec DELTATAPE_ROOT_chunk_walk=$E/w/dbuf2.wgsl -- "${cells[@]}"
   c walk16 walk $vec DELTATAPE_CHUNK_WALK_ROWS=16 -- "${cells[@]}"
