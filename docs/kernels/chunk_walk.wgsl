@@ -397,8 +397,11 @@ fn f16x8(w: vec4<u32>) -> array<vec4<f32>, 2> {
 // `sw` and `dw` hold f16 (the values are f16 already), eight to a 16-byte word like the
 // tiles: the products are bound by their loads from workgroup memory more than by the
 // conversions (docs/PERFORMANCE.md), so every operand is read eight values a load.
-// Two barriers a part: after its stage is copied, after it is read (the last of W's
-// also completes `dw`, the last of the chunk the new s16 in `sw`).
+// `stage` holds two parts (part p in half p % 2), so the walk needs one barrier a part,
+// after its copy: every invocation reaches part p's only when done with part p - 1,
+// whose half part p + 1's copy takes after it; it has written f16(delta) into `dw`
+// before part 2's (the state's product reads it after) and the new s16 into `sw`
+// before the next chunk's part 0's (W's product reads it after).
 
 // Words (eight f16) a row of `dw`: one past the row, so that the eight rows a quarter
 // of a subgroup reads at one column (li % 8 + 8 j) fall in different banks.
@@ -415,7 +418,7 @@ fn sw_row(v: u32) -> u32 {
 // A quarter of a chunk's tile operands (half of W, or of (G_end K)^T): 4096 f16 as words
 // of eight.
 const STAGE_WORDS: u32 = CHUNK * TILE_DK / 16u;
-var<workgroup> stage: array<vec4<u32>, STAGE_WORDS>;
+var<workgroup> stage: array<vec4<u32>, 2u * STAGE_WORDS>;
 
 // Where word w (of STAGE_WORDS) of part `part` of the chunk whose tiles start at `tiles`
 // is in `tiles_buf` (in words). Parts 0 and 1: W's key columns 64 part .. + 63 (4 tile
@@ -437,20 +440,23 @@ fn part_load(tiles: u32, part: u32, li: u32) -> array<vec4<u32>, 2> {
     );
 }
 
-// Into `stage` (after a barrier that ends its reads).
-fn part_store(li: u32, x: array<vec4<u32>, 2>) {
-    stage[li] = x[0];
-    stage[li + WG_SIZE] = x[1];
+// Into part `part`'s half of `stage`.
+fn part_store(li: u32, part: u32, x: array<vec4<u32>, 2>) {
+    let b = (part % 2u) * STAGE_WORDS;
+    stage[b + li] = x[0];
+    stage[b + li + WG_SIZE] = x[1];
 }
 
-// W's keys c .. c + 7 (c a multiple of 8, within part c / 64) at step t, from `stage`.
+// W's keys c .. c + 7 (c a multiple of 8, within part c / 64) at step t, from its half
+// of `stage`.
 fn w_at(t: u32, c: u32) -> u32 {
-    return tile_at(t, c % 64u, 64u) / 8u;
+    return ((c / 64u) % 2u) * STAGE_WORDS + tile_at(t, c % 64u, 64u) / 8u;
 }
 
-// (G_end K)^T's steps t .. t + 7 (t a multiple of 8, within part 2 + t / 32) at key k.
+// (G_end K)^T's steps t .. t + 7 (t a multiple of 8, within part 2 + t / 32) at key k,
+// from its half of `stage`.
 fn kt_at(k: u32, t: u32) -> u32 {
-    return tile_at(k, t % 32u, 32u) / 8u;
+    return (t / 32u) * STAGE_WORDS + tile_at(k, t % 32u, 32u) / 8u;
 }
 
 // x as the products read it: rounded to f16 (within its range).
@@ -637,7 +643,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         var u1: array<f32, XR>;
         var last = 0.0;
         for (var part = 0u; part < 2u; part++) {
-            part_store(li, pre);
+            part_store(li, part, pre);
             workgroupBarrier(); // the part is staged
             pre = part_load(tiles, part + 1u, li);
             if part == 0u {
@@ -915,9 +921,6 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                     x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
                 }
             }
-            if part == 0u {
-                workgroupBarrier(); // the part is read
-            }
         }
 
         // delta = U - W s16^T: the tape's, and f16(delta) for the state's product and
@@ -1027,7 +1030,6 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 tape_pair(d, h, t + 1u, v0 + xv + e, x1[e], x1[j]);
             }
         }
-        workgroupBarrier(); // W's last part is read; delta is in `dw`
 
         // The state through the chunk: S^T = gam_C S^T + (G_end K)^T f16(delta), the
         // steps eight at a time, in (G_end K)^T's two parts; the next chunk's first
@@ -1049,7 +1051,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             s[j] = last * s[j];
         }
         for (var part = 2u; part < 4u; part++) {
-            part_store(li, pre);
+            part_store(li, part, pre);
             workgroupBarrier(); // the part is staged
             if part == 2u {
                 pre = part_load(tiles, 3u, li);
@@ -1264,9 +1266,6 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                     );
                 }
             }
-            if part == 2u {
-                workgroupBarrier(); // the part is read
-            }
         }
         {
             let j = 0u;
@@ -1284,7 +1283,6 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             let j = 3u;
             sw_set(sv + 8u * j, c4, f16r(s[j]));
         }
-        workgroupBarrier(); // the chunk's last part is read; s16 is in `sw`
     }
 
     {

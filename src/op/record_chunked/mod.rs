@@ -808,15 +808,15 @@ impl OpKernel for ChunkWalk {
     /// `W S^T`) and in f16, and delta in f16, rows padded by 4 f32 and 8 f16 (`FS`,
     /// `HS` in its WGSL). On vector units: the state rounded to f16 and f16(delta) as
     /// f16 rows of Dk and C values (`sw` with a word of padding every XR rows, eight in
-    /// all; `dw`'s rows each padded by 8 f16), and a quarter of a chunk's tiles in f16
-    /// (`stage`).
+    /// all; `dw`'s rows each padded by 8 f16), and two quarters of a chunk's tiles in
+    /// f16 (`stage`).
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
         let PlainClass { chunk: c, rows, .. } = key.plain_class();
         let dk = COOP_MAX_KEY_DIM as u32;
         let bytes = if self.coop {
             dk * (rows + 4) * 4 + (dk + c) * (rows + 8) * 2
         } else {
-            rows * (dk + c + 8) * 2 + 128 + c * dk
+            rows * (dk + c + 8) * 2 + 128 + 2 * c * dk
         };
         bytes + sequence_bytes(key)
     }
