@@ -21,10 +21,13 @@
 // coalesced 16-byte words (every tile binding is vec4<u32> words) while the part
 // before it is in the sums: parts 0-3 the start state's keys 32 p .. + 31 at the
 // block's columns (B) with gam Q's at those keys (A), parts 4 and 5 delta's steps
-// 32 (p - 4) .. + 31 (B) with M's at those steps (A). Per eight keys (or steps) an
-// invocation reads YS words of A and eight of B for 64 YS multiply-adds. M is zero above
-// its diagonal, so the invocation skips its steps past its last. y leaves from
-// registers, two neighbouring values a write (a bf16 word has one writer).
+// 32 (p - 4) .. + 31 (B) with M's at those steps (A). Part p goes into half p % 2 of
+// `stage`, so one barrier a part serves, after its copy: every invocation reaches part
+// p's only when done with part p - 1, whose half part p + 1's copy takes after it.
+// Per eight keys (or steps) an invocation reads YS words of A and eight of B for 64 YS
+// multiply-adds. M is zero above its diagonal, so the invocation skips its steps past
+// its last. y leaves from registers, two neighbouring values a write (a bf16 word has
+// one writer).
 
 const BLOCK: u32 = ROWS;
 // The block's column octets: 2048 / BLOCK step groups of YS steps cover the chunk.
@@ -32,7 +35,8 @@ const OCTETS: u32 = BLOCK / 8u;
 // A part: B's 32 rows of BLOCK columns from word 0, A's 64 rows of 32 after them.
 const B_WORDS: u32 = 32u * BLOCK / 8u;
 const A_WORDS: u32 = B_WORDS;
-var<workgroup> stage: array<vec4<u32>, A_WORDS + CHUNK * 32u / 8u>;
+const PART_WORDS: u32 = A_WORDS + CHUNK * 32u / 8u;
+var<workgroup> stage: array<vec4<u32>, 2u * PART_WORDS>;
 
 // Where word w of a part's B (w < B_WORDS; 32 rows of the block's columns from row r0)
 // is in its binding, in words: the start state's or delta's scratch block at `at`
@@ -72,22 +76,26 @@ fn part_load(ch: u32, pad: u32, cb: u32, p: u32, li: u32) -> array<vec4<u32>, 3>
     return r;
 }
 
-fn part_store(li: u32, x: array<vec4<u32>, 3>) {
-    stage[li] = x[0];
+// Into part p's half of `stage`.
+fn part_store(li: u32, p: u32, x: array<vec4<u32>, 3>) {
+    let o = (p % 2u) * PART_WORDS;
+    stage[o + li] = x[0];
     if li + WG_SIZE < B_WORDS {
-        stage[li + WG_SIZE] = x[1];
+        stage[o + li + WG_SIZE] = x[1];
     }
-    stage[A_WORDS + li] = x[2];
+    stage[o + A_WORDS + li] = x[2];
 }
 
-// B's row r (of the part's 32) at the block's columns c .. c + 7, in `stage`.
-fn b_at(r: u32, c: u32) -> u32 {
-    return tile_at(r, c, BLOCK) / 8u;
+// B's row r (of the part's 32) at the block's columns c .. c + 7, in the half of
+// `stage` from word o.
+fn b_at(o: u32, r: u32, c: u32) -> u32 {
+    return o + tile_at(r, c, BLOCK) / 8u;
 }
 
-// A's row t (of 64) at the part's columns k .. k + 7 (k < 32), in `stage`.
-fn a_at(t: u32, k: u32) -> u32 {
-    return A_WORDS + tile_at(t, k, 32u) / 8u;
+// A's row t (of 64) at the part's columns k .. k + 7 (k < 32), in the half of `stage`
+// from word o.
+fn a_at(o: u32, t: u32, k: u32) -> u32 {
+    return o + A_WORDS + tile_at(t, k, 32u) / 8u;
 }
 
 fn kernel_main(li: u32, wg_in: u32, unused: u32) {
@@ -105,7 +113,8 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     var hi: array<vec4<f32>, YS>;
     var pre = part_load(ch, pad, cb, 0u, li);
     for (var p = 0u; p < 6u; p++) {
-        part_store(li, pre);
+        part_store(li, p, pre);
+        let o = (p % 2u) * PART_WORDS;
         workgroupBarrier(); // the part is staged
         if p + 1u < 6u {
             pre = part_load(ch, pad, cb, p + 1u, li);
@@ -117,11 +126,11 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 var a: array<array<vec4<f32>, 2>, YS>;
                 #unroll
                 for (var i = 0u; i < YS; i++) {
-                    a[i] = f16x8(stage[a_at(t0 + i, k)]);
+                    a[i] = f16x8(stage[a_at(o, t0 + i, k)]);
                 }
                 #unroll
                 for (var e = 0u; e < F16_WORD; e++) {
-                    let b = f16x8(stage[b_at(k + e, c)]);
+                    let b = f16x8(stage[b_at(o, k + e, c)]);
                     #unroll
                     for (var i = 0u; i < YS; i++) {
                         let x = a[i][e / 4u][e % 4u];
@@ -131,7 +140,6 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                 }
             }
         }
-        workgroupBarrier(); // the part is read
     }
 
     let d = chunk.d;

@@ -840,14 +840,14 @@ impl OpKernel for ChunkWalk {
 }
 
 impl OpKernel for ChunkOut {
-    /// On cooperative matrices half of y's block in f32 (`ys`); on vector units a part
-    /// of the operands in f16 (`stage`: 32 rows of the start state or delta at the
-    /// block's columns, and 64 rows of 32 of gam Q or M).
+    /// On cooperative matrices half of y's block in f32 (`ys`); on vector units two
+    /// parts of the operands in f16 (`stage`: each 32 rows of the start state or delta
+    /// at the block's columns, and 64 rows of 32 of gam Q or M).
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
         let PlainClass { chunk, rows, .. } = key.plain_class();
         let bytes = match self.coop {
             true => chunk / 2 * rows * 4,
-            false => (32 * rows + chunk * 32) * 2,
+            false => 2 * (32 * rows + chunk * 32) * 2,
         };
         bytes + sequence_bytes(key)
     }
