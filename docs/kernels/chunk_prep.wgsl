@@ -102,6 +102,9 @@ fn store_tiles(base: u32, i: u32, n: u32, v: vec4<f32>) {
         tiles_buf[(base + i) >> 2u] = vec4<f16>(v);
     }
 }
+fn store1_tiles(i: u32, v: f32) {
+    tiles_buf[i >> 2u][i & 3u] = f16(v);
+}
 
 
 // Index formulas of SPEC.md: the WGSL twin of src/shape.rs (row-major, last index
@@ -1022,8 +1025,8 @@ fn strides(begin: u32, end: u32, stride: u32) -> u32 {
 //   3. beta K K^T's strict lower triangle into l_sh's 4 x 4 blocks; Q K^T's lower one
 //      staged. Each invocation's column of the right-hand sides is loaded meanwhile.
 //   4. M out, four columns a store, Gam along the rows; L = Gam o (beta K K^T) in place
-//   5. each invocation's column solved, a row quad at a time; U's rows stored as they
-//      are finished, W's through workgroup memory, 16 rows at a time, as tiles.
+//   5. each invocation's column solved, a row quad at a time; U's and W's rows stored
+//      as they are finished (W's an f16 at a time into its tiles).
 // A past the grid's end (a folded grid) redoes the last workgroup and writes nothing.
 
 // The Gram products' blocks: KB key columns, rows of SQ vec4s (one past the block's,
@@ -1031,12 +1034,11 @@ fn strides(begin: u32, end: u32, stride: u32) -> u32 {
 const KB: u32 = 16u;
 const KBLOCKS: u32 = TILE_DK / KB;
 const SQ: u32 = KB / 4u + 1u;
-// `a_sh` in three lives:
+// `a_sh` in two lives:
 //   phase 2       k's and q's staged blocks, [C][SQ] each, q's from QS
 //   phases 3-4    Q K^T's lower triangle, row i at i (i + 1) / 2 (f32 elements)
-//   phase 5       16 rows of W, [16][TILE_DK] f32, on their way to the tiles
 const QS: u32 = CHUNK * SQ;
-var<workgroup> a_sh: array<vec4<f32>, max(2u * QS, 4u * TILE_DK)>;
+var<workgroup> a_sh: array<vec4<f32>, 2u * QS>;
 // L's lower triangle as 4 x 4 blocks (ib, jb), jb <= ib, from l_at(ib, jb): four vec4s,
 // row 4 ib + y's columns 4 jb .. 4 jb + 3. The diagonal blocks hold 0 on and above
 // the diagonal (from phase 4 on).
@@ -1534,15 +1536,16 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
             l_sh[at] = select(vec4(0.0), gam * l_sh[at], cols4(j) < vec4(i));
         }
     }
-    workgroupBarrier(); // L is whole; Q K^T is read, so `a_sh` is W's stage
+    workgroupBarrier(); // L is whole
 
     // 5. [W | U], a column an invocation, WG_SIZE columns a pass (W's TILE_DK first),
     // by forward substitution a row quad at a time: the finished quads above it through
     // L's off-diagonal blocks (four dot products a block), then its own diagonal block.
     // The finished quads stay in registers (every index a constant: the quad is placed
     // by a branch on each), the right-hand side's loads two quads ahead; every
-    // invocation reads the same L words. U's rows go out as they are finished, W's 16
-    // at a time through `a_sh` ([16][TILE_DK]), as tile rows four columns a store.
+    // invocation reads the same L words. U's and W's rows go out as they are finished:
+    // W's an f16 a store straight into its tiles, a row's neighbouring columns from
+    // neighbouring invocations (no staging, so no barrier in the solve).
     for (var p = 0u; p < strides(0u, TILE_DK + d.value_dim, WG_SIZE); p++) {
         let q = p * WG_SIZE + li;
         let c = q - TILE_DK;
@@ -1790,23 +1793,10 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                     store_u((ch * CHUNK + 4u * ib + y) * d.value_dim + c, bitcast<u32>(xb[y]));
                 }
             }
-            if p == 0u {
-                if q < TILE_DK {
-                    for (var y = 0u; y < 4u; y++) {
-                        a_set((4u * (ib % 4u) + y) * TILE_DK + q, xb[y]);
-                    }
-                }
-                if ib % 4u == 3u {
-                    workgroupBarrier(); // 16 rows are staged
-                    for (var z = 0u; z < 16u * TILE_DK / (4u * WG_SIZE); z++) {
-                        let e = li + z * WG_SIZE;
-                        let r = 4u * (ib - 3u) + e / (TILE_DK / 4u);
-                        let c4 = 4u * (e % (TILE_DK / 4u));
-                        if in_grid {
-                            store_tile4(tiles + W_AT + tile_at(r, c4, TILE_DK), a_sh[e]);
-                        }
-                    }
-                    workgroupBarrier(); // the rows are read
+            // W's rows straight from registers, an f16 a store (no staging, no barrier).
+            if p == 0u && q < TILE_DK && in_grid {
+                for (var y = 0u; y < 4u; y++) {
+                    store1_tiles(tiles + W_AT + tile_at(4u * ib + y, q, TILE_DK), to_f16_range(xb[y]));
                 }
             }
         }

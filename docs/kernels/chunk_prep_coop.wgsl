@@ -101,6 +101,9 @@ fn store_tiles(base: u32, i: u32, n: u32, v: vec4<f32>) {
         tiles_buf[(base + i) >> 2u] = vec4<f16>(v);
     }
 }
+fn store1_tiles(i: u32, v: f32) {
+    tiles_buf[i >> 2u][i & 3u] = f16(v);
+}
 
 
 // Index formulas of SPEC.md: the WGSL twin of src/shape.rs (row-major, last index

@@ -118,6 +118,13 @@ impl WriteWgsl for Binding {
         }
         if self.kind == Walk::Rows {
             self.write_group_accessors(out, vec, split);
+            if self.access.writes() && self.dtype == DType::F16 {
+                // One f16 of a row, in either layout (an f16 is stored on its own).
+                let _ = writeln!(
+                    out,
+                    "fn store1_{n}(i: u32, v: f32) {{\n    {n}_buf{index} = f16(v);\n}}"
+                );
+            }
         }
         if self.access.writes() && self.kind == Walk::Scalars {
             // Scalars are never vec4-declared.

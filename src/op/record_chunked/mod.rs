@@ -531,8 +531,8 @@ pub fn vector_passes_bytes(rows: u32) -> u32 {
 }
 
 /// [`CHUNK_PREP`]'s workgroup memory (`chunk_prep.wgsl`): `a_sh` (the Gram products'
-/// two staged blocks, `C` rows of 5 vec4s each; its other lives, Q K^T's triangle and
-/// 16 rows of W, fit in them), `l_sh` (L's lower triangle as `C / 4 (C / 4 + 1) / 2`
+/// two staged blocks, `C` rows of 5 vec4s each; its other life, Q K^T's triangle, fits
+/// in them), `l_sh` (L's lower triangle as `C / 4 (C / 4 + 1) / 2`
 /// blocks of 4 x 4 f32), five `[C]` f32 arrays of gates and decays, the eights' products
 /// and the live flags in f16: 20384 bytes, within [`PREP_BYTES_MAX`].
 const fn vector_prep_bytes() -> u32 {
