@@ -28,6 +28,7 @@ const RPT: u32 = 1u;
 const CHUNK: u32 = 64u;
 const XR: u32 = 4u;
 const PART_KEY_OCTETS: u32 = 8u;
+const HALF_KEY_OCTETS: u32 = 4u;
 const PART_STEP_OCTETS: u32 = 4u;
 
 @group(0) @binding(1) var<storage, read> state_in_buf: array<f32>;
@@ -388,9 +389,13 @@ fn f16x8(w: vec4<u32>) -> array<vec4<f32>, 2> {
 // workgroup in coalesced 16-byte words (`tiles_buf` is bound as vec4<u32> words) while
 // the part before it is in the products: a word is loaded once, not by each of the
 // eight invocations that read it, and its latency is hidden behind a part's sums.
-//   - W s16^T: invocation li makes steps 2 (li / 8) and 2 (li / 8) + 1 at value rows
+//   - W s16^T: invocation li makes steps t2 = 2 (li / 8) and t2 + 1 at value rows xv =
 //     XR (li % 8) .. + XR - 1 (XR = ROWS / 8, adjacent, so a bf16 word of the tape's
-//     delta has one writer), from `sw` (s16, a value row's keys contiguous).
+//     delta has one writer), from `sw` (s16, a value row's keys contiguous). With
+//     subgroup operations (SUBGROUP) invocations li and li ^ 1 make one block of four
+//     steps t4 .. t4 + 3 by XR rows instead, each over every other key octet (half the
+//     loads a multiply-add), then add their halves by a shuffle: li keeps steps
+//     t2 = t4 + 2 (li % 2) and t2 + 1.
 //   - The state: invocation li holds S^T at keys 4 (li / 8) .. + 3 and value rows
 //     li % 8 + 8 j (j < XR) in registers, in f32, for the whole walk; delta reaches it
 //     through `dw` (f16(delta), a value row's steps contiguous).
@@ -407,13 +412,15 @@ fn f16x8(w: vec4<u32>) -> array<vec4<f32>, 2> {
 // of a subgroup reads at one column (li % 8 + 8 j) fall in different banks.
 const DW: u32 = CHUNK / 8u + 1u;
 var<workgroup> dw: array<vec4<u32>, ROWS * DW>;
-// `sw`'s rows are read XR apart (xv + j), so a row starts a word later every XR rows
-// (`sw_row`): eight such rows fall in different banks too.
-var<workgroup> sw: array<vec4<u32>, ROWS * TILE_DK / 8u + 8u>;
+// `sw`'s rows are read XR apart (xv + j), so a row starts SW_SKEW words later every XR
+// rows (`sw_row`): the rows (and, with SUBGROUP, the pairs' two key octets) a quarter
+// of a subgroup reads fall in different banks too.
+const SW_SKEW: u32 = 1u;
+var<workgroup> sw: array<vec4<u32>, ROWS * TILE_DK / 8u + 16u>;
 
 // Where `sw`'s value row v starts, in words.
 fn sw_row(v: u32) -> u32 {
-    return v * (TILE_DK / 8u) + v / XR;
+    return v * (TILE_DK / 8u) + SW_SKEW * (v / XR);
 }
 // A quarter of a chunk's tile operands (half of W, or of (G_end K)^T): 4096 f16 as words
 // of eight.
@@ -513,7 +520,8 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     let h = hc.h;
     let v0 = rb * ROWS;
     let pad = padded_value_dim(d.value_dim);
-    // The W product's block: steps t2, t2 + 1 at rows xv .. xv + XR - 1.
+    // The W product's block: steps t2, t2 + 1 at rows xv .. xv + XR - 1 (with SUBGROUP
+    // the pair's t4 .. t4 + 3, over the key octets of parity hk).
     let t2 = 2u * (li / 8u);
     let xv = XR * (li % 8u);
     // The state's block: keys c4 .. c4 + 3 at rows sv + 8 j.

@@ -10,6 +10,7 @@
 #provides kernel_main
 #requires load1_state_in, store2_delta, load_u, load_decay, tiles_buf, starts_buf
 #requires deltas16_buf, state_row, v_index, CHUNK, WG_SIZE, ROWS, XR, PART_KEY_OCTETS
+#requires HALF_KEY_OCTETS
 #requires PART_STEP_OCTETS
 // record_chunked's walk on vector units (the fast path's second pass where no adapter
 // has cooperative matrices): the same work, memory and math as chunk_walk_coop.wgsl
@@ -25,9 +26,13 @@
 // workgroup in coalesced 16-byte words (`tiles_buf` is bound as vec4<u32> words) while
 // the part before it is in the products: a word is loaded once, not by each of the
 // eight invocations that read it, and its latency is hidden behind a part's sums.
-//   - W s16^T: invocation li makes steps 2 (li / 8) and 2 (li / 8) + 1 at value rows
+//   - W s16^T: invocation li makes steps t2 = 2 (li / 8) and t2 + 1 at value rows xv =
 //     XR (li % 8) .. + XR - 1 (XR = ROWS / 8, adjacent, so a bf16 word of the tape's
-//     delta has one writer), from `sw` (s16, a value row's keys contiguous).
+//     delta has one writer), from `sw` (s16, a value row's keys contiguous). With
+//     subgroup operations (SUBGROUP) invocations li and li ^ 1 make one block of four
+//     steps t4 .. t4 + 3 by XR rows instead, each over every other key octet (half the
+//     loads a multiply-add), then add their halves by a shuffle: li keeps steps
+//     t2 = t4 + 2 (li % 2) and t2 + 1.
 //   - The state: invocation li holds S^T at keys 4 (li / 8) .. + 3 and value rows
 //     li % 8 + 8 j (j < XR) in registers, in f32, for the whole walk; delta reaches it
 //     through `dw` (f16(delta), a value row's steps contiguous).
@@ -44,13 +49,19 @@
 // of a subgroup reads at one column (li % 8 + 8 j) fall in different banks.
 const DW: u32 = CHUNK / 8u + 1u;
 var<workgroup> dw: array<vec4<u32>, ROWS * DW>;
-// `sw`'s rows are read XR apart (xv + j), so a row starts a word later every XR rows
-// (`sw_row`): eight such rows fall in different banks too.
-var<workgroup> sw: array<vec4<u32>, ROWS * TILE_DK / 8u + 8u>;
+// `sw`'s rows are read XR apart (xv + j), so a row starts SW_SKEW words later every XR
+// rows (`sw_row`): the rows (and, with SUBGROUP, the pairs' two key octets) a quarter
+// of a subgroup reads fall in different banks too.
+#if SUBGROUP
+const SW_SKEW: u32 = 2u;
+#else
+const SW_SKEW: u32 = 1u;
+#endif
+var<workgroup> sw: array<vec4<u32>, ROWS * TILE_DK / 8u + 16u>;
 
 // Where `sw`'s value row v starts, in words.
 fn sw_row(v: u32) -> u32 {
-    return v * (TILE_DK / 8u) + v / XR;
+    return v * (TILE_DK / 8u) + SW_SKEW * (v / XR);
 }
 // A quarter of a chunk's tile operands (half of W, or of (G_end K)^T): 4096 f16 as words
 // of eight.
@@ -152,9 +163,17 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
     let h = hc.h;
     let v0 = rb * ROWS;
     let pad = padded_value_dim(d.value_dim);
-    // The W product's block: steps t2, t2 + 1 at rows xv .. xv + XR - 1.
+    // The W product's block: steps t2, t2 + 1 at rows xv .. xv + XR - 1 (with SUBGROUP
+    // the pair's t4 .. t4 + 3, over the key octets of parity hk).
+#if SUBGROUP
+    let hk = li % 2u;
+    let t4 = 4u * (li / 16u);
+    let xv = XR * ((li / 2u) % 8u);
+    let t2 = t4 + 2u * hk;
+#else
     let t2 = 2u * (li / 8u);
     let xv = XR * (li % 8u);
+#endif
     // The state's block: keys c4 .. c4 + 3 at rows sv + 8 j.
     let c4 = 4u * (li / 8u);
     let sv = li % 8u;
@@ -203,6 +222,10 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         // decay in flight through them.
         var x0: array<f32, XR>;
         var x1: array<f32, XR>;
+#if SUBGROUP
+        var x2: array<f32, XR>;
+        var x3: array<f32, XR>;
+#endif
         var u0: array<f32, XR>;
         var u1: array<f32, XR>;
         var last = 0.0;
@@ -221,6 +244,24 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                     }
                 }
             }
+#if SUBGROUP
+            #unroll
+            for (var co = 0u; co < HALF_KEY_OCTETS; co++) {
+                let c = 64u * part + 8u * (2u * co + hk);
+                let w0 = f16x8(stage[w_at(t4, c)]);
+                let w1 = f16x8(stage[w_at(t4 + 1u, c)]);
+                let w2 = f16x8(stage[w_at(t4 + 2u, c)]);
+                let w3 = f16x8(stage[w_at(t4 + 3u, c)]);
+                #unroll
+                for (var j = 0u; j < XR; j++) {
+                    let s8 = f16x8(sw[sw_row(xv + j) + c / 8u]);
+                    x0[j] += dot(w0[0], s8[0]) + dot(w0[1], s8[1]);
+                    x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
+                    x2[j] += dot(w2[0], s8[0]) + dot(w2[1], s8[1]);
+                    x3[j] += dot(w3[0], s8[0]) + dot(w3[1], s8[1]);
+                }
+            }
+#else
             #unroll
             for (var co = 0u; co < PART_KEY_OCTETS; co++) {
                 let c = 64u * part + 8u * co;
@@ -233,7 +274,20 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
                     x1[j] += dot(w1[0], s8[0]) + dot(w1[1], s8[1]);
                 }
             }
+#endif
         }
+#if SUBGROUP
+        // The pair's halves together: li keeps steps t2, t2 + 1 (x0, x1 where hk is 0,
+        // else x2, x3) and hands its partner the other two.
+        #unroll
+        for (var j = 0u; j < XR; j++) {
+            let low = hk == 0u;
+            let give0 = select(x0[j], x2[j], low);
+            let give1 = select(x1[j], x3[j], low);
+            x0[j] = select(x2[j], x0[j], low) + subgroupShuffleXor(give0, 1u);
+            x1[j] = select(x3[j], x1[j], low) + subgroupShuffleXor(give1, 1u);
+        }
+#endif
 
         // delta = U - W s16^T: the tape's, and f16(delta) for the state's product and
         // the output pass.

@@ -155,7 +155,11 @@ impl GpuBackend {
         let vector = self.chunked_on_vector_units(shape, chunk);
         if vector || self.chunked_on_matrix_units(shape, chunk) {
             let rows = self.options().walk_rows(!vector);
-            let walk_key = KernelKey::chunk_walk(dtypes, rows, state_out, !vector);
+            let mut walk_key = KernelKey::chunk_walk(dtypes, rows, state_out, !vector);
+            if vector {
+                // Its W product shares key halves through subgroup shuffles where it can.
+                walk_key.reduction = self.reduction;
+            }
             let passes = Passes::new(cshape, layout, &walk_key, sequences);
             return self.prepare_fast_passes(&passes, dtypes, walk_key, buffers);
         }
@@ -842,7 +846,8 @@ mod tests {
             tape_k_grouped: None,
             tape_g: None,
         };
-        let walk_key = KernelKey::chunk_walk(GdnDtypes::F32, rows, true, false);
+        let mut walk_key = KernelKey::chunk_walk(GdnDtypes::F32, rows, true, false);
+        walk_key.reduction = gpu.reduction;
         let passes = Passes::new(cshape, layout, &walk_key, table.as_ref());
         let prepared = gpu
             .prepare_fast_passes(&passes, GdnDtypes::F32, walk_key, &buffers)
@@ -906,13 +911,15 @@ mod tests {
                 wide,
             ),
         ];
+        // The walk with subgroup shuffles where the device has them, and without.
+        let mut without = gpu.clone();
+        without.reduction = crate::engine::key::Reduction::Workgroup;
         for (shape, layout, masked, rows) in cases {
             let shape = shape.unwrap();
             let d = draw(&shape, 7, 1.0, (0.5, 1.0));
             let m = mask(&shape);
             let mask = masked.then_some(&m[..]);
             let cshape = ChunkShape::new(shape, ChunkSize::C64);
-            let got = run_fast(&gpu, (&cshape, layout, rows), &d, mask);
             let x = Inputs {
                 q: &d.q,
                 k: &d.k,
@@ -923,8 +930,12 @@ mod tests {
             };
             let (y, state, delta) =
                 cpu_fast::record_fast(&shape, layout, &x, &d.state, cpu_fast::Form::Vector);
-            let what = format!("{shape:?} {layout:?} mask {masked} rows {rows}");
-            check_fast(&what, &got, [&y, &state, &delta], FAST_TWIN_BOUND);
+            for g in [&gpu, &without] {
+                let got = run_fast(g, (&cshape, layout, rows), &d, mask);
+                let reduction = g.reduction;
+                let what = format!("{shape:?} {layout:?} mask {masked} rows {rows} {reduction:?}");
+                check_fast(&what, &got, [&y, &state, &delta], FAST_TWIN_BOUND);
+            }
         }
 
         packed_fast_case(&gpu);

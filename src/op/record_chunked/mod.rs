@@ -27,7 +27,7 @@
 use super::gdn::WORKGROUP_MEMORY_BUDGET;
 use super::plain::{Plain, PlainClass};
 use crate::dtype::{DType, GdnDtypes};
-use crate::engine::key::{KernelKey, KeyAt, Op, OpInfo, OpKernel, Value};
+use crate::engine::key::{KernelKey, KeyAt, Op, OpInfo, OpKernel, Reduction, Value};
 use crate::engine::operand::{operand_table, Row, Walk};
 use crate::error::{Error, Result};
 pub(crate) use crate::gpu::options::WALK_ROWS;
@@ -489,13 +489,15 @@ const COOP_FAMILY: Plain = Plain {
 /// [`CHUNK_WALK`]'s family: [`CHUNK_WG`] invocations, `XR` value rows an invocation's
 /// block (`ROWS / 8`: 32 step pairs by 8 row blocks, and 32 key quads by 8 rows), and
 /// the octets of keys and of steps a part of its staged tiles holds (half of W's keys,
-/// half of the chunk's steps), which its products unroll.
+/// half of the chunk's steps), which its products unroll, and half the key octets (an
+/// invocation's share of a part with subgroup operations).
 const WALK_VECTOR_FAMILY: Plain = Plain {
     workgroup: Some(CHUNK_WG),
     extra: |c| {
         vec![
             ("XR", Value::U32(c.rows / 8)),
             ("PART_KEY_OCTETS", Value::U32(COOP_MAX_KEY_DIM as u32 / 16)),
+            ("HALF_KEY_OCTETS", Value::U32(COOP_MAX_KEY_DIM as u32 / 32)),
             ("PART_STEP_OCTETS", Value::U32(c.chunk / 16)),
         ]
     },
@@ -807,16 +809,16 @@ impl OpKernel for ChunkWalk {
     /// On cooperative matrices: the state's transpose in f32 (also the two halves of
     /// `W S^T`) and in f16, and delta in f16, rows padded by 4 f32 and 8 f16 (`FS`,
     /// `HS` in its WGSL). On vector units: the state rounded to f16 and f16(delta) as
-    /// f16 rows of Dk and C values (`sw` with a word of padding every XR rows, eight in
-    /// all; `dw`'s rows each padded by 8 f16), and two quarters of a chunk's tiles in
-    /// f16 (`stage`).
+    /// f16 rows of Dk and C values (`sw` with one or two words of padding every XR rows,
+    /// sixteen declared either way; `dw`'s rows each padded by 8 f16), and two quarters
+    /// of a chunk's tiles in f16 (`stage`).
     fn workgroup_bytes(&self, key: &KernelKey) -> u32 {
         let PlainClass { chunk: c, rows, .. } = key.plain_class();
         let dk = COOP_MAX_KEY_DIM as u32;
         let bytes = if self.coop {
             dk * (rows + 4) * 4 + (dk + c) * (rows + 8) * 2
         } else {
-            rows * (dk + c + 8) * 2 + 128 + 2 * c * dk
+            rows * (dk + c + 8) * 2 + 256 + 2 * c * dk
         };
         bytes + sequence_bytes(key)
     }
@@ -827,7 +829,8 @@ impl OpKernel for ChunkWalk {
     fn rollback_variants(&self) -> Vec<u16> {
         vec![0]
     }
-    /// The other block width; over packed sequences.
+    /// The other block width; over packed sequences; on vector units with subgroup
+    /// shuffles (at both widths).
     fn extra_keys(&self) -> Vec<KernelKey> {
         let key = KernelKey::chunk_walk(
             GdnDtypes::F32,
@@ -835,7 +838,15 @@ impl OpKernel for ChunkWalk {
             true,
             self.coop,
         );
-        vec![key, packed(key)]
+        let mut keys = vec![key, packed(key)];
+        if !self.coop {
+            for rows in WALK_ROWS {
+                let mut shuffled = KernelKey::chunk_walk(GdnDtypes::F32, rows, true, false);
+                shuffled.reduction = Reduction::Subgroup;
+                keys.push(shuffled);
+            }
+        }
+        keys
     }
 }
 
