@@ -39,7 +39,7 @@ pub struct GpuOptions {
     /// 16 on cooperative matrices, 32 on vector units. Fewer rows give more workgroups,
     /// each with a shorter chain of products per chunk; more rows read each operand
     /// from workgroup memory for more outputs (docs/PERFORMANCE.md has both measured on
-    /// both forms). On vector units 32 rows take 29312 bytes of workgroup memory:
+    /// both forms). On vector units 32 rows take 29440 bytes of workgroup memory:
     /// where the device offers less, `FastF16` without matrix units runs the portable
     /// passes (`GpuBackend::chunked_on_vector_units` says which).
     pub chunk_walk_rows: Option<u32>,
