@@ -44,7 +44,7 @@ fn all_kernels() -> Vec<(String, String)> {
     let keys = deltatape::internals::all_variants();
     keys.iter()
         .map(|key| {
-            let subgroups = key.op.records() && key.reduction == Reduction::Subgroup;
+            let subgroups = key.uses_subgroups();
             (
                 key.label(),
                 for_tint(&key.source().expect("assemble"), subgroups),
@@ -495,7 +495,7 @@ fn write_case(
     std::fs::create_dir_all(&dir).unwrap();
     let bindings = key.bindings();
     assert_eq!(bindings.len(), operands.len(), "{name}: binding count");
-    let subgroups = key.op.records() && key.reduction == Reduction::Subgroup;
+    let subgroups = key.uses_subgroups();
     let mut wgsl = for_tint(&key.source().expect("assemble"), subgroups);
     if std::env::var_os("DELTATAPE_DAWN_ZERO_INIT").is_some() {
         wgsl = zero_init(&wgsl);

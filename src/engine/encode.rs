@@ -5,7 +5,7 @@
 
 use super::cache::ParamBlock;
 use super::runtime::Runtime;
-use crate::engine::key::{KernelKey, Reduction};
+use crate::engine::key::KernelKey;
 use crate::engine::operand::OperandSpec;
 use crate::error::{Error, Result};
 
@@ -289,10 +289,7 @@ impl Runtime {
                 why: "f16 needs Features::SHADER_F16, which this device lacks".into(),
             });
         }
-        if key.reduction == Reduction::Subgroup
-            && key.op.records()
-            && !features.contains(wgpu::Features::SUBGROUP)
-        {
+        if key.uses_subgroups() && !features.contains(wgpu::Features::SUBGROUP) {
             return Err(Error::Unsupported {
                 op,
                 arg: "reduction",

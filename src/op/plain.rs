@@ -81,6 +81,12 @@ impl Family for Plain {
         defines
     }
 
+    /// A plain key is built for the workgroup reduction; one set to the subgroup
+    /// reduction asks for its kernel's subgroup variant (the vector walk's).
+    fn uses_subgroups(&self, key: &KernelKey) -> bool {
+        key.reduction == Reduction::Subgroup
+    }
+
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }
