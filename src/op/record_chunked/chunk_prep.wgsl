@@ -10,7 +10,8 @@
 #import chunk_gates
 #import strides
 #provides kernel_main
-#requires load_q, load_k, load1_k, load1_v, store_u, store_tiles, store1_tiles
+#requires load_q, load_k, raw1_k, unpack1_k, raw1_v, unpack1_v, k_raw1, store_u, store_tiles
+#requires store1_tiles
 #requires qk_row, v_index, CHUNK, WG_SIZE, ROW_GROUPS, ROW_QUADS, QUAD
 // record_chunked's first pass on vector units (the fast path's where no adapter has
 // cooperative matrices; chunk_prep_coop.wgsl is the same pass on matrix units): one
@@ -93,33 +94,47 @@ fn qk_quad(d: GdnDims, h: Head, t: u32, c: u32, is_q: bool) -> vec4<f32> {
     return load_k(row, c, d.key_dim);
 }
 
-// Row quad `ib` of column `q` of the right-hand sides' inputs, as loaded: column q of
-// [K | V] (K padded with zeros to TILE_DK columns); 0 past the chunk, Dk or Dv.
-fn rhs_quad(d: GdnDims, h: Head, t0: u32, q: u32, ib: u32) -> vec4<f32> {
-    var x = vec4(0.0);
+// Where row i of column `q` of the right-hand sides' inputs is: column q of [K | V] (K
+// padded to TILE_DK columns), the row and column clamped into the tensors (`rhs_scale`
+// zeroes what lies past them).
+fn rhs_index(d: GdnDims, h: Head, t0: u32, q: u32, i: u32) -> u32 {
+    let t = min(t0 + i, d.steps - 1u);
+    if q < TILE_DK {
+        return qk_row(d, h.b, t, h.hk) + min(q, d.key_dim - 1u);
+    }
+    return v_index(d, h.b, t, h.hv, min(q - TILE_DK, d.value_dim - 1u));
+}
+
+// Row quad `ib` of column `q`'s inputs as stored (k's and v's dtype is the activations'),
+// left packed until `rhs_scale` uses them, so that the loads stay in flight meanwhile.
+fn rhs_quad(d: GdnDims, h: Head, t0: u32, q: u32, ib: u32) -> vec4<k_raw1> {
+    var x: vec4<k_raw1>;
     if ib >= ROW_QUADS {
         return x;
     }
-    let last = d.steps - 1u;
     for (var y = 0u; y < 4u; y++) {
-        let t = min(t0 + 4u * ib + y, last);
-        if q < d.key_dim {
-            x[y] = load1_k(qk_row(d, h.b, t, h.hk) + q);
-        } else if q >= TILE_DK && q - TILE_DK < d.value_dim {
-            x[y] = load1_v(v_index(d, h.b, t, h.hv, q - TILE_DK));
+        let i = rhs_index(d, h, t0, q, 4u * ib + y);
+        if q < TILE_DK {
+            x[y] = raw1_k(i);
+        } else {
+            x[y] = raw1_v(i);
         }
     }
     return x;
 }
 
-// Column `q`'s right-hand side at row quad `ib` from its inputs `x`: beta gam k (W's
-// columns) or beta v (U's), 0 at a dead step whatever was loaded.
-fn rhs_scale(x: vec4<f32>, q: u32, ib: u32) -> vec4<f32> {
+// Column `q`'s right-hand side at row quad `ib` from its stored inputs `w`: beta gam k
+// (W's columns) or beta v (U's); 0 at a dead step and past Dk or Dv.
+fn rhs_scale(d: GdnDims, h: Head, t0: u32, w: vec4<k_raw1>, q: u32, ib: u32) -> vec4<f32> {
     var r = vec4(0.0);
+    let is_k = q < TILE_DK;
+    let on = select(q - TILE_DK < d.value_dim, q < d.key_dim, is_k);
     for (var y = 0u; y < 4u; y++) {
         let i = 4u * ib + y;
-        let s = select(1.0, gam_sh[i], q < TILE_DK) * beta_sh[i];
-        r[y] = select(0.0, x[y] * s, live_sh[i] != 0.0h);
+        let at = rhs_index(d, h, t0, q, i);
+        let x = select(unpack1_v(w[y], at), unpack1_k(w[y], at), is_k);
+        let s = select(1.0, gam_sh[i], is_k) * beta_sh[i];
+        r[y] = select(0.0, x * s, on && live_sh[i] != 0.0h);
     }
     return r;
 }
@@ -202,7 +217,7 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
 
     // The first two row quads of the first column's right-hand side, in flight through
     // phases 3 and 4.
-    var next = array<vec4<f32>, 2>(rhs_quad(d, h, t0, li, 0u), rhs_quad(d, h, t0, li, 1u));
+    var next = array<vec4<k_raw1>, 2>(rhs_quad(d, h, t0, li, 0u), rhs_quad(d, h, t0, li, 1u));
 
     // 3. beta K K^T's strict lower triangle (0 at dead steps: their k and beta are) and
     // Q K^T's lower one.
@@ -258,11 +273,11 @@ fn kernel_main(li: u32, wg_in: u32, unused: u32) {
         let c = q - TILE_DK;
         let u_col = q >= TILE_DK && c < d.value_dim && in_grid;
         if p > 0u {
-            next = array<vec4<f32>, 2>(rhs_quad(d, h, t0, q, 0u), rhs_quad(d, h, t0, q, 1u));
+            next = array<vec4<k_raw1>, 2>(rhs_quad(d, h, t0, q, 0u), rhs_quad(d, h, t0, q, 1u));
         }
         var x: array<vec4<f32>, ROW_QUADS>;
         for (var ib = 0u; ib < ROW_QUADS; ib++) {
-            var xb = rhs_scale(next[0], q, ib);
+            var xb = rhs_scale(d, h, t0, next[0], q, ib);
             next[0] = next[1];
             next[1] = rhs_quad(d, h, t0, q, ib + 2u);
             var acc = vec4(0.0);

@@ -83,6 +83,7 @@ const PREP_ROOT: (&str, &str) = ("chunk_prep_coop", include_str!("chunk_prep_coo
 /// ([`vector_prep_bytes`]) is past the 16 KiB every adapter offers ([`Op::VECTOR_F16`]).
 pub const CHUNK_PREP: Op = Op(&OpInfo {
     mask_bit: ChunkPrepRow::Mask.bit(),
+    prefetches: true,
     ..OpInfo::new(
         "chunk_prep",
         ("chunk_prep", include_str!("chunk_prep.wgsl")),
