@@ -161,16 +161,18 @@ pub struct ShapeClass {
     /// Record's class only.
     pub steps_per_sum: Option<u32>,
     /// record only: run the chunked form (the tape's copies, where a call binds them,
-    /// as copy dispatches after its passes): `record_chunked`'s fast
-    /// path (C = 64) where the backend has it (cooperative matrices and
-    /// [`crate::ChunkPrecision::FastF16`], `Dk <= 128`), else its portable passes
-    /// (C = 32), with their errors where they refuse the shape. `None`: the fast path
+    /// as copy dispatches after its passes): `record_chunked`'s fast path (C = 64) with
+    /// [`crate::ChunkPrecision::FastF16`] and `Dk <= 128`, on the matrix units where the
+    /// backend has cooperative matrices, else on vector units where it has `SHADER_F16`
+    /// and their workgroup memory; otherwise its portable passes (C = 32), with their
+    /// errors where they refuse the shape. `None`: the fast path on the matrix units
     /// alone, from [`Threshold::ChunkedFromSteps`] steps on, up to
     /// [`Threshold::ChunkedMaxHeads`] (f32 activations) or
-    /// [`Threshold::ChunkedMaxHeadsHalf`] (bf16, f16) (sequence, value head) pairs; the portable
-    /// passes are never the table's default (slower than the sequential kernel wherever
-    /// they were measured), but `tune` times them at shapes of two chunks or more and
-    /// keeps them where they win on the adapter.
+    /// [`Threshold::ChunkedMaxHeadsHalf`] (bf16, f16) (sequence, value head) pairs. The
+    /// other forms are never the table's default (no adapter without matrix units was
+    /// measured where they win: on lavapipe the sequential kernel does), but `tune`
+    /// times them at shapes of two chunks or more and keeps them where they win on the
+    /// adapter.
     pub chunked: Option<bool>,
     /// record_layer (padded) only: run as two dispatches, the prologue pass writing q,
     /// k, v, g and beta, then record on them (which may then take its chunked form),
