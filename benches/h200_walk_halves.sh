@@ -10,10 +10,14 @@
 #   outold   the output pass before the session (one stage: 12 barriers, 12 KiB)
 # then record and fla 0.6.0's chunk kernel (CUDA graphs) at T = 2048 and 8192, B = 1 and
 # 4 (issue 49's table in one command), the matrix-unit fast path, the driver's register
-# counts, and main's tests on the device (the passes against their twin between the
-# rounds, the rest at the end). Carry [".dev/p23", ".gl"]; within BUDGET_S (default 480).
+# counts, main's tests on the device (the passes against their twin between the
+# rounds, the rest after), and what is left of the first pass (now as long as the walk)
+# without parts of it (probe roots; their results wrong, their times what is left):
+# nogram (the Gram products), nosolve (the substitution's off-diagonal blocks), norhs
+# (the right-hand sides' loads after the first two quads).
+# Carry [".dev/p23", ".gl"]; within BUDGET_S (default 540).
 set -u
-E=.dev/p23 DEFAULT_BUDGET_S=480
+E=.dev/p23 DEFAULT_BUDGET_S=540
 . benches/device_env.sh # left, tests, c, stats (E is now the absolute .dev/p23)
 vec=DELTATAPE_CHUNK_PRECISION=fast-f16
 cells=(--ops record_chunked --batches 1,4 --steps 8192 --dtypes bf16,f32)
@@ -40,5 +44,8 @@ round() {
   DELTATAPE_ROOT_chunk_walk=$E/w/ksone.wgsl DELTATAPE_ROOT_chunk_out=$E/w/outold.wgsl \
     stats bin vkstats chunk_walk chunk_out
   tests "t/chunk 150" "t/rollback 60 long_drafts" "t/varlen 90" "t/layer 90"
+  for p in nogram nosolve norhs; do
+    c $p bin $vec DELTATAPE_ROOT_chunk_prep=$E/w/$p.wgsl -- "${cells[@]}"
+  done
   echo "end, $(left) s left"
 } 2>&1 | tee "$OUT/walk-halves.txt"
