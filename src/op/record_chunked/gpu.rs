@@ -140,6 +140,17 @@ impl GpuBackend {
         Ok(prepared.keeping(table.into_iter().collect()))
     }
 
+    /// The fast path's walk at `rows` value rows, on vector units (`vector`) or the
+    /// matrix units; on vector units with the backend's reduction, so that its W
+    /// product pairs invocations by a subgroup shuffle where the device has subgroups.
+    fn walk_key(&self, dtypes: GdnDtypes, rows: u32, state_out: bool, vector: bool) -> KernelKey {
+        let mut key = KernelKey::chunk_walk(dtypes, rows, state_out, !vector);
+        if vector {
+            key.reduction = self.reduction;
+        }
+        key
+    }
+
     /// The passes at `cshape` over the sequence table `sequences` (packed sequences).
     fn prepare_passes(
         &self,
@@ -155,11 +166,7 @@ impl GpuBackend {
         let vector = self.chunked_on_vector_units(shape, chunk);
         if vector || self.chunked_on_matrix_units(shape, chunk) {
             let rows = self.options().walk_rows(!vector);
-            let mut walk_key = KernelKey::chunk_walk(dtypes, rows, state_out, !vector);
-            if vector {
-                // Its W product shares key halves through subgroup shuffles where it can.
-                walk_key.reduction = self.reduction;
-            }
+            let walk_key = self.walk_key(dtypes, rows, state_out, vector);
             let passes = Passes::new(cshape, layout, &walk_key, sequences);
             return self.prepare_fast_passes(&passes, dtypes, walk_key, buffers);
         }
@@ -846,8 +853,7 @@ mod tests {
             tape_k_grouped: None,
             tape_g: None,
         };
-        let mut walk_key = KernelKey::chunk_walk(GdnDtypes::F32, rows, true, false);
-        walk_key.reduction = gpu.reduction;
+        let walk_key = gpu.walk_key(GdnDtypes::F32, rows, true, true);
         let passes = Passes::new(cshape, layout, &walk_key, table.as_ref());
         let prepared = gpu
             .prepare_fast_passes(&passes, GdnDtypes::F32, walk_key, &buffers)
