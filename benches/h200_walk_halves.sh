@@ -5,7 +5,11 @@
 # 128: one workgroup an SM) and B = 4 lost 4% where B = 1 gained 8.5%. main's kernels
 # (`new`) against probe roots read through `bin` (main's build with DELTATAPE_ROOT_<root>,
 # not in the crate), rounds alternating:
+#   sk       main's walk with its state update by step halves too (invocations li and
+#            li ^ 1 each over every other step octet for both their rows, the partner's
+#            part handed over by a shuffle: 48 loads from workgroup memory a chunk, not 64)
 #   ksone    the walk's key halves by a shuffle on one stage (7 barriers a chunk, 21 KiB)
+#   kssk     ksone with sk's state update
 #   walkold  the walk before the session (one stage, no shuffle)
 #   outold   the output pass before the session (one stage: 12 barriers, 12 KiB)
 # then record and fla 0.6.0's chunk kernel (CUDA graphs) at T = 2048 and 8192, B = 1 and
@@ -23,7 +27,9 @@ vec=DELTATAPE_CHUNK_PRECISION=fast-f16
 cells=(--ops record_chunked --batches 1,4 --steps 8192 --dtypes bf16,f32)
 round() {
   c new bin $vec -- "${cells[@]}"
+  c sk bin $vec DELTATAPE_ROOT_chunk_walk=$E/w/sk.wgsl -- "${cells[@]}"
   c ksone bin $vec DELTATAPE_ROOT_chunk_walk=$E/w/ksone.wgsl -- "${cells[@]}"
+  c kssk bin $vec DELTATAPE_ROOT_chunk_walk=$E/w/ksone_sk.wgsl -- "${cells[@]}"
   c walkold bin $vec DELTATAPE_ROOT_chunk_walk=$E/w/walkold.wgsl -- "${cells[@]}"
   c outold bin $vec DELTATAPE_ROOT_chunk_out=$E/w/outold.wgsl -- "${cells[@]}"
 }
@@ -43,6 +49,10 @@ round() {
   for k in chunk_walk chunk_out; do mv "$OUT/$k.spv.hex" "$OUT/new_$k.spv.hex"; done
   DELTATAPE_ROOT_chunk_walk=$E/w/ksone.wgsl DELTATAPE_ROOT_chunk_out=$E/w/outold.wgsl \
     stats bin vkstats chunk_walk chunk_out
+  mv "$OUT/chunk_walk.spv.hex" "$OUT/ksone_chunk_walk.spv.hex"
+  DELTATAPE_ROOT_chunk_walk=$E/w/ksone_sk.wgsl stats bin vkstats chunk_walk > /dev/null
+  mv "$OUT/chunk_walk.spv.hex" "$OUT/kssk_chunk_walk.spv.hex"
+  DELTATAPE_ROOT_chunk_walk=$E/w/sk.wgsl stats bin vkstats chunk_walk
   tests "t/chunk 150" "t/rollback 60 long_drafts" "t/varlen 90" "t/layer 90"
   for p in nogram nosolve norhs; do
     c $p bin $vec DELTATAPE_ROOT_chunk_prep=$E/w/$p.wgsl -- "${cells[@]}"
