@@ -1,61 +1,83 @@
 #!/usr/bin/env bash
-# After the seventeenth session landed the passes with fewer barriers (the walk's and the
-# output pass's stage in two halves, W from registers, k and v packed, the walk's W
-# product by key halves through a shuffle): the walk's halves cost registers (168 for
-# 128: one workgroup an SM) and B = 4 lost 4% where B = 1 gained 8.5%. main's kernels
-# (`new`) against probe roots read through `bin` (main's build with DELTATAPE_ROOT_<root>,
-# not in the crate), rounds alternating:
-#   sk       main's walk with its state update by step halves too (invocations li and
-#            li ^ 1 each over every other step octet for both their rows, the partner's
-#            part handed over by a shuffle: 48 loads from workgroup memory a chunk, not 64)
-#   ksone    the walk's key halves by a shuffle on one stage (7 barriers a chunk, 21 KiB)
+# The passes on vector units after the seventeenth session (the walk's and the output
+# pass's stage in two halves, W from registers, k and v packed, the walk's W product by
+# key halves through a shuffle): the walk's halves cost registers (168 for 128: one
+# workgroup an SM) and B = 4 lost 4% where B = 1 gained 8.5%. Two calls on one warm
+# machine, PHASE=1 then PHASE=2, each within BUDGET_S (default 560); carry
+# [".dev/p23", ".gl"].
+#
+# PHASE=1: main's kernels (`new`, through `bin`: main's build with DELTATAPE_ROOT_<root>,
+# which reads a probe root in place of the op's; not in the crate) against, in rounds:
+#   sk       the walk's state update by step halves too (invocations li and li ^ 1 each
+#            over every other step octet for both their rows, the partner's part handed
+#            over by a shuffle: 48 loads from workgroup memory a chunk, not 64;
+#            branch walk-step-halves)
+#   ksone    the walk's key halves on one stage (7 barriers a chunk, 21 KiB; branch
+#            walk-one-stage)
 #   kssk     ksone with sk's state update
-#   walkold  the walk before the session (one stage, no shuffle)
-#   outold   the output pass before the session (one stage: 12 barriers, 12 KiB)
-# then record and fla 0.6.0's chunk kernel (CUDA graphs) at T = 2048 and 8192, B = 1 and
-# 4 (issue 49's table in one command), the matrix-unit fast path, the driver's register
-# counts, main's tests on the device (the passes against their twin between the
-# rounds, the rest after), and what is left of the first pass (now as long as the walk)
-# without parts of it (probe roots; their results wrong, their times what is left):
-# nogram (the Gram products), nosolve (the substitution's off-diagonal blocks), norhs
-# (the right-hand sides' loads after the first two quads).
-# Carry [".dev/p23", ".gl"]; within BUDGET_S (default 540).
+#   wfma     the walk's products as chains of multiply-adds (dot8: 8 a word where
+#            dot + dot + add took 10)
+#   rows     `bin2`, branch rows-out: the walk hands the output pass s16 and f16(delta)
+#            as rows copied out of `sw` and `dw` a word an invocation (3 stores a chunk
+#            for 24 f16 stores), the output pass reads them so (dot8 chains)
+#   rowsfma  rows with wfma's walk
+#   outold   the output pass before the seventeenth session (one stage, 12 barriers)
+#   pfma     the first pass's Gram and solve products as chains of multiply-adds
+# then record at T = 2048 and 8192 (issue 49's ratio in the same command) and the
+# passes against their twin on the device (`lib portable`, rows' `lib2 twin`).
+#
+# PHASE=2: fla 0.6.0's chunk kernel (CUDA graphs) beside the vector form at T = 2048
+# and the matrix-unit fast path (issue 50's ratio in one command), the driver's register
+# counts, the remaining tests (rows' fast-path tests too), and what is left of the first
+# pass without parts of it (probe roots; results wrong, times what is left): nogram (the
+# Gram products), nosolve (the substitution's off-diagonal blocks), norhs (the
+# right-hand sides' loads after the first two quads).
 set -u
-E=.dev/p23 DEFAULT_BUDGET_S=540
+E=.dev/p23 DEFAULT_BUDGET_S=560
 . benches/device_env.sh # left, tests, c, stats (E is now the absolute .dev/p23)
 vec=DELTATAPE_CHUNK_PRECISION=fast-f16
 cells=(--ops record_chunked --batches 1,4 --steps 8192 --dtypes bf16,f32)
+root() { echo "DELTATAPE_ROOT_chunk_$1=$E/w/$2.wgsl"; }
 round() {
   c new bin $vec -- "${cells[@]}"
-  c sk bin $vec DELTATAPE_ROOT_chunk_walk=$E/w/sk.wgsl -- "${cells[@]}"
-  c ksone bin $vec DELTATAPE_ROOT_chunk_walk=$E/w/ksone.wgsl -- "${cells[@]}"
-  c kssk bin $vec DELTATAPE_ROOT_chunk_walk=$E/w/ksone_sk.wgsl -- "${cells[@]}"
-  c walkold bin $vec DELTATAPE_ROOT_chunk_walk=$E/w/walkold.wgsl -- "${cells[@]}"
-  c outold bin $vec DELTATAPE_ROOT_chunk_out=$E/w/outold.wgsl -- "${cells[@]}"
+  c sk bin $vec "$(root walk sk)" -- "${cells[@]}"
+  c ksone bin $vec "$(root walk ksone)" -- "${cells[@]}"
+  c kssk bin $vec "$(root walk ksone_sk)" -- "${cells[@]}"
+  c wfma bin $vec "$(root walk wfma)" -- "${cells[@]}"
+  c rows bin2 $vec -- "${cells[@]}"
+  c rowsfma bin2 $vec "$(root walk rows_wfma)" -- "${cells[@]}"
+  c outold bin $vec "$(root out outold)" -- "${cells[@]}"
+  c pfma bin $vec "$(root prep pfma)" -- "${cells[@]}"
 }
-{ nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader
+phase1() {
   round
-  tests "t/lib 60 portable"
-  round
-  c new2k bin $vec -- --ops record_chunked --batches 1,4 --steps 2048 --dtypes bf16,f32
   c record bin -- --ops record --batches 1,4 --steps 2048,8192 --dtypes bf16,f32
+  tests "t/lib 60 portable" "t/lib2 60 twin"
+  [ "$(left)" -gt 260 ] && round
+}
+phase2() {
+  c new2k bin $vec -- --ops record_chunked --batches 1,4 --steps 2048 --dtypes bf16,f32
   if [ "$(left)" -gt 150 ]; then
     python3 -m pip install -q --no-index --no-deps --target /tmp/site $E/fla/*.whl > /dev/null 2>&1
     CASES="1:2048,1:8192,4:2048,4:8192" DTYPES=bfloat16,float32 PYTHONPATH=/tmp/site \
       timeout 120 python3 $E/fla/fla_prefill_bench.py 2>&1 | grep -E "RESULT fla_chunk|Error|error" | head -12
   fi
   c coop bin -- --fast-f16 --ops record_chunked --batches 1,4 --steps 8192 --dtypes bf16
-  stats bin vkstats chunk_walk chunk_out chunk_prep
-  for k in chunk_walk chunk_out; do mv "$OUT/$k.spv.hex" "$OUT/new_$k.spv.hex"; done
-  DELTATAPE_ROOT_chunk_walk=$E/w/ksone.wgsl DELTATAPE_ROOT_chunk_out=$E/w/outold.wgsl \
-    stats bin vkstats chunk_walk chunk_out
-  mv "$OUT/chunk_walk.spv.hex" "$OUT/ksone_chunk_walk.spv.hex"
-  DELTATAPE_ROOT_chunk_walk=$E/w/ksone_sk.wgsl stats bin vkstats chunk_walk > /dev/null
-  mv "$OUT/chunk_walk.spv.hex" "$OUT/kssk_chunk_walk.spv.hex"
-  DELTATAPE_ROOT_chunk_walk=$E/w/sk.wgsl stats bin vkstats chunk_walk
-  tests "t/chunk 150" "t/rollback 60 long_drafts" "t/varlen 90" "t/layer 90"
-  for p in nogram nosolve norhs; do
-    c $p bin $vec DELTATAPE_ROOT_chunk_prep=$E/w/$p.wgsl -- "${cells[@]}"
+  stats bin vkstats chunk_walk chunk_out chunk_prep > /dev/null
+  for k in chunk_walk chunk_out chunk_prep; do mv "$OUT/$k.spv.hex" "$OUT/new_$k.spv.hex"; done
+  for v in sk ksone_sk ksone wfma; do
+    export "$(root walk $v)"
+    stats bin vkstats chunk_walk > /dev/null
+    unset DELTATAPE_ROOT_chunk_walk
+    mv "$OUT/chunk_walk.spv.hex" "$OUT/${v}_chunk_walk.spv.hex"
   done
+  stats bin2 vkstats chunk_walk chunk_out
+  tests "t/chunk 150" "t/chunk2 60 fast_path" "t/rollback 60 long_drafts" "t/varlen 90" "t/layer 90"
+  for p in nogram nosolve norhs; do
+    c $p bin $vec "$(root prep $p)" -- "${cells[@]}"
+  done
+}
+{ nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader
+  case ${PHASE:-1} in 1) phase1 ;; *) phase2 ;; esac
   echo "end, $(left) s left"
-} 2>&1 | tee "$OUT/walk-halves.txt"
+} 2>&1 | tee "$OUT/walk-halves-${PHASE:-1}.txt"
