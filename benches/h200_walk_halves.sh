@@ -27,7 +27,9 @@
 # passes against their twin on the device (`lib portable`, rows' `lib2 twin`).
 #
 # PHASE=2: fla 0.6.0's chunk kernel (CUDA graphs) beside the vector form at T = 2048
-# and the matrix-unit fast path (issue 50's ratio in one command), the driver's register
+# and the matrix-unit fast path (issue 50's ratio in one command); record_layer fused and
+# split (the prologue pass) against `bin3`, branch layer-consts (the norm switch and q's
+# scale loaded with the weights, not after the norms' sums); the driver's register
 # counts, the remaining tests (rows' fast-path tests too), and what is left of the first
 # pass without parts of it (probe roots; results wrong, times what is left): nogram (the
 # Gram products), nosolve (the substitution's off-diagonal blocks), norhs (the
@@ -49,6 +51,13 @@ round() {
   c outold bin $vec "$(root out outold)" -- "${cells[@]}"
   c pfma bin $vec "$(root prep pfma)" -- "${cells[@]}"
 }
+layer_cells=(--ops record_layer --batches 1,8,64 --steps 1,4,16 --dtypes bf16,f32)
+layers() {
+  c fused bin DELTATAPE_RECORD_SPLIT=0 -- "${layer_cells[@]}"
+  c fused3 bin3 DELTATAPE_RECORD_SPLIT=0 -- "${layer_cells[@]}"
+  c split bin DELTATAPE_RECORD_SPLIT=1 -- "${layer_cells[@]}"
+  c split3 bin3 DELTATAPE_RECORD_SPLIT=1 -- "${layer_cells[@]}"
+}
 phase1() {
   round
   c record bin -- --ops record --batches 1,4 --steps 2048,8192 --dtypes bf16,f32
@@ -63,6 +72,8 @@ phase2() {
       timeout 120 python3 $E/fla/fla_prefill_bench.py 2>&1 | grep -E "RESULT fla_chunk|Error|error" | head -12
   fi
   c coop bin -- --fast-f16 --ops record_chunked --batches 1,4 --steps 8192 --dtypes bf16
+  layers
+  [ "$(left)" -gt 330 ] && layers
   stats bin vkstats chunk_walk chunk_out chunk_prep > /dev/null
   for k in chunk_walk chunk_out chunk_prep; do mv "$OUT/$k.spv.hex" "$OUT/new_$k.spv.hex"; done
   for v in sk ksone_sk ksone wfma; do
