@@ -23,6 +23,11 @@
 #   rowsfma  rows with wfma's walk
 #   outold   the output pass before the seventeenth session (one stage, 12 barriers)
 #   pfma     the first pass's Gram and solve products as chains of multiply-adds
+#   pidx     the first pass's right-hand sides: each column's index a base and a step's
+#            stride (not rhs_index twice a value), their scales a vec4 a row quad
+#   pboth    pfma and pidx together
+# (the walk's variants and pfma, pidx in bf16 alone: the walk's time is the same in
+# both dtypes)
 # then record at T = 2048 and 8192 (issue 49's ratio in the same command) and the
 # passes against their twin on the device (`lib portable`, rows' `lib2 twin`).
 #
@@ -39,17 +44,20 @@ E=.dev/p23 DEFAULT_BUDGET_S=560
 . benches/device_env.sh # left, tests, c, stats (E is now the absolute .dev/p23)
 vec=DELTATAPE_CHUNK_PRECISION=fast-f16
 cells=(--ops record_chunked --batches 1,4 --steps 8192 --dtypes bf16,f32)
+bf16=(--ops record_chunked --batches 1,4 --steps 8192 --dtypes bf16)
 root() { echo "DELTATAPE_ROOT_chunk_$1=$E/w/$2.wgsl"; }
 round() {
   c new bin $vec -- "${cells[@]}"
-  c sk bin $vec "$(root walk sk)" -- "${cells[@]}"
-  c ksone bin $vec "$(root walk ksone)" -- "${cells[@]}"
-  c kssk bin $vec "$(root walk ksone_sk)" -- "${cells[@]}"
-  c wfma bin $vec "$(root walk wfma)" -- "${cells[@]}"
+  c sk bin $vec "$(root walk sk)" -- "${bf16[@]}"
+  c ksone bin $vec "$(root walk ksone)" -- "${bf16[@]}"
+  c kssk bin $vec "$(root walk ksone_sk)" -- "${bf16[@]}"
+  c wfma bin $vec "$(root walk wfma)" -- "${bf16[@]}"
   c rows bin2 $vec -- "${cells[@]}"
-  c rowsfma bin2 $vec "$(root walk rows_wfma)" -- "${cells[@]}"
+  c rowsfma bin2 $vec "$(root walk rows_wfma)" -- "${bf16[@]}"
   c outold bin $vec "$(root out outold)" -- "${cells[@]}"
-  c pfma bin $vec "$(root prep pfma)" -- "${cells[@]}"
+  c pfma bin $vec "$(root prep pfma)" -- "${bf16[@]}"
+  c pidx bin $vec "$(root prep pidx)" -- "${bf16[@]}"
+  c pboth bin $vec "$(root prep pboth)" -- "${cells[@]}"
 }
 layer_cells=(--ops record_layer --batches 1,8,64 --steps 1,4,16 --dtypes bf16,f32)
 layers() {
@@ -62,7 +70,7 @@ phase1() {
   round
   c record bin -- --ops record --batches 1,4 --steps 2048,8192 --dtypes bf16,f32
   tests "t/lib 60 portable" "t/lib2 60 twin"
-  [ "$(left)" -gt 260 ] && round
+  [ "$(left)" -gt 200 ] && round
 }
 phase2() {
   c new2k bin $vec -- --ops record_chunked --batches 1,4 --steps 2048 --dtypes bf16,f32
