@@ -21,6 +21,7 @@
 #            as rows copied out of `sw` and `dw` a word an invocation (3 stores a chunk
 #            for 24 f16 stores), the output pass reads them so (dot8 chains)
 #   rowsfma  rows with wfma's walk
+#   rall     rows with every walk candidate at once: ksone's one stage, sk, wfma
 #   outold   the output pass before the seventeenth session (one stage, 12 barriers)
 #   pfma     the first pass's Gram and solve products as chains of multiply-adds
 #   pidx     the first pass's right-hand sides: each column's index a base and a step's
@@ -54,6 +55,7 @@ round() {
   c wfma bin $vec "$(root walk wfma)" -- "${bf16[@]}"
   c rows bin2 $vec -- "${cells[@]}"
   c rowsfma bin2 $vec "$(root walk rows_wfma)" -- "${bf16[@]}"
+  c rall bin2 $vec "$(root walk rows_all)" -- "${bf16[@]}"
   c outold bin $vec "$(root out outold)" -- "${cells[@]}"
   c pfma bin $vec "$(root prep pfma)" -- "${bf16[@]}"
   c pidx bin $vec "$(root prep pidx)" -- "${bf16[@]}"
