@@ -142,7 +142,9 @@ impl GpuBackend {
 
     /// The fast path's walk at `rows` value rows, on vector units (`vector`) or the
     /// matrix units; on vector units with the backend's reduction, so that its W
-    /// product pairs invocations by a subgroup shuffle where the device has subgroups.
+    /// product pairs invocations by a subgroup shuffle where the device has subgroups
+    /// (invocations li and li ^ 1 always share one: WebGPU's subgroups, and so wgpu's,
+    /// have at least 4 invocations, `wgpu::MINIMUM_SUBGROUP_MIN_SIZE`).
     fn walk_key(&self, dtypes: GdnDtypes, rows: u32, state_out: bool, vector: bool) -> KernelKey {
         let mut key = KernelKey::chunk_walk(dtypes, rows, state_out, !vector);
         if vector {
