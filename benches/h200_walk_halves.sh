@@ -36,10 +36,10 @@
 # and the matrix-unit fast path (issue 50's ratio in one command); record_layer fused and
 # split (the prologue pass) against `bin3`, branch layer-consts (the norm switch and q's
 # scale loaded with the weights, not after the norms' sums); the driver's register
-# counts, the remaining tests (rows' fast-path tests too), and what is left of the first
-# pass without parts of it (probe roots; results wrong, times what is left): nogram (the
-# Gram products), nosolve (the substitution's off-diagonal blocks), norhs (the
-# right-hand sides' loads after the first two quads).
+# counts, what is left of the first pass without parts of it (probe roots, bf16; results
+# wrong, times what is left): nogram (the Gram products), nosolve (the substitution's
+# off-diagonal blocks), norhs (the right-hand sides' loads after the first two quads);
+# then the remaining tests (rows' fast-path tests too).
 set -u
 E=.dev/p23 DEFAULT_BUDGET_S=560
 . benches/device_env.sh # left, tests, c, stats (E is now the absolute .dev/p23)
@@ -83,7 +83,7 @@ phase2() {
   fi
   c coop bin -- --fast-f16 --ops record_chunked --batches 1,4 --steps 8192 --dtypes bf16
   layers
-  [ "$(left)" -gt 330 ] && layers
+  [ "$(left)" -gt 400 ] && layers
   stats bin vkstats chunk_walk chunk_out chunk_prep > /dev/null
   for k in chunk_walk chunk_out chunk_prep; do mv "$OUT/$k.spv.hex" "$OUT/new_$k.spv.hex"; done
   for v in sk ksone_sk ksone wfma; do
@@ -93,10 +93,10 @@ phase2() {
     mv "$OUT/chunk_walk.spv.hex" "$OUT/${v}_chunk_walk.spv.hex"
   done
   stats bin2 vkstats chunk_walk chunk_out
-  tests "t/chunk 150" "t/chunk2 60 fast_path" "t/rollback 60 long_drafts" "t/varlen 90" "t/layer 90"
   for p in nogram nosolve norhs; do
-    c $p bin $vec "$(root prep $p)" -- "${cells[@]}"
+    c $p bin $vec "$(root prep $p)" -- "${bf16[@]}"
   done
+  tests "t/chunk 150" "t/chunk2 60 fast_path" "t/rollback 60 long_drafts" "t/varlen 90" "t/layer 90"
 }
 { nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader
   case ${PHASE:-1} in 1) phase1 ;; *) phase2 ;; esac
